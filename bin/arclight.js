@@ -1,0 +1,23 @@
+#!/usr/bin/env node
+// The `arclight` command. Under the `source` export condition (npm start in this repository:
+// `node --conditions=source --import tsx`) it runs the TypeScript sources, so edits take effect
+// without a build; otherwise the compiled runtime that `npm install` built into dist/.
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+const fromSource = process.execArgv.some((arg, i, all) =>
+  arg === '--conditions=source' || arg === '-C=source' || ((arg === '--conditions' || arg === '-C') && all[i + 1] === 'source'));
+const compiled = new URL('../dist/runtime/cli.js', import.meta.url);
+let cli;
+if (!fromSource && existsSync(fileURLToPath(compiled))) {
+  cli = await import(compiled.href);
+} else {
+  if (!fromSource) {
+    const { register } = await import('tsx/esm/api');
+    register();
+  }
+  cli = await import(new URL('../runtime/cli.ts', import.meta.url).href);
+}
+const code = await cli.main(process.argv.slice(2));
+// node-av's encoders can crash during Node's normal teardown: leave explicitly.
+process.exit(code);

@@ -1,0 +1,86 @@
+/**
+ * The error taxonomy shared by every Arclight wire: HTTP bodies and data-channel failures.
+ *
+ * A code is stable once released: clients branch on it. The message is for people and may
+ * change. Each code has one HTTP status (when it travels over HTTP) and one `retryable` verdict.
+ * docs/errors.md lists them with what a client should do.
+ */
+
+export const ERROR_CODES = {
+  // Request shape
+  invalid_json: { status: 400, retryable: false, summary: 'The body is not valid JSON.' },
+  invalid_request: { status: 400, retryable: false, summary: 'The body or a parameter breaks the schema.' },
+  payload_too_large: { status: 413, retryable: false, summary: 'The body or message exceeds the size limit.' },
+  not_found: { status: 404, retryable: false, summary: 'No such route.' },
+  method_not_allowed: { status: 405, retryable: false, summary: 'The route exists but not with this method.' },
+  unsupported_version: { status: 426, retryable: false, summary: 'The client protocol version is older than the server accepts.' },
+  version_not_implemented: { status: 501, retryable: false, summary: 'The client asks for a protocol version newer than the server implements.' },
+  // Sessions and connections
+  session_not_found: { status: 404, retryable: false, summary: 'No open session has this id.' },
+  session_conflict: { status: 409, retryable: true, summary: 'A session is already open with live connections on this runtime.' },
+  session_ended: { status: 410, retryable: false, summary: 'The session has ended.' },
+  connection_not_found: { status: 404, retryable: false, summary: 'No connection with this id is registered for the session.' },
+  connection_closed: { status: 410, retryable: false, summary: 'The connection was closed for good; register a new one.' },
+  invalid_sdp: { status: 400, retryable: false, summary: 'The SDP offer could not be parsed or negotiated.' },
+  model_not_ready: { status: 503, retryable: true, summary: 'The model is still loading or failed to load.' },
+  // Data-channel commands
+  invalid_message: { status: 400, retryable: false, summary: 'A data-channel message is not a valid envelope.' },
+  message_too_large: { status: 413, retryable: false, summary: 'A data-channel message exceeds the size limit.' },
+  unknown_command: { status: 404, retryable: false, summary: 'The model has no command with this name.' },
+  invalid_params: { status: 422, retryable: false, summary: 'Command parameters break the command schema.' },
+  unknown_track: { status: 404, retryable: false, summary: 'The model has no track with this name and direction.' },
+  track_busy: { status: 409, retryable: true, summary: 'Another connection publishes this input track.' },
+  not_ready: { status: 409, retryable: true, summary: 'The operation needs status ready.' },
+  // Everything else
+  internal_error: { status: 500, retryable: true, summary: 'An unexpected failure; details are in the server log only.' },
+} as const satisfies Record<string, { status: number; retryable: boolean; summary: string }>;
+
+/** A code defined by Arclight. Models may add their own codes through `CommandError`. */
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** The JSON body of every failed HTTP request. */
+export interface ErrorBody {
+  readonly code: ErrorCode | (string & {});
+  readonly message: string;
+  /** For `invalid_request`/`invalid_params`: the JSON pointer of the offending field, e.g. `/value`. */
+  readonly field?: string;
+}
+
+export function isErrorCode(value: string): value is ErrorCode {
+  return Object.hasOwn(ERROR_CODES, value);
+}
+
+export function httpStatusOf(code: string): number {
+  return isErrorCode(code) ? ERROR_CODES[code].status : 500;
+}
+
+/**
+ * The one error type that crosses Arclight's boundaries. Thrown by the client library, and used
+ * inside the runtime to turn a failure into an HTTP body or a data-channel failure.
+ */
+export class ArclightError extends Error {
+  override readonly name = 'ArclightError';
+  readonly code: ErrorCode | (string & {});
+  readonly retryable: boolean;
+  readonly field: string | undefined;
+  /** The HTTP status when the error came from (or will go to) an HTTP response. */
+  readonly status: number | undefined;
+
+  constructor(
+    code: ErrorCode | (string & {}),
+    message: string,
+    options: { cause?: unknown; field?: string; status?: number; retryable?: boolean } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.field = options.field;
+    this.status = options.status ?? (isErrorCode(code) ? ERROR_CODES[code].status : undefined);
+    this.retryable = options.retryable ?? (isErrorCode(code) ? ERROR_CODES[code].retryable : false);
+  }
+
+  toBody(): ErrorBody {
+    return this.field === undefined
+      ? { code: this.code, message: this.message }
+      : { code: this.code, message: this.message, field: this.field };
+  }
+}

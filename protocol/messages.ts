@@ -1,0 +1,85 @@
+/**
+ * Data-channel messages. The channel is labelled `data` and is created by the client.
+ *
+ * Every message is a JSON envelope `{scope, data: {type, data}}`:
+ * - `application` scope: the model's own commands (client → model) and messages (model → client);
+ * - `runtime` scope: Arclight's control messages (ping, acknowledgements, failures, track control).
+ *
+ * Arclight extends 2.9.0's envelope compatibly with `request_id`: a client that sets it on a command
+ * gets back exactly one correlated outcome carrying the same id — the model's reply
+ * (application scope), a `command_ack` (no reply body), or a `command_failed`. A client that
+ * does not set it (2.9.0) still receives replies and failures, uncorrelated.
+ */
+
+import type { JsonValue } from './json-schema.ts';
+
+export type MessageScope = 'application' | 'runtime';
+
+export const DATA_CHANNEL_LABEL = 'data';
+/** Largest accepted message, in UTF-8 bytes of the serialized envelope (2.9.0's default). */
+export const MAX_MESSAGE_BYTES = 256 * 1024;
+
+export interface EnvelopeBody<T extends string = string, D = JsonValue | undefined> {
+  readonly type: T;
+  readonly data?: D;
+  /** Correlates a command with its outcome. Unique per connection; ≤ 64 chars. */
+  readonly request_id?: string;
+  /** File references extracted from command data by 2.9.0 (uploads; later issue). */
+  readonly uploads?: Record<string, JsonValue>;
+}
+
+export interface Envelope<S extends MessageScope = MessageScope, B extends EnvelopeBody = EnvelopeBody> {
+  readonly scope: S;
+  readonly data: B;
+}
+
+// ---- runtime scope, client → runtime ----
+
+export interface PingMessage extends EnvelopeBody<'ping', Record<string, never> | undefined> {}
+/** Subscribe to (resume) or unsubscribe from (pause) an output track on this connection. */
+export interface TrackSubscriptionMessage
+  extends EnvelopeBody<'track_subscription', { readonly track: string; readonly subscribed: boolean }> {}
+/** Claim an input track for this connection before sending media on it. */
+export interface PublishTrackMessage extends EnvelopeBody<'publish_track', { readonly track: string }> {}
+export interface UnpublishTrackMessage extends EnvelopeBody<'unpublish_track', { readonly track: string }> {}
+
+export type ClientRuntimeMessage = PingMessage | TrackSubscriptionMessage | PublishTrackMessage | UnpublishTrackMessage;
+
+// ---- runtime scope, runtime → client ----
+
+export interface PongMessage extends EnvelopeBody<'pong', { readonly server_time: number }> {}
+/** Sent once when the connection's data channel opens. */
+export interface ConnectionInfoMessage
+  extends EnvelopeBody<'connection_info', { readonly session_id: string; readonly connection_id: number }> {}
+export interface CommandAckMessage extends EnvelopeBody<'command_ack', { readonly command: string }> {}
+export interface CommandFailedData {
+  readonly command: string;
+  readonly code: string;
+  readonly message: string;
+  /** JSON pointer of the offending field for `invalid_params`. */
+  readonly field?: string;
+}
+export interface CommandFailedMessage extends EnvelopeBody<'command_failed', CommandFailedData> {}
+/** Delivered to every client before the runtime closes its connection at a session end. */
+export interface SessionEndedMessage
+  extends EnvelopeBody<'session_ended', { readonly session_id: string; readonly reason: string }> {}
+/** Periodic media quality report: 0 (unusable) to 10 (perfect). */
+export interface MediaStatsMessage
+  extends EnvelopeBody<'media_stats', { readonly score: number; readonly tracks: Record<string, TrackMediaStats> }> {}
+export interface TrackMediaStats {
+  readonly frames_sent: number;
+  readonly frames_dropped: number;
+  readonly fps: number;
+}
+
+export type RuntimeToClientMessage =
+  | PongMessage
+  | ConnectionInfoMessage
+  | CommandAckMessage
+  | CommandFailedMessage
+  | SessionEndedMessage
+  | MediaStatsMessage;
+
+export function envelope<S extends MessageScope, B extends EnvelopeBody>(scope: S, data: B): Envelope<S, B> {
+  return { scope, data };
+}

@@ -1,0 +1,87 @@
+/**
+ * JSON Schemas (draft 2020-12) of every body and message Arclight accepts. The runtime validates
+ * inbound data against these; docs and the OpenAPI document embed them.
+ */
+
+const trackKind = { enum: ['video', 'audio'] } as const;
+const trackDirection = { enum: ['sendonly', 'recvonly'] } as const;
+const clientInfo = {
+  type: 'object',
+  properties: { sdk_version: { type: 'string' }, sdk_type: { type: 'string' } },
+} as const;
+
+export const startSessionRequestSchema = {
+  $id: 'arclight:start_session_request',
+  type: 'object',
+  properties: {
+    extra_args: { type: 'object' },
+    client_info: clientInfo,
+  },
+} as const;
+
+export const stopSessionRequestSchema = {
+  $id: 'arclight:stop_session_request',
+  type: 'object',
+  properties: {
+    session_id: { type: 'string', maxLength: 128 },
+    reason: { type: 'string', maxLength: 64 },
+  },
+} as const;
+
+export const trackMappingEntrySchema = {
+  type: 'object',
+  required: ['mid', 'name', 'kind', 'direction'],
+  properties: {
+    mid: { type: 'string', maxLength: 32 },
+    name: { type: 'string', maxLength: 128 },
+    kind: trackKind,
+    direction: trackDirection,
+  },
+} as const;
+
+/** Largest SDP offer accepted; real offers are a few KB. */
+export const MAX_SDP_BYTES = 64 * 1024;
+
+export const sdpOfferRequestSchema = {
+  $id: 'arclight:sdp_offer_request',
+  type: 'object',
+  required: ['sdp_offer'],
+  properties: {
+    sdp_offer: { type: 'string', minLength: 1, maxLength: MAX_SDP_BYTES },
+    track_mapping: { type: 'array', maxItems: 64, items: trackMappingEntrySchema },
+    client_info: clientInfo,
+    paused_tracks: { type: 'array', maxItems: 64, items: { type: 'string' } },
+  },
+} as const;
+
+export const envelopeSchema = {
+  $id: 'arclight:envelope',
+  type: 'object',
+  required: ['scope', 'data'],
+  properties: {
+    scope: { enum: ['application', 'runtime'] },
+    data: {
+      type: 'object',
+      required: ['type'],
+      properties: {
+        type: { type: 'string', minLength: 1, maxLength: 128 },
+        request_id: { type: 'string', minLength: 1, maxLength: 64 },
+        uploads: { type: 'object' },
+      },
+    },
+  },
+} as const;
+
+export const trackSubscriptionDataSchema = {
+  type: 'object',
+  required: ['track', 'subscribed'],
+  additionalProperties: false,
+  properties: { track: { type: 'string' }, subscribed: { type: 'boolean' } },
+} as const;
+
+export const trackNameDataSchema = {
+  type: 'object',
+  required: ['track'],
+  additionalProperties: false,
+  properties: { track: { type: 'string' } },
+} as const;

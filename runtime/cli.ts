@@ -1,0 +1,116 @@
+/**
+ * The `arclight` command.
+ *
+ *   arclight serve <module> [--port 8080] [--host 127.0.0.1] [--ice-host ADDR]... [--playout-delay] [--no-playground]
+ */
+
+import { parseArgs } from 'node:util';
+import { startRuntime } from './server.ts';
+import { loadModelModule, ModelModuleError } from './model/load-model-module.ts';
+import { ModelDefinitionError } from './model/validate-definition.ts';
+
+const USAGE = `Usage: arclight serve <model-module> [options]
+
+Hosts a model module (a .ts or .js file, or a folder with index.ts, whose default export is
+defineModel({...})) and serves it with the playground on http://localhost:8080.
+
+Options:
+  --port <n>              HTTP port (default 8080; 0 = any free port)
+  --host <addr>           HTTP listen address (default 127.0.0.1; 0.0.0.0 for containers)
+  --ice-host <addr>       gather and advertise ICE only on this address (repeatable)
+  --ice-port-range <a-b>  UDP port range for media, e.g. 40000-40999
+  --playout-delay         ask browsers to render with no jitter-buffer delay (lowest latency)
+  --no-playground         do not serve the playground page at /
+  --grace <seconds>       end a session this long after its last client leaves (default 60)
+  -h, --help              show this help`;
+
+export async function main(argv: readonly string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      allowPositionals: true,
+      options: {
+        port: { type: 'string' },
+        host: { type: 'string' },
+        'ice-host': { type: 'string', multiple: true },
+        'ice-port-range': { type: 'string' },
+        'playout-delay': { type: 'boolean' },
+        'no-playground': { type: 'boolean' },
+        grace: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (error) {
+    process.stderr.write(`arclight: ${(error as Error).message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    process.stdout.write(USAGE + '\n');
+    return 0;
+  }
+  const [verb, modulePath, ...extra] = positionals;
+  if (verb !== 'serve' || !modulePath || extra.length > 0) {
+    process.stderr.write(`arclight: ${verb && verb !== 'serve' ? `unknown command "${verb}"` : 'missing model module'}\n\n${USAGE}\n`);
+    return 2;
+  }
+  const port = values.port === undefined ? 8080 : Number(values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    process.stderr.write(`arclight: --port must be an integer from 0 to 65535; got "${values.port}"\n`);
+    return 2;
+  }
+  let portRange: [number, number] | undefined;
+  if (values['ice-port-range'] !== undefined) {
+    const match = /^(\d+)-(\d+)$/.exec(values['ice-port-range']);
+    if (!match || Number(match[1]) >= Number(match[2])) {
+      process.stderr.write(`arclight: --ice-port-range must look like 40000-40999\n`);
+      return 2;
+    }
+    portRange = [Number(match[1]), Number(match[2])];
+  }
+  const grace = values.grace === undefined ? undefined : Number(values.grace);
+  if (grace !== undefined && !(grace > 0)) {
+    process.stderr.write(`arclight: --grace must be a positive number of seconds\n`);
+    return 2;
+  }
+
+  let model;
+  try {
+    model = await loadModelModule(modulePath);
+  } catch (error) {
+    if (error instanceof ModelModuleError || error instanceof ModelDefinitionError) {
+      process.stderr.write(`arclight: ${error.message}\n`);
+      if (error.cause instanceof Error && error.cause.stack) process.stderr.write(`${error.cause.stack}\n`);
+      return 1;
+    }
+    throw error;
+  }
+  let runtime;
+  try {
+    runtime = await startRuntime({
+      model: model as never,
+      port,
+      ...(values.host ? { host: values.host } : {}),
+      ice: { ...(values['ice-host'] ? { hostAddresses: values['ice-host'] } : {}), ...(portRange ? { portRange } : {}) },
+      playoutDelay: values['playout-delay'] ?? false,
+      playground: !values['no-playground'],
+      ...(grace === undefined ? {} : { reconnectGraceSeconds: grace }),
+    });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE') {
+      process.stderr.write(`arclight: port ${port} is in use; pick another with --port\n`);
+      return 1;
+    }
+    throw error;
+  }
+  process.stdout.write(`arclight: serving model "${model.name}" on ${runtime.url.replace('127.0.0.1', 'localhost')}\n`);
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  process.stdout.write('arclight: shutting down\n');
+  await runtime.close();
+  return 0;
+}

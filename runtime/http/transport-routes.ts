@@ -1,0 +1,114 @@
+/**
+ * WebRTC signalling under /sessions/{sid}/transport/webrtc (no trickle ICE).
+ *
+ *   GET    ice_servers                          STUN/TURN servers for the client's peer
+ *   POST   connections                          mint a connection id (201)
+ *   DELETE connections/{cid}                    retire a connection for good
+ *   POST   connections/{cid}/sdp_params         offer (202 {connection_id}); PUT renegotiates
+ *   GET    connections/{cid}/sdp_params         202 while pending, 200 {sdp_answer, connection_id}
+ *   POST|PUT|GET sdp_params                     the same for 2.9.0, whose signalling has no cid
+ *
+ * An offer is answered within the POST when that is quick (it usually is), so the client's
+ * first GET finds the answer; the POST still answers exactly 202, as 2.9.0 requires.
+ */
+
+import { Hono, type Context } from 'hono';
+import { ArclightError } from '../../protocol/errors.ts';
+import { sdpOfferRequestSchema } from '../../protocol/schemas.ts';
+import type { IceServerEntry, RegisterConnectionResponse, SdpOfferRequest } from '../../protocol/transport.ts';
+import type { Connection } from '../session/connection.ts';
+import type { LocalSessionHost } from '../session/local-session-host.ts';
+import type { Session } from '../session/session.ts';
+import { errorResponse } from './errors.ts';
+import { readJsonBody } from './json-body.ts';
+import { checkWebrtcVersion } from './versions.ts';
+
+/** How long a POST waits for its answer before replying 202 and leaving the rest to polling. */
+const INLINE_ANSWER_MS = 2_000;
+
+export function transportRoutes(host: LocalSessionHost, iceServers: readonly IceServerEntry[]): Hono {
+  const app = new Hono();
+  const base = '/sessions/:sid/transport/webrtc';
+  app.use(`${base}/*`, checkWebrtcVersion);
+
+  app.get(`${base}/ice_servers`, (c) => {
+    host.get(c.req.param('sid'));
+    return c.json({ ice_servers: iceServers }, 200);
+  });
+
+  app.post(`${base}/connections`, (c) => {
+    const session = host.get(c.req.param('sid'));
+    const connection = session.registerConnection();
+    const body: RegisterConnectionResponse = {
+      connection_id: connection.id,
+      track_map: Object.fromEntries(session.tracks.map((t) => [t.name, { kind: t.kind, direction: t.direction }])),
+    };
+    return c.json(body, 201);
+  });
+
+  app.delete(`${base}/connections/:cid`, (c) => {
+    const connection = findConnection(host.get(c.req.param('sid')), c.req.param('cid'), true);
+    connection.close();
+    return c.json({ connection_id: connection.id, state: 'closed' }, 200);
+  });
+
+  const offer = (legacy: boolean, renegotiate: boolean) => async (c: Context) => {
+    const session = host.get(c.req.param('sid') ?? '');
+    const body = await readJsonBody<SdpOfferRequest>(c, sdpOfferRequestSchema);
+    let connection: Connection;
+    if (legacy) {
+      const previous = session.legacyConnectionId === undefined ? undefined : session.connection(session.legacyConnectionId);
+      connection = renegotiate && previous && previous.state !== 'closed' ? previous : session.registerConnection();
+      session.legacyConnectionId = connection.id;
+    } else {
+      connection = findConnection(session, c.req.param('cid') ?? '', false);
+    }
+    const negotiation = connection.negotiate(body);
+    negotiation.catch(() => {}); // the outcome is read through connection.answer
+    const settledInTime = await Promise.race([
+      negotiation.then(() => true, () => true),
+      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), INLINE_ANSWER_MS)),
+    ]);
+    if (settledInTime && connection.answer.state === 'failed') return errorResponse(c, connection.answer.error);
+    return c.json({ connection_id: connection.id }, 202);
+  };
+
+  const answer = (legacy: boolean) => (c: Context) => {
+    const session = host.get(c.req.param('sid') ?? '');
+    const id = legacy ? session.legacyConnectionId : undefined;
+    if (legacy && id === undefined) throw new ArclightError('connection_not_found', 'No offer has been sent for this session.');
+    const connection = legacy ? session.connection(id!)! : findConnection(session, c.req.param('cid') ?? '', true);
+    const status = connection.answer;
+    switch (status.state) {
+      case 'ready':
+        return c.json({ sdp_answer: status.sdp, connection_id: connection.id }, 200);
+      case 'pending':
+        return c.body(null, 202);
+      case 'failed':
+        return errorResponse(c, status.error);
+      case 'none':
+        throw new ArclightError('invalid_request', `Connection ${connection.id} has no offer yet; POST one to sdp_params first.`);
+    }
+  };
+
+  app.post(`${base}/sdp_params`, offer(true, false));
+  app.put(`${base}/sdp_params`, offer(true, true));
+  app.get(`${base}/sdp_params`, answer(true));
+  app.post(`${base}/connections/:cid/sdp_params`, offer(false, false));
+  app.put(`${base}/connections/:cid/sdp_params`, offer(false, true));
+  app.get(`${base}/connections/:cid/sdp_params`, answer(false));
+  return app;
+}
+
+function findConnection(session: Session, rawId: string, allowClosed: boolean): Connection {
+  const id = Number(rawId);
+  if (!/^[1-9][0-9]{0,9}$/.test(rawId) || !Number.isSafeInteger(id)) {
+    throw new ArclightError('invalid_request', `Connection id must be a positive integer; got "${rawId}".`);
+  }
+  const connection = session.connection(id);
+  if (!connection) throw new ArclightError('connection_not_found', `Session ${session.id} has no connection ${id}.`);
+  if (!allowClosed && connection.state === 'closed') {
+    throw new ArclightError('connection_closed', `Connection ${id} is closed; register a new one.`);
+  }
+  return connection;
+}

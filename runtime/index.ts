@@ -1,0 +1,33 @@
+/**
+ * `arclight/runtime` — write a model, host it.
+ *
+ * @example
+ * ```ts
+ * import { defineModel, command, CommandError } from 'arclight/runtime';
+ * export default defineModel({ name: 'my-model', fps: 30, tracks: [...], commands: {...}, run: async (session) => {...} });
+ * ```
+ * Then `arclight serve my-model.ts` (or `startRuntime({ model })` from code).
+ */
+export { defineModel, command, commandFor } from './model/definition.ts';
+export type {
+  ModelDefinition,
+  CommandSpec,
+  CommandFactory,
+  CommandContext,
+  CommandResult,
+  ModelHooks,
+  TrackSpec,
+  OutputVideoTrackSpec,
+  InputVideoTrackSpec,
+  OutputAudioTrackSpec,
+  InputAudioTrackSpec,
+} from './model/definition.ts';
+export type { ModelSession, ConnectionHandle, InputVideo, InputAudio, ModelLogger } from './model/model-session.ts';
+export { CommandError, isCommandError } from './model/command-error.ts';
+export { ModelDefinitionError } from './model/validate-definition.ts';
+export { loadModelModule, ModelModuleError } from './model/load-model-module.ts';
+export type { VideoFrame, AudioFrame, PixelFormat, FrameMetadata } from './media/frames.ts';
+export { videoFrameByteLength } from './media/frames.ts';
+export { startRuntime, capabilitiesOf } from './server.ts';
+export type { Runtime, RuntimeOptions, RuntimeState } from './server.ts';
+export type { IcePolicyOptions } from './webrtc/ice-policy.ts';

@@ -1,0 +1,59 @@
+/**
+ * A FIFO with a fixed capacity whose `push` waits for room: the backpressure between a model's
+ * `emit()` and the encoder. `close()` releases every waiter so a session end never hangs a model.
+ */
+export class BoundedQueue<T> {
+  readonly #items: T[] = [];
+  readonly #capacity: number;
+  #roomWaiters: Array<() => void> = [];
+  #itemWaiters: Array<() => void> = [];
+  #closed = false;
+
+  constructor(capacity: number) {
+    if (!(capacity >= 1)) throw new RangeError('capacity must be at least 1');
+    this.#capacity = capacity;
+  }
+
+  get length(): number {
+    return this.#items.length;
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Resolves once the item is queued (or dropped because the queue closed). */
+  async push(item: T): Promise<void> {
+    while (!this.#closed && this.#items.length >= this.#capacity) {
+      await new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
+    }
+    if (this.#closed) return;
+    this.#items.push(item);
+    this.#wake('item');
+  }
+
+  /** The next item, or undefined once closed and drained. */
+  async shift(): Promise<T | undefined> {
+    while (this.#items.length === 0) {
+      if (this.#closed) return undefined;
+      await new Promise<void>((resolve) => this.#itemWaiters.push(resolve));
+    }
+    const item = this.#items.shift();
+    this.#wake('room');
+    return item;
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#items.length = 0;
+    this.#wake('room');
+    this.#wake('item');
+  }
+
+  #wake(which: 'room' | 'item'): void {
+    const waiters = which === 'room' ? this.#roomWaiters : this.#itemWaiters;
+    if (which === 'room') this.#roomWaiters = [];
+    else this.#itemWaiters = [];
+    for (const resolve of waiters) resolve();
+  }
+}

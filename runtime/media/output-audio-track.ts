@@ -1,0 +1,162 @@
+/**
+ * One model output audio track: samples from `emit()` are played out on the wall clock in 20 ms
+ * Opus frames. A tick with too few samples is padded with silence; the clock never waits for
+ * the model. The clock runs whether or not anyone listens (so a model that emits audio and
+ * video in one loop is paced the same either way); encoding happens only for unpaused sinks.
+ */
+
+import type { OutputAudioTrackSpec } from '../model/definition.ts';
+import type { Logger } from '../log.ts';
+import type { RuntimeMetrics } from '../metrics.ts';
+import type { AudioFrame } from './frames.ts';
+import { OpusEncoder } from './opus.ts';
+
+export const AUDIO_SAMPLE_RATE = 48_000;
+const FRAME_MS = 20;
+const SAMPLES_PER_FRAME = (AUDIO_SAMPLE_RATE * FRAME_MS) / 1000;
+/** emit() waits while more than this much audio is buffered ahead of the clock. */
+const MAX_BUFFERED_MS = 200;
+
+export interface AudioSink {
+  readonly connectionId: number;
+  sendFrame(payloads: readonly Buffer[], rtpTimestamp: number): void;
+}
+
+export class OutputAudioTrack {
+  readonly name: string;
+  readonly channels: 1 | 2;
+  readonly #log: Logger;
+  readonly #metrics: RuntimeMetrics | undefined;
+  readonly #sinks = new Map<AudioSink, { paused: boolean }>();
+  /** Interleaved samples not yet played. */
+  #pending: Int16Array[] = [];
+  #pendingSamples = 0;
+  #roomWaiters: Array<() => void> = [];
+  #encoder: Promise<OpusEncoder> | undefined;
+  /** Encodes run one after another so packets leave in timestamp order. */
+  #encodeChain: Promise<void> = Promise.resolve();
+  #timer: NodeJS.Timeout | undefined;
+  #startedAt = 0;
+  #ticks = 0;
+  #rtpTimestamp = Math.floor(Math.random() * 0xffffffff);
+  #closed = false;
+
+  constructor(spec: OutputAudioTrackSpec, log: Logger, metrics?: RuntimeMetrics) {
+    this.name = spec.name;
+    this.channels = spec.channels ?? 1;
+    this.#log = log.child({ track: spec.name });
+    this.#metrics = metrics;
+    this.#startedAt = performance.now();
+    this.#schedule();
+  }
+
+  async emit(frame: AudioFrame): Promise<void> {
+    if (this.#closed) return;
+    if (frame.sampleRate !== AUDIO_SAMPLE_RATE) {
+      throw new TypeError(`emit("${this.name}"): audio must be ${AUDIO_SAMPLE_RATE} Hz, got ${frame.sampleRate}`);
+    }
+    const samples = remix(frame.samples, frame.channels, this.channels);
+    this.#metrics?.framesEmitted.inc({ track: this.name });
+    while (!this.#closed && this.#bufferedMs() > MAX_BUFFERED_MS) {
+      await new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
+    }
+    if (this.#closed) return;
+    this.#pending.push(samples);
+    this.#pendingSamples += samples.length;
+  }
+
+  addSink(sink: AudioSink, options: { paused: boolean }): void {
+    this.#sinks.set(sink, { paused: options.paused });
+  }
+
+  removeSink(sink: AudioSink): void {
+    this.#sinks.delete(sink);
+  }
+
+  setPaused(sink: AudioSink, paused: boolean): void {
+    const state = this.#sinks.get(sink);
+    if (state) state.paused = paused;
+  }
+
+  close(): void {
+    this.#closed = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    for (const resolve of this.#roomWaiters.splice(0)) resolve();
+    this.#encoder?.then((e) => e.close(), () => {});
+  }
+
+  #bufferedMs(): number {
+    return (this.#pendingSamples / this.channels / AUDIO_SAMPLE_RATE) * 1000;
+  }
+
+  /** Drift-free: each tick is scheduled against the start time, not the previous tick. */
+  #schedule(): void {
+    if (this.#closed) return;
+    const due = this.#startedAt + (this.#ticks + 1) * FRAME_MS;
+    this.#timer = setTimeout(() => this.#tick(), Math.max(0, due - performance.now()));
+  }
+
+  #tick(): void {
+    // After a stall (a blocked event loop), play the missed frames at once, up to 100 ms, then
+    // skip the rest: the clock stays on the wall rather than drifting behind it.
+    const dueTicks = Math.floor((performance.now() - this.#startedAt) / FRAME_MS);
+    let frames = Math.min(dueTicks - this.#ticks, 5);
+    if (dueTicks - this.#ticks > 5) this.#ticks = dueTicks - 5;
+    while (frames-- > 0) {
+      this.#ticks++;
+      this.#playFrame(this.#takeFrame());
+    }
+    for (const resolve of this.#roomWaiters.splice(0)) resolve();
+    this.#schedule();
+  }
+
+  #takeFrame(): Int16Array {
+    const needed = SAMPLES_PER_FRAME * this.channels;
+    const out = new Int16Array(needed); // zero = silence for whatever the model did not fill
+    let filled = 0;
+    while (filled < needed && this.#pending.length > 0) {
+      const head = this.#pending[0]!;
+      const take = Math.min(head.length, needed - filled);
+      out.set(head.subarray(0, take), filled);
+      filled += take;
+      if (take === head.length) this.#pending.shift();
+      else this.#pending[0] = head.subarray(take);
+    }
+    this.#pendingSamples -= filled;
+    return out;
+  }
+
+  #playFrame(samples: Int16Array): void {
+    const timestamp = this.#rtpTimestamp;
+    this.#rtpTimestamp = (this.#rtpTimestamp + SAMPLES_PER_FRAME) >>> 0;
+    const listeners = [...this.#sinks.entries()].filter(([, s]) => !s.paused).map(([sink]) => sink);
+    if (listeners.length === 0) return;
+    const encoder = (this.#encoder ??= OpusEncoder.create({ sampleRate: AUDIO_SAMPLE_RATE, channels: this.channels }));
+    this.#encodeChain = this.#encodeChain
+      .then(() => encoder)
+      .then((opus) => opus.encode(samples))
+      .then((packets) => {
+        for (const sink of listeners) {
+          if (!this.#sinks.has(sink)) continue;
+          for (const packet of packets) sink.sendFrame([packet], timestamp);
+          this.#metrics?.framesSent.inc({ track: this.name });
+        }
+      })
+      .catch((error: unknown) => this.#log.error('audio frame could not be encoded', { error }));
+  }
+}
+
+function remix(samples: Int16Array, from: number, to: 1 | 2): Int16Array {
+  if (from === to) return samples;
+  if (from === 1 && to === 2) {
+    const out = new Int16Array(samples.length * 2);
+    for (let i = 0; i < samples.length; i++) out[2 * i] = out[2 * i + 1] = samples[i]!;
+    return out;
+  }
+  if (from === 2 && to === 1) {
+    const out = new Int16Array(samples.length / 2);
+    for (let i = 0; i < out.length; i++) out[i] = (samples[2 * i]! + samples[2 * i + 1]!) >> 1;
+    return out;
+  }
+  throw new TypeError(`audio with ${from} channels is not supported (1 or 2)`);
+}

@@ -1,0 +1,81 @@
+/**
+ * The runtime's Prometheus metrics, one registry per runtime instance (tests run several in one
+ * process). Served as text at `GET /metrics`.
+ */
+
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export class RuntimeMetrics {
+  readonly registry = new Registry();
+
+  readonly sessions = new Gauge({ name: 'arclight_sessions', help: 'Open sessions', registers: [this.registry] });
+  readonly sessionsStarted = new Counter({ name: 'arclight_sessions_started_total', help: 'Sessions started', registers: [this.registry] });
+  readonly connections = new Gauge({ name: 'arclight_connections', help: 'Live client connections', registers: [this.registry] });
+  readonly commands = new Counter({
+    name: 'arclight_commands_total',
+    help: 'Commands handled, by command name and outcome (reply, ack, failed code)',
+    labelNames: ['command', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly commandDuration = new Histogram({
+    name: 'arclight_command_duration_seconds',
+    help: 'Time from a command arriving to its outcome being sent',
+    labelNames: ['command'] as const,
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2],
+    registers: [this.registry],
+  });
+  readonly framesEmitted = new Counter({
+    name: 'arclight_frames_emitted_total',
+    help: 'Frames the model handed to an output track',
+    labelNames: ['track'] as const,
+    registers: [this.registry],
+  });
+  readonly framesSent = new Counter({
+    name: 'arclight_frames_sent_total',
+    help: 'Encoded frames sent to clients (counted once per connection)',
+    labelNames: ['track'] as const,
+    registers: [this.registry],
+  });
+  readonly framesDropped = new Counter({
+    name: 'arclight_frames_dropped_total',
+    help: 'Frames dropped before encoding or sending, by track and reason',
+    labelNames: ['track', 'reason'] as const,
+    registers: [this.registry],
+  });
+  readonly framesReceived = new Counter({
+    name: 'arclight_input_frames_total',
+    help: 'Frames decoded from client input tracks',
+    labelNames: ['track'] as const,
+    registers: [this.registry],
+  });
+  readonly encodeDuration = new Histogram({
+    name: 'arclight_encode_duration_seconds',
+    help: 'Time to encode one video frame, by codec',
+    labelNames: ['codec'] as const,
+    buckets: [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.033, 0.066],
+    registers: [this.registry],
+  });
+  readonly webrtcConnectDuration = new Histogram({
+    name: 'arclight_webrtc_connect_seconds',
+    help: 'Time from receiving an SDP offer to the connection being ready',
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10],
+    registers: [this.registry],
+  });
+  readonly modelLoadDuration = new Gauge({
+    name: 'arclight_model_load_seconds',
+    help: 'How long the model load() took',
+    registers: [this.registry],
+  });
+
+  constructor(options: { processMetrics?: boolean } = {}) {
+    if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'arclight_process_' });
+  }
+
+  async text(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+}

@@ -1,0 +1,152 @@
+/**
+ * The model-author interface: a module default-exports `defineModel({...})`.
+ *
+ * @example
+ * ```ts
+ * import { defineModel, command } from 'arclight/runtime';
+ * export default defineModel({
+ *   name: 'pattern', fps: 30,
+ *   tracks: [{ name: 'main_video', kind: 'video', direction: 'recvonly', width: 1280, height: 720 }],
+ *   commands: {
+ *     set_speed: command({
+ *       description: 'Pixels per frame',
+ *       params: { type: 'object', properties: { speed: { type: 'number', minimum: 0, maximum: 50 } }, required: ['speed'] } as const,
+ *       handler: (params, { session }) => { session.state.speed = params.speed; }, // params: { speed: number }
+ *     }),
+ *   },
+ *   createSessionState: () => ({ speed: 4 }),
+ *   async run(session) { for await (const tick of session.ticks()) await session.emit('main_video', draw(tick)); },
+ * });
+ * ```
+ */
+
+import type { FromSchema, JSONSchema } from 'json-schema-to-ts';
+import type { JsonValue } from '../../protocol/json-schema.ts';
+import type { AudioFrame, PixelFormat, VideoFrame } from '../media/frames.ts';
+import type { ModelSession, ConnectionHandle } from './model-session.ts';
+
+export interface OutputVideoTrackSpec {
+  readonly name: string;
+  readonly kind: 'video';
+  /** Model → client. */
+  readonly direction: 'recvonly';
+  readonly width: number;
+  readonly height: number;
+  /** Target bitrate; default scales with resolution (about 2.5 Mbit/s at 720p). */
+  readonly bitrateKbps?: number;
+}
+
+export interface InputVideoTrackSpec {
+  readonly name: string;
+  readonly kind: 'video';
+  /** Client → model. */
+  readonly direction: 'sendonly';
+  /** Pixel layout the model reads; default `i420`. */
+  readonly format?: PixelFormat;
+}
+
+export interface OutputAudioTrackSpec {
+  readonly name: string;
+  readonly kind: 'audio';
+  readonly direction: 'recvonly';
+  /** 1 or 2; default 1. Audio runs at 48 kHz. */
+  readonly channels?: 1 | 2;
+}
+
+export interface InputAudioTrackSpec {
+  readonly name: string;
+  readonly kind: 'audio';
+  readonly direction: 'sendonly';
+  readonly channels?: 1 | 2;
+}
+
+export type TrackSpec = OutputVideoTrackSpec | InputVideoTrackSpec | OutputAudioTrackSpec | InputAudioTrackSpec;
+
+/** What a handler returns: a reply body (sent as one typed message) or nothing (a bodyless ack). */
+export type CommandResult = JsonValue | void | undefined;
+
+export interface CommandContext<State> {
+  readonly session: ModelSession<State>;
+  /** The connection that sent the command; replies go to it alone. */
+  readonly connection: ConnectionHandle;
+  /** The client's `request_id`, when it sent one. */
+  readonly requestId: string | undefined;
+}
+
+export interface CommandSpec<State = unknown, Params = unknown> {
+  readonly description?: string;
+  /** JSON Schema of the command's data; validated (ajv) before the handler runs. Default: any object. */
+  readonly params?: JSONSchema;
+  /** The reply's message type and schema. Type defaults to `<command>_result`. */
+  readonly reply?: { readonly type?: string; readonly schema?: JSONSchema };
+  // Method syntax on purpose: parameters are then checked bivariantly, so a handler typed for
+  // its own params (from its schema) fits a model's `commands` record.
+  handler(params: Params, context: CommandContext<State>): CommandResult | Promise<CommandResult>;
+}
+
+/**
+ * A schema literal as written by a model author. Deliberately looser than json-schema-to-ts's
+ * `JSONSchema`: constraining a `const` type parameter by that deep type makes the compiler give
+ * up ("excessively deep") on ordinary schemas.
+ */
+export type SchemaLiteral = { readonly [keyword: string]: unknown } | boolean;
+
+/** The params type a schema literal describes (via json-schema-to-ts), or `unknown`. */
+export type ParamsOf<P> = P extends JSONSchema ? FromSchema<P> : unknown;
+
+/** A `command` whose handlers see `session.state` typed as `State`. */
+export type CommandFactory<State> = <const P extends SchemaLiteral>(spec: {
+  readonly description?: string;
+  readonly params: P;
+  readonly reply?: { readonly type?: string; readonly schema?: JSONSchema };
+  handler(params: ParamsOf<P>, context: CommandContext<State>): CommandResult | Promise<CommandResult>;
+}) => CommandSpec<State, ParamsOf<P>>;
+
+/**
+ * Binds `command` to a session-state type: `const command = commandFor<MyState>();`.
+ */
+export function commandFor<State>(): CommandFactory<State> {
+  return (spec) => spec as CommandSpec<State, never>;
+}
+
+/**
+ * Declares a command whose handler's `params` type is derived from its JSON Schema
+ * (write the schema `as const`). Use `commandFor<State>()` for typed `session.state`.
+ */
+export const command: CommandFactory<Record<string, unknown>> = commandFor<Record<string, unknown>>();
+
+export interface ModelHooks<State> {
+  /** Once per session, before `run` starts. */
+  readonly session_started?: (session: ModelSession<State>) => void | Promise<void>;
+  /** Once per session, after its connections are torn down (no per-client `disconnected` follows). */
+  readonly session_ended?: (session: ModelSession<State>, reason: string) => void | Promise<void>;
+  /** Once per client connection, when it becomes ready. */
+  readonly connected?: (session: ModelSession<State>, connection: ConnectionHandle) => void | Promise<void>;
+  /** Once per client connection, when it goes away while the session lives on. */
+  readonly disconnected?: (session: ModelSession<State>, connection: ConnectionHandle) => void | Promise<void>;
+}
+
+export interface ModelDefinition<State = Record<string, unknown>> {
+  /** The model's slug: `modelName` at connect time. */
+  readonly name: string;
+  readonly version?: string;
+  readonly description?: string;
+  /** Emission rate of output video, frames per second. */
+  readonly fps: number;
+  readonly tracks: readonly TrackSpec[];
+  readonly commands?: Readonly<Record<string, CommandSpec<State, never>>>;
+  readonly hooks?: ModelHooks<State>;
+  /** Once per process, before any session: load weights, warm up. The runtime reports `loading` until it resolves. */
+  readonly load?: () => void | Promise<void>;
+  /** Fresh per-session state, available as `session.state` to `run`, hooks and handlers. */
+  readonly createSessionState?: () => State;
+  /** The session's loop: read inputs, `await session.emit(...)`. Ends when `session.signal` aborts. */
+  readonly run?: (session: ModelSession<State>) => Promise<void>;
+}
+
+/** Identity at run time; gives the definition its types. */
+export function defineModel<State = Record<string, unknown>>(definition: ModelDefinition<State>): ModelDefinition<State> {
+  return definition;
+}
+
+export type { AudioFrame, VideoFrame };

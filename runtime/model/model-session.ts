@@ -1,0 +1,55 @@
+/** What model code sees of a session: emit media, read inputs, message clients. */
+
+import type { JsonValue } from '../../protocol/json-schema.ts';
+import type { AudioFrame, VideoFrame } from '../media/frames.ts';
+
+export interface ConnectionHandle {
+  readonly id: number;
+  /** Sends one application message to this client alone. */
+  send(type: string, data?: JsonValue): void;
+}
+
+export interface InputVideo {
+  /** The newest decoded frame, or undefined before the first. Never blocks. */
+  latest(): VideoFrame | undefined;
+  /** Every decoded frame as it arrives (a slow reader skips to the newest; nothing queues without bound). */
+  frames(): AsyncIterable<VideoFrame>;
+}
+
+export interface InputAudio {
+  /** 20 ms frames as they arrive. */
+  frames(): AsyncIterable<AudioFrame>;
+}
+
+export interface ModelLogger {
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+  error(message: string, fields?: Record<string, unknown>): void;
+}
+
+export interface ModelSession<State = Record<string, unknown>> {
+  readonly id: string;
+  /** Aborts when the session ends; pass it to anything long-running. */
+  readonly signal: AbortSignal;
+  /** Per-session state from the definition's `createSessionState()`. */
+  readonly state: State;
+  readonly fps: number;
+  readonly log: ModelLogger;
+  /** Live connections, in connect order. */
+  readonly connections: readonly ConnectionHandle[];
+  /**
+   * Hands a frame to an output track. Resolves when the pipeline has taken it (backpressure: it
+   * waits while the track's queue is full). Once the session has ended it rejects with an error
+   * whose `code` is `session_ended`; the runtime treats that as a normal end of `run`.
+   */
+  emit(track: string, frame: VideoFrame | AudioFrame): Promise<void>;
+  inputVideo(track: string): InputVideo;
+  inputAudio(track: string): InputAudio;
+  /** Sends one application message to every connected client. */
+  broadcast(type: string, data?: JsonValue): void;
+  /**
+   * A drift-free clock at `fps` (default: the model's): yields the frame index, 0, 1, 2, …,
+   * skipping indices rather than bunching when the loop falls behind. Stops at session end.
+   */
+  ticks(fps?: number): AsyncIterable<number>;
+}

@@ -1,0 +1,90 @@
+/**
+ * Checks a model module's default export before the runtime hosts it, so a model author gets
+ * every mistake listed at start-up rather than a crash at the first session.
+ */
+
+import type { ModelDefinition } from './definition.ts';
+
+export class ModelDefinitionError extends TypeError {
+  override readonly name = 'ModelDefinitionError';
+  readonly problems: readonly string[];
+
+  constructor(source: string, problems: readonly string[]) {
+    super(`${source} is not a valid Arclight model:\n  - ${problems.join('\n  - ')}`);
+    this.problems = problems;
+  }
+}
+
+const SLUG = /^[a-z0-9][a-z0-9._-]{0,63}$/;
+const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/;
+
+export function validateModelDefinition(value: unknown, source: string): ModelDefinition<unknown> {
+  const problems: string[] = [];
+  if (typeof value !== 'object' || value === null) {
+    throw new ModelDefinitionError(source, ['the module must default-export defineModel({...}) (an object); got ' + typeof value]);
+  }
+  const model = value as Record<string, unknown>;
+  if (typeof model['name'] !== 'string' || !SLUG.test(model['name'])) {
+    problems.push('name must be a slug: lower-case letters, digits, ".", "_" or "-", at most 64 characters');
+  }
+  if (typeof model['fps'] !== 'number' || !(model['fps'] > 0 && model['fps'] <= 240)) problems.push('fps must be a number in (0, 240]');
+  const tracks = model['tracks'];
+  if (!Array.isArray(tracks)) {
+    problems.push('tracks must be an array');
+  } else {
+    const seen = new Set<string>();
+    tracks.forEach((track: Record<string, unknown>, index) => {
+      const where = `tracks[${index}]`;
+      if (typeof track !== 'object' || track === null) return problems.push(`${where} must be an object`);
+      const name = track['name'];
+      if (typeof name !== 'string' || !NAME.test(name)) problems.push(`${where}.name must be letters, digits, "_", "." or "-"`);
+      else if (seen.has(name)) problems.push(`${where}.name "${name}" is used twice`);
+      else seen.add(name);
+      if (track['kind'] !== 'video' && track['kind'] !== 'audio') problems.push(`${where}.kind must be "video" or "audio"`);
+      if (track['direction'] !== 'sendonly' && track['direction'] !== 'recvonly') {
+        problems.push(`${where}.direction must be "recvonly" (model output) or "sendonly" (model input)`);
+      }
+      if (track['kind'] === 'video' && track['direction'] === 'recvonly') {
+        for (const key of ['width', 'height'] as const) {
+          const size = track[key];
+          if (typeof size !== 'number' || !Number.isInteger(size) || size < 16 || size > 4096 || size % 2 !== 0) {
+            problems.push(`${where}.${key} must be an even integer from 16 to 4096`);
+          }
+        }
+      }
+      if (track['kind'] === 'video' && track['direction'] === 'sendonly' && track['format'] !== undefined && track['format'] !== 'i420' && track['format'] !== 'rgba') {
+        problems.push(`${where}.format must be "i420" or "rgba"`);
+      }
+      if (track['kind'] === 'audio' && track['channels'] !== undefined && track['channels'] !== 1 && track['channels'] !== 2) {
+        problems.push(`${where}.channels must be 1 or 2`);
+      }
+      return undefined;
+    });
+  }
+  const commands = model['commands'];
+  if (commands !== undefined) {
+    if (typeof commands !== 'object' || commands === null) problems.push('commands must be an object of name → command(...)');
+    else {
+      for (const [name, spec] of Object.entries(commands)) {
+        if (!/^[A-Za-z_][A-Za-z0-9_.-]{0,63}$/.test(name)) problems.push(`command name "${name}" must be an identifier (letters, digits, "_", "." or "-")`);
+        if (typeof (spec as { handler?: unknown })?.handler !== 'function') problems.push(`commands.${name}.handler must be a function`);
+      }
+    }
+  }
+  const hooks = model['hooks'];
+  if (hooks !== undefined) {
+    const known = ['connected', 'disconnected', 'session_started', 'session_ended'];
+    if (typeof hooks !== 'object' || hooks === null) problems.push('hooks must be an object');
+    else {
+      for (const [name, fn] of Object.entries(hooks)) {
+        if (!known.includes(name)) problems.push(`hooks.${name} is not a hook (known: ${known.join(', ')})`);
+        else if (typeof fn !== 'function') problems.push(`hooks.${name} must be a function`);
+      }
+    }
+  }
+  for (const key of ['load', 'run', 'createSessionState'] as const) {
+    if (model[key] !== undefined && typeof model[key] !== 'function') problems.push(`${key} must be a function`);
+  }
+  if (problems.length > 0) throw new ModelDefinitionError(source, problems);
+  return value as ModelDefinition<unknown>;
+}

@@ -1,0 +1,176 @@
+/**
+ * `startRuntime()` — the per-GPU runtime process: hosts one model, serves HTTP (sessions,
+ * signalling, /schema, /metrics, /health, the playground) and the WebRTC media behind it.
+ *
+ * @example
+ * ```ts
+ * import { startRuntime } from 'arclight/runtime';
+ * import model from './my-model.ts';
+ * const runtime = await startRuntime({ model, port: 8080 });
+ * console.log(runtime.url); // http://127.0.0.1:8080
+ * await runtime.close();
+ * ```
+ */
+
+import type { AddressInfo } from 'node:net';
+import { serve, type ServerType } from '@hono/node-server';
+import { Hono } from 'hono';
+import type { Capabilities } from '../protocol/capabilities.ts';
+import { ArclightError } from '../protocol/errors.ts';
+import { MAX_MESSAGE_BYTES } from '../protocol/messages.ts';
+import type { IceServerEntry } from '../protocol/transport.ts';
+import { CAPABILITIES_PROTOCOL_VERSION } from '../protocol/versions.ts';
+import { createErrorHandler, notFound } from './http/errors.ts';
+import { playgroundRoutes } from './http/playground-routes.ts';
+import { sessionRoutes } from './http/session-routes.ts';
+import { transportRoutes } from './http/transport-routes.ts';
+import { createLogger, type Logger } from './log.ts';
+import { RuntimeMetrics } from './metrics.ts';
+import { callAuthorCode, installProcessGuards } from './model/author-code.ts';
+import { CommandRouter } from './model/command-router.ts';
+import type { ModelDefinition } from './model/definition.ts';
+import { validateModelDefinition } from './model/validate-definition.ts';
+import { buildOpenApi } from './openapi.ts';
+import { LocalSessionHost } from './session/local-session-host.ts';
+import { IcePolicy, type IcePolicyOptions } from './webrtc/ice-policy.ts';
+
+export interface RuntimeOptions {
+  readonly model: ModelDefinition<never>;
+  /** HTTP port; 0 picks a free one. Default 8080. */
+  readonly port?: number;
+  /** HTTP listen address. Default 127.0.0.1. */
+  readonly host?: string;
+  readonly ice?: IcePolicyOptions & { readonly servers?: readonly IceServerEntry[] };
+  /** Ask browsers to render video without a jitter-buffer delay (lowest latency; less smoothing on lossy links). Default false. */
+  readonly playoutDelay?: boolean;
+  /** Serve the playground at `/`. Default true. */
+  readonly playground?: boolean;
+  /** A session with no connected client ends after this long. Default 60 s. */
+  readonly reconnectGraceSeconds?: number;
+  /** Ends every session this long after it starts. Default: no limit in local mode. */
+  readonly maxSessionSeconds?: number;
+  /** Largest data-channel message accepted. Default 256 KiB. */
+  readonly maxMessageBytes?: number;
+  readonly logger?: Logger;
+}
+
+export type RuntimeState = 'loading' | 'available' | 'serving' | 'terminated';
+
+export interface Runtime {
+  readonly url: string;
+  readonly port: number;
+  readonly metrics: RuntimeMetrics;
+  readonly sessions: LocalSessionHost;
+  readonly state: RuntimeState;
+  /** Resolves when the model's `load()` has finished (or failed). */
+  readonly loaded: Promise<void>;
+  close(): Promise<void>;
+}
+
+export function capabilitiesOf(model: ModelDefinition<unknown>, router: CommandRouter): Capabilities {
+  return {
+    protocol_version: CAPABILITIES_PROTOCOL_VERSION,
+    tracks: model.tracks.map((t) => ({
+      name: t.name,
+      kind: t.kind,
+      direction: t.direction,
+      ...(t.kind === 'video' && t.direction === 'recvonly' ? { width: t.width, height: t.height } : {}),
+      ...(t.kind === 'audio' ? { sample_rate: 48_000, channels: t.channels ?? 1 } : {}),
+    })),
+    commands: router.capabilities(),
+    emission_fps: model.fps,
+  };
+}
+
+export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
+  const model = validateModelDefinition(options.model, `model "${(options.model as { name?: string }).name ?? '?'}"`);
+  const log = (options.logger ?? createLogger()).child({ model: model.name });
+  installProcessGuards(log);
+  const metrics = new RuntimeMetrics();
+  const router = new CommandRouter(model.commands ?? {}, log, metrics);
+  const capabilities = capabilitiesOf(model, router);
+  const iceServers = options.ice?.servers ?? [];
+  const host = new LocalSessionHost({
+    model,
+    router,
+    capabilities,
+    peerOptions: { icePolicy: new IcePolicy(options.ice), iceServers, playoutDelay: options.playoutDelay ?? false },
+    log,
+    metrics,
+    reconnectGraceMs: (options.reconnectGraceSeconds ?? 60) * 1000,
+    ...(options.maxSessionSeconds === undefined ? {} : { maxDurationMs: options.maxSessionSeconds * 1000 }),
+    maxMessageBytes: options.maxMessageBytes ?? MAX_MESSAGE_BYTES,
+  });
+
+  let loadState: 'loading' | 'loaded' | 'failed' = 'loading';
+  let closed = false;
+  const loadStarted = performance.now();
+  const loaded = (async () => {
+    if (model.load) {
+      const outcome = await callAuthorCode(log, 'load', () => model.load!());
+      if (!outcome.ok) {
+        loadState = 'failed';
+        return;
+      }
+    }
+    metrics.modelLoadDuration.set((performance.now() - loadStarted) / 1000);
+    loadState = 'loaded';
+    log.info('model loaded', { seconds: (performance.now() - loadStarted) / 1000 });
+  })();
+
+  const state = (): RuntimeState =>
+    closed || loadState === 'failed' ? 'terminated' : loadState === 'loading' ? 'loading' : host.current ? 'serving' : 'available';
+
+  const app = new Hono();
+  app.onError(createErrorHandler(log));
+  app.notFound(notFound);
+  app.get('/health', (c) => {
+    const s = state();
+    const healthy = loadState === 'loaded' && !closed;
+    const detail = loadState === 'failed' ? 'model load() failed; see the runtime log' : loadState === 'loading' ? 'model is loading' : null;
+    return c.json({ status: healthy ? 'healthy' : 'unhealthy', state: s, detail }, healthy ? 200 : 503);
+  });
+  app.get('/metrics', async (c) => c.body(await metrics.text(), 200, { 'content-type': metrics.contentType }));
+  const openApi = buildOpenApi(model, capabilities);
+  app.get('/schema', (c) => c.json(openApi));
+  app.get('/capabilities', (c) => c.json(capabilities));
+  app.route('/', sessionRoutes(host, {
+    assertReady: () => {
+      if (loadState === 'loading') throw new ArclightError('model_not_ready', 'The model is still loading; retry shortly.');
+      if (loadState === 'failed') throw new ArclightError('model_not_ready', 'The model failed to load; see the runtime log.');
+      if (closed) throw new ArclightError('model_not_ready', 'The runtime is shutting down.');
+    },
+  }));
+  app.route('/', transportRoutes(host, iceServers));
+  if (options.playground ?? true) app.route('/', playgroundRoutes());
+
+  const listenHost = options.host ?? '127.0.0.1';
+  const server: ServerType = await new Promise((resolve, reject) => {
+    const s = serve({ fetch: app.fetch, port: options.port ?? 8080, hostname: listenHost }, () => resolve(s));
+    s.once('error', reject);
+  });
+  const port = (server.address() as AddressInfo).port;
+  const urlHost = listenHost.includes(':') ? `[${listenHost}]` : listenHost === '0.0.0.0' ? '127.0.0.1' : listenHost;
+  log.info('runtime listening', { url: `http://${urlHost}:${port}` });
+
+  return {
+    url: `http://${urlHost}:${port}`,
+    port,
+    metrics,
+    sessions: host,
+    get state() {
+      return state();
+    },
+    loaded,
+    async close() {
+      if (closed) return;
+      closed = true;
+      await host.close();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        // Keep-alive sockets would hold close() open for seconds.
+        (server as { closeAllConnections?: () => void }).closeAllConnections?.();
+      });
+    },
+  };
+}

@@ -1,0 +1,109 @@
+/**
+ * Local mode: the runtime is its own coordinator for one session at a time (one runtime = one
+ * GPU = one session). `/start_session` opens it, `/stop_session` ends it; several connections
+ * may share it.
+ *
+ * Starting while a session is open: if any client is connected (or connecting) the request is
+ * refused with 409 `session_conflict`, so a second browser tab cannot kill the first one's
+ * session; if nobody is connected, the stale session is ended (`replaced`) and a new one starts,
+ * so a developer who closed a tab without stopping is never locked out.
+ */
+
+import type { Capabilities } from '../../protocol/capabilities.ts';
+import { ArclightError } from '../../protocol/errors.ts';
+import type { SessionResponse } from '../../protocol/session.ts';
+import { SERVER_VERSION, WEBRTC_VERSION } from '../../protocol/versions.ts';
+import type { Logger } from '../log.ts';
+import type { RuntimeMetrics } from '../metrics.ts';
+import type { CommandRouter } from '../model/command-router.ts';
+import type { ModelDefinition } from '../model/definition.ts';
+import type { PeerFactoryOptions } from '../webrtc/peer-factory.ts';
+import { Session } from './session.ts';
+
+export interface SessionHostOptions {
+  readonly model: ModelDefinition<unknown>;
+  readonly router: CommandRouter;
+  readonly capabilities: Capabilities;
+  readonly peerOptions: PeerFactoryOptions;
+  readonly log: Logger;
+  readonly metrics?: RuntimeMetrics;
+  readonly reconnectGraceMs: number;
+  readonly maxDurationMs?: number;
+  readonly maxMessageBytes: number;
+}
+
+export class LocalSessionHost {
+  readonly #options: SessionHostOptions;
+  #current: Session | undefined;
+  /** Ended sessions are remembered briefly so their id answers 410 rather than 404. */
+  readonly #ended = new Map<string, string>();
+
+  constructor(options: SessionHostOptions) {
+    this.#options = options;
+  }
+
+  get current(): Session | undefined {
+    return this.#current;
+  }
+
+  async start(): Promise<Session> {
+    const existing = this.#current;
+    if (existing && !existing.ended) {
+      if (existing.liveConnections.length > 0) {
+        throw new ArclightError('session_conflict', `Session ${existing.id} is open with connected clients. Stop it first (POST /stop_session) or attach to it with its session id.`);
+      }
+      await existing.end('replaced');
+    }
+    const session = new Session({
+      ...this.#options,
+      onEnded: (ended, reason) => {
+        this.#remember(ended.id, reason);
+        if (this.#current === ended) this.#current = undefined;
+      },
+    });
+    this.#current = session;
+    await session.start();
+    return session;
+  }
+
+  /** The open session with this id. */
+  get(sessionId: string): Session {
+    const session = this.#current;
+    if (session && session.id === sessionId && !session.ended) return session;
+    const reason = this.#ended.get(sessionId);
+    if (reason !== undefined) throw new ArclightError('session_ended', `Session ${sessionId} has ended (${reason}).`);
+    throw new ArclightError('session_not_found', `No open session has id "${sessionId}".`);
+  }
+
+  /** Ends the open session (the given one, when an id is given). */
+  async stop(sessionId: string | undefined, reason: string): Promise<Session> {
+    const session = sessionId === undefined ? this.#current : this.get(sessionId);
+    if (!session || session.ended) throw new ArclightError('session_not_found', 'No session is open.');
+    await session.end(reason);
+    return session;
+  }
+
+  async close(): Promise<void> {
+    if (this.#current) await this.#current.end('shutdown');
+  }
+
+  describe(session: Session): SessionResponse {
+    return {
+      session_id: session.id,
+      state: session.ended ? 'CLOSED' : 'ACTIVE',
+      cluster: 'local',
+      model: { name: this.#options.model.name, ...(this.#options.model.version ? { version: this.#options.model.version } : {}) },
+      server_info: { server_version: SERVER_VERSION },
+      selected_transport: { protocol: 'webrtc', version: WEBRTC_VERSION },
+      capabilities: this.#options.capabilities,
+      created_at: session.createdAt,
+      connections: session.connections.filter((c) => c.state === 'ready').map((c) => c.id),
+    };
+  }
+
+  #remember(sessionId: string, reason: string): void {
+    this.#ended.set(sessionId, reason);
+    // Bounded memory: keep the last 100 ended ids.
+    if (this.#ended.size > 100) this.#ended.delete(this.#ended.keys().next().value as string);
+  }
+}

@@ -1,0 +1,149 @@
+/**
+ * Handles what a client sends on the data channel: parses and checks the envelope, routes
+ * application commands to the model and runtime messages to the session, and answers each
+ * command with exactly one outcome correlated by `request_id`.
+ */
+
+import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
+import { ArclightError } from '../../protocol/errors.ts';
+import type { Envelope, EnvelopeBody } from '../../protocol/messages.ts';
+import { envelopeSchema, trackNameDataSchema, trackSubscriptionDataSchema } from '../../protocol/schemas.ts';
+import type { Logger } from '../log.ts';
+import type { CommandOutcome, CommandRouter } from '../model/command-router.ts';
+import { describeSchemaError } from '../model/command-router.ts';
+import type { Connection } from './connection.ts';
+import type { Session } from './session.ts';
+
+const ajv = new Ajv2020({ strict: false });
+const validateEnvelope = ajv.compile(envelopeSchema);
+const validateSubscription = ajv.compile(trackSubscriptionDataSchema);
+const validateTrackName = ajv.compile(trackNameDataSchema);
+
+export class MessageHandler {
+  readonly #session: Session;
+  readonly #router: CommandRouter;
+  readonly #maxBytes: number;
+  readonly #log: Logger;
+
+  constructor(session: Session, router: CommandRouter, maxBytes: number, log: Logger) {
+    this.#session = session;
+    this.#router = router;
+    this.#maxBytes = maxBytes;
+    this.#log = log;
+  }
+
+  async handle(connection: Connection, raw: string | Buffer): Promise<void> {
+    const text = typeof raw === 'string' ? raw : raw.toString('utf8');
+    const bytes = typeof raw === 'string' ? Buffer.byteLength(raw) : raw.length;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      this.#fail(connection, undefined, '', 'invalid_message', 'The message is not valid JSON.');
+      return;
+    }
+    const requestId = extractRequestId(parsed);
+    const type = extractType(parsed);
+    if (bytes > this.#maxBytes) {
+      this.#fail(connection, requestId, type, 'message_too_large', `The message is ${bytes} bytes; the limit is ${this.#maxBytes}.`);
+      return;
+    }
+    if (!validateEnvelope(parsed)) {
+      const { message } = describeSchemaError(validateEnvelope.errors);
+      this.#fail(connection, requestId, type, 'invalid_message', `Not a valid envelope {scope, data: {type, data}}: ${message}.`);
+      return;
+    }
+    const envelope = parsed as Envelope;
+    if (envelope.scope === 'application') await this.#command(connection, envelope.data);
+    else this.#runtime(connection, envelope.data);
+  }
+
+  async #command(connection: Connection, body: EnvelopeBody): Promise<void> {
+    const outcome = await this.#router.dispatch(body.type, body.data, {
+      session: this.#session.model,
+      connection: connection.handle,
+      requestId: body.request_id,
+    });
+    this.#send(connection, body, outcome);
+  }
+
+  #runtime(connection: Connection, body: EnvelopeBody): void {
+    try {
+      switch (body.type) {
+        case 'ping':
+          connection.sendMessage('runtime', withRequestId({ type: 'pong', data: { server_time: Date.now() } }, body.request_id));
+          return;
+        case 'track_subscription': {
+          const data = this.#checked(validateSubscription, body) as { track: string; subscribed: boolean };
+          this.#session.setSubscribed(connection, data.track, data.subscribed);
+          break;
+        }
+        case 'publish_track': {
+          const data = this.#checked(validateTrackName, body) as { track: string };
+          this.#session.claimInput(connection.id, data.track);
+          break;
+        }
+        case 'unpublish_track': {
+          const data = this.#checked(validateTrackName, body) as { track: string };
+          this.#session.releaseInput(connection.id, data.track);
+          break;
+        }
+        default:
+          throw new ArclightError('unknown_command', `Unknown runtime message "${body.type}".`);
+      }
+      this.#send(connection, body, { kind: 'ack' });
+    } catch (error) {
+      if (error instanceof ArclightError) {
+        this.#send(connection, body, { kind: 'failed', code: error.code, message: error.message, ...(error.field ? { field: error.field } : {}) });
+      } else {
+        this.#log.error('runtime message failed', { error, type: body.type });
+        this.#send(connection, body, { kind: 'failed', code: 'internal_error', message: 'The runtime failed to handle the message.' });
+      }
+    }
+  }
+
+  #checked(validate: ValidateFunction, body: EnvelopeBody): unknown {
+    if (!validate(body.data)) {
+      const { message, field } = describeSchemaError(validate.errors);
+      throw new ArclightError('invalid_params', `${body.type}: ${message}`, { field });
+    }
+    return body.data;
+  }
+
+  #send(connection: Connection, request: EnvelopeBody, outcome: CommandOutcome): void {
+    switch (outcome.kind) {
+      case 'reply':
+        connection.sendMessage('application', withRequestId({ type: outcome.type, data: outcome.data }, request.request_id));
+        return;
+      case 'ack':
+        // A bodyless ack only means something to a client that correlates; 2.9.0 gets nothing.
+        if (request.request_id !== undefined) {
+          connection.sendMessage('runtime', { type: 'command_ack', data: { command: request.type }, request_id: request.request_id });
+        }
+        return;
+      case 'failed':
+        this.#fail(connection, request.request_id, request.type, outcome.code, outcome.message, outcome.field);
+    }
+  }
+
+  #fail(connection: Connection, requestId: string | undefined, command: string, code: string, message: string, field?: string): void {
+    connection.sendMessage(
+      'runtime',
+      withRequestId({ type: 'command_failed', data: { command, code, message, ...(field ? { field } : {}) } }, requestId),
+    );
+  }
+}
+
+function withRequestId(body: EnvelopeBody, requestId: string | undefined): EnvelopeBody {
+  return requestId === undefined ? body : { ...body, request_id: requestId };
+}
+
+function extractRequestId(value: unknown): string | undefined {
+  const id = (value as { data?: { request_id?: unknown } } | null)?.data?.request_id;
+  return typeof id === 'string' && id.length > 0 && id.length <= 64 ? id : undefined;
+}
+
+function extractType(value: unknown): string {
+  const type = (value as { data?: { type?: unknown } } | null)?.data?.type;
+  return typeof type === 'string' ? type.slice(0, 128) : '';
+}

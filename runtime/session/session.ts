@@ -1,0 +1,445 @@
+/**
+ * A running session: the model's per-session state and run loop, its output and input tracks,
+ * and its client connections. Everything model code sees of it is the `ModelSession` facade.
+ */
+
+import { randomUUID } from 'node:crypto';
+import type { RTCRtpTransceiver } from 'werift';
+import type { Capabilities, TrackCapability } from '../../protocol/capabilities.ts';
+import { ArclightError } from '../../protocol/errors.ts';
+import type { JsonValue } from '../../protocol/json-schema.ts';
+import type { EnvelopeBody } from '../../protocol/messages.ts';
+import type { Logger } from '../log.ts';
+import type { RuntimeMetrics } from '../metrics.ts';
+import { callAuthorCode, DEFAULT_HOOK_DEADLINE_MS, isSessionEnded } from '../model/author-code.ts';
+import type { CommandRouter } from '../model/command-router.ts';
+import type { ModelDefinition, TrackSpec } from '../model/definition.ts';
+import type { ConnectionHandle, InputAudio, InputVideo, ModelSession } from '../model/model-session.ts';
+import { AudioReceiver } from '../media/audio-receiver.ts';
+import type { AudioFrame, VideoFrame } from '../media/frames.ts';
+import { InputAudioTrack, InputVideoTrack } from '../media/input-tracks.ts';
+import { OutputAudioTrack, type AudioSink } from '../media/output-audio-track.ts';
+import { OutputVideoTrack, type VideoSink } from '../media/output-video-track.ts';
+import { VideoReceiver, type RtpInput } from '../media/video-receiver.ts';
+import type { TrackBinding } from '../webrtc/answer-offer.ts';
+import type { PeerFactoryOptions } from '../webrtc/peer-factory.ts';
+import { Connection, type ConnectionOwner } from './connection.ts';
+import { MessageHandler } from './message-handler.ts';
+import { FrameClock } from './frame-clock.ts';
+
+export interface SessionOptions {
+  readonly model: ModelDefinition<unknown>;
+  readonly router: CommandRouter;
+  readonly capabilities: Capabilities;
+  readonly peerOptions: PeerFactoryOptions;
+  readonly log: Logger;
+  readonly metrics?: RuntimeMetrics;
+  /** A session with no live connection for this long ends (`idle_timeout`). */
+  readonly reconnectGraceMs: number;
+  /** Ends the session (`max_duration`) this long after it starts; undefined = no limit. */
+  readonly maxDurationMs?: number;
+  /** Largest accepted data-channel message in bytes. */
+  readonly maxMessageBytes: number;
+  readonly onEnded?: (session: Session, reason: string) => void;
+}
+
+/** What one connection has attached to the session's tracks, so it can be detached as a unit. */
+interface MediaAttachment {
+  readonly outputs: Map<string, { sink: VideoSink | AudioSink; dispose?: () => void }>;
+  readonly receivers: Array<VideoReceiver | AudioReceiver>;
+  readonly disposers: Array<() => void>;
+}
+
+export class Session implements ConnectionOwner {
+  readonly id = randomUUID();
+  readonly createdAt = Date.now();
+  readonly log: Logger;
+  readonly tracks: readonly TrackCapability[];
+  readonly peerOptions: PeerFactoryOptions;
+  readonly #options: SessionOptions;
+  readonly #abort = new AbortController();
+  readonly #connections = new Map<number, Connection>();
+  readonly #attachments = new Map<Connection, MediaAttachment>();
+  readonly #outputVideo = new Map<string, OutputVideoTrack>();
+  readonly #outputAudio = new Map<string, OutputAudioTrack>();
+  readonly #inputVideo = new Map<string, InputVideoTrack>();
+  readonly #inputAudio = new Map<string, InputAudioTrack>();
+  readonly #messages: MessageHandler;
+  readonly #facade: ModelSession<unknown>;
+  /**
+   * The connection a 2.9.0 client negotiates through `.../transport/webrtc/sdp_params` (its
+   * signalling has no connection id: POST opens a new one, PUT and GET address this one).
+   */
+  legacyConnectionId: number | undefined;
+  #nextConnectionId = 1;
+  #ended: string | undefined;
+  #idleTimer: NodeJS.Timeout | undefined;
+  #maxDurationTimer: NodeJS.Timeout | undefined;
+  #running: Promise<void> = Promise.resolve();
+  #endedPromise: Promise<void> | undefined;
+
+  constructor(options: SessionOptions) {
+    this.#options = options;
+    this.log = options.log.child({ session: this.id });
+    this.tracks = options.capabilities.tracks;
+    this.peerOptions = options.peerOptions;
+    for (const spec of options.model.tracks) this.#createTrack(spec);
+    this.#messages = new MessageHandler(this, options.router, options.maxMessageBytes, this.log);
+    this.#facade = this.#createFacade(options.model.createSessionState?.() ?? ({} as unknown));
+  }
+
+  get ended(): boolean {
+    return this.#ended !== undefined;
+  }
+
+  get endReason(): string | undefined {
+    return this.#ended;
+  }
+
+  get model(): ModelSession<unknown> {
+    return this.#facade;
+  }
+
+  get connections(): Connection[] {
+    return [...this.#connections.values()];
+  }
+
+  /** Connections negotiating or ready: the ones that keep a session from idling out. */
+  get liveConnections(): Connection[] {
+    return this.connections.filter((c) => c.state === 'ready' || c.state === 'negotiating');
+  }
+
+  outputVideoTrack(name: string): OutputVideoTrack | undefined {
+    return this.#outputVideo.get(name);
+  }
+
+  inputVideoTrack(name: string): InputVideoTrack | undefined {
+    return this.#inputVideo.get(name);
+  }
+
+  inputAudioTrack(name: string): InputAudioTrack | undefined {
+    return this.#inputAudio.get(name);
+  }
+
+  /** Fires `session_started`, then runs the model loop in the background. */
+  async start(): Promise<void> {
+    this.#options.metrics?.sessions.inc();
+    this.#options.metrics?.sessionsStarted.inc();
+    if (this.#options.maxDurationMs !== undefined) {
+      this.#maxDurationTimer = setTimeout(() => void this.end('max_duration'), this.#options.maxDurationMs);
+    }
+    this.#armIdleTimer();
+    const hooks = this.#options.model.hooks;
+    if (hooks?.session_started) {
+      await callAuthorCode(this.log, 'hook session_started', () => hooks.session_started!(this.#facade), DEFAULT_HOOK_DEADLINE_MS);
+    }
+    const run = this.#options.model.run;
+    if (run && !this.ended) {
+      this.#running = callAuthorCode(this.log, 'run', () => run(this.#facade), undefined, isSessionEnded).then((outcome) => {
+        if (!outcome.ok && !this.ended) void this.end('model_error');
+      });
+    }
+  }
+
+  registerConnection(): Connection {
+    if (this.ended) throw new ArclightError('session_ended', `Session ${this.id} has ended.`);
+    const connection = new Connection(this.#nextConnectionId++, this);
+    this.#connections.set(connection.id, connection);
+    return connection;
+  }
+
+  connection(id: number): Connection | undefined {
+    return this.#connections.get(id);
+  }
+
+  /**
+   * Ends the session once: every client is told why, connections close without per-client
+   * `disconnected` hooks, the run loop is aborted, then `session_ended` fires.
+   */
+  end(reason: string): Promise<void> {
+    this.#endedPromise ??= this.#end(reason);
+    return this.#endedPromise;
+  }
+
+  async #end(reason: string): Promise<void> {
+    this.#ended = reason;
+    clearTimeout(this.#idleTimer);
+    clearTimeout(this.#maxDurationTimer);
+    this.log.info('session ending', { reason });
+    // Abort first: model loops stop before anything else is torn down under them.
+    this.#abort.abort(new ArclightError('session_ended', `Session ended: ${reason}`));
+    for (const connection of this.#connections.values()) {
+      connection.sendMessage('runtime', { type: 'session_ended', data: { session_id: this.id, reason } });
+    }
+    // Let the notice leave over SCTP before the peers close under it.
+    if (this.#connections.size > 0) await new Promise((resolve) => setTimeout(resolve, 100));
+    for (const connection of this.#connections.values()) connection.closeSilently();
+    this.#options.metrics?.connections.dec(this.#countReady());
+    for (const track of this.#outputAudio.values()) track.close();
+    for (const track of this.#inputVideo.values()) track.close();
+    for (const track of this.#inputAudio.values()) track.close();
+    await Promise.all([...this.#outputVideo.values()].map((t) => t.close()));
+    // The run loop sees the aborted signal; give it a moment to return, without waiting forever.
+    await Promise.race([this.#running, new Promise((resolve) => setTimeout(resolve, 2_000))]);
+    const hooks = this.#options.model.hooks;
+    if (hooks?.session_ended) {
+      await callAuthorCode(this.log, 'hook session_ended', () => hooks.session_ended!(this.#facade, reason), DEFAULT_HOOK_DEADLINE_MS);
+    }
+    this.#options.metrics?.sessions.dec();
+    this.#options.onEnded?.(this, reason);
+  }
+
+  #readyCount = 0;
+  #countReady(): number {
+    return this.#readyCount;
+  }
+
+  // ---- ConnectionOwner ----
+
+  connectionReady(connection: Connection): void {
+    if (this.ended) return;
+    this.#readyCount++;
+    this.#options.metrics?.connections.inc();
+    this.#options.metrics?.webrtcConnectDuration.observe(connection.connectSeconds);
+    clearTimeout(this.#idleTimer);
+    connection.sendMessage('runtime', { type: 'connection_info', data: { session_id: this.id, connection_id: connection.id } });
+    const hook = this.#options.model.hooks?.connected;
+    if (hook) void callAuthorCode(this.log, 'hook connected', () => hook(this.#facade, connection.handle), DEFAULT_HOOK_DEADLINE_MS);
+  }
+
+  connectionLost(connection: Connection): void {
+    if (this.ended) return;
+    this.#readyCount--;
+    this.#options.metrics?.connections.dec();
+    this.releaseInputs(connection.id);
+    this.#armIdleTimer();
+    const hook = this.#options.model.hooks?.disconnected;
+    if (hook) void callAuthorCode(this.log, 'hook disconnected', () => hook(this.#facade, connection.handle), DEFAULT_HOOK_DEADLINE_MS);
+  }
+
+  messageReceived(connection: Connection, raw: string | Buffer): void {
+    if (this.ended) return;
+    void this.#messages.handle(connection, raw);
+  }
+
+  bindMedia(connection: Connection, bindings: readonly TrackBinding[], pausedTracks: ReadonlySet<string>): void {
+    const attachment: MediaAttachment = { outputs: new Map(), receivers: [], disposers: [] };
+    this.#attachments.set(connection, attachment);
+    for (const { transceiver, track } of bindings) {
+      if (track.direction === 'recvonly') this.#bindOutput(connection, attachment, transceiver, track, pausedTracks.has(track.name));
+      else this.#bindInput(connection, attachment, transceiver, track);
+    }
+  }
+
+  unbindMedia(connection: Connection): void {
+    const attachment = this.#attachments.get(connection);
+    if (!attachment) return;
+    this.#attachments.delete(connection);
+    for (const [name, { sink }] of attachment.outputs) {
+      this.#outputVideo.get(name)?.removeSink(sink as VideoSink);
+      this.#outputAudio.get(name)?.removeSink(sink as AudioSink);
+    }
+    for (const receiver of attachment.receivers) receiver.close();
+    for (const dispose of attachment.disposers) dispose();
+  }
+
+  // ---- track control, used by the message handler ----
+
+  /** Pauses or resumes one output track for one connection. */
+  setSubscribed(connection: Connection, trackName: string, subscribed: boolean): void {
+    const output = this.#attachments.get(connection)?.outputs.get(trackName);
+    if (!output) {
+      const known = this.tracks.some((t) => t.name === trackName && t.direction === 'recvonly');
+      throw new ArclightError('unknown_track', known
+        ? `Output track "${trackName}" is not negotiated on this connection.`
+        : `The model has no output track "${trackName}".`);
+    }
+    this.#outputVideo.get(trackName)?.setPaused(output.sink as VideoSink, !subscribed);
+    this.#outputAudio.get(trackName)?.setPaused(output.sink as AudioSink, !subscribed);
+  }
+
+  /** Claims an input track for a connection; only one connection publishes a track at a time. */
+  claimInput(connectionId: number, trackName: string): void {
+    const track = this.#inputVideo.get(trackName) ?? this.#inputAudio.get(trackName);
+    if (!track) throw new ArclightError('unknown_track', `The model has no input track "${trackName}".`);
+    const holder = track.publisher;
+    if (holder !== undefined && holder !== connectionId && this.#connections.get(holder)?.state === 'ready') {
+      throw new ArclightError('track_busy', `Input track "${trackName}" is published by connection ${holder}.`);
+    }
+    track.publisher = connectionId;
+  }
+
+  releaseInput(connectionId: number, trackName: string): void {
+    const track = this.#inputVideo.get(trackName) ?? this.#inputAudio.get(trackName);
+    if (!track) throw new ArclightError('unknown_track', `The model has no input track "${trackName}".`);
+    if (track.publisher === connectionId) track.publisher = undefined;
+  }
+
+  releaseInputs(connectionId: number): void {
+    for (const track of [...this.#inputVideo.values(), ...this.#inputAudio.values()]) {
+      if (track.publisher === connectionId) track.publisher = undefined;
+    }
+  }
+
+  // ---- internals ----
+
+  #createTrack(spec: TrackSpec): void {
+    const metrics = this.#options.metrics;
+    if (spec.kind === 'video' && spec.direction === 'recvonly') {
+      this.#outputVideo.set(spec.name, new OutputVideoTrack(spec, this.#options.model.fps, this.log, metrics));
+    } else if (spec.kind === 'audio' && spec.direction === 'recvonly') {
+      this.#outputAudio.set(spec.name, new OutputAudioTrack(spec, this.log, metrics));
+    } else if (spec.kind === 'video') {
+      this.#inputVideo.set(spec.name, new InputVideoTrack(spec.name));
+    } else {
+      this.#inputAudio.set(spec.name, new InputAudioTrack(spec.name));
+    }
+  }
+
+  #bindOutput(connection: Connection, attachment: MediaAttachment, transceiver: RTCRtpTransceiver, track: TrackCapability, paused: boolean): void {
+    const sender = connection.createTrackSender(transceiver);
+    const video = this.#outputVideo.get(track.name);
+    if (video) {
+      const codec = sender.codec;
+      if (codec !== 'h264' && codec !== 'vp8') {
+        this.log.warn('no common video codec with client; track not sent', { track: track.name, codec });
+        return;
+      }
+      const sink: VideoSink = { connectionId: connection.id, codec, sendFrame: (p, ts) => sender.sendFrame(p, ts) };
+      video.addSink(sink, { paused });
+      const { unSubscribe } = transceiver.sender.onPictureLossIndication.subscribe(() => video.pictureLost(sink));
+      attachment.outputs.set(track.name, { sink });
+      attachment.disposers.push(unSubscribe, () => sender.close());
+      return;
+    }
+    const audio = this.#outputAudio.get(track.name);
+    if (audio) {
+      const sink: AudioSink = { connectionId: connection.id, sendFrame: (p, ts) => sender.sendFrame(p, ts) };
+      audio.addSink(sink, { paused });
+      attachment.outputs.set(track.name, { sink });
+      attachment.disposers.push(() => sender.close());
+    }
+  }
+
+  #bindInput(connection: Connection, attachment: MediaAttachment, transceiver: RTCRtpTransceiver, track: TrackCapability): void {
+    const inputVideo = this.#inputVideo.get(track.name);
+    const inputAudio = this.#inputAudio.get(track.name);
+    const spec = this.#options.model.tracks.find((t) => t.name === track.name);
+    let receiver: VideoReceiver | AudioReceiver | undefined;
+    const onRtp = (rtp: { header: { payloadType: number; marker: boolean; sequenceNumber: number; timestamp: number; ssrc: number }; payload: Buffer }): void => {
+      const input = inputVideo ?? inputAudio;
+      if (!input || this.ended) return;
+      // A client that publishes without claiming (2.9.0) claims the track with its first packet.
+      if (input.publisher === undefined) input.publisher = connection.id;
+      if (input.publisher !== connection.id) return;
+      if (!receiver) {
+        receiver = this.#createReceiver(connection, transceiver, track, rtp.header.payloadType, rtp.header.ssrc, spec);
+        if (!receiver) return;
+        attachment.receivers.push(receiver);
+      }
+      const packet: RtpInput = {
+        payload: rtp.payload,
+        marker: rtp.header.marker,
+        sequenceNumber: rtp.header.sequenceNumber,
+        timestamp: rtp.header.timestamp,
+      };
+      receiver.push(packet);
+    };
+    const subscribeTrack = (remote: { onReceiveRtp: { subscribe: (fn: typeof onRtp) => { unSubscribe: () => void } } }): void => {
+      attachment.disposers.push(remote.onReceiveRtp.subscribe(onRtp).unSubscribe);
+    };
+    for (const remote of transceiver.receiver.tracks) subscribeTrack(remote);
+    attachment.disposers.push(transceiver.onTrack.subscribe((remote) => subscribeTrack(remote)).unSubscribe);
+  }
+
+  #createReceiver(
+    connection: Connection,
+    transceiver: RTCRtpTransceiver,
+    track: TrackCapability,
+    payloadType: number,
+    ssrc: number,
+    spec: TrackSpec | undefined,
+  ): VideoReceiver | AudioReceiver | undefined {
+    const mime = transceiver.codecs.find((c) => c.payloadType === payloadType)?.mimeType.toLowerCase();
+    const log = this.log.child({ connection: connection.id, track: track.name });
+    if (track.kind === 'audio') {
+      const input = this.#inputAudio.get(track.name)!;
+      const channels = spec?.kind === 'audio' ? (spec.channels ?? 1) : 1;
+      return new AudioReceiver({ channels, deliver: (f: AudioFrame) => input.deliver(f), log });
+    }
+    const codec = mime === 'video/h264' ? 'h264' : mime === 'video/vp8' ? 'vp8' : undefined;
+    if (!codec) {
+      log.warn('input video arrives in a codec the runtime does not decode', { mime, payloadType });
+      return undefined;
+    }
+    const input = this.#inputVideo.get(track.name)!;
+    const format = spec?.kind === 'video' && spec.direction === 'sendonly' ? (spec.format ?? 'i420') : 'i420';
+    return new VideoReceiver({
+      codec,
+      track: track.name,
+      format,
+      deliver: (frame: VideoFrame) => input.deliver(frame),
+      requestKeyframe: () => void transceiver.receiver.sendRtcpPLI(ssrc).catch(() => {}),
+      log,
+      ...(this.#options.metrics ? { metrics: this.#options.metrics } : {}),
+    });
+  }
+
+  #armIdleTimer(): void {
+    clearTimeout(this.#idleTimer);
+    if (this.ended || this.liveConnections.length > 0) return;
+    this.#idleTimer = setTimeout(() => {
+      if (this.liveConnections.length === 0) void this.end('idle_timeout');
+    }, this.#options.reconnectGraceMs);
+  }
+
+  #createFacade(state: unknown): ModelSession<unknown> {
+    const session = this;
+    const fps = this.#options.model.fps;
+    const log = this.log.child({ source: 'model' });
+    return Object.freeze({
+      id: this.id,
+      signal: this.#abort.signal,
+      state,
+      fps,
+      log: { info: log.info, warn: log.warn, error: log.error },
+      get connections(): readonly ConnectionHandle[] {
+        return session.connections.filter((c) => c.state === 'ready').map((c) => c.handle);
+      },
+      emit: async (track: string, frame: VideoFrame | AudioFrame): Promise<void> => {
+        // Rejecting (rather than resolving at once) stops a loop paced only by emit() from
+        // spinning; the runtime treats this rejection as a normal end.
+        if (session.ended) throw new ArclightError('session_ended', `Session ${session.id} has ended; emit() is closed.`);
+        const video = session.#outputVideo.get(track);
+        if (video) {
+          if (!('width' in frame)) throw new TypeError(`emit("${track}"): "${track}" is a video track; got an audio frame`);
+          return video.emit(frame);
+        }
+        const audio = session.#outputAudio.get(track);
+        if (audio) {
+          if (!('samples' in frame)) throw new TypeError(`emit("${track}"): "${track}" is an audio track; got a video frame`);
+          return audio.emit(frame);
+        }
+        throw new TypeError(`emit("${track}"): the model declares no output track "${track}"`);
+      },
+      inputVideo: (track: string): InputVideo => {
+        const input = session.#inputVideo.get(track);
+        if (!input) throw new TypeError(`inputVideo("${track}"): the model declares no input video track "${track}"`);
+        return input;
+      },
+      inputAudio: (track: string): InputAudio => {
+        const input = session.#inputAudio.get(track);
+        if (!input) throw new TypeError(`inputAudio("${track}"): the model declares no input audio track "${track}"`);
+        return input;
+      },
+      broadcast: (type: string, data?: JsonValue): void => session.broadcast({ type, ...(data === undefined ? {} : { data }) }),
+      ticks: (rate?: number): AsyncIterable<number> => new FrameClock(rate ?? fps, this.#abort.signal),
+    });
+  }
+
+  broadcast(body: EnvelopeBody): void {
+    for (const connection of this.#connections.values()) {
+      if (connection.state === 'ready') connection.sendMessage('application', body);
+    }
+  }
+}

@@ -1,0 +1,114 @@
+/**
+ * Answers a client's SDP offer on a fresh runtime peer: maps each offered m-line (by mid) to a
+ * model track, sets the runtime's direction for it, and returns the complete answer (no trickle
+ * ICE: every candidate is in it).
+ */
+
+import type { RTCPeerConnection, RTCRtpTransceiver } from 'werift';
+import { ArclightError } from '../../protocol/errors.ts';
+import type { TrackCapability } from '../../protocol/capabilities.ts';
+import type { TrackMappingEntry } from '../../protocol/transport.ts';
+import type { IcePolicy } from './ice-policy.ts';
+
+export interface TrackBinding {
+  readonly transceiver: RTCRtpTransceiver;
+  readonly track: TrackCapability;
+}
+
+/** How long ICE gathering may take before the answer goes out with what it has. */
+const GATHER_TIMEOUT_MS = 5_000;
+
+export async function answerOffer(
+  pc: RTCPeerConnection,
+  offerSdp: string,
+  tracks: readonly TrackCapability[],
+  mapping: readonly TrackMappingEntry[] | undefined,
+  icePolicy: IcePolicy,
+): Promise<{ answerSdp: string; bindings: TrackBinding[] }> {
+  if (!/^v=0\r?\n/.test(offerSdp) || !offerSdp.includes('\nm=')) {
+    throw new ArclightError('invalid_sdp', 'sdp_offer is not an SDP offer (it must start with "v=0" and contain m= lines).');
+  }
+  try {
+    await pc.setRemoteDescription({ type: 'offer', sdp: offerSdp });
+  } catch (error) {
+    throw new ArclightError('invalid_sdp', `The SDP offer could not be applied: ${(error as Error).message}`, { cause: error });
+  }
+  const bindings = bindTracks(pc.getTransceivers(), tracks, mapping);
+  for (const binding of bindings) {
+    // The track's direction is the client's; the runtime's is the mirror image.
+    binding.transceiver.setDirection(binding.track.direction === 'recvonly' ? 'sendonly' : 'recvonly');
+  }
+  const bound = new Set(bindings.map((b) => b.transceiver));
+  for (const transceiver of pc.getTransceivers()) {
+    if (!bound.has(transceiver)) transceiver.setDirection('inactive');
+  }
+  let answer;
+  try {
+    answer = await pc.createAnswer();
+    await pc.setLocalDescription(answer);
+  } catch (error) {
+    throw new ArclightError('invalid_sdp', `No answer could be negotiated for this offer: ${(error as Error).message}`, { cause: error });
+  }
+  await waitForGathering(pc);
+  const sdp = pc.localDescription?.sdp;
+  if (!sdp) throw new ArclightError('internal_error', 'The runtime produced no local description.');
+  return { answerSdp: icePolicy.filterSdp(sdp), bindings };
+}
+
+function bindTracks(
+  transceivers: readonly RTCRtpTransceiver[],
+  tracks: readonly TrackCapability[],
+  mapping: readonly TrackMappingEntry[] | undefined,
+): TrackBinding[] {
+  const byName = new Map(tracks.map((t) => [t.name, t]));
+  if (mapping && mapping.length > 0) {
+    const seen = new Set<string>();
+    return mapping.map((entry) => {
+      const track = byName.get(entry.name);
+      if (!track) {
+        throw new ArclightError('unknown_track', `track_mapping names "${entry.name}", which the model does not have. Tracks: ${[...byName.keys()].join(', ')}.`);
+      }
+      if (track.kind !== entry.kind || track.direction !== entry.direction) {
+        throw new ArclightError('invalid_request', `track_mapping says "${entry.name}" is ${entry.kind}/${entry.direction}; the model declares ${track.kind}/${track.direction}.`);
+      }
+      if (seen.has(entry.name)) throw new ArclightError('invalid_request', `track_mapping names "${entry.name}" twice.`);
+      seen.add(entry.name);
+      const transceiver = transceivers.find((t) => t.mid === entry.mid);
+      if (!transceiver) throw new ArclightError('invalid_request', `track_mapping names mid "${entry.mid}", which the offer does not have.`);
+      if (transceiver.kind !== entry.kind) {
+        throw new ArclightError('invalid_request', `mid "${entry.mid}" is ${transceiver.kind} in the offer but ${entry.kind} in track_mapping.`);
+      }
+      return { transceiver, track };
+    });
+  }
+  // No mapping (a plain WebRTC client): pair m-lines with tracks in declaration order by kind and
+  // direction, the order 2.9.0 adds transceivers in.
+  const free = [...tracks];
+  const bindings: TrackBinding[] = [];
+  for (const transceiver of transceivers) {
+    const wantsOutput = transceiver.offerDirection === 'recvonly' || transceiver.offerDirection === 'sendrecv';
+    const index = free.findIndex(
+      (t) => t.kind === transceiver.kind && (t.direction === 'recvonly') === wantsOutput,
+    );
+    if (index < 0) continue;
+    bindings.push({ transceiver, track: free[index]! });
+    free.splice(index, 1);
+  }
+  return bindings;
+}
+
+async function waitForGathering(pc: RTCPeerConnection): Promise<void> {
+  if (pc.iceGatheringState === 'complete') return;
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(() => {
+      unsubscribe();
+      resolve();
+    }, GATHER_TIMEOUT_MS);
+    const { unSubscribe: unsubscribe } = pc.iceGatheringStateChange.subscribe((state) => {
+      if (state !== 'complete') return;
+      clearTimeout(timer);
+      unsubscribe();
+      resolve();
+    });
+  });
+}

@@ -1,0 +1,79 @@
+/**
+ * Creates the runtime's werift peer connections with the codecs and header extensions Arclight
+ * streams with.
+ */
+
+import {
+  RTCPeerConnection,
+  RTCRtpCodecParameters,
+  RTCRtpHeaderExtensionParameters,
+  useNACK,
+  usePLI,
+} from 'werift';
+import type { IceServerEntry } from '../../protocol/transport.ts';
+import type { IcePolicy } from './ice-policy.ts';
+
+/** RTP header extension asking the receiver to render without a jitter buffer delay. */
+export const PLAYOUT_DELAY_URI = 'http://www.webrtc.org/experiments/rtp-hdrext/playout-delay';
+
+/**
+ * SCTP max-message-size advertised to clients. Larger than the application limit on purpose:
+ * an oversized message must reach the runtime so it can answer with a correlated
+ * `message_too_large` instead of the browser silently refusing to send.
+ */
+export const SCTP_MAX_MESSAGE_SIZE = 1024 * 1024;
+
+export interface PeerFactoryOptions {
+  readonly icePolicy: IcePolicy;
+  readonly iceServers: readonly IceServerEntry[];
+  /** Negotiate the playout-delay extension (video rendered with no smoothing delay). */
+  readonly playoutDelay: boolean;
+}
+
+export function createRuntimePeer(options: PeerFactoryOptions): RTCPeerConnection {
+  const feedback = () => [useNACK(), usePLI()];
+  const { icePolicy } = options;
+  const restricted = icePolicy.restricted;
+  return new RTCPeerConnection({
+    codecs: {
+      // Order is preference: H.264 for browsers (hardware decode everywhere), VP8 for peers
+      // without H.264 (libwebrtc builds such as @roamhq/wrtc).
+      video: [
+        new RTCRtpCodecParameters({
+          mimeType: 'video/H264',
+          clockRate: 90000,
+          rtcpFeedback: feedback(),
+          parameters: 'level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f',
+        }),
+        new RTCRtpCodecParameters({ mimeType: 'video/VP8', clockRate: 90000, rtcpFeedback: feedback() }),
+      ],
+      // werift fails negotiation when an offered m-line has no codec, so Opus is always configured.
+      audio: [
+        new RTCRtpCodecParameters({
+          mimeType: 'audio/opus',
+          clockRate: 48000,
+          channels: 2,
+          parameters: 'minptime=10;useinbandfec=1',
+        }),
+      ],
+    },
+    headerExtensions: {
+      video: options.playoutDelay ? [new RTCRtpHeaderExtensionParameters({ uri: PLAYOUT_DELAY_URI })] : [],
+      audio: [],
+    },
+    iceServers: options.iceServers.map((server) => ({
+      urls: [...server.uris],
+      ...(server.credentials ? { username: server.credentials.username, credential: server.credentials.password } : {}),
+    })),
+    iceUseIpv6: !restricted,
+    ...(restricted
+      ? {
+          iceAdditionalHostAddresses: [...icePolicy.hostAddresses],
+          iceInterfaceAddresses: { udp4: icePolicy.hostAddresses[0] },
+        }
+      : {}),
+    ...(icePolicy.portRange ? { icePortRange: [icePolicy.portRange[0], icePolicy.portRange[1]] as [number, number] } : {}),
+    iceFilterCandidatePair: (pair) => icePolicy.allowsRemote(pair.remoteCandidate.host),
+    maxMessageSize: SCTP_MAX_MESSAGE_SIZE,
+  });
+}

@@ -1,0 +1,58 @@
+/**
+ * Writes one connection's RTP for one output track through a werift sender, owning the sequence
+ * numbers (werift only offsets them) and the playout-delay header extension.
+ */
+
+import { RtpHeader, RtpPacket, type RTCRtpTransceiver } from 'werift';
+import { PLAYOUT_DELAY_URI } from './peer-factory.ts';
+
+/** playout-delay payload: 12-bit min and max in 10 ms units; both 0 = render immediately. */
+const ZERO_PLAYOUT_DELAY = Buffer.from([0, 0, 0]);
+
+export class RtpTrackSender {
+  readonly #transceiver: RTCRtpTransceiver;
+  #sequenceNumber = Math.floor(Math.random() * 0xffff);
+  readonly #playoutDelayId: number | undefined;
+  #closed = false;
+
+  constructor(transceiver: RTCRtpTransceiver) {
+    this.#transceiver = transceiver;
+    this.#playoutDelayId = transceiver.headerExtensions.find((e) => e.uri === PLAYOUT_DELAY_URI)?.id;
+  }
+
+  /** Negotiated codec, lower-case short name (`h264`, `vp8`, `opus`), or undefined before negotiation. */
+  get codec(): string | undefined {
+    const mime = this.#transceiver.sender.codec?.mimeType ?? this.#transceiver.codecs[0]?.mimeType;
+    return mime?.split('/')[1]?.toLowerCase();
+  }
+
+  get sender() {
+    return this.#transceiver.sender;
+  }
+
+  /** Sends one frame's payloads; the marker bit goes on the last one. */
+  sendFrame(payloads: readonly Buffer[], rtpTimestamp: number): void {
+    if (this.#closed) return;
+    const last = payloads.length - 1;
+    payloads.forEach((payload, index) => {
+      const header = new RtpHeader({
+        sequenceNumber: this.#sequenceNumber,
+        timestamp: rtpTimestamp >>> 0,
+        marker: index === last,
+        payloadType: 0, // werift writes the negotiated payload type
+      });
+      this.#sequenceNumber = (this.#sequenceNumber + 1) & 0xffff;
+      if (this.#playoutDelayId !== undefined && index === 0) {
+        header.extension = true;
+        header.extensions = [{ id: this.#playoutDelayId, payload: ZERO_PLAYOUT_DELAY }];
+      }
+      // sendRtp is async only to await the socket; a failure means the peer is gone, which the
+      // connection notices through its state — nothing to do per packet.
+      this.#transceiver.sender.sendRtp(new RtpPacket(header, payload)).catch(() => {});
+    });
+  }
+
+  close(): void {
+    this.#closed = true;
+  }
+}

@@ -1,0 +1,57 @@
+import { fileURLToPath } from 'node:url';
+import { defineConfig } from 'vitest/config';
+
+const src = (path: string): string => fileURLToPath(new URL(path, import.meta.url));
+
+/**
+ * Browser end-to-end tests (Chromium in a network namespace, see
+ * test/support/) are CPU-heavy; they live in `*.browser.test.ts` files and
+ * run one file at a time after the unit tests.
+ */
+const BROWSER_TESTS = ['**/*.browser.test.ts', 'test/support/harness.test.ts'];
+// .tmp/ is gitignored scratch space.
+const EXCLUDE = ['**/node_modules/**', '**/dist/**', '**/.tmp/**'];
+
+export default defineConfig({
+  resolve: {
+    // Exact-match regexes so `arclight/client` does not swallow `arclight/client/node`.
+    alias: [
+      { find: /^arclight\/runtime$/, replacement: src('./runtime/index.ts') },
+      { find: /^arclight\/client$/, replacement: src('./client/index.ts') },
+      { find: /^arclight\/client\/node$/, replacement: src('./client/node.ts') },
+      { find: /^arclight\/protocol$/, replacement: src('./protocol/index.ts') },
+      { find: /^arclight\/coordinator$/, replacement: src('./coordinator/index.ts') },
+    ],
+  },
+  test: {
+    // Native addons (node-av, wrtc) are not safe in worker_threads: use child processes.
+    pool: 'forks',
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    // CI machines have 2 cores.
+    maxWorkers: 2,
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'unit',
+          include: ['**/*.test.ts'],
+          exclude: [...EXCLUDE, ...BROWSER_TESTS],
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'browser',
+          include: BROWSER_TESTS,
+          exclude: EXCLUDE,
+          // One browser file at a time, in a later group than the unit tests
+          // (projects with a higher groupOrder start after lower ones finish).
+          fileParallelism: false,
+          maxWorkers: 1,
+          sequence: { groupOrder: 1 },
+        },
+      },
+    ],
+  },
+});
