@@ -1,1 +1,2 @@
-export {};
+/** Browser bundle entry (dist/browser/arclight-client.js, served to the playground). */
+export * from './index.ts';

@@ -1,1 +1,20 @@
-export {};
+/**
+ * `arclight/client` — connect apps to Arclight models (browsers; Node via `arclight/client/node`).
+ *
+ * @example
+ * ```ts
+ * import { ArclightClient } from 'arclight/client';
+ * const client = new ArclightClient({ modelName: 'pattern', local: true });
+ * client.on('statusChanged', (s) => console.log(s)); // connecting, waiting, ready
+ * await client.connect();
+ * ```
+ */
+export { ArclightClient, DEFAULT_API_URL, DEFAULT_LOCAL_RUNTIME_URL } from './arclight-client.ts';
+export type { ArclightClientOptions, ClientEvents, ClientState, ClientStatus, ConnectOptions, ModelMessage } from './arclight-client.ts';
+export type { CommandReply } from './pending-commands.ts';
+export type { ClientStats } from './stats.ts';
+export type { RtcImplementation } from './peer-link.ts';
+export type { TokenSource } from './token.ts';
+export { ArclightError } from '../protocol/errors.ts';
+export type { Capabilities, TrackCapability, CommandCapability } from '../protocol/capabilities.ts';
+export type { SessionResponse } from '../protocol/session.ts';

@@ -31,6 +31,9 @@ export const ERROR_CODES = {
   unknown_track: { status: 404, retryable: false, summary: 'The model has no track with this name and direction.' },
   track_busy: { status: 409, retryable: true, summary: 'Another connection publishes this input track.' },
   not_ready: { status: 409, retryable: true, summary: 'The operation needs status ready.' },
+  // Client-side
+  timeout: { status: 504, retryable: true, summary: 'No answer arrived in time (a command reply, an SDP answer, the connection).' },
+  connection_failed: { status: 502, retryable: true, summary: 'The WebRTC connection could not be established or was lost.' },
   // Everything else
   internal_error: { status: 500, retryable: true, summary: 'An unexpected failure; details are in the server log only.' },
 } as const satisfies Record<string, { status: number; retryable: boolean; summary: string }>;

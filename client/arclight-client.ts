@@ -1,0 +1,513 @@
+/**
+ * `ArclightClient` — connects an app to a model: session, WebRTC media and commands.
+ *
+ * @example
+ * ```ts
+ * const client = new ArclightClient({ modelName: 'pattern', local: true });
+ * client.on('trackReceived', (name, track) => { video.srcObject = new MediaStream([track]); });
+ * client.on('message', (message) => console.log(message.type, message.data));
+ * await client.connect();
+ * const reply = await client.sendCommand('set_color', { color: '#00ff00' }); // { type: 'color_changed', data: {...} }
+ * await client.disconnect();
+ * ```
+ */
+
+import type { Capabilities, TrackCapability } from '../protocol/capabilities.ts';
+import { ArclightError } from '../protocol/errors.ts';
+import type { JsonObject, JsonValue } from '../protocol/json-schema.ts';
+import { MAX_MESSAGE_BYTES, type Envelope } from '../protocol/messages.ts';
+import type { SessionResponse } from '../protocol/session.ts';
+import { PeerLink, type RtcImplementation } from './peer-link.ts';
+import { PendingCommands, type CommandReply } from './pending-commands.ts';
+import { SessionApi } from './session-api.ts';
+import { StatsSampler, type ClientStats } from './stats.ts';
+import type { TokenSource } from './token.ts';
+import { TypedEmitter } from './typed-emitter.ts';
+
+export type ClientStatus = 'disconnected' | 'connecting' | 'waiting' | 'ready';
+
+export const DEFAULT_API_URL = 'https://api.arclight.dev';
+export const DEFAULT_LOCAL_RUNTIME_URL = 'http://localhost:8080';
+
+export interface ArclightClientOptions {
+  /** The model's slug. */
+  readonly modelName: string;
+  /** Coordinator address (hosted mode). */
+  readonly apiUrl?: string;
+  /** Talk straight to a local runtime (no token) instead of the coordinator; `apiUrl` is ignored. */
+  readonly local?: boolean;
+  /** The local runtime's address. Default http://localhost:8080. */
+  readonly localRuntimeUrl?: string;
+  /** WebRTC implementation; defaults to the global one (browsers). `arclight/client/node` supplies @roamhq/wrtc. */
+  readonly rtc?: RtcImplementation;
+  /** How long a command may wait for its outcome. Default 30 s. */
+  readonly commandTimeoutMs?: number;
+  /** How long ICE/DTLS may take once the answer arrived. Default 15 s. */
+  readonly connectTimeoutMs?: number;
+}
+
+export interface ConnectOptions {
+  /** SDP answer polls before giving up. Default 6. */
+  readonly maxAttempts?: number;
+  /** When false, output tracks start paused (call resumeTrack). Default true. */
+  readonly autoResumeTracks?: boolean;
+  /** Attach to this existing session instead of creating one. */
+  readonly sessionId?: string;
+  /** Join with a connection id already registered for the session. */
+  readonly connectionId?: number;
+}
+
+/** A message from the model (application scope). */
+export interface ModelMessage {
+  readonly type: string;
+  readonly data?: JsonValue;
+  /** Set when the message is the reply to a command this client sent. */
+  readonly request_id?: string;
+}
+
+export interface ClientState {
+  readonly status: ClientStatus;
+  readonly lastError?: ArclightError;
+}
+
+export interface ClientEvents extends Record<string, unknown[]> {
+  statusChanged: [status: ClientStatus];
+  message: [message: ModelMessage];
+  runtimeMessage: [message: ModelMessage];
+  trackReceived: [name: string, track: MediaStreamTrack, stream: MediaStream | undefined];
+  capabilitiesReceived: [capabilities: Capabilities];
+  sessionIdChanged: [sessionId: string | undefined];
+  connectionIdChanged: [connectionId: number | undefined];
+  /** The session ended on the server (stopped, idle, max duration); carries the reason. */
+  sessionEnded: [reason: string];
+  statsUpdate: [stats: ClientStats];
+  error: [error: ArclightError];
+}
+
+const STATS_INTERVAL_MS = 1_000;
+const PING_INTERVAL_MS = 5_000;
+
+export class ArclightClient extends TypedEmitter<ClientEvents> {
+  readonly #options: ArclightClientOptions;
+  readonly #baseUrl: string;
+  #status: ClientStatus = 'disconnected';
+  #lastError: ArclightError | undefined;
+  #token: TokenSource | undefined;
+  #api: SessionApi | undefined;
+  #abort: AbortController | undefined;
+  #session: SessionResponse | undefined;
+  #sessionId: string | undefined;
+  #connectionId: number | undefined;
+  /** True when this client attached to a session it did not create: disconnect(false) leaves it running. */
+  #adopted = false;
+  #link: PeerLink | undefined;
+  #pending = new PendingCommands();
+  #stats: ClientStats | undefined;
+  #statsTimer: ReturnType<typeof setInterval> | undefined;
+  #pingTimer: ReturnType<typeof setInterval> | undefined;
+  #sampler = new StatsSampler();
+  readonly #paused = new Set<string>();
+  readonly #published = new Map<string, MediaStreamTrack>();
+  #autoResume = true;
+
+  constructor(options: ArclightClientOptions) {
+    super();
+    if (!options || typeof options.modelName !== 'string' || options.modelName === '') {
+      throw new TypeError('ArclightClient: options.modelName (the model slug) is required');
+    }
+    this.#options = options;
+    this.#baseUrl = (options.local ? options.localRuntimeUrl ?? DEFAULT_LOCAL_RUNTIME_URL : options.apiUrl ?? DEFAULT_API_URL).replace(/\/+$/, '');
+  }
+
+  // ---- lifecycle ----
+
+  /**
+   * Opens (or attaches to) a session, waits for a GPU, and connects WebRTC. Resolves when the
+   * status is `ready`; rejects with an ArclightError (status back to `disconnected`).
+   */
+  async connect(jwtToken?: TokenSource, options: ConnectOptions = {}): Promise<void> {
+    if (this.#status !== 'disconnected') throw new ArclightError('invalid_request', `connect() needs status disconnected; it is ${this.#status}.`);
+    if (jwtToken === undefined && !this.#options.local) {
+      throw new ArclightError('invalid_request', 'A jwtToken is required unless the client is in local mode.');
+    }
+    this.#token = jwtToken;
+    this.#autoResume = options.autoResumeTracks ?? true;
+    this.#paused.clear();
+    this.#setStatus('connecting');
+    this.#abort = new AbortController();
+    this.#api = new SessionApi({
+      baseUrl: this.#baseUrl,
+      local: this.#options.local ?? false,
+      modelName: this.#options.modelName,
+      token: jwtToken,
+      signal: this.#abort.signal,
+    });
+    try {
+      let session: SessionResponse;
+      if (options.sessionId !== undefined) {
+        session = await this.#api.attachSession(options.sessionId);
+        this.#adopted = true;
+        this.#setStatus('waiting');
+      } else {
+        this.#adopted = false;
+        session = await this.#api.createSession(() => this.#setStatus('waiting'));
+      }
+      this.#session = session;
+      this.#setSessionId(session.session_id);
+      this.emit('capabilitiesReceived', session.capabilities);
+      await this.#openTransport(options.connectionId, false, options.maxAttempts ?? 6);
+    } catch (error) {
+      const failure = asError(error, 'connection_failed');
+      await this.#teardown(!this.#adopted && options.sessionId === undefined ? 'end-session' : 'keep-session');
+      this.#fail(failure);
+      this.#setSessionId(undefined);
+      throw failure;
+    }
+  }
+
+  /**
+   * Disconnects. `recoverable: true` keeps the session (and its GPU) for `reconnect()`;
+   * false ends it — or, for a session this client adopted, leaves it running for its owner.
+   * Safe to call repeatedly.
+   */
+  async disconnect(recoverable = false): Promise<void> {
+    if (this.#status === 'disconnected' && (recoverable || this.#sessionId === undefined)) {
+      if (!recoverable && this.#sessionId !== undefined) await this.#teardown(this.#adopted ? 'close-connection' : 'end-session');
+      return;
+    }
+    await this.#teardown(recoverable ? 'keep-session' : this.#adopted ? 'close-connection' : 'end-session');
+    if (!recoverable) {
+      this.#setSessionId(undefined);
+      this.#session = undefined;
+      this.#setConnectionId(undefined);
+    }
+    this.#setStatus('disconnected');
+  }
+
+  /** Reconnects to the session kept by a recoverable disconnect. */
+  async reconnect(options: ConnectOptions = {}): Promise<void> {
+    if (this.#status !== 'disconnected') throw new ArclightError('invalid_request', `reconnect() needs status disconnected; it is ${this.#status}.`);
+    if (this.#sessionId === undefined || !this.#api) {
+      throw new ArclightError('invalid_request', 'reconnect() needs a session kept by disconnect(true).');
+    }
+    if (options.autoResumeTracks !== undefined) this.#autoResume = options.autoResumeTracks;
+    this.#abort = new AbortController();
+    this.#api = new SessionApi({ baseUrl: this.#baseUrl, local: this.#options.local ?? false, modelName: this.#options.modelName, token: this.#token, signal: this.#abort.signal });
+    this.#setStatus('connecting');
+    try {
+      const session = await this.#api.attachSession(this.#sessionId);
+      this.#session = session;
+      this.#setStatus('waiting');
+      const connectionId = options.connectionId ?? this.#connectionId;
+      await this.#openTransport(connectionId, connectionId !== undefined, options.maxAttempts ?? 6);
+    } catch (error) {
+      const failure = asError(error, 'connection_failed');
+      await this.#teardown('keep-session');
+      if (failure.code === 'session_ended' || failure.code === 'session_not_found') this.#setSessionId(undefined);
+      this.#fail(failure);
+      throw failure;
+    }
+  }
+
+  // ---- commands and messages ----
+
+  /**
+   * Sends a command to the model. Resolves with the model's reply (`{type, data}`), or
+   * undefined when the model acknowledges without a body; rejects with an ArclightError
+   * carrying the failure code (`invalid_params`, `unknown_command`, `internal_error`, a
+   * model-defined code, `timeout`, ...).
+   */
+  async sendCommand(command: string, data: JsonObject = {}): Promise<CommandReply | undefined> {
+    this.#assertReady('sendCommand');
+    const known = this.#session?.capabilities.commands;
+    if (known && !known.some((c) => c.name === command)) {
+      throw new ArclightError('unknown_command', `The model has no command "${command}". Known: ${known.map((c) => c.name).join(', ')}.`);
+    }
+    if (data === null || typeof data !== 'object' || Array.isArray(data)) {
+      throw new ArclightError('invalid_params', 'Command data must be a JSON object.');
+    }
+    return this.#request('application', command, data);
+  }
+
+  // ---- tracks ----
+
+  /** Starts sending a local track (webcam, microphone) to a model input (`sendonly`) track. */
+  async publishTrack(name: string, track: MediaStreamTrack): Promise<void> {
+    this.#assertReady('publishTrack');
+    const capability = this.#track(name, 'sendonly');
+    if (capability.kind !== track.kind) throw new ArclightError('invalid_request', `Track "${name}" is ${capability.kind}; got a ${track.kind} track.`);
+    await this.#request('runtime', 'publish_track', { track: name });
+    await this.#link!.transceiver(name)!.sender.replaceTrack(track);
+    this.#published.set(name, track);
+  }
+
+  /** Stops sending to an input track and frees it for another connection. */
+  async unpublishTrack(name: string): Promise<void> {
+    this.#track(name, 'sendonly');
+    if (!this.#published.has(name)) return;
+    this.#published.delete(name);
+    await this.#link?.transceiver(name)?.sender.replaceTrack(null);
+    if (this.#status === 'ready') await this.#request('runtime', 'unpublish_track', { track: name });
+  }
+
+  /** Stops receiving an output (`recvonly`) track on this connection; the model keeps emitting. */
+  pauseTrack(name: string): void {
+    this.#track(name, 'recvonly');
+    this.#paused.add(name);
+    if (this.#status === 'ready') this.#request('runtime', 'track_subscription', { track: name, subscribed: false }).catch((e: unknown) => this.#fail(asError(e, 'internal_error')));
+  }
+
+  /** Receives an output track again (subscriptions are per connection). */
+  resumeTrack(name: string): void {
+    this.#track(name, 'recvonly');
+    this.#paused.delete(name);
+    if (this.#status === 'ready') this.#request('runtime', 'track_subscription', { track: name, subscribed: true }).catch((e: unknown) => this.#fail(asError(e, 'internal_error')));
+  }
+
+  // ---- getters ----
+
+  getStatus(): ClientStatus {
+    return this.#status;
+  }
+
+  getState(): ClientState {
+    return this.#lastError ? { status: this.#status, lastError: this.#lastError } : { status: this.#status };
+  }
+
+  getSessionId(): string | undefined {
+    return this.#sessionId;
+  }
+
+  getConnectionId(): number | undefined {
+    return this.#connectionId;
+  }
+
+  getLastError(): ArclightError | undefined {
+    return this.#lastError;
+  }
+
+  getCapabilities(): Capabilities | undefined {
+    return this.#session?.capabilities;
+  }
+
+  getSessionInfo(): SessionResponse | undefined {
+    return this.#session;
+  }
+
+  getStats(): ClientStats | undefined {
+    return this.#stats;
+  }
+
+  /** The underlying peer connection (for advanced stats), while connected. */
+  getPeerConnection(): RTCPeerConnection | undefined {
+    return this.#link?.pc;
+  }
+
+  // ---- internals ----
+
+  async #openTransport(connectionId: number | undefined, renegotiate: boolean, maxAttempts: number): Promise<void> {
+    const api = this.#api!;
+    const sessionId = this.#sessionId!;
+    const session = this.#session!;
+    const iceServers = await api.iceServers(sessionId);
+    let id = connectionId;
+    if (id === undefined) {
+      id = (await api.registerConnection(sessionId)).connection_id;
+    }
+    this.#setConnectionId(id);
+    const rtc = this.#options.rtc ?? globalRtc();
+    const link = new PeerLink(rtc, iceServers, session.capabilities.tracks, {
+      message: (raw) => this.#onMessage(raw),
+      track: (name, track, stream) => this.emit('trackReceived', name, track, stream),
+      lost: () => void this.#onLost(link),
+    });
+    this.#link = link;
+    const { sdp, mapping } = await link.createOffer();
+    const pausedTracks = this.#autoResume
+      ? [...this.#paused]
+      : session.capabilities.tracks.filter((t) => t.direction === 'recvonly').map((t) => t.name);
+    for (const name of pausedTracks) this.#paused.add(name);
+    await api.sendOffer(sessionId, id, { sdp_offer: sdp, track_mapping: mapping, paused_tracks: pausedTracks }, renegotiate);
+    const answer = await api.pollAnswer(sessionId, id, maxAttempts);
+    await link.acceptAnswer(answer);
+    await link.waitReady(this.#options.connectTimeoutMs ?? 15_000);
+    this.#startTimers();
+    this.#setStatus('ready');
+  }
+
+  #onMessage(raw: string): void {
+    let envelope: Envelope;
+    try {
+      envelope = JSON.parse(raw) as Envelope;
+    } catch {
+      return;
+    }
+    const body = envelope?.data;
+    if (!body || typeof body.type !== 'string') return;
+    const message: ModelMessage = { type: body.type, ...(body.data === undefined ? {} : { data: body.data }), ...(body.request_id ? { request_id: body.request_id } : {}) };
+    if (envelope.scope === 'application') {
+      if (body.request_id) this.#pending.resolve(body.request_id, { type: body.type, data: body.data });
+      this.emit('message', message);
+      return;
+    }
+    switch (body.type) {
+      case 'command_ack':
+        if (body.request_id) this.#pending.resolve(body.request_id, undefined);
+        break;
+      case 'command_failed': {
+        const data = (body.data ?? {}) as { code?: string; message?: string; field?: string; command?: string };
+        const error = new ArclightError(data.code ?? 'internal_error', data.message ?? 'The command failed.', data.field ? { field: data.field } : {});
+        if (!body.request_id || !this.#pending.reject(body.request_id, error)) this.#fail(error);
+        break;
+      }
+      case 'connection_info': {
+        const data = body.data as { connection_id?: number } | undefined;
+        if (typeof data?.connection_id === 'number') this.#setConnectionId(data.connection_id);
+        break;
+      }
+      case 'session_ended': {
+        const reason = ((body.data ?? {}) as { reason?: string }).reason ?? 'ended';
+        this.#lastError = new ArclightError('session_ended', `The session ended: ${reason}.`);
+        this.emit('sessionEnded', reason);
+        void this.#endedByServer();
+        break;
+      }
+    }
+    this.emit('runtimeMessage', message);
+  }
+
+  async #endedByServer(): Promise<void> {
+    await this.#teardown('keep-session');
+    this.#setSessionId(undefined);
+    this.#session = undefined;
+    this.#setConnectionId(undefined);
+    this.#setStatus('disconnected');
+  }
+
+  async #onLost(link: PeerLink): Promise<void> {
+    if (this.#link !== link) return;
+    // The connection dropped without a session end: keep the session so reconnect() can resume.
+    await this.#teardown('keep-session');
+    if (this.#sessionId !== undefined) this.#fail(new ArclightError('connection_failed', 'The connection to the runtime was lost; reconnect() to resume the session.'));
+    this.#setStatus('disconnected');
+  }
+
+  #request(scope: 'application' | 'runtime', type: string, data: JsonObject): Promise<CommandReply | undefined> {
+    const requestId = this.#pending.nextId();
+    const text = JSON.stringify({ scope, data: { type, data, request_id: requestId } });
+    const limit = MAX_MESSAGE_BYTES;
+    const bytes = new TextEncoder().encode(text).byteLength;
+    if (bytes > limit) {
+      return Promise.reject(new ArclightError('message_too_large', `The command is ${bytes} bytes; the limit is ${limit}.`));
+    }
+    const outcome = this.#pending.track(requestId, type, this.#options.commandTimeoutMs ?? 30_000);
+    try {
+      this.#link!.send(text);
+    } catch (error) {
+      this.#pending.reject(requestId, asError(error, 'not_ready'));
+    }
+    return outcome;
+  }
+
+  async #teardown(mode: 'keep-session' | 'end-session' | 'close-connection'): Promise<void> {
+    this.#stopTimers();
+    this.#abort?.abort(new ArclightError('connection_failed', 'Disconnected.'));
+    const link = this.#link;
+    this.#link = undefined;
+    link?.close();
+    this.#published.clear();
+    this.#pending.rejectAll(new ArclightError('connection_failed', 'The connection closed before the command completed.'));
+    const sessionId = this.#sessionId;
+    if (mode === 'keep-session' || sessionId === undefined) return;
+    // A fresh API object: the old one's signal is aborted.
+    const api = new SessionApi({ baseUrl: this.#baseUrl, local: this.#options.local ?? false, modelName: this.#options.modelName, token: this.#token });
+    try {
+      if (mode === 'end-session') await api.endSession(sessionId);
+      else if (this.#connectionId !== undefined) await api.closeConnection(sessionId, this.#connectionId);
+    } catch (error) {
+      this.#fail(asError(error, 'internal_error'));
+    }
+  }
+
+  #startTimers(): void {
+    this.#stopTimers();
+    this.#statsTimer = setInterval(() => void this.#sampleStats(), STATS_INTERVAL_MS);
+    this.#pingTimer = setInterval(() => {
+      try {
+        this.#link?.send(JSON.stringify({ scope: 'runtime', data: { type: 'ping', data: {} } }));
+      } catch {
+        // channel closing; the lost handler takes over
+      }
+    }, PING_INTERVAL_MS);
+  }
+
+  #stopTimers(): void {
+    clearInterval(this.#statsTimer);
+    clearInterval(this.#pingTimer);
+    this.#statsTimer = undefined;
+    this.#pingTimer = undefined;
+  }
+
+  async #sampleStats(): Promise<void> {
+    const pc = this.#link?.pc;
+    if (!pc) return;
+    try {
+      const report = await pc.getStats();
+      this.#stats = this.#sampler.summarise(report as unknown as Map<string, { type: string }>);
+      this.emit('statsUpdate', this.#stats);
+    } catch {
+      // stats are best effort
+    }
+  }
+
+  #track(name: string, direction: TrackCapability['direction']): TrackCapability {
+    const tracks = this.#session?.capabilities.tracks ?? [];
+    const track = tracks.find((t) => t.name === name);
+    if (!track || track.direction !== direction) {
+      const candidates = tracks.filter((t) => t.direction === direction).map((t) => t.name);
+      throw new ArclightError('unknown_track', `The model has no ${direction === 'sendonly' ? 'input' : 'output'} track "${name}". ${direction === 'sendonly' ? 'Inputs' : 'Outputs'}: ${candidates.join(', ') || '(none)'}.`);
+    }
+    return track;
+  }
+
+  #assertReady(what: string): void {
+    if (this.#status !== 'ready' || !this.#link) throw new ArclightError('not_ready', `${what}() needs status ready; it is ${this.#status}.`);
+  }
+
+  #setStatus(status: ClientStatus): void {
+    if (this.#status === status) return;
+    this.#status = status;
+    this.emit('statusChanged', status);
+  }
+
+  #setSessionId(sessionId: string | undefined): void {
+    if (this.#sessionId === sessionId) return;
+    this.#sessionId = sessionId;
+    this.emit('sessionIdChanged', sessionId);
+  }
+
+  #setConnectionId(connectionId: number | undefined): void {
+    if (this.#connectionId === connectionId) return;
+    this.#connectionId = connectionId;
+    this.emit('connectionIdChanged', connectionId);
+  }
+
+  #fail(error: ArclightError): void {
+    this.#lastError = error;
+    this.emit('error', error);
+  }
+}
+
+function globalRtc(): RtcImplementation {
+  const g = globalThis as { RTCPeerConnection?: typeof RTCPeerConnection; MediaStream?: typeof MediaStream };
+  if (!g.RTCPeerConnection) {
+    throw new ArclightError('invalid_request', 'No RTCPeerConnection here. In Node, import { ArclightClient } from "arclight/client/node" (it uses @roamhq/wrtc).');
+  }
+  return { RTCPeerConnection: g.RTCPeerConnection, ...(g.MediaStream ? { MediaStream: g.MediaStream } : {}) };
+}
+
+function asError(error: unknown, code: string): ArclightError {
+  if (error instanceof ArclightError) return error;
+  if ((error as Error)?.name === 'AbortError') return new ArclightError('connection_failed', 'Aborted by disconnect().', { cause: error });
+  return new ArclightError(code, (error as Error)?.message ?? String(error), { cause: error });
+}

@@ -1,0 +1,193 @@
+/**
+ * The client's HTTP calls: opening, reading and ending sessions, and WebRTC signalling.
+ * Local mode talks to a runtime's local endpoints (no token; `Bearer local` on transport calls,
+ * as 2.9.0 does); hosted mode talks to the coordinator with the JWT.
+ */
+
+import { ArclightError, type ErrorBody } from '../protocol/errors.ts';
+import type { SessionResponse } from '../protocol/session.ts';
+import type { IceServersResponse, RegisterConnectionResponse, SdpAnswerResponse, SdpOfferRequest } from '../protocol/transport.ts';
+import {
+  API_ACCEPT_VERSION_HEADER,
+  API_VERSION,
+  API_VERSION_HEADER,
+  WEBRTC_VERSION,
+  WEBRTC_VERSION_HEADER,
+} from '../protocol/versions.ts';
+import { resolveToken, type TokenSource } from './token.ts';
+
+export interface SessionApiOptions {
+  readonly baseUrl: string;
+  readonly local: boolean;
+  readonly modelName: string;
+  readonly token: TokenSource | undefined;
+  readonly signal?: AbortSignal;
+}
+
+/** Session polling (hosted): 200 ms doubling up to 2 s, about 60 s in all. */
+const SESSION_POLL_ATTEMPTS = 40;
+
+export class SessionApi {
+  readonly #options: SessionApiOptions;
+
+  constructor(options: SessionApiOptions) {
+    this.#options = options;
+  }
+
+  get local(): boolean {
+    return this.#options.local;
+  }
+
+  /** Opens a session. Hosted: creates it and waits until the coordinator has placed it on a GPU. */
+  async createSession(onWaiting: () => void): Promise<SessionResponse> {
+    if (this.#options.local) {
+      const session = await this.#request<SessionResponse>('POST', '/start_session', { body: {}, api: true });
+      onWaiting();
+      return session;
+    }
+    const created = await this.#request<SessionResponse>('POST', '/sessions', {
+      api: true,
+      body: { model: { name: this.#options.modelName }, client_info: { sdk_version: '0.1.0', sdk_type: 'js' }, supported_transports: [{ protocol: 'webrtc', version: WEBRTC_VERSION }] },
+    });
+    onWaiting();
+    return this.#pollUntilPlaced(created.session_id);
+  }
+
+  async getSession(sessionId: string): Promise<SessionResponse> {
+    return this.#request<SessionResponse>('GET', `/sessions/${encodeURIComponent(sessionId)}`, { api: true });
+  }
+
+  /** Waits until the session has capabilities and a transport (hosted) — at once in local mode. */
+  async attachSession(sessionId: string): Promise<SessionResponse> {
+    const session = await this.getSession(sessionId);
+    if (session.state === 'CLOSED') throw new ArclightError('session_ended', `Session ${sessionId} has ended.`);
+    return session.capabilities && session.selected_transport ? session : this.#pollUntilPlaced(sessionId);
+  }
+
+  async endSession(sessionId: string): Promise<void> {
+    if (this.#options.local) {
+      await this.#request('POST', '/stop_session', { body: { session_id: sessionId }, api: true, allow: [404, 410] });
+    } else {
+      await this.#request('DELETE', `/sessions/${encodeURIComponent(sessionId)}`, { api: true, allow: [404, 410] });
+    }
+  }
+
+  async iceServers(sessionId: string): Promise<RTCIceServer[]> {
+    const body = await this.#request<IceServersResponse>('GET', `${transport(sessionId)}/ice_servers`, {});
+    return body.ice_servers.map((s) => ({
+      urls: [...s.uris],
+      ...(s.credentials ? { username: s.credentials.username, credential: s.credentials.password } : {}),
+    }));
+  }
+
+  async registerConnection(sessionId: string): Promise<RegisterConnectionResponse> {
+    return this.#request<RegisterConnectionResponse>('POST', `${transport(sessionId)}/connections`, {});
+  }
+
+  async closeConnection(sessionId: string, connectionId: number): Promise<void> {
+    await this.#request('DELETE', `${transport(sessionId)}/connections/${connectionId}`, { allow: [404, 410] });
+  }
+
+  async sendOffer(sessionId: string, connectionId: number, offer: SdpOfferRequest, renegotiate: boolean): Promise<void> {
+    await this.#request(renegotiate ? 'PUT' : 'POST', `${transport(sessionId)}/connections/${connectionId}/sdp_params`, { body: offer });
+  }
+
+  /** Polls for the answer: 200 ms doubling, at most `maxAttempts` polls. */
+  async pollAnswer(sessionId: string, connectionId: number, maxAttempts: number): Promise<string> {
+    let delay = 200;
+    for (let attempt = 1; attempt <= maxAttempts; attempt++) {
+      const response = await this.#fetch('GET', `${transport(sessionId)}/connections/${connectionId}/sdp_params`, {});
+      if (response.status === 200) return ((await response.json()) as SdpAnswerResponse).sdp_answer;
+      if (response.status !== 202) throw await toError(response);
+      if (attempt < maxAttempts) await sleep(delay, this.#options.signal);
+      delay = Math.min(delay * 2, 5_000);
+    }
+    throw new ArclightError('timeout', `No SDP answer after ${maxAttempts} polls.`);
+  }
+
+  async #pollUntilPlaced(sessionId: string): Promise<SessionResponse> {
+    let delay = 200;
+    for (let attempt = 0; attempt < SESSION_POLL_ATTEMPTS; attempt++) {
+      const session = await this.getSession(sessionId);
+      if (session.state === 'CLOSED') throw new ArclightError('session_ended', `Session ${sessionId} ended while waiting for a GPU.`);
+      if (session.capabilities && session.selected_transport) return session;
+      await sleep(delay, this.#options.signal);
+      delay = Math.min(delay * 2, 2_000);
+    }
+    throw new ArclightError('timeout', `Session ${sessionId} was not placed on a GPU in time.`);
+  }
+
+  async #request<T = unknown>(method: string, path: string, options: { body?: unknown; api?: boolean; allow?: number[] }): Promise<T> {
+    const response = await this.#fetch(method, path, options);
+    if (!response.ok && !(options.allow ?? []).includes(response.status)) throw await toError(response);
+    const text = await response.text();
+    return (text ? JSON.parse(text) : undefined) as T;
+  }
+
+  async #fetch(method: string, path: string, options: { body?: unknown; api?: boolean }): Promise<Response> {
+    const headers: Record<string, string> = {};
+    if (options.api) {
+      headers[API_VERSION_HEADER] = String(API_VERSION);
+      headers[API_ACCEPT_VERSION_HEADER] = String(API_VERSION);
+    } else {
+      headers[WEBRTC_VERSION_HEADER] = WEBRTC_VERSION;
+    }
+    const token = await resolveToken(this.#options.token);
+    if (token !== undefined) headers['Authorization'] = `Bearer ${token}`;
+    else if (this.#options.local && !options.api) headers['Authorization'] = 'Bearer local';
+    if (options.body !== undefined) headers['Content-Type'] = 'application/json';
+    try {
+      return await fetch(this.#options.baseUrl + path, {
+        method,
+        headers,
+        ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+        ...(this.#options.signal ? { signal: this.#options.signal } : {}),
+      });
+    } catch (error) {
+      if ((error as Error).name === 'AbortError') throw error;
+      throw new ArclightError('connection_failed', `Could not reach ${this.#options.baseUrl}: ${(error as Error).message}`, { cause: error });
+    }
+  }
+}
+
+function transport(sessionId: string): string {
+  return `/sessions/${encodeURIComponent(sessionId)}/transport/webrtc`;
+}
+
+async function toError(response: Response): Promise<ArclightError> {
+  let body: Partial<ErrorBody> = {};
+  try {
+    body = (await response.json()) as Partial<ErrorBody>;
+  } catch {
+    // not JSON: fall through to a generic error
+  }
+  const code = typeof body.code === 'string' ? body.code : codeForStatus(response.status);
+  const message = typeof body.message === 'string' ? body.message : `HTTP ${response.status} ${response.statusText}`;
+  return new ArclightError(code, message, { status: response.status, ...(body.field ? { field: body.field } : {}) });
+}
+
+function codeForStatus(status: number): string {
+  switch (status) {
+    case 401: return 'unauthorized';
+    case 402: return 'payment_required';
+    case 403: return 'forbidden';
+    case 404: return 'not_found';
+    case 409: return 'session_conflict';
+    case 410: return 'session_ended';
+    case 426: return 'unsupported_version';
+    case 429: return 'rate_limited';
+    case 501: return 'version_not_implemented';
+    default: return status >= 500 ? 'internal_error' : 'invalid_request';
+  }
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    }, { once: true });
+  });
+}
