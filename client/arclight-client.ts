@@ -109,6 +109,7 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
   readonly #paused = new Set<string>();
   readonly #published = new Map<string, MediaStreamTrack>();
   #autoResume = true;
+  #disconnecting = false;
 
   constructor(options: ArclightClientOptions) {
     super();
@@ -158,9 +159,14 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
       await this.#openTransport(options.connectionId, false, options.maxAttempts ?? 6);
     } catch (error) {
       const failure = asError(error, 'connection_failed');
-      await this.#teardown(!this.#adopted && options.sessionId === undefined ? 'end-session' : 'keep-session');
-      this.#fail(failure);
+      this.#closeTransport();
+      // A session this call created would otherwise hold a GPU until it idles out.
+      if (!this.#adopted && this.#sessionId !== undefined) await this.#leaveSession('end-session');
       this.#setSessionId(undefined);
+      this.#setConnectionId(undefined);
+      this.#session = undefined;
+      this.#fail(failure);
+      this.#setStatus('disconnected');
       throw failure;
     }
   }
@@ -171,17 +177,23 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
    * Safe to call repeatedly.
    */
   async disconnect(recoverable = false): Promise<void> {
-    if (this.#status === 'disconnected' && (recoverable || this.#sessionId === undefined)) {
-      if (!recoverable && this.#sessionId !== undefined) await this.#teardown(this.#adopted ? 'close-connection' : 'end-session');
-      return;
+    this.#disconnecting = true;
+    try {
+      if (!recoverable && this.#sessionId !== undefined) {
+        // Leave the session before closing the peer, so the runtime sees a session end (or a
+        // departing guest) rather than a dropped connection.
+        await this.#leaveSession(this.#adopted ? 'close-connection' : 'end-session');
+      }
+      this.#closeTransport();
+      if (!recoverable) {
+        this.#setSessionId(undefined);
+        this.#session = undefined;
+        this.#setConnectionId(undefined);
+      }
+      this.#setStatus('disconnected');
+    } finally {
+      this.#disconnecting = false;
     }
-    await this.#teardown(recoverable ? 'keep-session' : this.#adopted ? 'close-connection' : 'end-session');
-    if (!recoverable) {
-      this.#setSessionId(undefined);
-      this.#session = undefined;
-      this.#setConnectionId(undefined);
-    }
-    this.#setStatus('disconnected');
   }
 
   /** Reconnects to the session kept by a recoverable disconnect. */
@@ -202,9 +214,10 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
       await this.#openTransport(connectionId, connectionId !== undefined, options.maxAttempts ?? 6);
     } catch (error) {
       const failure = asError(error, 'connection_failed');
-      await this.#teardown('keep-session');
+      this.#closeTransport();
       if (failure.code === 'session_ended' || failure.code === 'session_not_found') this.#setSessionId(undefined);
       this.#fail(failure);
+      this.#setStatus('disconnected');
       throw failure;
     }
   }
@@ -319,7 +332,7 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     const link = new PeerLink(rtc, iceServers, session.capabilities.tracks, {
       message: (raw) => this.#onMessage(raw),
       track: (name, track, stream) => this.emit('trackReceived', name, track, stream),
-      lost: () => void this.#onLost(link),
+      lost: () => setTimeout(() => this.#onLost(link), 0),
     });
     this.#link = link;
     const { sdp, mapping } = await link.createOffer();
@@ -367,27 +380,30 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
       }
       case 'session_ended': {
         const reason = ((body.data ?? {}) as { reason?: string }).reason ?? 'ended';
+        if (this.#disconnecting) break; // our own disconnect(false) ended it
         this.#lastError = new ArclightError('session_ended', `The session ended: ${reason}.`);
         this.emit('sessionEnded', reason);
-        void this.#endedByServer();
+        // Not from inside the data channel's callback: closing the peer there is unsafe in wrtc.
+        setTimeout(() => this.#endedByServer(), 0);
         break;
       }
     }
     this.emit('runtimeMessage', message);
   }
 
-  async #endedByServer(): Promise<void> {
-    await this.#teardown('keep-session');
+  #endedByServer(): void {
+    if (this.#sessionId === undefined) return;
+    this.#closeTransport();
     this.#setSessionId(undefined);
     this.#session = undefined;
     this.#setConnectionId(undefined);
     this.#setStatus('disconnected');
   }
 
-  async #onLost(link: PeerLink): Promise<void> {
-    if (this.#link !== link) return;
+  #onLost(link: PeerLink): void {
+    if (this.#link !== link || this.#disconnecting) return;
     // The connection dropped without a session end: keep the session so reconnect() can resume.
-    await this.#teardown('keep-session');
+    this.#closeTransport();
     if (this.#sessionId !== undefined) this.#fail(new ArclightError('connection_failed', 'The connection to the runtime was lost; reconnect() to resume the session.'));
     this.#setStatus('disconnected');
   }
@@ -409,17 +425,26 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     return outcome;
   }
 
-  async #teardown(mode: 'keep-session' | 'end-session' | 'close-connection'): Promise<void> {
+  /** Closes the peer and fails what waited on it; the session is untouched. */
+  #closeTransport(): void {
     this.#stopTimers();
     this.#abort?.abort(new ArclightError('connection_failed', 'Disconnected.'));
     const link = this.#link;
     this.#link = undefined;
-    link?.close();
+    try {
+      link?.close();
+    } catch (error) {
+      console.warn('[arclight] closing the peer connection failed', error);
+    }
     this.#published.clear();
     this.#pending.rejectAll(new ArclightError('connection_failed', 'The connection closed before the command completed.'));
+  }
+
+  /** Ends the session (its creator) or retires this connection (a guest); failures are reported, not thrown. */
+  async #leaveSession(mode: 'end-session' | 'close-connection'): Promise<void> {
     const sessionId = this.#sessionId;
-    if (mode === 'keep-session' || sessionId === undefined) return;
-    // A fresh API object: the old one's signal is aborted.
+    if (sessionId === undefined) return;
+    // A fresh API object: the connect-time one may be aborted.
     const api = new SessionApi({ baseUrl: this.#baseUrl, local: this.#options.local ?? false, modelName: this.#options.modelName, token: this.#token });
     try {
       if (mode === 'end-session') await api.endSession(sessionId);

@@ -15,11 +15,17 @@
 import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { Hono } from 'hono';
+import { cors } from 'hono/cors';
 import type { Capabilities } from '../protocol/capabilities.ts';
 import { ArclightError } from '../protocol/errors.ts';
 import { MAX_MESSAGE_BYTES } from '../protocol/messages.ts';
 import type { IceServerEntry } from '../protocol/transport.ts';
-import { CAPABILITIES_PROTOCOL_VERSION } from '../protocol/versions.ts';
+import {
+  API_ACCEPT_VERSION_HEADER,
+  API_VERSION_HEADER,
+  CAPABILITIES_PROTOCOL_VERSION,
+  WEBRTC_VERSION_HEADER,
+} from '../protocol/versions.ts';
 import { createErrorHandler, notFound } from './http/errors.ts';
 import { playgroundRoutes } from './http/playground-routes.ts';
 import { sessionRoutes } from './http/session-routes.ts';
@@ -43,6 +49,12 @@ export interface RuntimeOptions {
   readonly ice?: IcePolicyOptions & { readonly servers?: readonly IceServerEntry[] };
   /** Ask browsers to render video without a jitter-buffer delay (lowest latency; less smoothing on lossy links). Default false. */
   readonly playoutDelay?: boolean;
+  /**
+   * Origins allowed to call the runtime from a browser page served elsewhere (CORS). Default
+   * `*`: a local runtime is a development server, and nothing it serves depends on cookies.
+   * Operators behind a coordinator can pin this to their app's origin.
+   */
+  readonly corsOrigins?: '*' | readonly string[];
   /** Serve the playground at `/`. Default true. */
   readonly playground?: boolean;
   /** A session with no connected client ends after this long. Default 60 s. */
@@ -123,6 +135,13 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
 
   const app = new Hono();
   app.onError(createErrorHandler(log));
+  const origins = options.corsOrigins ?? '*';
+  app.use('*', cors({
+    origin: origins === '*' ? '*' : [...origins],
+    allowMethods: ['GET', 'POST', 'PUT', 'DELETE', 'OPTIONS'],
+    allowHeaders: ['Content-Type', 'Authorization', API_VERSION_HEADER, API_ACCEPT_VERSION_HEADER, WEBRTC_VERSION_HEADER],
+    maxAge: 600,
+  }));
   app.notFound(notFound);
   app.get('/health', (c) => {
     const s = state();

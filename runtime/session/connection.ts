@@ -15,6 +15,7 @@ import type { ConnectionHandle } from '../model/model-session.ts';
 import { answerOffer, type TrackBinding } from '../webrtc/answer-offer.ts';
 import { createRuntimePeer, type PeerFactoryOptions } from '../webrtc/peer-factory.ts';
 import { RtpTrackSender } from '../webrtc/rtp-track-sender.ts';
+import { drainDataChannel, tuneSctpRetransmission } from '../webrtc/sctp-tuning.ts';
 import type { TrackCapability } from '../../protocol/capabilities.ts';
 
 export type ConnectionState =
@@ -110,6 +111,7 @@ export class Connection {
     try {
       const { answerSdp, bindings } = await answerOffer(pc, offer.sdp_offer, this.#owner.tracks, offer.track_mapping, this.#owner.peerOptions.icePolicy);
       if (generation !== this.#generation) return;
+      tuneSctpRetransmission(pc);
       this.#owner.bindMedia(this, bindings, new Set(offer.paused_tracks ?? []));
       this.#answer = { state: 'ready', sdp: answerSdp };
     } catch (error) {
@@ -137,6 +139,11 @@ export class Connection {
     } catch (error) {
       this.#log.warn('data channel send failed', { error });
     }
+  }
+
+  /** Waits (at most `timeoutMs`) until the client has acknowledged every message sent to it. */
+  async drain(timeoutMs: number): Promise<void> {
+    if (this.#pc) await drainDataChannel(this.#pc, timeoutMs);
   }
 
   /** Retires the connection: its peer closes and its id can no longer be negotiated. */

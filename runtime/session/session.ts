@@ -171,8 +171,8 @@ export class Session implements ConnectionOwner {
     for (const connection of this.#connections.values()) {
       connection.sendMessage('runtime', { type: 'session_ended', data: { session_id: this.id, reason } });
     }
-    // Let the notice leave over SCTP before the peers close under it.
-    if (this.#connections.size > 0) await new Promise((resolve) => setTimeout(resolve, 100));
+    // Let the notice be acknowledged before the peers close under it.
+    await Promise.all([...this.#connections.values()].map((c) => c.drain(1_000)));
     for (const connection of this.#connections.values()) connection.closeSilently();
     this.#options.metrics?.connections.dec(this.#countReady());
     for (const track of this.#outputAudio.values()) track.close();

@@ -1,0 +1,920 @@
+/**
+ * Arclight playground (local mode). Plain browser ES module, no build step.
+ *
+ * Reads the model's interface from GET /schema (OpenAPI 3.1 with an `x-arclight` extension),
+ * renders one player per output track, a publish toggle per input track and a form per command
+ * (generated from the command's JSON schema), and drives the model through the client library.
+ *
+ * Stable hooks for tests and tooling:
+ *   #connect, #disconnect, #status[data-status], #status-detail
+ *   video[data-track=NAME], audio[data-track=NAME], [data-pause=NAME], [data-unmute=NAME]
+ *   [data-publish=NAME], video[data-preview=NAME]
+ *   form[data-command=NAME] (inputs named after the params), [data-error-for=PARAM], [data-result]
+ *   #log (li[data-kind][data-type]), #stats [data-stat=fps|rtt|bitrate|framesDecoded|framesDropped|packetLoss]
+ */
+
+import { ArclightClient } from '/playground/arclight-client.js';
+
+const LOG_LIMIT = 200;
+/** Runtime messages that are pure plumbing: not worth a log line. */
+const QUIET_RUNTIME_MESSAGES = new Set(['pong', 'command_ack']);
+
+const $ = (selector, root = document) => root.querySelector(selector);
+const $$ = (selector, root = document) => [...root.querySelectorAll(selector)];
+
+/** Tiny DOM builder: el('div', { class: 'x', 'data-a': 1, onclick: fn }, child, 'text'). */
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith('on') && typeof value === 'function') node.addEventListener(key.slice(2), value);
+    else if (key === 'class') node.className = value;
+    else if (key === 'text') node.textContent = value;
+    else if (value === true) node.setAttribute(key, '');
+    else node.setAttribute(key, String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+const cssEscape = (value) => (globalThis.CSS?.escape ? CSS.escape(value) : String(value).replace(/["\\]/g, '\\$&'));
+const byData = (attr, name, root = document) => root.querySelector(`[data-${attr}="${cssEscape(name)}"]`);
+
+// ---------------------------------------------------------------------------
+// State
+// ---------------------------------------------------------------------------
+
+const app = {
+  /** The OpenAPI document from /schema. */
+  schema: undefined,
+  modelName: undefined,
+  tracks: [],
+  /** @type {ArclightClient | undefined} */
+  client: undefined,
+  status: 'disconnected',
+  /** Input track name → the local MediaStream being published. */
+  published: new Map(),
+  /** Output track names paused by the user. */
+  paused: new Set(),
+  /** The last error already written to the log (the client emits `error` and also rejects). */
+  lastLoggedError: undefined,
+};
+
+// ---------------------------------------------------------------------------
+// Log
+// ---------------------------------------------------------------------------
+
+function timestamp() {
+  const now = new Date();
+  const pad = (n, w = 2) => String(n).padStart(w, '0');
+  return `${pad(now.getHours())}:${pad(now.getMinutes())}:${pad(now.getSeconds())}.${pad(now.getMilliseconds(), 3)}`;
+}
+
+function compactJson(value) {
+  if (value === undefined) return '';
+  try {
+    const text = JSON.stringify(value);
+    return text.length > 600 ? `${text.slice(0, 600)}…` : text;
+  } catch {
+    return String(value);
+  }
+}
+
+/**
+ * Adds a line to the log (newest first, capped at LOG_LIMIT).
+ * kind: status | message | runtime | command | error | info
+ */
+function log(kind, text, { type, data } = {}) {
+  const list = $('#log');
+  const item = el(
+    'li',
+    { class: `log-entry log-${kind}`, 'data-kind': kind, 'data-type': type },
+    el('time', { text: timestamp() }),
+    el('span', { class: 'log-kind', text: kind }),
+    el('span', { class: 'log-text' }, type ? el('strong', { text: type }) : null, text ? ` ${text}` : null),
+    data === undefined ? null : el('code', { class: 'log-data', text: compactJson(data) }),
+  );
+  list.prepend(item);
+  while (list.children.length > LOG_LIMIT) list.lastElementChild.remove();
+}
+
+function logError(error, context) {
+  if (error && error === app.lastLoggedError) return;
+  app.lastLoggedError = error;
+  const { code, message, field } = describeError(error);
+  log('error', `${context ? `${context}: ` : ''}${message}${field ? ` (field ${field})` : ''}`, { type: code });
+}
+
+function describeError(error) {
+  if (error && typeof error === 'object') {
+    return {
+      code: typeof error.code === 'string' ? error.code : error.name || 'error',
+      message: error.message || String(error),
+      field: typeof error.field === 'string' ? error.field : undefined,
+    };
+  }
+  return { code: 'error', message: String(error), field: undefined };
+}
+
+// ---------------------------------------------------------------------------
+// Status
+// ---------------------------------------------------------------------------
+
+function setStatus(status) {
+  app.status = status;
+  const badge = $('#status');
+  badge.textContent = status;
+  badge.dataset.status = status;
+  document.body.dataset.status = status;
+  const ready = status === 'ready';
+  $('#connect').disabled = status !== 'disconnected' || !app.modelName;
+  $('#disconnect').disabled = status === 'disconnected';
+  for (const button of $$('[data-pause], [data-publish]')) button.disabled = !ready;
+  for (const button of $$('form[data-command] button[type="submit"]')) {
+    button.disabled = !ready;
+    button.title = ready ? '' : 'Connect first';
+  }
+  if (ready) setProblem(undefined);
+}
+
+/** Shows (or hides, with undefined) the error banner under the header. */
+function setProblem(text) {
+  const banner = $('#status-detail');
+  banner.textContent = text ?? '';
+  banner.hidden = !text;
+  $('#status').classList.toggle('has-error', Boolean(text));
+}
+
+// ---------------------------------------------------------------------------
+// Schema
+// ---------------------------------------------------------------------------
+
+/** Follows local `$ref`s (`#/components/...`) in the OpenAPI document. */
+function deref(node) {
+  const seen = new Set();
+  while (node && typeof node === 'object' && typeof node.$ref === 'string' && node.$ref.startsWith('#/') && !seen.has(node.$ref)) {
+    seen.add(node.$ref);
+    node = node.$ref
+      .slice(2)
+      .split('/')
+      .map((part) => decodeURIComponent(part).replace(/~1/g, '/').replace(/~0/g, '~'))
+      .reduce((at, key) => (at && typeof at === 'object' ? at[key] : undefined), app.schema);
+  }
+  return node;
+}
+
+/** The JSON schema of a command's params (x-arclight.commands.NAME.requestBody → components.requestBodies). */
+function commandSchema(command) {
+  const body = deref(command?.requestBody);
+  const schema = deref(body?.content?.['application/json']?.schema);
+  return schema && typeof schema === 'object' ? schema : { type: 'object' };
+}
+
+function kindOf(schema) {
+  if (Array.isArray(schema.enum) && schema.enum.length > 0) return 'enum';
+  if ('const' in schema) return 'const';
+  let type = schema.type;
+  if (Array.isArray(type)) type = type.find((t) => t !== 'null') ?? type[0];
+  if (type === undefined) {
+    if ('minimum' in schema || 'maximum' in schema) type = 'number';
+    else if ('pattern' in schema || 'maxLength' in schema || 'minLength' in schema) type = 'string';
+  }
+  return ['number', 'integer', 'string', 'boolean'].includes(type) ? type : 'json';
+}
+
+function compilePattern(pattern) {
+  if (typeof pattern !== 'string') return undefined;
+  try {
+    return new RegExp(pattern, 'u');
+  } catch {
+    try {
+      return new RegExp(pattern);
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+/** A string param that holds a `#rrggbb` colour gets a colour picker next to its text box. */
+function isColourPattern(schema) {
+  if (schema.format === 'color') return true;
+  const re = compilePattern(schema.pattern);
+  return Boolean(re && re.test('#1a2b3c') && re.test('#A0B0C0') && !re.test('') && !re.test('hello') && !re.test('#12'));
+}
+
+// ---------------------------------------------------------------------------
+// Header
+// ---------------------------------------------------------------------------
+
+function renderHeader() {
+  const x = app.schema['x-arclight'] ?? {};
+  const model = x.model ?? {};
+  app.modelName = model.name;
+  $('#model-name').textContent = model.name ?? '(unnamed model)';
+  document.title = `${model.name ?? 'Model'} · Arclight playground`;
+  const version = $('#model-version');
+  version.textContent = model.version ? `v${model.version}` : '';
+  version.hidden = !model.version;
+  const fps = $('#model-fps');
+  fps.textContent = typeof x.fps === 'number' ? `${x.fps} fps` : '';
+  fps.hidden = typeof x.fps !== 'number';
+  // info.description is the model's description followed by a paragraph about the protocol.
+  const first = String(app.schema.info?.description ?? '').split('\n\n')[0]?.trim();
+  const description = $('#model-description');
+  if (first && !first.startsWith('Commands travel on the WebRTC data channel')) {
+    description.textContent = first;
+    description.hidden = false;
+  }
+  $('#server-version').textContent = x.server_version ? `Arclight runtime ${x.server_version}` : 'Arclight runtime';
+}
+
+// ---------------------------------------------------------------------------
+// Tracks
+// ---------------------------------------------------------------------------
+
+function renderTracks() {
+  const outputs = app.tracks.filter((t) => t.direction === 'recvonly');
+  const inputs = app.tracks.filter((t) => t.direction === 'sendonly');
+  const outBox = $('#outputs');
+  outBox.replaceChildren(...(outputs.length ? outputs.map(outputCard) : [el('p', { class: 'empty', text: 'This model has no output tracks.' })]));
+  const inBox = $('#inputs');
+  inBox.replaceChildren(...inputs.map(inputCard));
+  $('#inputs-panel').hidden = inputs.length === 0;
+}
+
+function outputCard(track) {
+  const size = track.width && track.height ? `${track.width}×${track.height}` : '';
+  const pause = el('button', {
+    type: 'button',
+    class: 'btn small',
+    'data-pause': track.name,
+    'aria-pressed': 'false',
+    disabled: true,
+    text: 'Pause',
+    onclick: () => togglePause(track.name),
+  });
+  let media;
+  let controls;
+  if (track.kind === 'video') {
+    media = el('video', { 'data-track': track.name, autoplay: true, muted: true, playsinline: true });
+    media.muted = true; // the attribute alone does not set the property in every browser
+    if (track.width && track.height) media.style.aspectRatio = `${track.width} / ${track.height}`;
+    media.addEventListener('resize', () => {
+      const meta = byData('meta-for', track.name);
+      if (meta && media.videoWidth) meta.textContent = `${media.videoWidth}×${media.videoHeight}`;
+    });
+    controls = [pause];
+  } else {
+    media = el('audio', { 'data-track': track.name, autoplay: true, muted: true });
+    media.muted = true;
+    const unmute = el('button', {
+      type: 'button',
+      class: 'btn small',
+      'data-unmute': track.name,
+      'aria-pressed': 'false',
+      text: 'Unmute',
+      onclick: () => toggleMute(track.name),
+    });
+    const volume = el('input', {
+      type: 'range',
+      min: 0,
+      max: 1,
+      step: 0.05,
+      value: 1,
+      'aria-label': `${track.name} volume`,
+      'data-volume': track.name,
+      oninput: (event) => (media.volume = Number(event.target.value)),
+    });
+    controls = [unmute, volume, pause];
+  }
+  const stage =
+    track.kind === 'video'
+      ? el('div', { class: 'stage' }, media, el('div', { class: 'stage-overlay', 'data-overlay': track.name, text: 'Not connected' }))
+      : el('div', { class: 'audio-stage' }, el('span', { class: 'audio-icon', 'aria-hidden': 'true', text: '\u266A' }), el('span', { class: 'audio-state', 'data-audio-state': track.name, text: 'Not connected' }), media);
+  return el(
+    'article',
+    { class: `track-card track-${track.kind}`, 'data-output': track.name },
+    el(
+      'header',
+      { class: 'track-head' },
+      el('span', { class: `kind kind-${track.kind}`, text: track.kind }),
+      el('h3', { text: track.name }),
+      el('span', { class: 'track-meta', 'data-meta-for': track.name, text: track.kind === 'video' ? size : [track.sample_rate ? `${track.sample_rate / 1000} kHz` : '', track.channels ? `${track.channels} ch` : ''].filter(Boolean).join(' · ') }),
+      el('span', { class: 'spacer' }),
+      ...controls,
+    ),
+    stage,
+  );
+}
+
+function inputCard(track) {
+  const label = track.kind === 'video' ? 'Publish webcam' : 'Publish microphone';
+  const preview =
+    track.kind === 'video'
+      ? el('video', { class: 'preview', 'data-preview': track.name, autoplay: true, muted: true, playsinline: true })
+      : el('span', { class: 'audio-icon', 'aria-hidden': 'true', text: '\u266A' });
+  if (preview.tagName === 'VIDEO') preview.muted = true;
+  return el(
+    'article',
+    { class: 'input-card', 'data-input': track.name },
+    el('div', { class: 'preview-box' }, preview, el('span', { class: 'preview-off', text: 'off' })),
+    el(
+      'div',
+      { class: 'input-body' },
+      el('header', { class: 'track-head' }, el('span', { class: `kind kind-${track.kind}`, text: track.kind }), el('h3', { text: track.name })),
+      el('button', {
+        type: 'button',
+        class: 'btn small',
+        'data-publish': track.name,
+        'data-label': label,
+        'aria-pressed': 'false',
+        disabled: true,
+        text: label,
+        onclick: () => togglePublish(track),
+      }),
+      el('div', { class: 'input-error', 'data-input-error': track.name, role: 'alert' }),
+    ),
+  );
+}
+
+function attachTrack(name, track) {
+  const media = byData('track', name);
+  if (!media) {
+    log('info', `received track "${name}", which the schema does not list`);
+    return;
+  }
+  media.srcObject = new MediaStream([track]);
+  media.play().catch(() => {
+    // autoplay of muted media is allowed; an unmuted audio element waits for the Unmute click
+  });
+  const overlay = byData('overlay', name);
+  if (overlay) {
+    overlay.textContent = 'Waiting for frames…';
+    overlay.hidden = false;
+    const hide = () => (overlay.hidden = true);
+    media.addEventListener('playing', hide, { once: true });
+    if (media.readyState >= 2) hide();
+  }
+  const audioState = byData('audio-state', name);
+  if (audioState) audioState.textContent = media.muted ? 'Receiving (muted)' : 'Playing';
+  track.addEventListener('ended', () => {
+    if (overlay) {
+      overlay.textContent = 'Track ended';
+      overlay.hidden = false;
+    }
+  });
+  log('info', `${track.kind} track received`, { type: name });
+}
+
+function detachTracks() {
+  for (const media of $$('[data-track]')) {
+    media.srcObject = null;
+  }
+  for (const overlay of $$('[data-overlay]')) {
+    overlay.textContent = 'Not connected';
+    overlay.hidden = false;
+  }
+  for (const state of $$('[data-audio-state]')) state.textContent = 'Not connected';
+  for (const button of $$('[data-pause]')) {
+    button.textContent = 'Pause';
+    button.setAttribute('aria-pressed', 'false');
+  }
+  app.paused.clear();
+}
+
+function togglePause(name) {
+  const client = app.client;
+  if (!client) return;
+  const button = byData('pause', name);
+  const pausing = !app.paused.has(name);
+  try {
+    if (pausing) client.pauseTrack(name);
+    else client.resumeTrack(name);
+  } catch (error) {
+    logError(error, `${pausing ? 'pause' : 'resume'} ${name}`);
+    return;
+  }
+  if (pausing) app.paused.add(name);
+  else app.paused.delete(name);
+  button.textContent = pausing ? 'Resume' : 'Pause';
+  button.setAttribute('aria-pressed', String(pausing));
+  const overlay = byData('overlay', name);
+  if (overlay) {
+    overlay.textContent = pausing ? 'Paused' : '';
+    overlay.hidden = !pausing;
+  }
+  const audioState = byData('audio-state', name);
+  if (audioState) audioState.textContent = pausing ? 'Paused' : 'Receiving';
+  log('info', pausing ? 'paused' : 'resumed', { type: name });
+}
+
+function toggleMute(name) {
+  const media = byData('track', name);
+  const button = byData('unmute', name);
+  media.muted = !media.muted;
+  if (!media.muted) media.play().catch((error) => logError(error, `play ${name}`));
+  button.textContent = media.muted ? 'Unmute' : 'Mute';
+  button.setAttribute('aria-pressed', String(!media.muted));
+  const audioState = byData('audio-state', name);
+  if (audioState && media.srcObject) audioState.textContent = media.muted ? 'Receiving (muted)' : 'Playing';
+}
+
+async function togglePublish(track) {
+  const client = app.client;
+  const button = byData('publish', track.name);
+  const errorBox = byData('input-error', track.name);
+  const card = byData('input', track.name);
+  if (!client || button.dataset.busy) return;
+  button.dataset.busy = 'true';
+  button.disabled = true;
+  errorBox.textContent = '';
+  try {
+    if (app.published.has(track.name)) {
+      await client.unpublishTrack(track.name);
+      stopLocal(track.name);
+      log('info', 'stopped publishing', { type: track.name });
+    } else {
+      const constraints =
+        track.kind === 'video'
+          ? { video: { width: { ideal: track.width ?? 640 }, height: { ideal: track.height ?? 480 } }, audio: false }
+          : { audio: true, video: false };
+      const stream = await navigator.mediaDevices.getUserMedia(constraints);
+      const local = stream.getTracks()[0];
+      try {
+        await client.publishTrack(track.name, local);
+      } catch (error) {
+        for (const t of stream.getTracks()) t.stop();
+        throw error;
+      }
+      app.published.set(track.name, stream);
+      local.addEventListener('ended', () => {
+        if (app.published.get(track.name) !== stream) return;
+        log('info', 'the local device stopped', { type: track.name });
+        app.client?.unpublishTrack(track.name).catch((error) => logError(error, `unpublish ${track.name}`));
+        stopLocal(track.name);
+      });
+      const preview = byData('preview', track.name);
+      if (preview) {
+        preview.srcObject = stream;
+        preview.play().catch(() => {});
+      }
+      card.classList.add('live');
+      button.textContent = 'Stop publishing';
+      button.setAttribute('aria-pressed', 'true');
+      const settings = local.getSettings?.() ?? {};
+      log('info', `publishing ${local.label || local.kind}${settings.width ? ` ${settings.width}×${settings.height}` : ''}`, { type: track.name });
+    }
+  } catch (error) {
+    const { code, message } = describeError(error);
+    errorBox.textContent = `${code}: ${message}`;
+    logError(error, `publish ${track.name}`);
+  } finally {
+    delete button.dataset.busy;
+    button.disabled = app.status !== 'ready';
+  }
+}
+
+function stopLocal(name) {
+  const stream = app.published.get(name);
+  app.published.delete(name);
+  for (const t of stream?.getTracks() ?? []) t.stop();
+  const preview = byData('preview', name);
+  if (preview) preview.srcObject = null;
+  byData('input', name)?.classList.remove('live');
+  const button = byData('publish', name);
+  if (button) {
+    button.textContent = button.dataset.label;
+    button.setAttribute('aria-pressed', 'false');
+  }
+}
+
+function stopAllLocal() {
+  for (const name of [...app.published.keys()]) stopLocal(name);
+}
+
+// ---------------------------------------------------------------------------
+// Command forms
+// ---------------------------------------------------------------------------
+
+function renderCommands() {
+  const commands = Object.entries(app.schema['x-arclight']?.commands ?? {});
+  const box = $('#commands');
+  if (commands.length === 0) {
+    box.replaceChildren(el('p', { class: 'empty', text: 'This model declares no commands.' }));
+    return;
+  }
+  box.replaceChildren(...commands.map(([name, command]) => commandForm(name, command)));
+}
+
+function rangeText(schema) {
+  const low = schema.exclusiveMinimum !== undefined ? `> ${schema.exclusiveMinimum}` : schema.minimum !== undefined ? String(schema.minimum) : undefined;
+  const high = schema.exclusiveMaximum !== undefined ? `< ${schema.exclusiveMaximum}` : schema.maximum !== undefined ? String(schema.maximum) : undefined;
+  if (low !== undefined && high !== undefined && !low.startsWith('>') && !high.startsWith('<')) return `${low} – ${high}`;
+  return [low && (low.startsWith('>') ? low : `≥ ${low}`), high && (high.startsWith('<') ? high : `≤ ${high}`)].filter(Boolean).join(', ');
+}
+
+function commandForm(name, command) {
+  const schema = commandSchema(command);
+  const properties = deref(schema.properties) ?? {};
+  const required = new Set(Array.isArray(schema.required) ? schema.required : []);
+  const fields = Object.entries(properties).map(([param, raw]) => paramField(name, param, deref(raw) ?? {}, required.has(param)));
+  const replyType = command.reply_type;
+  const result = el('output', { class: 'result', 'data-result': name, 'aria-live': 'polite' });
+  const form = el(
+    'form',
+    { class: 'command', 'data-command': name, novalidate: true, autocomplete: 'off' },
+    el('div', { class: 'command-head' }, el('h3', {}, el('code', { text: name })), replyType ? el('span', { class: 'reply-type', title: 'Reply message type', text: `→ ${replyType}` }) : null),
+    command.description ? el('p', { class: 'command-desc', text: command.description }) : null,
+    fields.length ? el('div', { class: 'fields' }, fields.map((f) => f.node)) : el('p', { class: 'no-params', text: 'No parameters.' }),
+    el('div', { class: 'command-foot' }, el('button', { type: 'submit', class: 'btn primary small', disabled: app.status !== 'ready', text: 'Send' }), result),
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    void submitCommand(form, name, fields, result);
+  });
+  return form;
+}
+
+/** One parameter's control. Returns { node, read() → { value?, error? }, name, input }. */
+function paramField(command, param, schema, required) {
+  const id = `cmd-${command}-${param}`.replace(/[^A-Za-z0-9_-]/g, '_');
+  const kind = kindOf(schema);
+  const help = [];
+  let input;
+  let extra = null;
+  let read;
+
+  if (kind === 'boolean') {
+    input = el('input', { type: 'checkbox', id, name: param });
+    input.checked = schema.default === true;
+    read = () => ({ value: input.checked });
+  } else if (kind === 'enum' || kind === 'const') {
+    const options = kind === 'enum' ? schema.enum : [schema.const];
+    input = el('select', { id, name: param });
+    if (!required && schema.default === undefined) input.append(el('option', { value: '', text: '—' }));
+    options.forEach((option, index) => input.append(el('option', { value: String(index), text: typeof option === 'string' ? option : JSON.stringify(option) })));
+    const defaultIndex = options.findIndex((o) => JSON.stringify(o) === JSON.stringify(schema.default));
+    if (defaultIndex >= 0) input.value = String(defaultIndex);
+    read = () => (input.value === '' ? {} : { value: options[Number(input.value)] });
+  } else if (kind === 'number' || kind === 'integer') {
+    const step = schema.multipleOf ?? (kind === 'integer' ? 1 : 'any');
+    input = el('input', { type: 'number', id, name: param, inputmode: kind === 'integer' ? 'numeric' : 'decimal', min: schema.minimum, max: schema.maximum, step });
+    if (typeof schema.default === 'number') input.value = String(schema.default);
+    const range = rangeText(schema);
+    if (range) help.push(el('span', { class: 'range', 'data-range-for': param, text: range }));
+    if (kind === 'integer') help.push('integer');
+    if (schema.multipleOf !== undefined) help.push(`step ${schema.multipleOf}`);
+    if (typeof schema.minimum === 'number' && typeof schema.maximum === 'number') {
+      const slider = el('input', { type: 'range', min: schema.minimum, max: schema.maximum, step, tabindex: '-1', 'aria-hidden': 'true', class: 'slider' });
+      slider.value = input.value === '' ? String(schema.minimum) : input.value;
+      slider.addEventListener('input', () => {
+        input.value = slider.value;
+        clearFieldError(input);
+      });
+      input.addEventListener('input', () => {
+        const n = Number(input.value);
+        if (input.value !== '' && Number.isFinite(n)) slider.value = String(n);
+      });
+      extra = slider;
+    }
+    read = () => {
+      if (input.validity.badInput) return { error: `${param} must be a number` };
+      const text = input.value.trim();
+      if (text === '') return required ? { error: `${param} is required` } : {};
+      const value = Number(text);
+      if (!Number.isFinite(value)) return { error: `${param} must be a number` };
+      if (kind === 'integer' && !Number.isInteger(value)) return { error: `${param} must be a whole number` };
+      if (typeof schema.minimum === 'number' && value < schema.minimum) return { error: `${param} must be at least ${schema.minimum} (got ${value})` };
+      if (typeof schema.maximum === 'number' && value > schema.maximum) return { error: `${param} must be at most ${schema.maximum} (got ${value})` };
+      if (typeof schema.exclusiveMinimum === 'number' && value <= schema.exclusiveMinimum) return { error: `${param} must be greater than ${schema.exclusiveMinimum} (got ${value})` };
+      if (typeof schema.exclusiveMaximum === 'number' && value >= schema.exclusiveMaximum) return { error: `${param} must be less than ${schema.exclusiveMaximum} (got ${value})` };
+      if (typeof schema.multipleOf === 'number' && schema.multipleOf > 0) {
+        const ratio = value / schema.multipleOf;
+        if (Math.abs(ratio - Math.round(ratio)) > 1e-9) return { error: `${param} must be a multiple of ${schema.multipleOf}` };
+      }
+      return { value };
+    };
+  } else if (kind === 'string') {
+    const pattern = compilePattern(schema.pattern);
+    const colour = isColourPattern(schema);
+    const long = typeof schema.maxLength !== 'number' || schema.maxLength > 120;
+    input = long && !colour && !schema.pattern
+      ? el('textarea', { id, name: param, rows: 2, maxlength: schema.maxLength, spellcheck: 'false' })
+      : el('input', { type: 'text', id, name: param, maxlength: schema.maxLength, spellcheck: 'false', placeholder: colour ? '#rrggbb' : undefined });
+    if (typeof schema.default === 'string') input.value = schema.default;
+    if (colour) {
+      const picker = el('input', { type: 'color', class: 'swatch', 'data-color-for': param, 'aria-label': `${param} colour picker` });
+      const sync = () => {
+        if (/^#[0-9a-f]{6}$/i.test(input.value.trim())) picker.value = input.value.trim().toLowerCase();
+      };
+      sync();
+      picker.addEventListener('input', () => {
+        input.value = picker.value;
+        clearFieldError(input);
+      });
+      input.addEventListener('input', sync);
+      extra = picker;
+    }
+    if (schema.pattern && !colour) help.push(el('code', { text: `/${schema.pattern}/` }));
+    if (colour) help.push('#rrggbb');
+    if (typeof schema.minLength === 'number' && typeof schema.maxLength === 'number') help.push(`${schema.minLength}–${schema.maxLength} chars`);
+    else if (typeof schema.maxLength === 'number') help.push(`max ${schema.maxLength} chars`);
+    else if (typeof schema.minLength === 'number') help.push(`min ${schema.minLength} chars`);
+    read = () => {
+      const value = input.value;
+      if (value === '') {
+        if (!required) return {};
+        if (pattern || (schema.minLength ?? 0) > 0) return { error: `${param} is required` };
+      }
+      const length = [...value].length;
+      if (typeof schema.minLength === 'number' && length < schema.minLength) return { error: `${param} must be at least ${schema.minLength} characters` };
+      if (typeof schema.maxLength === 'number' && length > schema.maxLength) return { error: `${param} must be at most ${schema.maxLength} characters (got ${length})` };
+      if (pattern && !pattern.test(value)) return { error: colour ? `${param} must be a colour like #00ff00` : `${param} must match /${schema.pattern}/` };
+      return { value };
+    };
+  } else {
+    input = el('textarea', { id, name: param, rows: 3, spellcheck: 'false', placeholder: 'JSON', class: 'mono' });
+    if (schema.default !== undefined) input.value = JSON.stringify(schema.default);
+    help.push(`JSON${schema.type ? ` (${[].concat(schema.type).join(' | ')})` : ''}`);
+    read = () => {
+      const text = input.value.trim();
+      if (text === '') return required ? { error: `${param} is required` } : {};
+      try {
+        return { value: JSON.parse(text) };
+      } catch (error) {
+        return { error: `${param} is not valid JSON: ${error.message}` };
+      }
+    };
+  }
+
+  input.addEventListener('input', () => clearFieldError(input));
+  input.addEventListener('change', () => clearFieldError(input));
+  const description = typeof schema.description === 'string' ? schema.description : undefined;
+  if (schema.default !== undefined && kind !== 'boolean') help.push(`default ${typeof schema.default === 'string' ? schema.default : JSON.stringify(schema.default)}`);
+  const control = kind === 'boolean'
+    ? el('label', { class: 'check' }, input, el('span', { text: description ?? param }))
+    : el('div', { class: 'control' }, extra && extra.type === 'color' ? extra : null, input);
+  const node = el(
+    'div',
+    { class: `field field-${kind}`, 'data-field': param },
+    el('label', { class: 'field-label', for: id }, el('span', { class: 'param', text: param }), required ? el('span', { class: 'req', title: 'required', text: '*' }) : null, el('span', { class: 'type', text: kind === 'json' ? 'json' : kind })),
+    control,
+    extra && extra.type === 'range' ? extra : null,
+    help.length || (description && kind !== 'boolean')
+      ? el('div', { class: 'field-help' }, description && kind !== 'boolean' ? el('span', { text: description }) : null, ...help.map((h) => el('span', {}, h)))
+      : null,
+    el('div', { class: 'field-error', 'data-error-for': param, role: 'alert' }),
+  );
+  return { node, input, name: param, read };
+}
+
+function setFieldError(form, param, message) {
+  const box = byData('error-for', param, form);
+  if (box) box.textContent = message;
+  const input = form.elements.namedItem(param);
+  if (input && 'setAttribute' in input) input.setAttribute('aria-invalid', 'true');
+  byData('field', param, form)?.classList.add('invalid');
+}
+
+function clearFieldError(input) {
+  const form = input.form;
+  if (!form) return;
+  input.removeAttribute('aria-invalid');
+  const box = byData('error-for', input.name, form);
+  if (box) box.textContent = '';
+  byData('field', input.name, form)?.classList.remove('invalid');
+}
+
+function showResult(result, state, ...content) {
+  result.dataset.state = state;
+  result.replaceChildren(...content.filter((part) => part !== null && part !== undefined));
+}
+
+async function submitCommand(form, name, fields, result) {
+  for (const field of fields) clearFieldError(field.input);
+  const data = {};
+  const problems = [];
+  for (const field of fields) {
+    const outcome = field.read();
+    if (outcome.error) {
+      problems.push(outcome.error);
+      setFieldError(form, field.name, outcome.error);
+    } else if ('value' in outcome) {
+      data[field.name] = outcome.value;
+    }
+  }
+  if (problems.length) {
+    showResult(result, 'invalid', el('span', { class: 'result-label', text: 'Not sent' }), ` ${problems.length === 1 ? problems[0] : `${problems.length} fields need fixing`}`);
+    form.querySelector('[aria-invalid="true"]')?.focus();
+    return;
+  }
+  const client = app.client;
+  if (!client || app.status !== 'ready') {
+    showResult(result, 'error', el('span', { class: 'result-label', text: 'not_ready' }), ' Connect first.');
+    return;
+  }
+  const button = form.querySelector('button[type="submit"]');
+  button.disabled = true;
+  showResult(result, 'pending', 'Sending…');
+  log('command', '', { type: name, data });
+  const started = performance.now();
+  try {
+    const reply = await client.sendCommand(name, data);
+    const ms = Math.round(performance.now() - started);
+    if (reply === undefined) {
+      showResult(result, 'ok', el('span', { class: 'result-label', text: 'ok' }), el('span', { class: 'result-ms', text: `${ms} ms` }));
+    } else {
+      showResult(
+        result,
+        'ok',
+        el('span', { class: 'result-label', 'data-reply-type': reply.type, text: reply.type }),
+        el('span', { class: 'result-ms', text: `${ms} ms` }),
+        reply.data === undefined ? null : el('pre', { class: 'result-data', text: JSON.stringify(reply.data, null, 2) }),
+      );
+    }
+  } catch (error) {
+    const { code, message, field } = describeError(error);
+    showResult(
+      result,
+      'error',
+      el('span', { class: 'result-label', 'data-error-code': code, text: code }),
+      ` ${message}`,
+      field ? el('span', { class: 'result-field', 'data-error-field': field, text: `field ${field}` }) : null,
+    );
+    // A JSON-pointer field such as "/speed" points at one of this form's inputs.
+    const param = field?.replace(/^\//, '').split('/')[0];
+    if (param && fields.some((f) => f.name === param)) setFieldError(form, param, `${code}: ${message}`);
+    logError(error, name);
+  } finally {
+    button.disabled = app.status !== 'ready';
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Stats
+// ---------------------------------------------------------------------------
+
+function formatNumber(value, digits) {
+  return typeof value === 'number' && Number.isFinite(value) ? value.toFixed(digits) : '–';
+}
+
+function renderStats(stats) {
+  const set = (key, text) => {
+    const node = $(`#stats [data-stat="${key}"]`);
+    if (node) node.textContent = text;
+  };
+  set('fps', formatNumber(stats?.framesPerSecond, 1));
+  set('rtt', formatNumber(stats?.rtt, stats?.rtt !== undefined && stats.rtt < 10 ? 1 : 0));
+  set('bitrate', formatNumber(stats?.bitrate === undefined ? undefined : stats.bitrate / 1000, 0));
+  set('framesDecoded', formatNumber(stats?.framesDecoded, 0));
+  set('framesDropped', formatNumber(stats?.framesDropped, 0));
+  set('packetLoss', formatNumber(stats?.packetLossRatio === undefined ? undefined : stats.packetLossRatio * 100, 2));
+  $('#stats').title = stats?.candidateType ? `ICE candidate: ${stats.candidateType}` : '';
+}
+
+// ---------------------------------------------------------------------------
+// Connection
+// ---------------------------------------------------------------------------
+
+function wire(client) {
+  const mine = (fn) => (...args) => {
+    if (app.client === client) fn(...args);
+  };
+  client.on('statusChanged', mine((status) => {
+    setStatus(status);
+    log('status', status, { type: 'status' });
+    if (status === 'disconnected') {
+      stopAllLocal();
+      detachTracks();
+      renderStats(undefined);
+    }
+  }));
+  client.on('sessionIdChanged', mine((sessionId) => {
+    $('#session-id').textContent = sessionId ? `session ${sessionId}` : '';
+  }));
+  client.on('trackReceived', mine((name, track) => attachTrack(name, track)));
+  client.on('message', mine((message) => log('message', message.request_id ? `(reply to ${message.request_id})` : '', { type: message.type, data: message.data })));
+  client.on('runtimeMessage', mine((message) => {
+    if (QUIET_RUNTIME_MESSAGES.has(message.type)) return;
+    // A failure of one of our own requests is logged (as an error) by whoever awaited it.
+    if (message.type === 'command_failed' && message.request_id) return;
+    log('runtime', '', { type: message.type, data: message.data });
+  }));
+  client.on('statsUpdate', mine((stats) => renderStats(stats)));
+  client.on('sessionEnded', mine((reason) => {
+    setProblem(`The session ended (${reason}). Connect again to start a new one.`);
+    log('info', `session ended: ${reason}`, { type: 'session_ended' });
+  }));
+  client.on('error', mine((error) => {
+    logError(error);
+    if (error?.code === 'connection_failed' && app.status !== 'ready') setProblem(`${error.code}: ${error.message}`);
+  }));
+}
+
+async function connect() {
+  if (!app.modelName || app.status !== 'disconnected') return;
+  setProblem(undefined);
+  let client;
+  try {
+    client = new ArclightClient({ modelName: app.modelName, local: true, localRuntimeUrl: location.origin });
+  } catch (error) {
+    logError(error, 'connect');
+    setProblem(describeError(error).message);
+    return;
+  }
+  app.client = client;
+  wire(client);
+  renderStats(undefined);
+  try {
+    await client.connect();
+  } catch (error) {
+    if (app.client !== client) return;
+    const { code, message } = describeError(error);
+    logError(error, 'connect');
+    const hint = code === 'session_conflict' ? ' Another client holds the runtime\u2019s session; close it (or wait for it to time out) and try again.' : '';
+    setProblem(`Connect failed — ${code}: ${message}${hint}`);
+    setStatus(client.getStatus());
+  }
+}
+
+async function disconnect() {
+  const client = app.client;
+  if (!client) return;
+  $('#disconnect').disabled = true;
+  try {
+    await client.disconnect();
+  } catch (error) {
+    logError(error, 'disconnect');
+  }
+  stopAllLocal();
+  detachTracks();
+  setStatus(client.getStatus());
+}
+
+/** Ends the session when the page goes away, so a reload does not find it still held. */
+function endOnPageHide() {
+  const sessionId = app.client?.getSessionId();
+  if (!sessionId) return;
+  try {
+    void fetch('/stop_session', {
+      method: 'POST',
+      keepalive: true,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ session_id: sessionId, reason: 'playground_closed' }),
+    }).catch(() => {});
+  } catch {
+    // best effort
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Boot
+// ---------------------------------------------------------------------------
+
+async function loadSchema() {
+  const response = await fetch('/schema', { headers: { accept: 'application/json' } });
+  if (!response.ok) {
+    let detail = '';
+    try {
+      const body = await response.json();
+      detail = body?.message ? `: ${body.code ?? ''} ${body.message}` : '';
+    } catch {
+      // not JSON
+    }
+    throw new Error(`GET /schema answered ${response.status}${detail}`);
+  }
+  return response.json();
+}
+
+async function boot() {
+  $('#connect').addEventListener('click', () => void connect());
+  $('#disconnect').addEventListener('click', () => void disconnect());
+  $('#log-clear').addEventListener('click', () => $('#log').replaceChildren());
+  window.addEventListener('pagehide', endOnPageHide);
+  try {
+    app.schema = await loadSchema();
+  } catch (error) {
+    $('#model-name').textContent = 'Model unavailable';
+    $('#commands').replaceChildren(el('p', { class: 'empty', text: 'No schema.' }));
+    setProblem(`Could not load the model interface: ${error.message}`);
+    logError(error, 'schema');
+    return;
+  }
+  renderHeader();
+  app.tracks = Array.isArray(app.schema['x-arclight']?.tracks) ? app.schema['x-arclight'].tracks : [];
+  renderTracks();
+  renderCommands();
+  setStatus('disconnected');
+  log('info', `loaded ${app.modelName}${app.schema['x-arclight']?.model?.version ? ` ${app.schema['x-arclight'].model.version}` : ''}: ${app.tracks.length} track(s), ${Object.keys(app.schema['x-arclight']?.commands ?? {}).length} command(s)`);
+}
+
+/** For debugging from the console: `playground.client`. */
+window.playground = app;
+
+boot().catch((error) => {
+  console.error(error);
+  setProblem(`The playground failed to start: ${error?.message ?? error}`);
+});
