@@ -82,7 +82,9 @@ export class OutputAudioTrack {
     this.#closed = true;
     if (this.#timer) clearTimeout(this.#timer);
     for (const resolve of this.#roomWaiters.splice(0)) resolve();
-    this.#encoder?.then((e) => e.close(), () => {});
+    // Close the encoder after the encodes already queued, which then see #closed and skip.
+    const encoder = this.#encoder;
+    void this.#encodeChain.then(() => encoder).then((e) => e?.close(), () => {});
   }
 
   #bufferedMs(): number {
@@ -134,7 +136,7 @@ export class OutputAudioTrack {
     const encoder = (this.#encoder ??= OpusEncoder.create({ sampleRate: AUDIO_SAMPLE_RATE, channels: this.channels }));
     this.#encodeChain = this.#encodeChain
       .then(() => encoder)
-      .then((opus) => opus.encode(samples))
+      .then((opus) => (this.#closed ? [] : opus.encode(samples)))
       .then((packets) => {
         for (const sink of listeners) {
           if (!this.#sinks.has(sink)) continue;

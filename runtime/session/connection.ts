@@ -15,7 +15,7 @@ import type { ConnectionHandle } from '../model/model-session.ts';
 import { answerOffer, type TrackBinding } from '../webrtc/answer-offer.ts';
 import { createRuntimePeer, type PeerFactoryOptions } from '../webrtc/peer-factory.ts';
 import { RtpTrackSender } from '../webrtc/rtp-track-sender.ts';
-import { drainDataChannel, tuneSctpRetransmission } from '../webrtc/sctp-tuning.ts';
+import { closePeer, drainDataChannel, tuneSctpRetransmission } from '../webrtc/sctp-tuning.ts';
 import type { TrackCapability } from '../../protocol/capabilities.ts';
 
 export type ConnectionState =
@@ -217,10 +217,11 @@ export class Connection {
     this.#generation++;
     this.#owner.unbindMedia(this);
     const pc = this.#pc;
+    const channel = this.#channel;
     this.#pc = undefined;
     this.#channel = undefined;
     this.#peerConnected = false;
     this.#channelOpen = false;
-    if (pc) pc.close().catch(() => {});
+    if (pc) closePeer(pc, channel).catch(() => {});
   }
 }
