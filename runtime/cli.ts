@@ -55,7 +55,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write(`arclight: ${verb && verb !== 'serve' ? `unknown command "${verb}"` : 'missing model module'}\n\n${USAGE}\n`);
     return 2;
   }
-  const port = values.port === undefined ? 8080 : Number(values.port);
+  const port = values.port === undefined ? 8080 : /^\d{1,5}$/.test(values.port) ? Number(values.port) : NaN;
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
     process.stderr.write(`arclight: --port must be an integer from 0 to 65535; got "${values.port}"\n`);
     return 2;
@@ -69,7 +69,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
     portRange = [Number(match[1]), Number(match[2])];
   }
-  const grace = values.grace === undefined ? undefined : Number(values.grace);
+  const grace = values.grace === undefined ? undefined : /^\d+(\.\d+)?$/.test(values.grace) ? Number(values.grace) : NaN;
   if (grace !== undefined && !(grace > 0)) {
     process.stderr.write(`arclight: --grace must be a positive number of seconds\n`);
     return 2;

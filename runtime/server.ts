@@ -79,6 +79,34 @@ export interface Runtime {
   close(): Promise<void>;
 }
 
+/** Every route and its methods: any other method on these paths gets 405 with an Allow header. */
+const ROUTE_METHODS: Readonly<Record<string, readonly string[]>> = {
+  '/health': ['GET'],
+  '/metrics': ['GET'],
+  '/schema': ['GET'],
+  '/capabilities': ['GET'],
+  '/start_session': ['POST'],
+  '/stop_session': ['POST'],
+  '/session': ['GET'],
+  '/sessions/:sid': ['GET', 'DELETE'],
+  '/sessions/:sid/transport/webrtc/ice_servers': ['GET'],
+  '/sessions/:sid/transport/webrtc/connections': ['POST'],
+  '/sessions/:sid/transport/webrtc/connections/:cid': ['DELETE'],
+  '/sessions/:sid/transport/webrtc/connections/:cid/sdp_params': ['GET', 'POST', 'PUT'],
+  '/sessions/:sid/transport/webrtc/sdp_params': ['GET', 'POST', 'PUT'],
+};
+
+function rejectOtherMethods(app: Hono, playground: boolean): void {
+  const routes = playground ? { ...ROUTE_METHODS, '/': ['GET'] } : ROUTE_METHODS;
+  for (const [path, methods] of Object.entries(routes)) {
+    // Registered after the real handlers, so it only runs when none of them matched the method.
+    app.all(path, (c) => {
+      const error = new ArclightError('method_not_allowed', `${c.req.method} is not allowed on ${c.req.path}; use ${methods.join(' or ')}.`);
+      return c.json(error.toBody(), 405, { Allow: [...methods, 'OPTIONS'].join(', ') });
+    });
+  }
+}
+
 export function capabilitiesOf(model: ModelDefinition<unknown>, router: CommandRouter): Capabilities {
   return {
     protocol_version: CAPABILITIES_PROTOCOL_VERSION,
@@ -162,6 +190,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   }));
   app.route('/', transportRoutes(host, iceServers));
   if (options.playground ?? true) app.route('/', playgroundRoutes());
+  rejectOtherMethods(app, options.playground ?? true);
 
   const listenHost = options.host ?? '127.0.0.1';
   const server: ServerType = await new Promise((resolve, reject) => {

@@ -42,7 +42,7 @@ export async function readJsonBody<T>(c: Context, schema: object, optional = fal
     compiled.set(schema, validate);
   }
   if (!validate(value)) {
-    const { message, field } = describeSchemaError(validate.errors);
+    const { message, field } = describeSchemaError(validate.errors, 'the body');
     throw new ArclightError('invalid_request', `Invalid body: ${message}.`, { field });
   }
   return value as T;

@@ -17,7 +17,7 @@ import {
 export const checkApiVersion: MiddlewareHandler = async (c, next) => {
   const header = c.req.header(API_VERSION_HEADER);
   if (header !== undefined) {
-    const version = Number(header);
+    const version = /^\d{1,4}$/.test(header) ? Number(header) : NaN;
     if (!Number.isInteger(version)) {
       throw new ArclightError('invalid_request', `${API_VERSION_HEADER} must be an integer; got "${header}".`);
     }
@@ -34,7 +34,7 @@ export const checkApiVersion: MiddlewareHandler = async (c, next) => {
 export const checkWebrtcVersion: MiddlewareHandler = async (c, next) => {
   const header = c.req.header(WEBRTC_VERSION_HEADER);
   if (header !== undefined) {
-    const major = Number(header.split('.')[0]);
+    const major = /^\d{1,4}(\.\d{1,4})?$/.test(header) ? Number(header.split('.')[0]) : NaN;
     const ours = Number(WEBRTC_VERSION.split('.')[0]);
     if (!Number.isInteger(major)) {
       throw new ArclightError('invalid_request', `${WEBRTC_VERSION_HEADER} must look like "1.0"; got "${header}".`);

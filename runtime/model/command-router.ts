@@ -93,7 +93,8 @@ export class CommandRouter {
     if (!command.validateParams(params)) {
       return { kind: 'failed', code: 'invalid_params', ...describeSchemaError(command.validateParams.errors) };
     }
-    const result = await callAuthorCode(this.#log, `command ${name}`, () => command.spec.handler(params, context));
+    // A CommandError is the model answering on purpose, not a fault: it is not logged as one.
+    const result = await callAuthorCode(this.#log, `command ${name}`, () => command.spec.handler(params, context), undefined, isCommandError);
     if (!result.ok) {
       if (isCommandError(result.error)) return { kind: 'failed', code: result.error.code, message: result.error.message };
       // The detail stays in the log (callAuthorCode logged it); the client learns only that it failed.
@@ -109,16 +110,20 @@ export class CommandRouter {
 }
 
 /** One readable sentence and the JSON pointer of the field at fault. */
-export function describeSchemaError(errors: ErrorObject[] | null | undefined): { message: string; field: string } {
+export function describeSchemaError(
+  errors: ErrorObject[] | null | undefined,
+  /** What the validated value is called in messages when the root itself is at fault. */
+  rootName = 'params',
+): { message: string; field: string } {
   const error = errors?.[0];
-  if (!error) return { message: 'Parameters are invalid.', field: '' };
+  if (!error) return { message: `Invalid ${rootName}.`, field: '' };
   let field = error.instancePath;
   const params = error.params as Record<string, unknown>;
   if (error.keyword === 'required' && typeof params['missingProperty'] === 'string') field += `/${params['missingProperty']}`;
   if (error.keyword === 'additionalProperties' && typeof params['additionalProperty'] === 'string') {
     field += `/${params['additionalProperty']}`;
   }
-  const where = field === '' ? 'params' : `"${field.slice(1).replaceAll('/', '.')}"`;
+  const where = field === '' ? rootName : `"${field.slice(1).replaceAll('/', '.')}"`;
   const message = error.keyword === 'required'
     ? `${where} is required`
     : error.keyword === 'additionalProperties'

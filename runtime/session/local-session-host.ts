@@ -69,7 +69,11 @@ export class LocalSessionHost {
   /** The open session with this id. */
   get(sessionId: string): Session {
     const session = this.#current;
-    if (session && session.id === sessionId && !session.ended) return session;
+    if (session && session.id === sessionId) {
+      // While a session is ending (hooks and teardown can take seconds) its id already answers 410.
+      if (session.ended) throw new ArclightError('session_ended', `Session ${sessionId} has ended (${session.endReason}).`);
+      return session;
+    }
     const reason = this.#ended.get(sessionId);
     if (reason !== undefined) throw new ArclightError('session_ended', `Session ${sessionId} has ended (${reason}).`);
     throw new ArclightError('session_not_found', `No open session has id "${sessionId}".`);

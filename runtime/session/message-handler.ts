@@ -36,20 +36,26 @@ export class MessageHandler {
     const text = typeof raw === 'string' ? raw : raw.toString('utf8');
     const bytes = typeof raw === 'string' ? Buffer.byteLength(raw) : raw.length;
     let parsed: unknown;
+    let parseFailed = false;
     try {
       parsed = JSON.parse(text);
     } catch {
+      parseFailed = true;
+    }
+    // Size first: an oversized message is refused as such whatever its content. It is still
+    // parsed (SCTP bounds it at 1 MiB) so the refusal can carry its request_id.
+    if (bytes > this.#maxBytes) {
+      this.#fail(connection, extractRequestId(parsed), extractType(parsed), 'message_too_large', `The message is ${bytes} bytes; the limit is ${this.#maxBytes}.`);
+      return;
+    }
+    if (parseFailed) {
       this.#fail(connection, undefined, '', 'invalid_message', 'The message is not valid JSON.');
       return;
     }
     const requestId = extractRequestId(parsed);
     const type = extractType(parsed);
-    if (bytes > this.#maxBytes) {
-      this.#fail(connection, requestId, type, 'message_too_large', `The message is ${bytes} bytes; the limit is ${this.#maxBytes}.`);
-      return;
-    }
     if (!validateEnvelope(parsed)) {
-      const { message } = describeSchemaError(validateEnvelope.errors);
+      const { message } = describeSchemaError(validateEnvelope.errors, 'the message');
       this.#fail(connection, requestId, type, 'invalid_message', `Not a valid envelope {scope, data: {type, data}}: ${message}.`);
       return;
     }

@@ -27,6 +27,11 @@ import { Connection, type ConnectionOwner } from './connection.ts';
 import { MessageHandler } from './message-handler.ts';
 import { FrameClock } from './frame-clock.ts';
 
+/** RTCP payload-specific feedback (RFC 4585) and its PLI / FIR formats (RFC 5104). */
+const RTCP_PAYLOAD_SPECIFIC_FEEDBACK = 206;
+const PLI_FORMAT = 1;
+const FIR_FORMAT = 4;
+
 export interface SessionOptions {
   readonly model: ModelDefinition<unknown>;
   readonly router: CommandRouter;
@@ -225,9 +230,27 @@ export class Session implements ConnectionOwner {
   bindMedia(connection: Connection, bindings: readonly TrackBinding[], pausedTracks: ReadonlySet<string>): void {
     const attachment: MediaAttachment = { outputs: new Map(), receivers: [], disposers: [] };
     this.#attachments.set(connection, attachment);
+    const pictureLossBySsrc = new Map<number, () => void>();
     for (const { transceiver, track } of bindings) {
-      if (track.direction === 'recvonly') this.#bindOutput(connection, attachment, transceiver, track, pausedTracks.has(track.name));
-      else this.#bindInput(connection, attachment, transceiver, track);
+      if (track.direction === 'recvonly') {
+        const onLoss = this.#bindOutput(connection, attachment, transceiver, track, pausedTracks.has(track.name));
+        if (onLoss) pictureLossBySsrc.set(transceiver.sender.ssrc, onLoss);
+      } else {
+        this.#bindInput(connection, attachment, transceiver, track);
+      }
+    }
+    // werift routes payload-specific feedback by the *sender* SSRC first. A browser that also
+    // sends video (a webcam) stamps its PLIs with that outgoing SSRC, so they land on our
+    // receiver, not on the output sender they are about, and the picture would only open at the
+    // next periodic keyframe. Route PLI and FIR by their media SSRC here, from every receiver.
+    for (const { transceiver } of bindings) {
+      const { unSubscribe } = transceiver.receiver.onRtcp.subscribe((packet) => {
+        const feedback = (packet as { type?: number; feedback?: { count?: number; mediaSsrc?: number } }).feedback;
+        if ((packet as { type?: number }).type !== RTCP_PAYLOAD_SPECIFIC_FEEDBACK || !feedback) return;
+        if (feedback.count !== PLI_FORMAT && feedback.count !== FIR_FORMAT) return;
+        pictureLossBySsrc.get(feedback.mediaSsrc ?? -1)?.();
+      });
+      attachment.disposers.push(unSubscribe);
     }
   }
 
@@ -296,21 +319,22 @@ export class Session implements ConnectionOwner {
     }
   }
 
-  #bindOutput(connection: Connection, attachment: MediaAttachment, transceiver: RTCRtpTransceiver, track: TrackCapability, paused: boolean): void {
+  /** Attaches an output; returns what to call when the client reports picture loss (video only). */
+  #bindOutput(connection: Connection, attachment: MediaAttachment, transceiver: RTCRtpTransceiver, track: TrackCapability, paused: boolean): (() => void) | undefined {
     const sender = connection.createTrackSender(transceiver);
     const video = this.#outputVideo.get(track.name);
     if (video) {
       const codec = sender.codec;
       if (codec !== 'h264' && codec !== 'vp8') {
         this.log.warn('no common video codec with client; track not sent', { track: track.name, codec });
-        return;
+        return undefined;
       }
       const sink: VideoSink = { connectionId: connection.id, codec, sendFrame: (p, ts) => sender.sendFrame(p, ts) };
       video.addSink(sink, { paused });
       const { unSubscribe } = transceiver.sender.onPictureLossIndication.subscribe(() => video.pictureLost(sink));
       attachment.outputs.set(track.name, { sink });
       attachment.disposers.push(unSubscribe, () => sender.close());
-      return;
+      return () => video.pictureLost(sink);
     }
     const audio = this.#outputAudio.get(track.name);
     if (audio) {
@@ -319,6 +343,7 @@ export class Session implements ConnectionOwner {
       attachment.outputs.set(track.name, { sink });
       attachment.disposers.push(() => sender.close());
     }
+    return undefined;
   }
 
   #bindInput(connection: Connection, attachment: MediaAttachment, transceiver: RTCRtpTransceiver, track: TrackCapability): void {
