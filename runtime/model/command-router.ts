@@ -66,9 +66,11 @@ export class CommandRouter {
       name: c.name,
       description: c.spec.description ?? '',
       schema: (c.spec.params ?? ANY_OBJECT) as JsonSchema,
-      reply: c.spec.reply?.schema === undefined
-        ? { type: c.replyType }
-        : { type: c.replyType, schema: c.spec.reply.schema as JsonSchema },
+      // Only declared replies are advertised: a command without one acknowledges (or, if its
+      // handler returns a value anyway, replies with type `<name>_result`).
+      ...(c.spec.reply === undefined
+        ? {}
+        : { reply: c.spec.reply.schema === undefined ? { type: c.replyType } : { type: c.replyType, schema: c.spec.reply.schema as JsonSchema } }),
     }));
   }
 

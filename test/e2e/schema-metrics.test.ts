@@ -350,7 +350,9 @@ describe('GET /schema and GET /metrics', () => {
     // Replies: set_color declares color_changed with a schema.
     expect(doc['x-arclight'].commands['set_color']!.reply_type).toBe('color_changed');
     expect(doc.components.responses['set_color']!.content!['application/json'].schema).toEqual(commands['set_color']!.reply!.schema);
-    expect(doc['x-arclight'].commands['set_speed']!.reply_type).toBe('set_speed_result');
+    // set_speed declares no reply: it is acknowledged without a body, and no reply type is advertised.
+    expect(doc['x-arclight'].commands['set_speed']!.reply_type).toBeUndefined();
+    expect(doc.components.responses['set_speed']!.content).toBeUndefined();
 
     expect(doc['x-arclight'].fps).toBe(30);
     expect(doc['x-arclight'].model).toEqual({ name: 'pattern', version: '1.0.0' });
