@@ -6,7 +6,7 @@
  * hold back one frame per thread) and LOW_DELAY, so each access unit yields its picture at once.
  */
 import os from 'node:os';
-import { Codec, CodecContext, FFmpegError, Frame, Log, Packet, SoftwareScaleContext } from 'node-av/lib';
+import { Codec, CodecContext, FFmpegError, Frame, Log, Packet } from 'node-av/lib';
 import {
   AV_CODEC_FLAG_LOW_DELAY,
   AV_CODEC_ID_H264,
@@ -17,9 +17,9 @@ import {
   AVERROR_EAGAIN,
   AVERROR_EOF,
   FF_THREAD_SLICE,
-  SWS_BILINEAR,
   type AVPixelFormat,
 } from 'node-av/constants';
+import { FrameScaler } from './frame-scaler.ts';
 import type { VideoFrame } from './frames.ts';
 import type { VideoCodec } from './video-encoder.ts';
 
@@ -30,7 +30,7 @@ export class VideoDecoder {
   /** Receives decoded pictures; its buffers belong to the decoder and are copied out at once. */
   readonly #decoded: Frame;
   /** For decoders that output something other than yuv420p (e.g. yuvj420p, 4:4:4 streams). */
-  #conversion: Conversion | null = null;
+  readonly #scaler = new FrameScaler();
   #nextPts = 0n;
   readonly #timestamps = new Map<bigint, number | undefined>();
   /** Serialises decodes: they share #packet and #decoded, and FFmpeg contexts are not reentrant. */
@@ -149,10 +149,14 @@ export class VideoDecoder {
     let picture = this.#decoded;
     const { width, height } = picture;
     if ((picture.format as AVPixelFormat) !== AV_PIX_FMT_YUV420P) {
-      const conversion = this.#conversionFor(picture.format as AVPixelFormat, width, height);
-      FFmpegError.throwIfError(conversion.target.makeWritable(), 'make conversion frame writable');
-      FFmpegError.throwIfError(await conversion.scaler.scaleFrame(conversion.target, picture), 'swscale');
-      picture = conversion.target;
+      const conversion = this.#scaler.prepare(
+        { format: picture.format as AVPixelFormat, width, height },
+        { format: AV_PIX_FMT_YUV420P, width, height },
+        'target',
+      );
+      FFmpegError.throwIfError(conversion.staging.makeWritable(), 'make conversion frame writable');
+      FFmpegError.throwIfError(await conversion.scaler.scaleFrame(conversion.staging, picture), 'swscale');
+      picture = conversion.staging;
     }
     const planes = picture.data;
     const strides = picture.linesize;
@@ -170,54 +174,15 @@ export class VideoDecoder {
       : { width, height, format: 'i420', data, timestampUs };
   }
 
-  #conversionFor(format: AVPixelFormat, width: number, height: number): Conversion {
-    const current = this.#conversion;
-    if (current && current.format === format && current.width === width && current.height === height) {
-      return current;
-    }
-    if (current) freeConversion(current);
-    this.#conversion = null;
-    const target = new Frame();
-    target.alloc();
-    target.format = AV_PIX_FMT_YUV420P;
-    target.width = width;
-    target.height = height;
-    FFmpegError.throwIfError(target.allocBuffer(), 'allocate conversion frame');
-    const scaler = new SoftwareScaleContext();
-    scaler.getContext(width, height, format, width, height, AV_PIX_FMT_YUV420P, SWS_BILINEAR);
-    const ret = scaler.initContext();
-    if (ret < 0) {
-      target.free();
-      scaler.freeContext();
-      FFmpegError.throwIfError(ret, 'init swscale');
-    }
-    this.#conversion = { format, width, height, target, scaler };
-    return this.#conversion;
-  }
-
   #free(): void {
     if (this.#freed) return;
     this.#freed = true;
-    if (this.#conversion) freeConversion(this.#conversion);
-    this.#conversion = null;
+    this.#scaler.free();
     this.#context.freeContext();
     this.#packet.free();
     this.#decoded.free();
     this.#timestamps.clear();
   }
-}
-
-interface Conversion {
-  readonly format: AVPixelFormat;
-  readonly width: number;
-  readonly height: number;
-  readonly target: Frame;
-  readonly scaler: SoftwareScaleContext;
-}
-
-function freeConversion(conversion: Conversion): void {
-  conversion.scaler.freeContext();
-  conversion.target.free();
 }
 
 /** Copies a plane out of FFmpeg memory, dropping the per-row padding up to its linesize. */

@@ -9,7 +9,7 @@
  * `Encoder.encode*` resets `frame.pictType`, which is exactly the field that forces a keyframe.
  */
 import os from 'node:os';
-import { Codec, CodecContext, FFmpegError, Frame, Log, Packet, Rational, SoftwareScaleContext } from 'node-av/lib';
+import { Codec, CodecContext, FFmpegError, Frame, Log, Packet, Rational } from 'node-av/lib';
 import {
   AV_LOG_INFO,
   AV_LOG_WARNING,
@@ -24,9 +24,8 @@ import {
   FF_ENCODER_LIBVPX_VP8,
   FF_ENCODER_LIBX264,
   FF_THREAD_SLICE,
-  SWS_BILINEAR,
-  type AVPixelFormat,
 } from 'node-av/constants';
+import { FrameScaler } from './frame-scaler.ts';
 import { assertFrameShape } from './frame-convert.ts';
 import type { PixelFormat, VideoFrame } from './frames.ts';
 
@@ -77,7 +76,8 @@ export class VideoEncoder {
   readonly #frame: Frame;
   readonly #packet: Packet;
   /** Staging frame + swscale context for RGBA input or input of another size; built lazily. */
-  #conversion: Conversion | null = null;
+  /** For input that is RGBA or another size: converted into #frame through a staging frame. */
+  readonly #scaler = new FrameScaler();
   /** pts (frame counter) to source timestamp, so packets keep their frame's capture time. */
   readonly #timestamps = new Map<bigint, number>();
   #nextPts = 0n;
@@ -281,61 +281,25 @@ export class VideoEncoder {
       copyPackedIntoFrame(frame, this.#frame);
       return;
     }
-    const conversion = this.#conversionFor(frame.format, frame.width, frame.height);
-    FFmpegError.throwIfError(conversion.source.makeWritable(), 'make staging frame writable');
-    copyPackedIntoFrame(frame, conversion.source);
-    FFmpegError.throwIfError(await conversion.scaler.scaleFrame(this.#frame, conversion.source), 'swscale');
-  }
-
-  #conversionFor(format: PixelFormat, width: number, height: number): Conversion {
-    const current = this.#conversion;
-    if (current && current.format === format && current.width === width && current.height === height) {
-      return current;
-    }
-    if (current) freeConversion(current);
-    this.#conversion = null;
-    const pixelFormat: AVPixelFormat = format === 'rgba' ? AV_PIX_FMT_RGBA : AV_PIX_FMT_YUV420P;
-    const source = new Frame();
-    source.alloc();
-    source.format = pixelFormat;
-    source.width = width;
-    source.height = height;
-    FFmpegError.throwIfError(source.allocBuffer(), 'allocate staging frame');
-    const scaler = new SoftwareScaleContext();
-    scaler.getContext(width, height, pixelFormat, this.#width, this.#height, AV_PIX_FMT_YUV420P, SWS_BILINEAR);
-    const ret = scaler.initContext();
-    if (ret < 0) {
-      source.free();
-      scaler.freeContext();
-      FFmpegError.throwIfError(ret, 'init swscale');
-    }
-    this.#conversion = { format, width, height, source, scaler };
-    return this.#conversion;
+    const conversion = this.#scaler.prepare(
+      { format: frame.format === 'rgba' ? AV_PIX_FMT_RGBA : AV_PIX_FMT_YUV420P, width: frame.width, height: frame.height },
+      { format: AV_PIX_FMT_YUV420P, width: this.#width, height: this.#height },
+      'source',
+    );
+    FFmpegError.throwIfError(conversion.staging.makeWritable(), 'make staging frame writable');
+    copyPackedIntoFrame(frame, conversion.staging);
+    FFmpegError.throwIfError(await conversion.scaler.scaleFrame(this.#frame, conversion.staging), 'swscale');
   }
 
   #free(): void {
     if (this.#freed) return;
     this.#freed = true;
-    if (this.#conversion) freeConversion(this.#conversion);
-    this.#conversion = null;
+    this.#scaler.free();
     this.#context.freeContext();
     this.#frame.free();
     this.#packet.free();
     this.#timestamps.clear();
   }
-}
-
-interface Conversion {
-  readonly format: PixelFormat;
-  readonly width: number;
-  readonly height: number;
-  readonly source: Frame;
-  readonly scaler: SoftwareScaleContext;
-}
-
-function freeConversion(conversion: Conversion): void {
-  conversion.scaler.freeContext();
-  conversion.source.free();
 }
 
 /**
