@@ -37,6 +37,7 @@ export async function answerOffer(
   for (const binding of bindings) {
     // The track's direction is the client's; the runtime's is the mirror image.
     binding.transceiver.setDirection(binding.track.direction === 'recvonly' ? 'sendonly' : 'recvonly');
+    if (binding.track.direction === 'recvonly' && binding.track.kind === 'video') preferH264(binding.transceiver);
   }
   const bound = new Set(bindings.map((b) => b.transceiver));
   for (const transceiver of pc.getTransceivers()) {
@@ -95,6 +96,29 @@ function bindTracks(
     free.splice(index, 1);
   }
   return bindings;
+}
+
+/**
+ * werift answers in the offer's codec order, and Chromium offers VP8 first; the runtime sends
+ * H.264 to every client that can take it (cheaper to encode and decode, hardware decode on every
+ * browser). Among H.264 variants: packetization-mode 1 (we fragment with FU-A) and constrained
+ * baseline (what x264 produces here) first. Clients without H.264 (libwebrtc builds like
+ * @roamhq/wrtc) keep VP8.
+ */
+function preferH264(transceiver: RTCRtpTransceiver): void {
+  const rank = (codec: { mimeType: string; parameters?: string }): number => {
+    const params = codec.parameters ?? '';
+    if (codec.mimeType.toLowerCase() !== 'video/h264') return codec.mimeType.toLowerCase() === 'video/vp8' ? 10 : 20;
+    if (!/packetization-mode=1/.test(params)) return 30; // mode 0 cannot carry our FU-A packets
+    if (/profile-level-id=42e0/i.test(params)) return 0;
+    if (/profile-level-id=4200/i.test(params)) return 1;
+    return 2;
+  };
+  const codecs = [...transceiver.codecs];
+  if (!codecs.some((c) => rank(c) < 10)) return;
+  transceiver.codecs = codecs.sort((a, b) => rank(a) - rank(b));
+  // werift chose the sender's codec when it applied the offer; make it the answer's first.
+  transceiver.sender.codec = transceiver.codecs[0];
 }
 
 async function waitForGathering(pc: RTCPeerConnection): Promise<void> {

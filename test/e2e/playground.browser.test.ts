@@ -280,6 +280,14 @@ describe('playground with the pattern model', () => {
 
     // Connect → ready → decoded frames.
     await connectAndWaitForVideo(h, 'main_video');
+    // Browsers get H.264 (Chromium offers VP8 first; the runtime prefers H.264 in its answer).
+    const codec = await page.evaluate(async () => {
+      const pc = (window as unknown as { playground: { client: { getPeerConnection(): RTCPeerConnection } } }).playground.client.getPeerConnection();
+      const stats = [...(await pc.getStats()).values()] as Array<Record<string, unknown>>;
+      const inbound = stats.find((s) => s['type'] === 'inbound-rtp' && s['kind'] === 'video');
+      return stats.find((s) => s['id'] === inbound?.['codecId'])?.['mimeType'];
+    });
+    expect(codec).toBe('video/H264');
     expect(await page.isDisabled('#connect')).toBe(true);
     expect(await page.isEnabled('#disconnect')).toBe(true);
     await until(h, 'the welcome message in the log', () => page.locator('#log li[data-kind="message"][data-type="welcome"]').count());
