@@ -26,6 +26,8 @@ export default defineConfig({
   test: {
     // Native addons (node-av, wrtc) are not safe in worker_threads: use child processes.
     pool: 'forks',
+    // Runtimes started by tests log at warn and above: info lines would bury the test report.
+    env: { ARCLIGHT_LOG: 'warn' },
     testTimeout: 30_000,
     hookTimeout: 60_000,
     // CI machines have 2 cores.
