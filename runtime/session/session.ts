@@ -77,6 +77,8 @@ export class Session implements ConnectionOwner {
    */
   legacyConnectionId: number | undefined;
   #nextConnectionId = 1;
+  /** Connections currently ready, for the connections gauge. */
+  #readyCount = 0;
   #ended: string | undefined;
   #idleTimer: NodeJS.Timeout | undefined;
   #maxDurationTimer: NodeJS.Timeout | undefined;
@@ -179,7 +181,7 @@ export class Session implements ConnectionOwner {
     // Let the notice be acknowledged before the peers close under it.
     await Promise.all([...this.#connections.values()].map((c) => c.drain(1_000)));
     for (const connection of this.#connections.values()) connection.closeSilently();
-    this.#options.metrics?.connections.dec(this.#countReady());
+    this.#options.metrics?.connections.dec(this.#readyCount);
     for (const track of this.#outputAudio.values()) track.close();
     for (const track of this.#inputVideo.values()) track.close();
     for (const track of this.#inputAudio.values()) track.close();
@@ -192,11 +194,6 @@ export class Session implements ConnectionOwner {
     }
     this.#options.metrics?.sessions.dec();
     this.#options.onEnded?.(this, reason);
-  }
-
-  #readyCount = 0;
-  #countReady(): number {
-    return this.#readyCount;
   }
 
   // ---- ConnectionOwner ----
