@@ -1,0 +1,75 @@
+/**
+ * The runtime under test as a child process: the real CLI
+ * (`bin/arclight.js serve models/examples/pattern`), so its event loop and CPU are its own.
+ */
+
+import { spawn } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+export interface ChildRuntime {
+  /** `http://<host>:<port>`, as the runtime printed it (with `localhost` replaced by the host). */
+  readonly url: string;
+  readonly pid: number;
+  /** SIGTERM (SIGKILL after 10 s); then writes what the runtime wrote to stderr, if anything. */
+  stop(): Promise<void>;
+}
+
+export interface ChildRuntimeOptions {
+  /** Seconds a session outlives its last client (`--grace`); the CLI's default when left out. */
+  graceSeconds?: number;
+  /** On stop, write only the last this many characters of the runtime's stderr (all of what was kept when left out). */
+  stderrTailChars?: number;
+}
+
+/** Starts the runtime listening (HTTP and ICE) on `host`, on a free port, and waits until it serves. */
+export async function startChildRuntime(host: string, options: ChildRuntimeOptions = {}): Promise<ChildRuntime> {
+  const child = spawn(
+    process.execPath,
+    [
+      '--conditions=source', '--import', 'tsx', 'bin/arclight.js', 'serve', 'models/examples/pattern',
+      '--port', '0', '--host', host, '--ice-host', host, '--no-playground',
+      ...(options.graceSeconds === undefined ? [] : ['--grace', String(options.graceSeconds)]),
+    ],
+    { cwd: ROOT, env: { ...process.env, ARCLIGHT_LOG: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+    if (stderr.length > 20_000) stderr = stderr.slice(-10_000);
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`runtime did not start in 60 s; stderr:\n${stderr}`)), 60_000);
+    child.stdout!.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      const match = /serving model "[^"]+" on (http:\/\/\S+)/.exec(out);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1]!.replace('localhost', host));
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`runtime exited with ${code} before listening; stderr:\n${stderr}`));
+    });
+  });
+  return {
+    url,
+    pid: child.pid!,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+        child.once('exit', () => {
+          clearTimeout(timer);
+          const text = options.stderrTailChars === undefined ? stderr.trim() : stderr.trim().slice(-options.stderrTailChars);
+          if (text) process.stderr.write(`[runtime stderr]\n${text}\n`);
+          resolve();
+        });
+        child.kill('SIGTERM');
+      }),
+  };
+}

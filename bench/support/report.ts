@@ -1,0 +1,42 @@
+/**
+ * The frame every benchmark script's report shares: machine facts first, load averages and the
+ * optional JSON file last, and how the script exits.
+ */
+
+import { writeFileSync } from 'node:fs';
+import { loadavg, machine } from './measure.ts';
+
+export interface RunInfo {
+  machine: Record<string, unknown>;
+  loadavgBefore: string;
+  startedAt: string;
+}
+
+/** Machine facts and load, taken before the first measurement. */
+export function runInfo(): RunInfo {
+  return { machine: machine(), loadavgBefore: loadavg(), startedAt: new Date().toISOString() };
+}
+
+/** Prints the load averages before and after; with a `--json` path, writes `{...info, loadavgAfter, ...results}` there. */
+export function finishReport(info: RunInfo, loadavgAfter: string, jsonPath: string | undefined, results: Record<string, unknown>): void {
+  process.stdout.write(`loadavg before: ${info.loadavgBefore}\nloadavg after:  ${loadavgAfter}\n`);
+  if (jsonPath) {
+    writeFileSync(jsonPath, JSON.stringify({ ...info, loadavgAfter, ...results }, null, 2));
+    process.stdout.write(`wrote ${jsonPath}\n`);
+  }
+}
+
+/**
+ * Runs a script's `main` and exits the process: 1 (with `<name> failed: <stack>` on stderr) when it
+ * throws, 0 otherwise. Exiting explicitly matters: wrtc and node-av threads can hang or crash
+ * Node's normal exit.
+ */
+export async function runBench(name: string, main: () => Promise<void>): Promise<never> {
+  try {
+    await main();
+  } catch (error) {
+    process.stderr.write(`${name} failed: ${(error as Error).stack ?? String(error)}\n`);
+    process.exit(1);
+  }
+  process.exit(0);
+}
