@@ -201,6 +201,28 @@ describe('pattern over loopback', () => {
     await expect(stranger.connect(undefined, { sessionId, connectionId: connection_id })).rejects.toMatchObject({ code: 'connection_closed' });
   });
 
+  it('calls a jwtToken resolver for every request, and sends its token as the bearer', async () => {
+    const seen: string[] = [];
+    const originalFetch = globalThis.fetch;
+    globalThis.fetch = (async (input: string | URL | Request, init?: RequestInit) => {
+      seen.push(new Headers(init?.headers).get('authorization') ?? '(none)');
+      return originalFetch(input, init);
+    }) as typeof fetch;
+    let calls = 0;
+    const client = newClient(runtime, 'pattern');
+    try {
+      await client.connect(async () => `token-${++calls}`);
+      await client.disconnect(true);
+      await client.reconnect();
+    } finally {
+      globalThis.fetch = originalFetch;
+    }
+    // One resolution per request, each request carrying the token of its own resolution.
+    expect(calls).toBe(seen.length);
+    expect(seen).toEqual(Array.from({ length: calls }, (_, i) => `Bearer token-${i + 1}`));
+    expect(calls).toBeGreaterThanOrEqual(8); // start, ice, register, offer, answer; attach, ice, offer, answer
+  });
+
   it('rejects operations that need ready, with not_ready', async () => {
     const client = newClient(runtime, 'pattern');
     await expect(client.sendCommand('set_speed', { speed: 1 })).rejects.toMatchObject({ code: 'not_ready' });
