@@ -21,8 +21,9 @@ export type {
   InputVideoTrackSpec,
   OutputAudioTrackSpec,
   InputAudioTrackSpec,
+  DropPolicy,
 } from './model/definition.ts';
-export type { ModelSession, ConnectionHandle, InputVideo, InputAudio, ModelLogger } from './model/model-session.ts';
+export type { ModelSession, ConnectionHandle, InputVideo, InputAudio, ModelLogger, EmitOptions } from './model/model-session.ts';
 export { CommandError, isCommandError } from './model/command-error.ts';
 export { ModelDefinitionError } from './model/validate-definition.ts';
 export { loadModelModule, ModelModuleError } from './model/load-model-module.ts';

@@ -32,6 +32,36 @@ export class BoundedQueue<T> {
     this.#wake('item');
   }
 
+  /**
+   * Queues without waiting: when full, drops the oldest queued item (`'oldest'`) or the new one
+   * (`'newest'`). Returns what was dropped, if anything.
+   */
+  pushDropping(item: T, drop: 'oldest' | 'newest'): T | undefined {
+    if (this.#closed) return item;
+    let dropped: T | undefined;
+    if (this.#items.length >= this.#capacity) {
+      if (drop === 'newest') return item;
+      dropped = this.#items.shift();
+    }
+    this.#items.push(item);
+    this.#wake('item');
+    return dropped;
+  }
+
+  /** Removes and returns every queued item except the newest (stale frames after a pause). */
+  keepNewest(): T[] {
+    const stale = this.#items.splice(0, Math.max(0, this.#items.length - 1));
+    if (stale.length > 0) this.#wake('room');
+    return stale;
+  }
+
+  /** Removes and returns every queued item, keeping the queue open. */
+  clear(): T[] {
+    const all = this.#items.splice(0);
+    if (all.length > 0) this.#wake('room');
+    return all;
+  }
+
   /** The next item, or undefined once closed and drained. */
   async shift(): Promise<T | undefined> {
     while (this.#items.length === 0) {

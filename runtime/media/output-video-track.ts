@@ -1,16 +1,21 @@
 /**
- * One model output video track of a session: takes frames from `emit()`, encodes each frame
- * once per codec in use, packetizes once, and fans the packets out to every subscribed
- * connection.
+ * One model output video track of a session: takes frames from `emit()`, paces them at the
+ * track's fps, encodes each frame once per codec in use, packetizes once, and fans the packets
+ * out to every subscribed connection.
  *
- *   emit ─▶ BoundedQueue ─▶ encoder per codec ─▶ packetizer per codec ─▶ each VideoSink
+ *   emit ─▶ BoundedQueue ─▶ pacer (≤ fps) ─▶ encoder per codec ─▶ packetizer per codec ─▶ each VideoSink
+ *
+ * Pacing is a leaky bucket, not a tick grid: a frame that arrives on time leaves at once (no
+ * added latency); a burst leaves one frame per 1/fps. While no connection is subscribed the
+ * pacer takes nothing, so with the `block` policy the model waits in emit(); when a subscriber
+ * arrives, frames that queued up meanwhile are dropped but the newest. No frame → nothing sent.
  *
  * A sink that joins, resumes or reports picture loss gets a keyframe; until its first keyframe
  * it receives nothing (it could not decode deltas). A joining sink is first shown one black
  * keyframe, so its picture opens on black rather than waiting for the model's next frame.
  */
 
-import type { OutputVideoTrackSpec } from '../model/definition.ts';
+import type { DropPolicy, OutputVideoTrackSpec } from '../model/definition.ts';
 import type { Logger } from '../log.ts';
 import type { RuntimeMetrics } from '../metrics.ts';
 import { H264Packetizer } from '../rtp/h264-packetizer.ts';
@@ -35,6 +40,10 @@ interface SinkState {
   readonly sink: VideoSink;
   paused: boolean;
   awaitingKeyframe: boolean;
+  /** A black frame is on its way to this sink (opening, flush): nothing else may overtake it. */
+  blackPending: boolean;
+  /** The connection is up; before that werift drops whatever is sent (the keyframe included). */
+  ready: boolean;
 }
 
 interface CodecPipeline {
@@ -43,16 +52,23 @@ interface CodecPipeline {
 }
 
 /** Frames queued between emit() and the encoder; small, so latency stays one or two frames. */
-const QUEUE_CAPACITY = 2;
+const DEFAULT_QUEUE_FRAMES = 2;
 const MAX_RTP_PAYLOAD = 1200;
+/** A frame may leave this much before its slot: absorbs timer jitter in the model's own loop. */
+const PACING_SLACK_MS = 4;
 
 export class OutputVideoTrack {
   readonly name: string;
   readonly #spec: OutputVideoTrackSpec;
   readonly #fps: number;
-  readonly #queue = new BoundedQueue<VideoFrame>(QUEUE_CAPACITY);
-  /** Queue capacity + the frame being encoded + the one being pushed. */
-  readonly #pool = new FramePool(QUEUE_CAPACITY + 2);
+  readonly #queue: BoundedQueue<VideoFrame>;
+  readonly #pool: FramePool;
+  readonly #intervalMs: number;
+  readonly #dropPolicy: DropPolicy;
+  /** Earliest time the next frame may leave (leaky bucket). */
+  #nextSlot = 0;
+  #activeWaiters: Array<() => void> = [];
+  #wasActive = false;
   readonly #sinks = new Map<VideoSink, SinkState>();
   readonly #pipelines = new Map<VideoCodecName, Promise<CodecPipeline>>();
   readonly #blackKeyframes = new Map<VideoCodecName, Promise<Buffer[]>>();
@@ -67,6 +83,15 @@ export class OutputVideoTrack {
     this.#fps = fps;
     this.#log = log.child({ track: spec.name });
     this.#metrics = metrics;
+    const capacity = spec.queueFrames ?? DEFAULT_QUEUE_FRAMES;
+    if (!(Number.isInteger(capacity) && capacity >= 1 && capacity <= 300)) {
+      throw new RangeError(`track "${spec.name}": queueFrames must be an integer from 1 to 300`);
+    }
+    this.#queue = new BoundedQueue<VideoFrame>(capacity);
+    // Queue capacity + the frame being encoded + the one being pushed.
+    this.#pool = new FramePool(capacity + 2);
+    this.#intervalMs = 1000 / fps;
+    this.#dropPolicy = spec.dropPolicy ?? 'block';
     this.#pumping = this.#pump();
   }
 
@@ -82,34 +107,79 @@ export class OutputVideoTrack {
     return this.#framesEmitted;
   }
 
-  /** Waits while the queue is full (backpressure); the frame is copied before this resolves. */
-  async emit(frame: VideoFrame): Promise<void> {
-    if (this.#queue.closed) return;
-    if (!(frame.width > 0 && frame.height > 0) || !(frame.data instanceof Uint8Array)) {
-      throw new TypeError(`emit("${this.name}"): a video frame needs width, height and data (Uint8Array)`);
+  /**
+   * Queues a frame, or each frame of a batch in order. With the `block` policy waits while the
+   * queue is full (backpressure); drop policies never wait. Frames are copied before this resolves.
+   */
+  async emit(frames: VideoFrame | readonly VideoFrame[], dropPolicy: DropPolicy = this.#dropPolicy): Promise<void> {
+    const batch: readonly VideoFrame[] = Array.isArray(frames) ? frames : [frames as VideoFrame];
+    for (const frame of batch) {
+      if (!frame || !(frame.width > 0 && frame.height > 0) || !(frame.data instanceof Uint8Array)) {
+        throw new TypeError(`emit("${this.name}"): a video frame needs width, height and data (Uint8Array)`);
+      }
     }
-    this.#framesEmitted++;
-    this.#metrics?.framesEmitted.inc({ track: this.name });
-    await this.#queue.push(this.#pool.copy(frame));
+    for (const frame of batch) {
+      if (this.#queue.closed) return;
+      this.#framesEmitted++;
+      this.#metrics?.framesEmitted.inc({ track: this.name });
+      const copy = this.#pool.copy(frame);
+      if (dropPolicy === 'block') {
+        await this.#queue.push(copy);
+        continue;
+      }
+      const dropped = this.#queue.pushDropping(copy, dropPolicy === 'drop-oldest' ? 'oldest' : 'newest');
+      if (dropped) this.#drop(dropped, 'queue_full');
+    }
   }
 
+  /** Frames dropped so far by this track's queue and pacer, for tests and stats. */
+  get framesDropped(): number {
+    return this.#framesDropped;
+  }
+
+  /**
+   * Discards the queue and shows every subscriber one black frame; the next model frame goes
+   * out as a keyframe.
+   */
+  flush(): void {
+    for (const frame of this.#queue.clear()) this.#drop(frame, 'flush');
+    for (const state of this.#sinks.values()) {
+      if (state.paused || !state.ready) continue;
+      state.awaitingKeyframe = true;
+      this.#sendBlack(state.sink);
+    }
+    for (const codec of new Set([...this.#sinks.values()].map((s) => s.sink.codec))) void this.#requestKeyframe(codec);
+  }
+
+  /** Attaches a connection's sink; it receives nothing until `sinkReady`. */
   addSink(sink: VideoSink, options: { paused: boolean }): void {
-    this.#sinks.set(sink, { sink, paused: options.paused, awaitingKeyframe: true });
-    if (!options.paused) this.#openWithBlack(sink);
+    this.#sinks.set(sink, { sink, paused: options.paused, awaitingKeyframe: true, blackPending: false, ready: false });
+  }
+
+  /** The sink's connection is up: open its picture on one black frame, then the model's. */
+  sinkReady(sink: VideoSink): void {
+    const state = this.#sinks.get(sink);
+    if (!state || state.ready) return;
+    state.ready = true;
+    state.awaitingKeyframe = true;
+    if (!state.paused) this.#sendBlack(sink);
+    this.#activeChanged();
   }
 
   removeSink(sink: VideoSink): void {
     this.#sinks.delete(sink);
+    this.#activeChanged();
   }
 
   setPaused(sink: VideoSink, paused: boolean): void {
     const state = this.#sinks.get(sink);
     if (!state || state.paused === paused) return;
     state.paused = paused;
-    if (!paused) {
+    if (!paused && state.ready) {
       state.awaitingKeyframe = true;
       void this.#requestKeyframe(sink.codec);
     }
+    this.#activeChanged();
   }
 
   /** A receiver lost its picture (RTCP PLI): send it a keyframe. */
@@ -122,6 +192,7 @@ export class OutputVideoTrack {
 
   async close(): Promise<void> {
     this.#queue.close();
+    for (const wake of this.#activeWaiters.splice(0)) wake();
     await this.#pumping;
     this.#sinks.clear();
     for (const pipeline of this.#pipelines.values()) {
@@ -130,10 +201,40 @@ export class OutputVideoTrack {
     this.#pipelines.clear();
   }
 
+  get #active(): boolean {
+    for (const state of this.#sinks.values()) if (state.ready && !state.paused) return true;
+    return false;
+  }
+
+  #activeChanged(): void {
+    const active = this.#active;
+    if (active && !this.#wasActive) {
+      // Frames that waited while nobody watched are stale: the newest is all anyone needs.
+      for (const frame of this.#queue.keepNewest()) this.#drop(frame, 'stale');
+      for (const wake of this.#activeWaiters.splice(0)) wake();
+    }
+    this.#wasActive = active;
+  }
+
+  #framesDropped = 0;
+  #drop(frame: VideoFrame, reason: string): void {
+    this.#framesDropped++;
+    this.#metrics?.framesDropped.inc({ track: this.name, reason });
+    this.#pool.release(frame);
+  }
+
   async #pump(): Promise<void> {
     for (;;) {
+      // Take nothing while no one is subscribed: the queue fills and emit() applies backpressure.
+      while (!this.#active && !this.#queue.closed) {
+        await new Promise<void>((resolve) => this.#activeWaiters.push(resolve));
+      }
       const frame = await this.#queue.shift();
       if (frame === undefined) return;
+      const wait = this.#nextSlot - performance.now();
+      if (wait > PACING_SLACK_MS) await new Promise((resolve) => setTimeout(resolve, wait));
+      // No credit for idle time: after a pause the next frame leaves at once, then one per interval.
+      this.#nextSlot = Math.max(this.#nextSlot, performance.now() - PACING_SLACK_MS) + this.#intervalMs;
       try {
         await this.#encodeAndSend(frame);
       } catch (error) {
@@ -146,12 +247,16 @@ export class OutputVideoTrack {
   }
 
   async #encodeAndSend(frame: VideoFrame): Promise<void> {
-    const active = [...this.#sinks.values()].filter((s) => !s.paused);
+    const active = [...this.#sinks.values()].filter((s) => s.ready && !s.paused);
     if (active.length === 0) {
+      // The last subscriber left while this frame waited for its slot.
       this.#metrics?.framesDropped.inc({ track: this.name, reason: 'no_subscribers' });
+      this.#framesDropped++;
       return;
     }
-    const rtpTimestamp = toRtpTimestamp(frame.timestampUs ?? performance.now() * 1000);
+    // The send time, not the model's timestamp: RTP time must follow the wall clock the pacer
+    // keeps (a batch may carry equal or no timestamps), so receivers and RTCP stay consistent.
+    const rtpTimestamp = toRtpTimestamp(performance.now() * 1000);
     const codecs = new Set(active.map((s) => s.sink.codec));
     for (const codec of codecs) {
       const pipeline = await this.#pipeline(codec);
@@ -163,8 +268,8 @@ export class OutputVideoTrack {
       for (const unit of encoded) {
         const payloads = pipeline.packetize(unit.data);
         for (const state of sinks) {
-          if (!this.#sinks.has(state.sink) || state.paused) continue;
-          if (state.awaitingKeyframe && !unit.keyframe) {
+          if (!this.#sinks.has(state.sink) || state.paused || !state.ready) continue;
+          if (state.blackPending || (state.awaitingKeyframe && !unit.keyframe)) {
             this.#metrics?.framesDropped.inc({ track: this.name, reason: 'awaiting_keyframe' });
             continue;
           }
@@ -206,8 +311,11 @@ export class OutputVideoTrack {
     }
   }
 
-  /** Sends the cached black keyframe to a new sink, encoded once per codec by its own encoder. */
-  #openWithBlack(sink: VideoSink): void {
+  /** Sends the cached black keyframe to a sink (opening, flush), encoded once per codec by its own encoder. */
+  #sendBlack(sink: VideoSink): void {
+    const state = this.#sinks.get(sink);
+    if (!state) return;
+    state.blackPending = true;
     let black = this.#blackKeyframes.get(sink.codec);
     if (!black) {
       black = encodeBlackKeyframe(sink.codec, this.#spec.width, this.#spec.height, this.#fps);
@@ -215,14 +323,16 @@ export class OutputVideoTrack {
     }
     black.then(
       (payloads) => {
-        const state = this.#sinks.get(sink);
-        // Only while the sink still waits for the model's first keyframe: never after real frames.
-        if (state && state.awaitingKeyframe && !state.paused) {
-          sink.sendFrame(payloads, toRtpTimestamp(performance.now() * 1000));
-        }
+        if (this.#sinks.get(sink) !== state || state.paused || !state.ready) return;
+        sink.sendFrame(payloads, toRtpTimestamp(performance.now() * 1000));
       },
-      (error: unknown) => this.#log.warn('black opening frame could not be encoded', { error }),
-    );
+      (error: unknown) => this.#log.warn('black frame could not be encoded', { error }),
+    ).finally(() => {
+      // The model's next frame must be a keyframe this sink can decode from.
+      state.blackPending = false;
+      state.awaitingKeyframe = true;
+      void this.#requestKeyframe(sink.codec);
+    });
   }
 }
 

@@ -25,6 +25,13 @@ import type { JsonValue } from '../../protocol/json-schema.ts';
 import type { AudioFrame, PixelFormat, VideoFrame } from '../media/frames.ts';
 import type { ModelSession, ConnectionHandle } from './model-session.ts';
 
+/**
+ * What `emit` does when the track's queue is full: `block` waits for room (backpressure: the
+ * model runs at the rate clients play at), `drop-oldest` discards the oldest queued frame,
+ * `drop-newest` discards the frame being emitted. Drops never wait and are counted in /metrics.
+ */
+export type DropPolicy = 'block' | 'drop-oldest' | 'drop-newest';
+
 export interface OutputVideoTrackSpec {
   readonly name: string;
   readonly kind: 'video';
@@ -34,6 +41,10 @@ export interface OutputVideoTrackSpec {
   readonly height: number;
   /** Target bitrate; default scales with resolution (about 2.5 Mbit/s at 720p). */
   readonly bitrateKbps?: number;
+  /** Frames that may wait between emit() and the pacer. Default 2 (low latency). */
+  readonly queueFrames?: number;
+  /** Default `block`. */
+  readonly dropPolicy?: DropPolicy;
 }
 
 export interface InputVideoTrackSpec {

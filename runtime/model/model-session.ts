@@ -2,6 +2,12 @@
 
 import type { JsonValue } from '../../protocol/json-schema.ts';
 import type { AudioFrame, VideoFrame } from '../media/frames.ts';
+import type { DropPolicy } from './definition.ts';
+
+export interface EmitOptions {
+  /** Overrides the track's drop policy for this emit. */
+  readonly dropPolicy?: DropPolicy;
+}
 
 export interface ConnectionHandle {
   readonly id: number;
@@ -38,11 +44,19 @@ export interface ModelSession<State = Record<string, unknown>> {
   /** Live connections, in connect order. */
   readonly connections: readonly ConnectionHandle[];
   /**
-   * Hands a frame to an output track. Resolves when the pipeline has taken it (backpressure: it
-   * waits while the track's queue is full). Once the session has ended it rejects with an error
-   * whose `code` is `session_ended`; the runtime treats that as a normal end of `run`.
+   * Hands a frame (or a batch: an array, split and paced one frame per 1/fps) to an output track.
+   * Resolves when the pipeline has taken it: with the default `block` policy it waits while the
+   * track's queue is full — frames leave at most at the track's fps, and not at all while no
+   * client is subscribed — so a model's loop runs at the rate clients play at. Once the session
+   * has ended it rejects with an error whose `code` is `session_ended`; the runtime treats that as
+   * a normal end of `run`.
    */
-  emit(track: string, frame: VideoFrame | AudioFrame): Promise<void>;
+  emit(track: string, frame: VideoFrame | AudioFrame | readonly VideoFrame[] | readonly AudioFrame[], options?: EmitOptions): Promise<void>;
+  /**
+   * Discards what is queued on a video output track (all video tracks when no name is given)
+   * and shows every subscriber exactly one black frame, e.g. between scenes.
+   */
+  flush(track?: string): Promise<void>;
   inputVideo(track: string): InputVideo;
   inputAudio(track: string): InputAudio;
   /** Sends one application message to every connected client. */

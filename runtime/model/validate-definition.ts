@@ -52,6 +52,12 @@ export function validateModelDefinition(value: unknown, source: string): ModelDe
           }
         }
       }
+      if (track['dropPolicy'] !== undefined && !['block', 'drop-oldest', 'drop-newest'].includes(track['dropPolicy'] as string)) {
+        problems.push(`${where}.dropPolicy must be "block", "drop-oldest" or "drop-newest"`);
+      }
+      if (track['queueFrames'] !== undefined && !(Number.isInteger(track['queueFrames']) && (track['queueFrames'] as number) >= 1 && (track['queueFrames'] as number) <= 300)) {
+        problems.push(`${where}.queueFrames must be an integer from 1 to 300`);
+      }
       if (track['kind'] === 'video' && track['direction'] === 'sendonly' && track['format'] !== undefined && track['format'] !== 'i420' && track['format'] !== 'rgba') {
         problems.push(`${where}.format must be "i420" or "rgba"`);
       }

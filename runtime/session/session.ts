@@ -14,7 +14,7 @@ import type { RuntimeMetrics } from '../metrics.ts';
 import { callAuthorCode, DEFAULT_HOOK_DEADLINE_MS, isSessionEnded } from '../model/author-code.ts';
 import type { CommandRouter } from '../model/command-router.ts';
 import type { ModelDefinition, TrackSpec } from '../model/definition.ts';
-import type { ConnectionHandle, InputAudio, InputVideo, ModelSession } from '../model/model-session.ts';
+import type { ConnectionHandle, EmitOptions, InputAudio, InputVideo, ModelSession } from '../model/model-session.ts';
 import { AudioReceiver } from '../media/audio-receiver.ts';
 import type { AudioFrame, VideoFrame } from '../media/frames.ts';
 import { InputAudioTrack, InputVideoTrack } from '../media/input-tracks.ts';
@@ -204,6 +204,9 @@ export class Session implements ConnectionOwner {
     this.#options.metrics?.connections.inc();
     this.#options.metrics?.webrtcConnectDuration.observe(connection.connectSeconds);
     clearTimeout(this.#idleTimer);
+    for (const [name, { sink }] of this.#attachments.get(connection)?.outputs ?? []) {
+      this.#outputVideo.get(name)?.sinkReady(sink as VideoSink);
+    }
     connection.sendMessage('runtime', { type: 'connection_info', data: { session_id: this.id, connection_id: connection.id } });
     const hook = this.#options.model.hooks?.connected;
     if (hook) void callAuthorCode(this.log, 'hook connected', () => hook(this.#facade, connection.handle), DEFAULT_HOOK_DEADLINE_MS);
@@ -428,21 +431,33 @@ export class Session implements ConnectionOwner {
       get connections(): readonly ConnectionHandle[] {
         return session.connections.filter((c) => c.state === 'ready').map((c) => c.handle);
       },
-      emit: async (track: string, frame: VideoFrame | AudioFrame): Promise<void> => {
+      emit: async (
+        track: string,
+        frames: VideoFrame | AudioFrame | readonly VideoFrame[] | readonly AudioFrame[],
+        options?: EmitOptions,
+      ): Promise<void> => {
         // Rejecting (rather than resolving at once) stops a loop paced only by emit() from
         // spinning; the runtime treats this rejection as a normal end.
         if (session.ended) throw new ArclightError('session_ended', `Session ${session.id} has ended; emit() is closed.`);
+        const batch = (Array.isArray(frames) ? frames : [frames]) as ReadonlyArray<VideoFrame | AudioFrame>;
         const video = session.#outputVideo.get(track);
         if (video) {
-          if (!('width' in frame)) throw new TypeError(`emit("${track}"): "${track}" is a video track; got an audio frame`);
-          return video.emit(frame);
+          if (batch.some((f) => !f || !('width' in f))) throw new TypeError(`emit("${track}"): "${track}" is a video track; got something else`);
+          return video.emit(batch as readonly VideoFrame[], options?.dropPolicy);
         }
         const audio = session.#outputAudio.get(track);
         if (audio) {
-          if (!('samples' in frame)) throw new TypeError(`emit("${track}"): "${track}" is an audio track; got a video frame`);
-          return audio.emit(frame);
+          if (batch.some((f) => !f || !('samples' in f))) throw new TypeError(`emit("${track}"): "${track}" is an audio track; got something else`);
+          for (const frame of batch as readonly AudioFrame[]) await audio.emit(frame);
+          return;
         }
         throw new TypeError(`emit("${track}"): the model declares no output track "${track}"`);
+      },
+      flush: async (track?: string): Promise<void> => {
+        if (track !== undefined && !session.#outputVideo.has(track)) {
+          throw new TypeError(`flush("${track}"): the model declares no output video track "${track}"`);
+        }
+        for (const [name, video] of session.#outputVideo) if (track === undefined || name === track) video.flush();
       },
       inputVideo: (track: string): InputVideo => {
         const input = session.#inputVideo.get(track);

@@ -15,6 +15,10 @@ export class VideoProbe {
   frames = 0;
   width = 0;
   height = 0;
+  /** Luma at the frame centre for each received frame, in arrival order (the first 2,000). */
+  readonly centreLuma: number[] = [];
+  /** Arrival time (performance.now()) of each received frame (the first 2,000). */
+  readonly arrivals: number[] = [];
   #latest: Uint8Array | undefined;
   readonly #sink: { stop(): void; onframe: ((event: { frame: { width: number; height: number; data: Uint8Array } }) => void) | null };
 
@@ -26,6 +30,10 @@ export class VideoProbe {
       this.width = frame.width;
       this.height = frame.height;
       this.#latest = frame.data;
+      if (this.centreLuma.length < 2_000) {
+        this.centreLuma.push(frame.data[Math.floor(frame.height / 2) * frame.width + Math.floor(frame.width / 2)]!);
+        this.arrivals.push(performance.now());
+      }
     };
   }
 
