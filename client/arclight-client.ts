@@ -20,7 +20,7 @@ import type { SessionResponse } from '../protocol/session.ts';
 import { PeerLink, type RtcImplementation } from './peer-link.ts';
 import { PendingCommands, type CommandReply } from './pending-commands.ts';
 import { SessionApi } from './session-api.ts';
-import { StatsSampler, type ClientStats } from './stats.ts';
+import { StatsSampler, type ClientStats, type MediaQuality } from './stats.ts';
 import type { TokenSource } from './token.ts';
 import { TypedEmitter } from './typed-emitter.ts';
 
@@ -81,6 +81,8 @@ export interface ClientEvents extends Record<string, unknown[]> {
   /** The session ended on the server (stopped, idle, max duration); carries the reason. */
   sessionEnded: [reason: string];
   statsUpdate: [stats: ClientStats];
+  /** The runtime's periodic quality report (`media_stats`, every 2 s): `score` 0–10 and what it is made of. */
+  mediaStats: [quality: MediaQuality];
   error: [error: ArclightError];
 }
 
@@ -103,6 +105,8 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
   #link: PeerLink | undefined;
   #pending = new PendingCommands();
   #stats: ClientStats | undefined;
+  /** The latest `media_stats` of the current connection. */
+  #quality: MediaQuality | undefined;
   #statsTimer: ReturnType<typeof setInterval> | undefined;
   #pingTimer: ReturnType<typeof setInterval> | undefined;
   #sampler = new StatsSampler();
@@ -307,8 +311,12 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     return this.#session;
   }
 
+  /**
+   * The latest statistics (sampled every second while ready), with the runtime's latest quality
+   * report as `quality`; undefined before the first sample or report.
+   */
   getStats(): ClientStats | undefined {
-    return this.#stats;
+    return this.#withQuality(this.#stats);
   }
 
   /** The underlying peer connection (for advanced stats), while connected. */
@@ -378,6 +386,13 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
         if (typeof data?.connection_id === 'number') this.#setConnectionId(data.connection_id);
         break;
       }
+      case 'media_stats': {
+        const quality = body.data as MediaQuality | undefined;
+        if (!quality || typeof quality !== 'object' || typeof quality.score !== 'number') break;
+        this.#quality = quality;
+        this.emit('mediaStats', quality);
+        break;
+      }
       case 'session_ended': {
         const reason = ((body.data ?? {}) as { reason?: string }).reason ?? 'ended';
         if (this.#disconnecting) break; // our own disconnect(false) ended it
@@ -428,6 +443,7 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
   /** Closes the peer and fails what waited on it; the session is untouched. */
   #closeTransport(): void {
     this.#stopTimers();
+    this.#quality = undefined;
     this.#abort?.abort(new ArclightError('connection_failed', 'Disconnected.'));
     const link = this.#link;
     this.#link = undefined;
@@ -478,11 +494,18 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     if (!pc) return;
     try {
       const report = await pc.getStats();
-      this.#stats = this.#sampler.summarise(report as unknown as Map<string, { type: string }>);
-      this.emit('statsUpdate', this.#stats);
+      const stats = this.#sampler.summarise(report as unknown as Map<string, { type: string }>);
+      this.#stats = stats;
+      this.emit('statsUpdate', this.#quality ? { ...stats, quality: this.#quality } : stats);
     } catch {
       // stats are best effort
     }
+  }
+
+  #withQuality(stats: ClientStats | undefined): ClientStats | undefined {
+    const quality = this.#quality;
+    if (!quality) return stats;
+    return { ...(stats ?? { timestamp: Date.now() }), quality };
   }
 
   #track(name: string, direction: TrackCapability['direction']): TrackCapability {

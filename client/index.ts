@@ -12,7 +12,7 @@
 export { ArclightClient, DEFAULT_API_URL, DEFAULT_LOCAL_RUNTIME_URL } from './arclight-client.ts';
 export type { ArclightClientOptions, ClientEvents, ClientState, ClientStatus, ConnectOptions, ModelMessage } from './arclight-client.ts';
 export type { CommandReply } from './pending-commands.ts';
-export type { ClientStats } from './stats.ts';
+export type { ClientStats, MediaQuality } from './stats.ts';
 export type { RtcImplementation } from './peer-link.ts';
 export type { TokenSource } from './token.ts';
 export { ArclightError } from '../protocol/errors.ts';

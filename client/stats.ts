@@ -1,4 +1,16 @@
-/** Connection statistics, summarised from `RTCPeerConnection.getStats()`. */
+/**
+ * Connection statistics, summarised from `RTCPeerConnection.getStats()`, plus the runtime's
+ * latest `media_stats` report (`quality`).
+ */
+
+import type { MediaStatsData } from '../protocol/messages.ts';
+
+/**
+ * The runtime's view of this connection's media, from its latest `media_stats` message (every
+ * 2 s): `score` 0 (unusable) to 10 (perfect), plus `loss`, `jitter_ms`, `rtt_ms`, `fps`,
+ * `declared_fps`, `freezes` and per-track frame counts. See docs/protocol.md.
+ */
+export type MediaQuality = MediaStatsData;
 
 export interface ClientStats {
   /** Round-trip time of the selected candidate pair, ms. */
@@ -13,6 +25,8 @@ export interface ClientStats {
   readonly packetLossRatio?: number;
   readonly jitter?: number;
   readonly timestamp: number;
+  /** The runtime's latest quality report for this connection; absent until the first arrives (~2 s after ready). */
+  readonly quality?: MediaQuality;
 }
 
 interface StatsEntry {

@@ -63,12 +63,43 @@ export interface CommandFailedMessage extends EnvelopeBody<'command_failed', Com
 /** Delivered to every client before the runtime closes its connection at a session end. */
 export interface SessionEndedMessage
   extends EnvelopeBody<'session_ended', { readonly session_id: string; readonly reason: string }> {}
-/** Periodic media quality report: 0 (unusable) to 10 (perfect). */
-export interface MediaStatsMessage
-  extends EnvelopeBody<'media_stats', { readonly score: number; readonly tracks: Record<string, TrackMediaStats> }> {}
+/**
+ * Periodic media quality report (Arclight extension), every 2 s to each ready connection that
+ * receives at least one output video track. `score` is 0 (unusable) to 10 (perfect); the
+ * formula is in `runtime/quality/quality-score.ts` and docs/protocol.md. `loss`, `jitter_ms`,
+ * `rtt_ms`, `fps` and `freezes` describe the last interval; the per-track frame counts are
+ * totals since the connection became ready.
+ */
+export interface MediaStatsMessage extends EnvelopeBody<'media_stats', MediaStatsData> {}
+export interface MediaStatsData {
+  /** 0–10, one decimal: 10 = nothing wrong measured. */
+  readonly score: number;
+  /** Fraction (0–1) of video RTP packets lost on the way to this client (before retransmission). */
+  readonly loss: number;
+  /** Interarrival jitter the client reports in RTCP, ms (0 before its first report). */
+  readonly jitter_ms: number;
+  /** Round-trip time, ms; null until measured. */
+  readonly rtt_ms: number | null;
+  /** Video frames per second sent to this client (the worst unpaused track); null when none is unpaused. */
+  readonly fps: number | null;
+  /** The model's declared frame rate; null when it declares none. */
+  readonly declared_fps: number | null;
+  /** Freezes in the interval: ≥ 500 ms without a frame sent while the model kept emitting. */
+  readonly freezes: number;
+  /** Length of the interval measured, ms (nominally 2000). */
+  readonly interval_ms: number;
+  /** Per output video track of this connection. */
+  readonly tracks: Readonly<Record<string, TrackMediaStats>>;
+}
 export interface TrackMediaStats {
+  /** Frames sent to this client since its connection became ready. */
   readonly frames_sent: number;
+  /**
+   * Frames the track dropped (queue full under a drop policy, stale after nobody watched, flush)
+   * while this client had it unpaused, since its connection became ready.
+   */
   readonly frames_dropped: number;
+  /** Frames per second sent over the last interval. */
   readonly fps: number;
 }
 

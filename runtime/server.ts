@@ -39,6 +39,7 @@ import { validateModelDefinition } from './model/validate-definition.ts';
 import { buildOpenApi } from './openapi.ts';
 import { LocalSessionHost } from './session/local-session-host.ts';
 import { IcePolicy, type IcePolicyOptions } from './webrtc/ice-policy.ts';
+import type { PeerFaults } from './webrtc/peer-factory.ts';
 
 export interface RuntimeOptions {
   readonly model: ModelDefinition<never>;
@@ -64,6 +65,8 @@ export interface RuntimeOptions {
   /** Largest data-channel message accepted. Default 256 KiB. */
   readonly maxMessageBytes?: number;
   readonly logger?: Logger;
+  /** Deliberate network impairments on every peer, for tests (see PeerFaults). Default none. */
+  readonly faults?: PeerFaults;
 }
 
 export type RuntimeState = 'loading' | 'available' | 'serving' | 'terminated';
@@ -134,7 +137,12 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     model,
     router,
     capabilities,
-    peerOptions: { icePolicy: new IcePolicy(options.ice), iceServers, playoutDelay: options.playoutDelay ?? false },
+    peerOptions: {
+      icePolicy: new IcePolicy(options.ice),
+      iceServers,
+      playoutDelay: options.playoutDelay ?? false,
+      ...(options.faults ? { faults: options.faults } : {}),
+    },
     log,
     metrics,
     reconnectGraceMs: (options.reconnectGraceSeconds ?? 60) * 1000,

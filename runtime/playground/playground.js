@@ -17,7 +17,7 @@ import { ArclightClient } from '/playground/arclight-client.js';
 
 const LOG_LIMIT = 200;
 /** Runtime messages that are pure plumbing: not worth a log line. */
-const QUIET_RUNTIME_MESSAGES = new Set(['pong', 'command_ack']);
+const QUIET_RUNTIME_MESSAGES = new Set(['pong', 'command_ack', 'media_stats']);
 
 const $ = (selector, root = document) => root.querySelector(selector);
 const $$ = (selector, root = document) => [...root.querySelectorAll(selector)];

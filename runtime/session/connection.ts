@@ -13,8 +13,9 @@ import type { SdpOfferRequest } from '../../protocol/transport.ts';
 import type { Logger } from '../log.ts';
 import type { ConnectionHandle } from '../model/model-session.ts';
 import { answerOffer, type TrackBinding } from '../webrtc/answer-offer.ts';
-import { createRuntimePeer, type PeerFactoryOptions } from '../webrtc/peer-factory.ts';
+import { applyPeerFaults, createRuntimePeer, type PeerFactoryOptions } from '../webrtc/peer-factory.ts';
 import { RtpTrackSender } from '../webrtc/rtp-track-sender.ts';
+import { MediaStatsReporter, type OutputTrackCounters } from '../quality/media-stats-reporter.ts';
 import { closePeer, drainDataChannel, tuneSctpRetransmission } from '../webrtc/sctp-tuning.ts';
 import type { TrackCapability } from '../../protocol/capabilities.ts';
 
@@ -42,6 +43,10 @@ export interface ConnectionOwner {
   bindMedia(connection: Connection, bindings: readonly TrackBinding[], pausedTracks: ReadonlySet<string>): void;
   /** Detach everything `bindMedia` attached for this connection. */
   unbindMedia(connection: Connection): void;
+  /** The model's output video track (for `media_stats`: frames the model emitted, frames the track dropped). */
+  outputVideoTrack?(name: string): OutputTrackCounters | undefined;
+  /** The model as sessions see it (for `media_stats`: the declared fps). */
+  readonly model?: { readonly fps?: number };
 }
 
 export type AnswerStatus =
@@ -64,6 +69,11 @@ export class Connection {
   /** Bumped per negotiation so events from a replaced peer are ignored. */
   #generation = 0;
   #offerReceivedAt = 0;
+  /** Output video tracks of the current peer: transceiver → track name, for frame counting. */
+  #videoOutputs = new Map<RTCRtpTransceiver, string>();
+  /** Output tracks this client has paused (from the offer, then `track_subscription`). */
+  readonly #pausedTracks = new Set<string>();
+  #mediaStats: MediaStatsReporter | undefined;
   /** performance.now() at which the connection last became ready. */
   readyAt = 0;
 
@@ -112,6 +122,12 @@ export class Connection {
       const { answerSdp, bindings } = await answerOffer(pc, offer.sdp_offer, this.#owner.tracks, offer.track_mapping, this.#owner.peerOptions.icePolicy);
       if (generation !== this.#generation) return;
       tuneSctpRetransmission(pc);
+      applyPeerFaults(pc, this.#owner.peerOptions.faults);
+      this.#videoOutputs = new Map(bindings
+        .filter((b) => b.track.kind === 'video' && b.track.direction === 'recvonly')
+        .map((b) => [b.transceiver, b.track.name]));
+      this.#pausedTracks.clear();
+      for (const name of offer.paused_tracks ?? []) this.#pausedTracks.add(name);
       this.#owner.bindMedia(this, bindings, new Set(offer.paused_tracks ?? []));
       this.#answer = { state: 'ready', sdp: answerSdp };
     } catch (error) {
@@ -125,9 +141,34 @@ export class Connection {
     }
   }
 
-  /** A sender for an output track bound on the current peer. */
+  /**
+   * A sender for an output track bound on the current peer. Frames sent through it are counted
+   * for `media_stats` (the session needs to do nothing more).
+   */
   createTrackSender(transceiver: RTCRtpTransceiver): RtpTrackSender {
-    return new RtpTrackSender(transceiver);
+    const track = this.#videoOutputs.get(transceiver);
+    if (track === undefined) return new RtpTrackSender(transceiver);
+    const generation = this.#generation;
+    const sender = new RtpTrackSender(transceiver);
+    const sendFrame = sender.sendFrame.bind(sender);
+    sender.sendFrame = (payloads, rtpTimestamp) => {
+      sendFrame(payloads, rtpTimestamp);
+      if (generation === this.#generation) this.noteFrameSent(track);
+    };
+    return sender;
+  }
+
+  /**
+   * Counts one frame of an output video track sent to this client (for `media_stats`).
+   * `createTrackSender` calls it for every frame; call it only for frames sent another way.
+   */
+  noteFrameSent(track: string): void {
+    this.#mediaStats?.noteFrameSent(track);
+  }
+
+  /** What measures and sends this connection's `media_stats`, while it is ready and receives video. */
+  get mediaStats(): MediaStatsReporter | undefined {
+    return this.#mediaStats;
   }
 
   sendMessage(scope: MessageScope, body: EnvelopeBody): void {
@@ -169,7 +210,9 @@ export class Connection {
     }
     this.#channel = channel;
     channel.onMessage.subscribe((raw) => {
-      if (generation === this.#generation) this.#owner.messageReceived(this, raw);
+      if (generation !== this.#generation) return;
+      this.#noteSubscription(raw);
+      this.#owner.messageReceived(this, raw);
     });
     channel.stateChanged.subscribe((state) => {
       if (generation !== this.#generation) return;
@@ -202,7 +245,48 @@ export class Connection {
     if (this.#state !== 'negotiating' || !this.#peerConnected || !this.#channelOpen) return;
     this.#state = 'ready';
     this.readyAt = performance.now();
+    this.#startMediaStats();
     this.#owner.connectionReady(this);
+  }
+
+  #startMediaStats(): void {
+    this.#mediaStats?.stop();
+    this.#mediaStats = undefined;
+    const senders = [...this.#videoOutputs].map(([transceiver, track]) => ({ track, sender: transceiver.sender }));
+    if (senders.length === 0) return;
+    const owner = this.#owner;
+    this.#mediaStats = new MediaStatsReporter({
+      senders,
+      declaredFps: owner.model?.fps,
+      trackCounters: (track) => owner.outputVideoTrack?.(track),
+      pausedTracks: this.#pausedTracks,
+      send: (data) => this.sendMessage('runtime', { type: 'media_stats', data: data as unknown as JsonValue }),
+      log: this.#log,
+    });
+    this.#mediaStats.start();
+  }
+
+  /**
+   * Follows this client's pause/resume requests for `media_stats` (a paused track is neither
+   * slow nor frozen). Read here, beside the session's own handling, so the message handler
+   * needs no hook; a request for a track this connection does not receive changes nothing.
+   */
+  #noteSubscription(raw: string | Buffer): void {
+    if (this.#videoOutputs.size === 0 || raw.length > 4096) return;
+    const text = typeof raw === 'string' ? raw : raw.toString('utf8');
+    if (!text.includes('track_subscription')) return;
+    try {
+      const message = JSON.parse(text) as { scope?: unknown; data?: { type?: unknown; data?: { track?: unknown; subscribed?: unknown } } };
+      const data = message?.data?.data;
+      if (message?.scope !== 'runtime' || message.data?.type !== 'track_subscription') return;
+      if (typeof data?.track !== 'string' || typeof data.subscribed !== 'boolean') return;
+      if (![...this.#videoOutputs.values()].includes(data.track)) return;
+      if (data.subscribed) this.#pausedTracks.delete(data.track);
+      else this.#pausedTracks.add(data.track);
+      this.#mediaStats?.setPaused(data.track, !data.subscribed);
+    } catch {
+      // not JSON: the message handler answers it
+    }
   }
 
   #lost(): void {
@@ -215,6 +299,8 @@ export class Connection {
 
   #teardownPeer(): void {
     this.#generation++;
+    this.#mediaStats?.stop();
+    this.#mediaStats = undefined;
     this.#owner.unbindMedia(this);
     const pc = this.#pc;
     const channel = this.#channel;

@@ -28,6 +28,24 @@ export interface PeerFactoryOptions {
   readonly iceServers: readonly IceServerEntry[];
   /** Negotiate the playout-delay extension (video rendered with no smoothing delay). */
   readonly playoutDelay: boolean;
+  /** Deliberate impairments, for tests of loss recovery and quality reporting. Default none. */
+  readonly faults?: PeerFaults;
+}
+
+/**
+ * Faults injected into a runtime peer (tests only).
+ *
+ * Not werift's own `PeerConfig.debug.outboundPacketLoss`: in werift 0.24.4 that drops a packet
+ * when `percent / 100 < Math.random()`, i.e. it drops (100 − percent) % of them, and it applies
+ * to every DTLS/SRTP/SRTCP send, the data channel's SCTP included.
+ */
+export interface PeerFaults {
+  /**
+   * Drops this percentage (0–100) of outgoing RTP packets, at random, retransmissions
+   * included. Applied below werift's RTP sender, so a dropped packet is still in its NACK
+   * history and can be retransmitted; RTCP, DTLS and SCTP (the data channel) are never dropped.
+   */
+  readonly outboundRtpLossPercent?: number;
 }
 
 export function createRuntimePeer(options: PeerFactoryOptions): RTCPeerConnection {
@@ -76,4 +94,28 @@ export function createRuntimePeer(options: PeerFactoryOptions): RTCPeerConnectio
     iceFilterCandidatePair: (pair) => icePolicy.allowsRemote(pair.remoteCandidate.host),
     maxMessageSize: SCTP_MAX_MESSAGE_SIZE,
   });
+}
+
+const FAULTS_APPLIED = Symbol('arclight.faultsApplied');
+
+/**
+ * Applies `faults` to a negotiated peer (call after the answer: werift creates its DTLS
+ * transports while applying the descriptions). Safe to call more than once.
+ */
+export function applyPeerFaults(pc: RTCPeerConnection, faults: PeerFaults | undefined, random: () => number = Math.random): void {
+  const percent = faults?.outboundRtpLossPercent ?? 0;
+  if (!(percent > 0)) return;
+  const probability = Math.min(percent, 100) / 100;
+  for (const transport of pc.dtlsTransports) {
+    const marked = transport as typeof transport & { [FAULTS_APPLIED]?: true };
+    if (marked[FAULTS_APPLIED]) continue;
+    marked[FAULTS_APPLIED] = true;
+    const sendRtp = transport.sendRtp.bind(transport);
+    // werift's RTCRtpSender caches each packet for NACK before this call and sends its
+    // retransmissions through it too; the return value (bytes) only feeds its bandwidth estimate.
+    transport.sendRtp = async (payload, header) => {
+      if (random() < probability) return payload.length + header.serializeSize;
+      return sendRtp(payload, header);
+    };
+  }
 }
