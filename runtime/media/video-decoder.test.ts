@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { solidI420 } from './frame-convert.ts';
 import { videoFrameByteLength, type VideoFrame } from './frames.ts';
 import { VideoDecoder } from './video-decoder.ts';
-import { VideoEncoder, type VideoCodec } from './video-encoder.ts';
+import { VideoEncoder, type H264Profile, type VideoCodec } from './video-encoder.ts';
 
 const BACKGROUND = { y: 70, u: 120, v: 135 };
 const PATCH = { y: 190, u: 90, v: 170 };
@@ -33,9 +33,9 @@ function samplePlanes(frame: VideoFrame, x: number, y: number): { y: number; u: 
   return { y: frame.data[y * frame.width + x]!, u: frame.data[uOffset + c]!, v: frame.data[vOffset + c]! };
 }
 
-async function encodeFrames(codec: VideoCodec, frames: VideoFrame[]): Promise<Buffer[]> {
+async function encodeFrames(codec: VideoCodec, frames: VideoFrame[], profile?: H264Profile): Promise<Buffer[]> {
   const { width, height } = frames[0]!;
-  const encoder = await VideoEncoder.create({ codec, width, height, fps: 30 });
+  const encoder = await VideoEncoder.create({ codec, width, height, fps: 30, ...(profile ? { profile } : {}) });
   try {
     const packets: Buffer[] = [];
     for (const frame of frames) {
@@ -49,18 +49,33 @@ async function encodeFrames(codec: VideoCodec, frames: VideoFrame[]): Promise<Bu
   }
 }
 
-const ROUND_TRIP_CASES = [
+const ROUND_TRIP_CASES: ReadonlyArray<readonly [VideoCodec, number, number, H264Profile?]> = [
   ['h264', 1280, 720],
   ['h264', 642, 362],
+  ['h264', 1280, 720, 'high'],
+  ['h264', 1920, 1080],
+  ['h264', 1920, 1080, 'high'],
+  ['h264', 2560, 1440],
+  ['h265', 1280, 720],
+  ['h265', 642, 362],
+  ['h265', 1920, 1080],
+  ['h265', 2560, 1440],
   ['vp8', 1280, 720],
   ['vp8', 642, 362],
   ['vp8', 641, 361],
-] as const;
+];
 
 describe('VideoDecoder round trip', () => {
-  it.each(ROUND_TRIP_CASES)('%s %dx%d keeps the patch colour', async (codec, width, height) => {
+  const cases = ROUND_TRIP_CASES.map(([codec, width, height, profile]) => ({
+    name: `${codec}${profile ? ` ${profile}` : ''} ${width}x${height}`,
+    codec,
+    width,
+    height,
+    profile,
+  }));
+  it.each(cases)('$name keeps the patch colour', async ({ codec, width, height, profile }) => {
     const source = patchFrame(width, height);
-    const packets = await encodeFrames(codec, [source, source, source]);
+    const packets = await encodeFrames(codec, [source, source, source], profile);
     const decoder = await VideoDecoder.create(codec);
     try {
       for (const [index, packet] of packets.entries()) {
@@ -101,6 +116,29 @@ describe('VideoDecoder corrupt input', () => {
     } finally {
       decoder.close();
     }
+  });
+
+  it('h265: rejects data without a start code; skips undecodable units (no picture) and recovers', async () => {
+    // FFmpeg's hevc decoder drops NAL units it cannot use (garbage behind a start code, slices whose
+    // PPS it has not seen) with a log line instead of failing, so those resolve with no picture.
+    const packets = await encodeFrames('h265', [patchFrame(320, 240), patchFrame(320, 240)]);
+    const decoder = await VideoDecoder.create('h265');
+    try {
+      const garbage = Buffer.from(Array.from({ length: 600 }, (_, i) => (i * 7919 + 13) & 0xff));
+      await expect(decoder.decode(garbage)).rejects.toThrow(/decode failed/);
+      expect(await decoder.decode(Buffer.concat([Buffer.from([0, 0, 0, 1]), garbage]))).toEqual([]);
+      expect(await decoder.decode(packets[1]!)).toEqual([]);
+      await expect(decoder.decode(Buffer.alloc(0))).rejects.toThrow(/empty/);
+      expect(await decoder.decode(packets[0]!)).toHaveLength(1);
+      expect(await decoder.decode(packets[1]!)).toHaveLength(1);
+    } finally {
+      decoder.close();
+    }
+  });
+
+  it('rejects codecs it does not know', async () => {
+    await expect(VideoDecoder.create('av1' as VideoCodec)).rejects.toThrow(RangeError);
+    await expect(VideoDecoder.create('constructor' as VideoCodec)).rejects.toThrow(RangeError);
   });
 
   it('close is idempotent and decode after close rejects', async () => {

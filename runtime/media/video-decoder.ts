@@ -1,5 +1,5 @@
 /**
- * Video decoder over node-av (FFmpeg's native h264 and vp8 decoders) for inbound tracks.
+ * Video decoder over node-av (FFmpeg's native h264, hevc and vp8 decoders) for inbound tracks.
  *
  * Output is always tightly packed `i420`, copied out of FFmpeg memory, so frames stay valid
  * however long the caller keeps them. Configured for latency: no frame threading (it would
@@ -10,6 +10,7 @@ import { Codec, CodecContext, FFmpegError, Frame, Log, Packet } from 'node-av/li
 import {
   AV_CODEC_FLAG_LOW_DELAY,
   AV_CODEC_ID_H264,
+  AV_CODEC_ID_HEVC,
   AV_CODEC_ID_VP8,
   AV_LOG_INFO,
   AV_LOG_WARNING,
@@ -17,11 +18,18 @@ import {
   AVERROR_EAGAIN,
   AVERROR_EOF,
   FF_THREAD_SLICE,
+  type AVCodecID,
   type AVPixelFormat,
 } from 'node-av/constants';
 import { FrameScaler } from './frame-scaler.ts';
 import type { VideoFrame } from './frames.ts';
 import type { VideoCodec } from './video-encoder.ts';
+
+const DECODER_IDS: Readonly<Record<VideoCodec, AVCodecID>> = {
+  h264: AV_CODEC_ID_H264,
+  h265: AV_CODEC_ID_HEVC,
+  vp8: AV_CODEC_ID_VP8,
+};
 
 export class VideoDecoder {
   readonly #codec: VideoCodec;
@@ -47,9 +55,10 @@ export class VideoDecoder {
   }
 
   static async create(codec: VideoCodec): Promise<VideoDecoder> {
-    if (codec !== 'h264' && codec !== 'vp8') throw new RangeError(`unsupported video codec ${String(codec)}`);
+    if (!Object.hasOwn(DECODER_IDS, codec)) throw new RangeError(`unsupported video codec ${String(codec)}`);
+    const id = DECODER_IDS[codec];
     quietFfmpegInfoLogs();
-    const decoder = Codec.findDecoder(codec === 'h264' ? AV_CODEC_ID_H264 : AV_CODEC_ID_VP8);
+    const decoder = Codec.findDecoder(id);
     if (!decoder) throw new Error(`this FFmpeg build has no ${codec} decoder`);
     const context = new CodecContext();
     context.allocContext3(decoder);
@@ -74,9 +83,11 @@ export class VideoDecoder {
   }
 
   /**
-   * Decodes one access unit (H.264 Annex-B) or one VP8 frame. Resolves the pictures it
+   * Decodes one access unit (H.264/H.265 Annex-B) or one VP8 frame. Resolves the pictures it
    * completes, usually one; none for a parameter-set-only unit. Rejects on data the decoder
-   * reports as invalid, such as a delta frame before any keyframe.
+   * reports as invalid, such as a delta frame before any keyframe. (FFmpeg's hevc decoder is more
+   * lenient: it skips NAL units it cannot use, e.g. slices before any VPS/SPS/PPS, and resolves with
+   * no pictures; only input without a start code rejects.)
    */
   decode(data: Buffer, timestampUs?: number): Promise<VideoFrame[]> {
     const run = this.#queue.then(() => this.#decodeNow(data, timestampUs));

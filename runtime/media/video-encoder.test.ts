@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { convertVideoFrame, solidI420 } from './frame-convert.ts';
 import type { VideoFrame } from './frames.ts';
 import { VideoDecoder } from './video-decoder.ts';
+import { selectEncoderBackend } from './encoder-backends.ts';
 import { VideoEncoder, type EncodedVideoFrame } from './video-encoder.ts';
 
 const NAL_NON_IDR = 1;
@@ -24,6 +25,26 @@ function nalTypes(data: Buffer): number[] {
   }
   return types;
 }
+
+/** H.265 nal_unit_type (from the two-byte header) of every NAL in an Annex-B buffer. */
+function hevcNalTypes(data: Buffer): number[] {
+  expect(data.subarray(0, 4).equals(Buffer.from([0, 0, 0, 1])) || data.subarray(0, 3).equals(Buffer.from([0, 0, 1])))
+    .toBe(true);
+  const types: number[] = [];
+  for (let i = 0; i + 4 < data.length; i++) {
+    if (data[i] === 0 && data[i + 1] === 0 && data[i + 2] === 1) {
+      types.push((data[i + 3]! >> 1) & 0x3f);
+      i += 3;
+    }
+  }
+  return types;
+}
+
+const HEVC_TRAIL_R = 1;
+const HEVC_VPS = 32;
+const HEVC_SPS = 33;
+const HEVC_PPS = 34;
+const isIrap = (type: number): boolean => type >= 16 && type <= 21;
 
 /** First NAL payload of the given type (bytes after the one-byte NAL header). */
 function nalPayload(data: Buffer, type: number): Buffer | undefined {
@@ -106,6 +127,90 @@ describe('VideoEncoder h264', () => {
   it('rejects odd sizes, which 4:2:0 H.264 cannot carry', async () => {
     await expect(VideoEncoder.create({ codec: 'h264', width: 641, height: 360, fps: 30 })).rejects.toThrow(/even/);
   });
+
+  it('profile high: SPS says High (profile_idc 100), still one packet per frame in order (no B-frames)', async () => {
+    const encoder = await VideoEncoder.create({ codec: 'h264', width: 1280, height: 720, fps: 30, profile: 'high' });
+    const decoder = await VideoDecoder.create('h264');
+    try {
+      const first = onlyOnePacket(await encoder.encode({ ...gradientFrame(1280, 720, 0), timestampUs: 0 }));
+      expect(first.keyframe).toBe(true);
+      const sps = nalPayload(first.data, NAL_SPS)!;
+      expect(sps[0]).toBe(100);
+      expect(sps[2]).toBe(31);
+      expect(await decoder.decode(first.data)).toHaveLength(1);
+      for (let i = 1; i < 6; i++) {
+        if (i === 4) encoder.requestKeyframe();
+        const packet = onlyOnePacket(await encoder.encode({ ...gradientFrame(1280, 720, i), timestampUs: i }));
+        expect(packet.timestampUs).toBe(i);
+        expect(packet.keyframe).toBe(i === 4);
+        expect(nalTypes(packet.data).includes(NAL_IDR)).toBe(i === 4);
+        const [decoded] = await decoder.decode(packet.data, i);
+        expect(decoded!.timestampUs).toBe(i);
+      }
+    } finally {
+      encoder.close();
+      decoder.close();
+    }
+  });
+
+  it('rejects a profile for other codecs, and unknown profiles', async () => {
+    await expect(VideoEncoder.create({ codec: 'vp8', width: 64, height: 64, fps: 30, profile: 'high' })).rejects.toThrow(
+      RangeError,
+    );
+    await expect(
+      VideoEncoder.create({ codec: 'h264', width: 64, height: 64, fps: 30, profile: 'main' as 'high' }),
+    ).rejects.toThrow(/profile/);
+  });
+
+  it('encodes with the selected backend, or the one it is given', async () => {
+    const encoder = await VideoEncoder.create({ codec: 'h264', width: 64, height: 64, fps: 30 });
+    try {
+      expect(encoder.backend).toBe(await selectEncoderBackend('h264'));
+    } finally {
+      encoder.close();
+    }
+    const vp8 = await selectEncoderBackend('vp8');
+    await expect(VideoEncoder.create({ codec: 'h264', width: 64, height: 64, fps: 30, backend: vp8 })).rejects.toThrow(
+      /libvpx backend encodes vp8/,
+    );
+  });
+});
+
+describe('VideoEncoder h265', () => {
+  it('emits Annex-B: VPS+SPS+PPS+IDR first and after requestKeyframe, TRAIL otherwise, one packet per frame', async () => {
+    const encoder = await VideoEncoder.create({ codec: 'h265', width: 1280, height: 720, fps: 30 });
+    try {
+      expect(encoder.codec).toBe('h265');
+      const keyframes: number[] = [];
+      for (let i = 0; i < 8; i++) {
+        if (i === 5) encoder.requestKeyframe();
+        const packet = onlyOnePacket(await encoder.encode({ ...gradientFrame(1280, 720, i), timestampUs: 1000 + i }));
+        expect(packet.codec).toBe('h265');
+        expect(packet.timestampUs).toBe(1000 + i);
+        const types = hevcNalTypes(packet.data);
+        expect(packet.keyframe).toBe(types.some(isIrap));
+        if (packet.keyframe) {
+          keyframes.push(i);
+          // Parameter sets first, then the IDR (19 IDR_W_RADL or 20 IDR_N_LP: an IDR, not a CRA).
+          expect(types.slice(0, 3)).toEqual([HEVC_VPS, HEVC_SPS, HEVC_PPS]);
+          expect(types.slice(3).every((t) => t === 19 || t === 20)).toBe(true);
+          // general_profile_idc (after sps_video_parameter_set_id etc., one byte): 1 = Main.
+          const sps = packet.data.subarray(packet.data.indexOf(Buffer.from([0, 0, 1, HEVC_SPS << 1])) + 5);
+          expect(sps[1]! & 0x1f).toBe(1);
+        } else {
+          expect(types.every((t) => t === HEVC_TRAIL_R)).toBe(true);
+        }
+      }
+      expect(keyframes).toEqual([0, 5]);
+      expect(encoder.stats).toMatchObject({ framesIn: 8, packetsOut: 8, keyframesOut: 2 });
+    } finally {
+      encoder.close();
+    }
+  });
+
+  it('rejects odd sizes, which 4:2:0 H.265 cannot carry', async () => {
+    await expect(VideoEncoder.create({ codec: 'h265', width: 640, height: 361, fps: 30 })).rejects.toThrow(/even/);
+  });
 });
 
 describe('VideoEncoder vp8', () => {
@@ -132,7 +237,7 @@ describe('VideoEncoder vp8', () => {
 });
 
 describe('VideoEncoder input handling', () => {
-  it.each(['h264', 'vp8'] as const)('%s: copies caller pixels, so the buffer can be rewritten right after encode', async (codec) => {
+  it.each(['h264', 'h265', 'vp8'] as const)('%s: copies caller pixels, so the buffer can be rewritten right after encode', async (codec) => {
     const encoder = await VideoEncoder.create({ codec, width: 320, height: 240, fps: 30 });
     const decoder = await VideoDecoder.create(codec);
     try {
@@ -234,6 +339,7 @@ describe('VideoEncoder under GC pressure', () => {
       const encoders = [
         await VideoEncoder.create({ codec: 'h264', width: 640, height: 360, fps: 30 }),
         await VideoEncoder.create({ codec: 'vp8', width: 640, height: 360, fps: 30 }),
+        await VideoEncoder.create({ codec: 'h265', width: 640, height: 360, fps: 30 }),
       ];
       let packets = 0;
       for (let i = 0; i < 300; i++) {
@@ -244,7 +350,7 @@ describe('VideoEncoder under GC pressure', () => {
         const frame = { width, height, format: 'i420', data };
         const pending = encoders.map((e) => e.encode(frame));
         data.fill(255 - (i % 200)); // the caller rewrites while encodes are queued
-        if (i % 3 === 0) { encoders[0].requestKeyframe(); encoders[1].requestKeyframe(); }
+        if (i % 3 === 0) for (const e of encoders) e.requestKeyframe();
         const results = await Promise.all(pending);
         for (const r of results) packets += r.length;
         data = null;
@@ -261,7 +367,7 @@ describe('VideoEncoder under GC pressure', () => {
       for (const e of encoders) e.close();
       globalThis.gc();
       console.log('packets', packets);
-      process.exit(packets === 2 * 330 ? 0 : 3);
+      process.exit(packets === 3 * 330 ? 0 : 3);
     `;
     const result = spawnSync(process.execPath, ['--expose-gc', '--import', 'tsx', '--input-type=module', '-e', script], {
       cwd: fileURLToPath(new URL('../..', import.meta.url)),
@@ -269,7 +375,7 @@ describe('VideoEncoder under GC pressure', () => {
       timeout: 120_000,
     });
     expect(result.stderr).not.toMatch(/Error/);
-    expect(result.stdout).toContain('packets 660');
+    expect(result.stdout).toContain('packets 990');
     expect(result.signal).toBeNull();
     expect(result.status).toBe(0);
   }, 150_000);
