@@ -61,6 +61,12 @@ export class RuntimeMetrics {
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10],
     registers: [this.registry],
   });
+  readonly encoderBackend = new Gauge({
+    name: 'arclight_encoder_backend',
+    help: 'The encoder chosen at start-up for each codec (1 = selected)',
+    labelNames: ['codec', 'backend', 'hardware'] as const,
+    registers: [this.registry],
+  });
   readonly modelLoadDuration = new Gauge({
     name: 'arclight_model_load_seconds',
     help: 'How long the model load() took',

@@ -39,7 +39,8 @@ import { validateModelDefinition } from './model/validate-definition.ts';
 import { buildOpenApi } from './openapi.ts';
 import { LocalSessionHost } from './session/local-session-host.ts';
 import { IcePolicy, type IcePolicyOptions } from './webrtc/ice-policy.ts';
-import type { PeerFaults } from './webrtc/peer-factory.ts';
+import type { PeerFaults, VideoCodecPreference } from './webrtc/peer-factory.ts';
+import { describeEncoderBackendSelection, listEncoderBackends } from './media/encoder-backends.ts';
 
 export interface RuntimeOptions {
   readonly model: ModelDefinition<never>;
@@ -67,6 +68,11 @@ export interface RuntimeOptions {
   readonly logger?: Logger;
   /** Deliberate network impairments on every peer, for tests (see PeerFaults). Default none. */
   readonly faults?: PeerFaults;
+  /**
+   * Output video codecs in order of preference; each client gets the first one it offers.
+   * Default: H.264 then VP8, with H.265 first when a hardware H.265 encoder was found.
+   */
+  readonly videoCodecs?: readonly VideoCodecPreference[];
 }
 
 export type RuntimeState = 'loading' | 'available' | 'serving' | 'terminated';
@@ -133,6 +139,16 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   const router = new CommandRouter(model.commands ?? {}, log, metrics);
   const capabilities = capabilitiesOf(model, router);
   const iceServers = options.ice?.servers ?? [];
+  // Which encoder serves each codec is decided once, here, by opening the candidates.
+  const backends = await listEncoderBackends();
+  for (const listing of backends) {
+    if (listing.backend) {
+      metrics.encoderBackend.set({ codec: listing.codec, backend: listing.backend.name, hardware: String(listing.backend.hardware) }, 1);
+    }
+  }
+  log.info('encoder backends', { selection: backends.map(describeEncoderBackendSelection) });
+  const hardwareH265 = backends.some((b) => b.codec === 'h265' && b.backend?.hardware);
+  const videoCodecs = options.videoCodecs ?? (hardwareH265 ? ['h265', 'h264', 'vp8'] : ['h264', 'vp8']);
   const host = new LocalSessionHost({
     model,
     router,
@@ -142,6 +158,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
       iceServers,
       playoutDelay: options.playoutDelay ?? false,
       ...(options.faults ? { faults: options.faults } : {}),
+      videoCodecs,
     },
     log,
     metrics,

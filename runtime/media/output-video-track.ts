@@ -19,6 +19,7 @@ import type { DropPolicy, OutputVideoTrackSpec } from '../model/definition.ts';
 import type { Logger } from '../log.ts';
 import type { RuntimeMetrics } from '../metrics.ts';
 import { H264Packetizer } from '../rtp/h264-packetizer.ts';
+import { H265Packetizer } from '../rtp/h265-packetizer.ts';
 import { Vp8Packetizer } from '../rtp/vp8-packetizer.ts';
 import { BoundedQueue } from './bounded-queue.ts';
 import { FramePool } from './frame-pool.ts';
@@ -26,7 +27,19 @@ import { solidI420 } from './frame-convert.ts';
 import type { VideoFrame } from './frames.ts';
 import { VideoEncoder } from './video-encoder.ts';
 
-export type VideoCodecName = 'h264' | 'vp8';
+export type VideoCodecName = 'h264' | 'h265' | 'vp8';
+
+/** RTP payloads of at most MAX_RTP_PAYLOAD bytes for one encoded frame of `codec`. */
+function createPacketizer(codec: VideoCodecName): { packetize(data: Buffer): Buffer[] } {
+  switch (codec) {
+    case 'h264':
+      return new H264Packetizer(MAX_RTP_PAYLOAD);
+    case 'h265':
+      return new H265Packetizer(MAX_RTP_PAYLOAD);
+    case 'vp8':
+      return new Vp8Packetizer(MAX_RTP_PAYLOAD);
+  }
+}
 
 /** Where one connection receives this track. */
 export interface VideoSink {
@@ -299,7 +312,7 @@ export class OutputVideoTrack {
       fps: this.#fps,
       ...(this.#spec.bitrateKbps === undefined ? {} : { bitrateKbps: this.#spec.bitrateKbps }),
     });
-    const packetizer = codec === 'h264' ? new H264Packetizer(MAX_RTP_PAYLOAD) : new Vp8Packetizer(MAX_RTP_PAYLOAD);
+    const packetizer = createPacketizer(codec);
     return { encoder, packetize: (data) => packetizer.packetize(data) };
   }
 
@@ -342,8 +355,7 @@ async function encodeBlackKeyframe(codec: VideoCodecName, width: number, height:
     encoder.requestKeyframe();
     const [unit] = await encoder.encode(solidI420(width, height, 16, 128, 128));
     if (!unit) throw new Error('encoder produced no black frame');
-    const packetizer = codec === 'h264' ? new H264Packetizer(MAX_RTP_PAYLOAD) : new Vp8Packetizer(MAX_RTP_PAYLOAD);
-    return packetizer.packetize(unit.data);
+    return createPacketizer(codec).packetize(unit.data);
   } finally {
     encoder.close();
   }

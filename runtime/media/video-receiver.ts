@@ -8,7 +8,9 @@ import type { Logger } from '../log.ts';
 import type { RuntimeMetrics } from '../metrics.ts';
 import type { DepacketizedFrame } from '../rtp/depacketized-frame.ts';
 import { H264Depacketizer } from '../rtp/h264-depacketizer.ts';
+import { H265Depacketizer } from '../rtp/h265-depacketizer.ts';
 import { Vp8Depacketizer } from '../rtp/vp8-depacketizer.ts';
+import type { VideoCodecName } from './output-video-track.ts';
 import { convertVideoFrame } from './frame-convert.ts';
 import type { PixelFormat, VideoFrame } from './frames.ts';
 import { VideoDecoder } from './video-decoder.ts';
@@ -26,8 +28,8 @@ const PLI_INTERVAL_MS = 500;
 const MAX_DECODE_BACKLOG = 4;
 
 export class VideoReceiver {
-  readonly #codec: 'h264' | 'vp8';
-  readonly #depacketizer: H264Depacketizer | Vp8Depacketizer;
+  readonly #codec: VideoCodecName;
+  readonly #depacketizer: H264Depacketizer | H265Depacketizer | Vp8Depacketizer;
   readonly #decoder: Promise<VideoDecoder>;
   readonly #format: PixelFormat;
   readonly #deliver: (frame: VideoFrame) => void;
@@ -42,7 +44,7 @@ export class VideoReceiver {
   #closed = false;
 
   constructor(options: {
-    codec: 'h264' | 'vp8';
+    codec: VideoCodecName;
     track: string;
     format: PixelFormat;
     deliver: (frame: VideoFrame) => void;
@@ -52,7 +54,8 @@ export class VideoReceiver {
   }) {
     this.#codec = options.codec;
     this.#track = options.track;
-    this.#depacketizer = options.codec === 'h264' ? new H264Depacketizer() : new Vp8Depacketizer();
+    this.#depacketizer =
+      options.codec === 'h264' ? new H264Depacketizer() : options.codec === 'h265' ? new H265Depacketizer() : new Vp8Depacketizer();
     this.#decoder = VideoDecoder.create(options.codec);
     this.#decoder.catch((error: unknown) => options.log.error('video decoder could not open', { error }));
     this.#format = options.format;
@@ -63,7 +66,7 @@ export class VideoReceiver {
     this.#askForKeyframe(true);
   }
 
-  get codec(): 'h264' | 'vp8' {
+  get codec(): VideoCodecName {
     return this.#codec;
   }
 

@@ -119,7 +119,14 @@ export class Connection {
     pc.onDataChannel.subscribe((channel) => this.#attachChannel(channel, generation));
     pc.connectionStateChange.subscribe((state) => this.#peerStateChanged(state, generation));
     try {
-      const { answerSdp, bindings } = await answerOffer(pc, offer.sdp_offer, this.#owner.tracks, offer.track_mapping, this.#owner.peerOptions.icePolicy);
+      const { answerSdp, bindings } = await answerOffer(
+        pc,
+        offer.sdp_offer,
+        this.#owner.tracks,
+        offer.track_mapping,
+        this.#owner.peerOptions.icePolicy,
+        this.#owner.peerOptions.videoCodecs,
+      );
       if (generation !== this.#generation) return;
       tuneSctpRetransmission(pc);
       applyPeerFaults(pc, this.#owner.peerOptions.faults);

@@ -325,7 +325,7 @@ export class Session implements ConnectionOwner {
     const video = this.#outputVideo.get(track.name);
     if (video) {
       const codec = sender.codec;
-      if (codec !== 'h264' && codec !== 'vp8') {
+      if (codec !== 'h264' && codec !== 'h265' && codec !== 'vp8') {
         this.log.warn('no common video codec with client; track not sent', { track: track.name, codec });
         return undefined;
       }
@@ -392,7 +392,7 @@ export class Session implements ConnectionOwner {
       const channels = spec?.kind === 'audio' ? (spec.channels ?? 1) : 1;
       return new AudioReceiver({ channels, deliver: (f: AudioFrame) => input.deliver(f), log });
     }
-    const codec = mime === 'video/h264' ? 'h264' : mime === 'video/vp8' ? 'vp8' : undefined;
+    const codec = mime === 'video/h264' ? 'h264' : mime === 'video/h265' ? 'h265' : mime === 'video/vp8' ? 'vp8' : undefined;
     if (!codec) {
       log.warn('input video arrives in a codec the runtime does not decode', { mime, payloadType });
       return undefined;

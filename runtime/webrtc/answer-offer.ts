@@ -9,6 +9,7 @@ import { ArclightError } from '../../protocol/errors.ts';
 import type { TrackCapability } from '../../protocol/capabilities.ts';
 import type { TrackMappingEntry } from '../../protocol/transport.ts';
 import type { IcePolicy } from './ice-policy.ts';
+import type { VideoCodecPreference } from './peer-factory.ts';
 
 export interface TrackBinding {
   readonly transceiver: RTCRtpTransceiver;
@@ -24,6 +25,7 @@ export async function answerOffer(
   tracks: readonly TrackCapability[],
   mapping: readonly TrackMappingEntry[] | undefined,
   icePolicy: IcePolicy,
+  videoCodecs: readonly VideoCodecPreference[] = DEFAULT_VIDEO_CODECS,
 ): Promise<{ answerSdp: string; bindings: TrackBinding[] }> {
   if (!/^v=0\r?\n/.test(offerSdp) || !offerSdp.includes('\nm=')) {
     throw new ArclightError('invalid_sdp', 'sdp_offer is not an SDP offer (it must start with "v=0" and contain m= lines).');
@@ -37,7 +39,7 @@ export async function answerOffer(
   for (const binding of bindings) {
     // The track's direction is the client's; the runtime's is the mirror image.
     binding.transceiver.setDirection(binding.track.direction === 'recvonly' ? 'sendonly' : 'recvonly');
-    if (binding.track.direction === 'recvonly' && binding.track.kind === 'video') preferH264(binding.transceiver);
+    if (binding.track.direction === 'recvonly' && binding.track.kind === 'video') preferCodecs(binding.transceiver, videoCodecs);
   }
   const bound = new Set(bindings.map((b) => b.transceiver));
   for (const transceiver of pc.getTransceivers()) {
@@ -98,24 +100,30 @@ function bindTracks(
   return bindings;
 }
 
+export const DEFAULT_VIDEO_CODECS: readonly VideoCodecPreference[] = ['h264', 'vp8'];
+
 /**
  * werift answers in the offer's codec order, and Chromium offers VP8 first; the runtime sends
- * H.264 to every client that can take it (cheaper to encode and decode, hardware decode on every
- * browser). Among H.264 variants: packetization-mode 1 (we fragment with FU-A) and constrained
- * baseline (what x264 produces here) first. Clients without H.264 (libwebrtc builds like
- * @roamhq/wrtc) keep VP8.
+ * each client the first codec of its own preference that the client offers (by default H.264:
+ * cheaper to encode and decode, hardware decode on every browser). Among H.264 variants:
+ * packetization-mode 1 (we fragment with FU-A) and constrained baseline (what x264 produces)
+ * first; mode 0 cannot carry our packets. Codecs the runtime cannot encode go last.
  */
-function preferH264(transceiver: RTCRtpTransceiver): void {
+function preferCodecs(transceiver: RTCRtpTransceiver, preference: readonly VideoCodecPreference[]): void {
   const rank = (codec: { mimeType: string; parameters?: string }): number => {
+    const name = codec.mimeType.toLowerCase().split('/')[1] as VideoCodecPreference;
+    const index = preference.indexOf(name);
+    if (index < 0) return 1_000;
     const params = codec.parameters ?? '';
-    if (codec.mimeType.toLowerCase() !== 'video/h264') return codec.mimeType.toLowerCase() === 'video/vp8' ? 10 : 20;
-    if (!/packetization-mode=1/.test(params)) return 30; // mode 0 cannot carry our FU-A packets
-    if (/profile-level-id=42e0/i.test(params)) return 0;
-    if (/profile-level-id=4200/i.test(params)) return 1;
-    return 2;
+    let within = 0;
+    if (name === 'h264') {
+      if (!/packetization-mode=1/.test(params)) return 1_000;
+      within = /profile-level-id=42e0/i.test(params) ? 0 : /profile-level-id=4200/i.test(params) ? 1 : 2;
+    }
+    return index * 10 + within;
   };
   const codecs = [...transceiver.codecs];
-  if (!codecs.some((c) => rank(c) < 10)) return;
+  if (!codecs.some((c) => rank(c) < 1_000)) return;
   transceiver.codecs = codecs.sort((a, b) => rank(a) - rank(b));
   // werift chose the sender's codec when it applied the offer; make it the answer's first.
   transceiver.sender.codec = transceiver.codecs[0];

@@ -30,7 +30,14 @@ export interface PeerFactoryOptions {
   readonly playoutDelay: boolean;
   /** Deliberate impairments, for tests of loss recovery and quality reporting. Default none. */
   readonly faults?: PeerFaults;
+  /**
+   * Output video codecs in order of preference; each client gets the first one it offers.
+   * Default `['h264', 'vp8']`, with `h265` first when its encoder backend is hardware.
+   */
+  readonly videoCodecs?: readonly VideoCodecPreference[];
 }
+
+export type VideoCodecPreference = 'h264' | 'h265' | 'vp8';
 
 /**
  * Faults injected into a runtime peer (tests only).
@@ -62,6 +69,13 @@ export function createRuntimePeer(options: PeerFactoryOptions): RTCPeerConnectio
           clockRate: 90000,
           rtcpFeedback: feedback(),
           parameters: 'level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f',
+        }),
+        // Main profile, level 3.1 up to 1440p; offered to clients that can take H.265 (Safari).
+        new RTCRtpCodecParameters({
+          mimeType: 'video/H265',
+          clockRate: 90000,
+          rtcpFeedback: feedback(),
+          parameters: 'level-id=93;profile-id=1;tier-flag=0;tx-mode=SRST',
         }),
         new RTCRtpCodecParameters({ mimeType: 'video/VP8', clockRate: 90000, rtcpFeedback: feedback() }),
       ],
