@@ -417,7 +417,7 @@ async function measure(chrome: LaunchedChromium, net: TestNetwork, pageUrl: stri
     port: 0,
     host: net.hostAddress,
     ice: { hostAddresses: [net.hostAddress] },
-    playoutDelay,
+    latencyMode: playoutDelay ? 'realtime' : 'smooth',
     playground: false,
     logger: createLogger({ bench: 'glass-latency' }, 'warn'),
   });

@@ -15,7 +15,7 @@
 import type { Capabilities, TrackCapability } from '../protocol/capabilities.ts';
 import { ArclightError } from '../protocol/errors.ts';
 import type { JsonObject, JsonValue } from '../protocol/json-schema.ts';
-import { MAX_MESSAGE_BYTES, type Envelope } from '../protocol/messages.ts';
+import { MAX_MESSAGE_BYTES, type Envelope, type LatencyMode } from '../protocol/messages.ts';
 import type { SessionResponse } from '../protocol/session.ts';
 import { PeerLink, type RtcImplementation } from './peer-link.ts';
 import { PendingCommands, type CommandReply } from './pending-commands.ts';
@@ -279,6 +279,16 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     this.#track(name, 'recvonly');
     this.#paused.delete(name);
     if (this.#status === 'ready') this.#request('runtime', 'track_subscription', { track: name, subscribed: true }).catch((e: unknown) => this.#fail(asError(e, 'internal_error')));
+  }
+
+  /**
+   * Switches the session's video latency mode for every connection: `realtime` (each frame shown
+   * as soon as decoded) or `smooth` (bounded buffering against jitter).
+   */
+  async setLatencyMode(mode: LatencyMode): Promise<void> {
+    this.#assertReady('setLatencyMode');
+    if (mode !== 'realtime' && mode !== 'smooth') throw new ArclightError('invalid_params', 'mode must be "realtime" or "smooth".', { field: '/mode' });
+    await this.#request('runtime', 'set_latency_mode', { mode });
   }
 
   // ---- getters ----

@@ -18,3 +18,4 @@ export type { TokenSource } from './token.ts';
 export { ArclightError } from '../protocol/errors.ts';
 export type { Capabilities, TrackCapability, CommandCapability } from '../protocol/capabilities.ts';
 export type { SessionResponse } from '../protocol/session.ts';
+export type { LatencyMode } from '../protocol/messages.ts';

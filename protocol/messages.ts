@@ -43,7 +43,16 @@ export interface TrackSubscriptionMessage
 export interface PublishTrackMessage extends EnvelopeBody<'publish_track', { readonly track: string }> {}
 export interface UnpublishTrackMessage extends EnvelopeBody<'unpublish_track', { readonly track: string }> {}
 
-export type ClientRuntimeMessage = PingMessage | TrackSubscriptionMessage | PublishTrackMessage | UnpublishTrackMessage;
+/**
+ * How browsers buffer the session's video: `realtime` renders each frame as soon as it is
+ * decoded (RTP playout-delay min = max = 0: lowest latency, no smoothing against jitter);
+ * `smooth` lets the receiver buffer up to 200 ms to ride out jitter and loss.
+ */
+export type LatencyMode = 'realtime' | 'smooth';
+/** Switches the whole session's latency mode (every connection). */
+export interface SetLatencyModeMessage extends EnvelopeBody<'set_latency_mode', { readonly mode: LatencyMode }> {}
+
+export type ClientRuntimeMessage = PingMessage | TrackSubscriptionMessage | PublishTrackMessage | UnpublishTrackMessage | SetLatencyModeMessage;
 
 // ---- runtime scope, runtime → client ----
 

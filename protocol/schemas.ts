@@ -85,3 +85,10 @@ export const trackNameDataSchema = {
   additionalProperties: false,
   properties: { track: { type: 'string' } },
 } as const;
+
+export const setLatencyModeDataSchema = {
+  type: 'object',
+  required: ['mode'],
+  additionalProperties: false,
+  properties: { mode: { enum: ['realtime', 'smooth'] } },
+} as const;

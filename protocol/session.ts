@@ -40,6 +40,8 @@ export interface SessionResponse {
   readonly created_at?: number;
   /** Arclight extension: ids of the session's live connections. */
   readonly connections?: readonly number[];
+  /** Arclight extension: the session's video latency mode (see LatencyMode). */
+  readonly latency_mode?: 'realtime' | 'smooth';
 }
 
 export interface StopSessionResponse {

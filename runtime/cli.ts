@@ -1,7 +1,7 @@
 /**
  * The `arclight` command.
  *
- *   arclight serve <module> [--port 8080] [--host 127.0.0.1] [--ice-host ADDR]... [--playout-delay] [--no-playground]
+ *   arclight serve <module> [--port 8080] [--host 127.0.0.1] [--ice-host ADDR]... [--latency realtime|smooth] [--no-playground]
  */
 
 import { parseArgs } from 'node:util';
@@ -19,7 +19,9 @@ Options:
   --host <addr>           HTTP listen address (default 127.0.0.1; 0.0.0.0 for containers)
   --ice-host <addr>       gather and advertise ICE only on this address (repeatable)
   --ice-port-range <a-b>  UDP port range for media, e.g. 40000-40999
-  --playout-delay         ask browsers to render with no jitter-buffer delay (lowest latency)
+  --latency <mode>        realtime: browsers show each frame as soon as it is decoded (lowest
+                          latency); smooth: bounded buffering for lossy networks (default: the
+                          model's choice, else smooth)
   --no-playground         do not serve the playground page at /
   --grace <seconds>       end a session this long after its last client leaves (default 60)
   -h, --help              show this help`;
@@ -35,7 +37,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         host: { type: 'string' },
         'ice-host': { type: 'string', multiple: true },
         'ice-port-range': { type: 'string' },
-        'playout-delay': { type: 'boolean' },
+        latency: { type: 'string' },
         'no-playground': { type: 'boolean' },
         grace: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
@@ -58,6 +60,10 @@ export async function main(argv: readonly string[]): Promise<number> {
   const port = values.port === undefined ? 8080 : /^\d{1,5}$/.test(values.port) ? Number(values.port) : NaN;
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
     process.stderr.write(`arclight: --port must be an integer from 0 to 65535; got "${values.port}"\n`);
+    return 2;
+  }
+  if (values.latency !== undefined && values.latency !== 'realtime' && values.latency !== 'smooth') {
+    process.stderr.write(`arclight: --latency must be "realtime" or "smooth"; got "${values.latency}"\n`);
     return 2;
   }
   let portRange: [number, number] | undefined;
@@ -93,7 +99,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       port,
       ...(values.host ? { host: values.host } : {}),
       ice: { ...(values['ice-host'] ? { hostAddresses: values['ice-host'] } : {}), ...(portRange ? { portRange } : {}) },
-      playoutDelay: values['playout-delay'] ?? false,
+      ...(values.latency ? { latencyMode: values.latency as 'realtime' | 'smooth' } : {}),
       playground: !values['no-playground'],
       ...(grace === undefined ? {} : { reconnectGraceSeconds: grace }),
     });

@@ -32,3 +32,4 @@ export { videoFrameByteLength } from './media/frames.ts';
 export { startRuntime, capabilitiesOf } from './server.ts';
 export type { Runtime, RuntimeOptions, RuntimeState } from './server.ts';
 export type { IcePolicyOptions } from './webrtc/ice-policy.ts';
+export type { LatencyMode } from '../protocol/messages.ts';

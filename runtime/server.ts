@@ -18,7 +18,7 @@ import { Hono } from 'hono';
 import { cors } from 'hono/cors';
 import type { Capabilities } from '../protocol/capabilities.ts';
 import { ArclightError } from '../protocol/errors.ts';
-import { MAX_MESSAGE_BYTES } from '../protocol/messages.ts';
+import { MAX_MESSAGE_BYTES, type LatencyMode } from '../protocol/messages.ts';
 import type { IceServerEntry } from '../protocol/transport.ts';
 import {
   API_ACCEPT_VERSION_HEADER,
@@ -49,8 +49,12 @@ export interface RuntimeOptions {
   /** HTTP listen address. Default 127.0.0.1. */
   readonly host?: string;
   readonly ice?: IcePolicyOptions & { readonly servers?: readonly IceServerEntry[] };
-  /** Ask browsers to render video without a jitter-buffer delay (lowest latency; less smoothing on lossy links). Default false. */
-  readonly playoutDelay?: boolean;
+  /**
+   * Video latency mode for every session: `realtime` (browsers render each frame as soon as it
+   * is decoded: lowest latency, no smoothing) or `smooth` (bounded buffering for lossy links).
+   * Default: the model's `latencyMode`, else `smooth`. Sessions can switch at run time.
+   */
+  readonly latencyMode?: LatencyMode;
   /**
    * Origins allowed to call the runtime from a browser page served elsewhere (CORS). Default
    * `*`: a local runtime is a development server, and nothing it serves depends on cookies.
@@ -156,7 +160,6 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     peerOptions: {
       icePolicy: new IcePolicy(options.ice),
       iceServers,
-      playoutDelay: options.playoutDelay ?? false,
       ...(options.faults ? { faults: options.faults } : {}),
       videoCodecs,
     },
@@ -165,6 +168,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     reconnectGraceMs: (options.reconnectGraceSeconds ?? 60) * 1000,
     ...(options.maxSessionSeconds === undefined ? {} : { maxDurationMs: options.maxSessionSeconds * 1000 }),
     maxMessageBytes: options.maxMessageBytes ?? MAX_MESSAGE_BYTES,
+    latencyMode: options.latencyMode ?? model.latencyMode ?? 'smooth',
   });
 
   let loadState: 'loading' | 'loaded' | 'failed' = 'loading';

@@ -22,6 +22,7 @@
 
 import type { FromSchema, JSONSchema } from 'json-schema-to-ts';
 import type { JsonValue } from '../../protocol/json-schema.ts';
+import type { LatencyMode } from '../../protocol/messages.ts';
 import type { AudioFrame, PixelFormat, VideoFrame } from '../media/frames.ts';
 import type { ModelSession, ConnectionHandle } from './model-session.ts';
 
@@ -144,6 +145,12 @@ export interface ModelDefinition<State = Record<string, unknown>> {
   readonly description?: string;
   /** Emission rate of output video, frames per second. */
   readonly fps: number;
+  /**
+   * How browsers buffer this model's video (see LatencyMode): `realtime` for interactive models
+   * (each frame shown as soon as decoded), `smooth` (default) to ride out network jitter.
+   * Overridable per runtime and switchable per session.
+   */
+  readonly latencyMode?: LatencyMode;
   readonly tracks: readonly TrackSpec[];
   readonly commands?: Readonly<Record<string, CommandSpec<State, never>>>;
   readonly hooks?: ModelHooks<State>;

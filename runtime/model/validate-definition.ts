@@ -28,6 +28,9 @@ export function validateModelDefinition(value: unknown, source: string): ModelDe
     problems.push('name must be a slug: lower-case letters, digits, ".", "_" or "-", at most 64 characters');
   }
   if (typeof model['fps'] !== 'number' || !(model['fps'] > 0 && model['fps'] <= 240)) problems.push('fps must be a number in (0, 240]');
+  if (model['latencyMode'] !== undefined && model['latencyMode'] !== 'realtime' && model['latencyMode'] !== 'smooth') {
+    problems.push('latencyMode must be "realtime" or "smooth"');
+  }
   const tracks = model['tracks'];
   if (!Array.isArray(tracks)) {
     problems.push('tracks must be an array');

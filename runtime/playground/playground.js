@@ -133,6 +133,8 @@ function setStatus(status) {
   $('#connect').disabled = status !== 'disconnected' || !app.modelName;
   $('#disconnect').disabled = status === 'disconnected';
   for (const button of $$('[data-pause], [data-publish]')) button.disabled = !ready;
+  $('#latency-mode').disabled = !ready;
+  if (ready) $('#latency-mode').value = app.client?.getSessionInfo()?.latency_mode ?? 'smooth';
   for (const button of $$('form[data-command] button[type="submit"]')) {
     button.disabled = !ready;
     button.title = ready ? '' : 'Connect first';
@@ -892,6 +894,17 @@ async function loadSchema() {
 async function boot() {
   $('#connect').addEventListener('click', () => void connect());
   $('#disconnect').addEventListener('click', () => void disconnect());
+  $('#latency-mode').addEventListener('change', async (event) => {
+    const select = event.target;
+    const mode = select.value;
+    try {
+      await app.client.setLatencyMode(mode);
+      log('info', `latency mode: ${mode}`);
+    } catch (error) {
+      select.value = mode === 'realtime' ? 'smooth' : 'realtime';
+      logError(error, 'latency mode');
+    }
+  });
   $('#log-clear').addEventListener('click', () => $('#log').replaceChildren());
   window.addEventListener('pagehide', endOnPageHide);
   try {

@@ -7,7 +7,7 @@
 import type { RTCDataChannel, RTCPeerConnection, RTCRtpTransceiver } from 'werift';
 import { ArclightError } from '../../protocol/errors.ts';
 import type { JsonValue } from '../../protocol/json-schema.ts';
-import type { Envelope, EnvelopeBody, MessageScope } from '../../protocol/messages.ts';
+import type { Envelope, EnvelopeBody, LatencyMode, MessageScope } from '../../protocol/messages.ts';
 import { DATA_CHANNEL_LABEL } from '../../protocol/messages.ts';
 import type { SdpOfferRequest } from '../../protocol/transport.ts';
 import type { Logger } from '../log.ts';
@@ -152,11 +152,11 @@ export class Connection {
    * A sender for an output track bound on the current peer. Frames sent through it are counted
    * for `media_stats` (the session needs to do nothing more).
    */
-  createTrackSender(transceiver: RTCRtpTransceiver): RtpTrackSender {
+  createTrackSender(transceiver: RTCRtpTransceiver, latencyMode?: () => LatencyMode): RtpTrackSender {
     const track = this.#videoOutputs.get(transceiver);
-    if (track === undefined) return new RtpTrackSender(transceiver);
+    if (track === undefined) return new RtpTrackSender(transceiver, latencyMode);
     const generation = this.#generation;
-    const sender = new RtpTrackSender(transceiver);
+    const sender = new RtpTrackSender(transceiver, latencyMode);
     const sendFrame = sender.sendFrame.bind(sender);
     sender.sendFrame = (payloads, rtpTimestamp) => {
       sendFrame(payloads, rtpTimestamp);

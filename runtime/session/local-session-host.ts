@@ -12,6 +12,7 @@
 import type { Capabilities } from '../../protocol/capabilities.ts';
 import { ArclightError } from '../../protocol/errors.ts';
 import type { SessionResponse } from '../../protocol/session.ts';
+import type { LatencyMode } from '../../protocol/messages.ts';
 import { SERVER_VERSION, WEBRTC_VERSION } from '../../protocol/versions.ts';
 import type { Logger } from '../log.ts';
 import type { RuntimeMetrics } from '../metrics.ts';
@@ -30,6 +31,7 @@ export interface SessionHostOptions {
   readonly reconnectGraceMs: number;
   readonly maxDurationMs?: number;
   readonly maxMessageBytes: number;
+  readonly latencyMode: LatencyMode;
 }
 
 export class LocalSessionHost {
@@ -102,6 +104,7 @@ export class LocalSessionHost {
       capabilities: this.#options.capabilities,
       created_at: session.createdAt,
       connections: session.connections.filter((c) => c.state === 'ready').map((c) => c.id),
+      latency_mode: session.latencyMode,
     };
   }
 

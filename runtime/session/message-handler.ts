@@ -7,7 +7,8 @@
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import { ArclightError } from '../../protocol/errors.ts';
 import type { Envelope, EnvelopeBody } from '../../protocol/messages.ts';
-import { envelopeSchema, trackNameDataSchema, trackSubscriptionDataSchema } from '../../protocol/schemas.ts';
+import { envelopeSchema, setLatencyModeDataSchema, trackNameDataSchema, trackSubscriptionDataSchema } from '../../protocol/schemas.ts';
+import type { LatencyMode } from '../../protocol/messages.ts';
 import type { Logger } from '../log.ts';
 import type { CommandOutcome, CommandRouter } from '../model/command-router.ts';
 import { describeSchemaError } from '../model/command-router.ts';
@@ -18,6 +19,7 @@ const ajv = new Ajv2020({ strict: false });
 const validateEnvelope = ajv.compile(envelopeSchema);
 const validateSubscription = ajv.compile(trackSubscriptionDataSchema);
 const validateTrackName = ajv.compile(trackNameDataSchema);
+const validateLatencyMode = ajv.compile(setLatencyModeDataSchema);
 
 export class MessageHandler {
   readonly #session: Session;
@@ -92,6 +94,11 @@ export class MessageHandler {
         case 'unpublish_track': {
           const data = this.#checked(validateTrackName, body) as { track: string };
           this.#session.releaseInput(connection.id, data.track);
+          break;
+        }
+        case 'set_latency_mode': {
+          const data = this.#checked(validateLatencyMode, body) as { mode: LatencyMode };
+          this.#session.setLatencyMode(data.mode);
           break;
         }
         default:

@@ -8,7 +8,7 @@ import type { RTCRtpTransceiver } from 'werift';
 import type { Capabilities, TrackCapability } from '../../protocol/capabilities.ts';
 import { ArclightError } from '../../protocol/errors.ts';
 import type { JsonValue } from '../../protocol/json-schema.ts';
-import type { EnvelopeBody } from '../../protocol/messages.ts';
+import type { EnvelopeBody, LatencyMode } from '../../protocol/messages.ts';
 import type { Logger } from '../log.ts';
 import type { RuntimeMetrics } from '../metrics.ts';
 import { callAuthorCode, DEFAULT_HOOK_DEADLINE_MS, isSessionEnded } from '../model/author-code.ts';
@@ -41,6 +41,8 @@ export interface SessionOptions {
   readonly metrics?: RuntimeMetrics;
   /** A session with no live connection for this long ends (`idle_timeout`). */
   readonly reconnectGraceMs: number;
+  /** The video latency mode the session starts in. */
+  readonly latencyMode: LatencyMode;
   /** Ends the session (`max_duration`) this long after it starts; undefined = no limit. */
   readonly maxDurationMs?: number;
   /** Largest accepted data-channel message in bytes. */
@@ -79,6 +81,7 @@ export class Session implements ConnectionOwner {
   #nextConnectionId = 1;
   /** Connections currently ready, for the connections gauge. */
   #readyCount = 0;
+  #latencyMode: LatencyMode;
   #ended: string | undefined;
   #idleTimer: NodeJS.Timeout | undefined;
   #maxDurationTimer: NodeJS.Timeout | undefined;
@@ -90,6 +93,7 @@ export class Session implements ConnectionOwner {
     this.log = options.log.child({ session: this.id });
     this.tracks = options.capabilities.tracks;
     this.peerOptions = options.peerOptions;
+    this.#latencyMode = options.latencyMode;
     for (const spec of options.model.tracks) this.#createTrack(spec);
     this.#messages = new MessageHandler(this, options.router, options.maxMessageBytes, this.log);
     this.#facade = this.#createFacade(options.model.createSessionState?.() ?? ({} as unknown));
@@ -114,6 +118,17 @@ export class Session implements ConnectionOwner {
   /** Connections negotiating or ready: the ones that keep a session from idling out. */
   get liveConnections(): Connection[] {
     return this.connections.filter((c) => c.state === 'ready' || c.state === 'negotiating');
+  }
+
+  get latencyMode(): LatencyMode {
+    return this.#latencyMode;
+  }
+
+  /** Applies to every connection from the next frame on. */
+  setLatencyMode(mode: LatencyMode): void {
+    if (mode === this.#latencyMode) return;
+    this.#latencyMode = mode;
+    this.log.info('latency mode changed', { mode });
   }
 
   outputVideoTrack(name: string): OutputVideoTrack | undefined {
@@ -321,7 +336,7 @@ export class Session implements ConnectionOwner {
 
   /** Attaches an output; returns what to call when the client reports picture loss (video only). */
   #bindOutput(connection: Connection, attachment: MediaAttachment, transceiver: RTCRtpTransceiver, track: TrackCapability, paused: boolean): (() => void) | undefined {
-    const sender = connection.createTrackSender(transceiver);
+    const sender = connection.createTrackSender(transceiver, () => this.#latencyMode);
     const video = this.#outputVideo.get(track.name);
     if (video) {
       const codec = sender.codec;

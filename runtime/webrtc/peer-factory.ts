@@ -26,8 +26,6 @@ export const SCTP_MAX_MESSAGE_SIZE = 1024 * 1024;
 export interface PeerFactoryOptions {
   readonly icePolicy: IcePolicy;
   readonly iceServers: readonly IceServerEntry[];
-  /** Negotiate the playout-delay extension (video rendered with no smoothing delay). */
-  readonly playoutDelay: boolean;
   /** Deliberate impairments, for tests of loss recovery and quality reporting. Default none. */
   readonly faults?: PeerFaults;
   /**
@@ -90,7 +88,8 @@ export function createRuntimePeer(options: PeerFactoryOptions): RTCPeerConnectio
       ],
     },
     headerExtensions: {
-      video: options.playoutDelay ? [new RTCRtpHeaderExtensionParameters({ uri: PLAYOUT_DELAY_URI })] : [],
+      // Always negotiated: it carries the session's latency mode, which can change mid-session.
+      video: [new RTCRtpHeaderExtensionParameters({ uri: PLAYOUT_DELAY_URI })],
       audio: [],
     },
     iceServers: options.iceServers.map((server) => ({

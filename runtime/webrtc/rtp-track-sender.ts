@@ -4,19 +4,36 @@
  */
 
 import { RtpHeader, RtpPacket, type RTCRtpTransceiver } from 'werift';
+import type { LatencyMode } from '../../protocol/messages.ts';
 import { PLAYOUT_DELAY_URI } from './peer-factory.ts';
 
-/** playout-delay payload: 12-bit min and max in 10 ms units; both 0 = render immediately. */
-const ZERO_PLAYOUT_DELAY = Buffer.from([0, 0, 0]);
+/**
+ * playout-delay payload (http://www.webrtc.org/experiments/rtp-hdrext/playout-delay): 12-bit
+ * min and max delay in 10 ms units. realtime: 0/0, render at once. smooth: 0/200 ms, the
+ * receiver's jitter buffer adapts within that bound.
+ */
+const PLAYOUT_DELAY_PAYLOAD: Record<LatencyMode, Buffer> = {
+  realtime: Buffer.from([0, 0, 0]),
+  smooth: playoutDelayPayload(0, 200),
+};
+
+function playoutDelayPayload(minMs: number, maxMs: number): Buffer {
+  const min = Math.round(minMs / 10) & 0xfff;
+  const max = Math.round(maxMs / 10) & 0xfff;
+  return Buffer.from([min >> 4, ((min & 0xf) << 4) | (max >> 8), max & 0xff]);
+}
 
 export class RtpTrackSender {
   readonly #transceiver: RTCRtpTransceiver;
   #sequenceNumber = Math.floor(Math.random() * 0xffff);
   readonly #playoutDelayId: number | undefined;
+  readonly #latencyMode: () => LatencyMode;
   #closed = false;
 
-  constructor(transceiver: RTCRtpTransceiver) {
+  /** @param latencyMode read per frame, so a session's mode change applies at once. */
+  constructor(transceiver: RTCRtpTransceiver, latencyMode: () => LatencyMode = () => 'smooth') {
     this.#transceiver = transceiver;
+    this.#latencyMode = latencyMode;
     this.#playoutDelayId = transceiver.headerExtensions.find((e) => e.uri === PLAYOUT_DELAY_URI)?.id;
   }
 
@@ -44,7 +61,7 @@ export class RtpTrackSender {
       this.#sequenceNumber = (this.#sequenceNumber + 1) & 0xffff;
       if (this.#playoutDelayId !== undefined && index === 0) {
         header.extension = true;
-        header.extensions = [{ id: this.#playoutDelayId, payload: ZERO_PLAYOUT_DELAY }];
+        header.extensions = [{ id: this.#playoutDelayId, payload: PLAYOUT_DELAY_PAYLOAD[this.#latencyMode()] }];
       }
       // sendRtp is async only to await the socket; a failure means the peer is gone, which the
       // connection notices through its state — nothing to do per packet.

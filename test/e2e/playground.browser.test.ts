@@ -288,6 +288,10 @@ describe('playground with the pattern model', () => {
       return stats.find((s) => s['id'] === inbound?.['codecId'])?.['mimeType'];
     });
     expect(codec).toBe('video/H264');
+    // The latency switch reflects the session and changes it.
+    expect(await page.inputValue('#latency-mode')).toBe('smooth');
+    await page.selectOption('#latency-mode', 'realtime');
+    await until(h, 'the latency switch to apply', async () => (await (await fetch(`${patternRuntime.url}/session`)).json() as { latency_mode: string }).latency_mode === 'realtime', 5_000);
     expect(await page.isDisabled('#connect')).toBe(true);
     expect(await page.isEnabled('#disconnect')).toBe(true);
     await until(h, 'the welcome message in the log', () => page.locator('#log li[data-kind="message"][data-type="welcome"]').count());
