@@ -16,6 +16,7 @@ import type { Capabilities, TrackCapability } from '../protocol/capabilities.ts'
 import { ArclightError } from '../protocol/errors.ts';
 import type { JsonObject, JsonValue } from '../protocol/json-schema.ts';
 import { MAX_MESSAGE_BYTES, type Envelope, type LatencyMode } from '../protocol/messages.ts';
+import { decodeFrameMetadata, type FrameMetadataData } from '../protocol/frame-metadata.ts';
 import type { SessionResponse } from '../protocol/session.ts';
 import { PeerLink, type RtcImplementation } from './peer-link.ts';
 import { PendingCommands, type CommandReply } from './pending-commands.ts';
@@ -65,6 +66,17 @@ export interface ModelMessage {
   readonly request_id?: string;
 }
 
+export interface FrameMetadataEvent {
+  readonly track: string;
+  /** Match with `requestVideoFrameCallback` metadata `rtpTimestamp` in browsers. */
+  readonly rtpTimestamp: number;
+  /** A mapping as the model sent it, or its bytes unchanged. */
+  readonly metadata: Record<string, JsonValue> | Uint8Array;
+}
+
+/** How many frames' metadata getFrameMetadata() remembers per track. */
+const FRAME_METADATA_MEMORY = 300;
+
 export interface ClientState {
   readonly status: ClientStatus;
   readonly lastError?: ArclightError;
@@ -81,6 +93,8 @@ export interface ClientEvents extends Record<string, unknown[]> {
   /** The session ended on the server (stopped, idle, max duration); carries the reason. */
   sessionEnded: [reason: string];
   statsUpdate: [stats: ClientStats];
+  /** An output frame's metadata from the model, keyed by the frame's RTP timestamp. */
+  frameMetadata: [event: FrameMetadataEvent];
   /** The runtime's periodic quality report (`media_stats`, every 2 s): `score` 0–10 and what it is made of. */
   mediaStats: [quality: MediaQuality];
   error: [error: ArclightError];
@@ -114,6 +128,7 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
   readonly #published = new Map<string, MediaStreamTrack>();
   #autoResume = true;
   #disconnecting = false;
+  readonly #frameMetadata = new Map<string, Map<number, Record<string, JsonValue> | Uint8Array>>();
 
   constructor(options: ArclightClientOptions) {
     super();
@@ -291,6 +306,11 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     await this.#request('runtime', 'set_latency_mode', { mode });
   }
 
+  /** The metadata the model attached to the frame of `track` with this RTP timestamp, if recent. */
+  getFrameMetadata(track: string, rtpTimestamp: number): Record<string, JsonValue> | Uint8Array | undefined {
+    return this.#frameMetadata.get(track)?.get(rtpTimestamp);
+  }
+
   // ---- getters ----
 
   getStatus(): ClientStatus {
@@ -390,6 +410,17 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
         const error = new ArclightError(data.code ?? 'internal_error', data.message ?? 'The command failed.', data.field ? { field: data.field } : {});
         if (!body.request_id || !this.#pending.reject(body.request_id, error)) this.#fail(error);
         break;
+      }
+      case 'frame_metadata': {
+        const data = body.data as FrameMetadataData | undefined;
+        if (!data || typeof data.track !== 'string' || typeof data.rtp_timestamp !== 'number') break;
+        const event: FrameMetadataEvent = { track: data.track, rtpTimestamp: data.rtp_timestamp, metadata: decodeFrameMetadata(data.metadata) };
+        let memory = this.#frameMetadata.get(data.track);
+        if (!memory) this.#frameMetadata.set(data.track, (memory = new Map()));
+        memory.set(event.rtpTimestamp, event.metadata);
+        if (memory.size > FRAME_METADATA_MEMORY) memory.delete(memory.keys().next().value as number);
+        this.emit('frameMetadata', event);
+        return; // high rate: not repeated as a runtimeMessage
       }
       case 'connection_info': {
         const data = body.data as { connection_id?: number } | undefined;

@@ -10,7 +10,7 @@
  * ```
  */
 export { ArclightClient, DEFAULT_API_URL, DEFAULT_LOCAL_RUNTIME_URL } from './arclight-client.ts';
-export type { ArclightClientOptions, ClientEvents, ClientState, ClientStatus, ConnectOptions, ModelMessage } from './arclight-client.ts';
+export type { ArclightClientOptions, ClientEvents, ClientState, ClientStatus, ConnectOptions, FrameMetadataEvent, ModelMessage } from './arclight-client.ts';
 export type { CommandReply } from './pending-commands.ts';
 export type { ClientStats, MediaQuality } from './stats.ts';
 export type { RtcImplementation } from './peer-link.ts';

@@ -17,3 +17,4 @@ export * from './session.ts';
 export * from './transport.ts';
 export * from './messages.ts';
 export * from './schemas.ts';
+export * from './frame-metadata.ts';

@@ -112,7 +112,11 @@ export interface TrackMediaStats {
   readonly fps: number;
 }
 
+/** An output frame's metadata, keyed by its RTP timestamp (see frame-metadata.ts). */
+export interface FrameMetadataMessage extends EnvelopeBody<'frame_metadata', import('./frame-metadata.ts').FrameMetadataData> {}
+
 export type RuntimeToClientMessage =
+  | FrameMetadataMessage
   | PongMessage
   | ConnectionInfoMessage
   | CommandAckMessage

@@ -24,7 +24,7 @@ import { Vp8Packetizer } from '../rtp/vp8-packetizer.ts';
 import { BoundedQueue } from './bounded-queue.ts';
 import { FramePool } from './frame-pool.ts';
 import { solidI420 } from './frame-convert.ts';
-import type { VideoFrame } from './frames.ts';
+import type { FrameMetadata, VideoFrame } from './frames.ts';
 import { VideoEncoder } from './video-encoder.ts';
 
 export type VideoCodecName = 'h264' | 'h265' | 'vp8';
@@ -45,8 +45,13 @@ function createPacketizer(codec: VideoCodecName): { packetize(data: Buffer): Buf
 export interface VideoSink {
   readonly connectionId: number;
   readonly codec: VideoCodecName;
-  /** Writes one frame's RTP payloads (marker on the last) at the given 90 kHz timestamp. */
-  sendFrame(payloads: readonly Buffer[], rtpTimestamp: number): void;
+  /**
+   * Writes one frame's RTP payloads (marker on the last) at the given 90 kHz timestamp; returns
+   * the timestamp as the client sees it, if the frame left.
+   */
+  sendFrame(payloads: readonly Buffer[], rtpTimestamp: number): number | undefined;
+  /** Delivers a frame's metadata, keyed by the timestamp `sendFrame` returned. */
+  sendMetadata?(wireTimestamp: number, metadata: FrameMetadata): void;
 }
 
 interface SinkState {
@@ -124,12 +129,22 @@ export class OutputVideoTrack {
    * Queues a frame, or each frame of a batch in order. With the `block` policy waits while the
    * queue is full (backpressure); drop policies never wait. Frames are copied before this resolves.
    */
-  async emit(frames: VideoFrame | readonly VideoFrame[], dropPolicy: DropPolicy = this.#dropPolicy): Promise<void> {
-    const batch: readonly VideoFrame[] = Array.isArray(frames) ? frames : [frames as VideoFrame];
+  async emit(
+    frames: VideoFrame | readonly VideoFrame[],
+    dropPolicy: DropPolicy = this.#dropPolicy,
+    /** One value for the whole batch: travels with its first frame (unless that frame has its own). */
+    batchMetadata?: FrameMetadata,
+  ): Promise<void> {
+    let batch: readonly VideoFrame[] = Array.isArray(frames) ? frames : [frames as VideoFrame];
     for (const frame of batch) {
       if (!frame || !(frame.width > 0 && frame.height > 0) || !(frame.data instanceof Uint8Array)) {
         throw new TypeError(`emit("${this.name}"): a video frame needs width, height and data (Uint8Array)`);
       }
+      if (frame.metadata !== undefined) assertMetadata(this.name, frame.metadata);
+    }
+    if (batchMetadata !== undefined && batch.length > 0) {
+      assertMetadata(this.name, batchMetadata);
+      if (batch[0]!.metadata === undefined) batch = [{ ...batch[0]!, metadata: batchMetadata }, ...batch.slice(1)];
     }
     for (const frame of batch) {
       if (this.#queue.closed) return;
@@ -287,7 +302,8 @@ export class OutputVideoTrack {
             continue;
           }
           state.awaitingKeyframe = false;
-          state.sink.sendFrame(payloads, rtpTimestamp);
+          const wireTimestamp = state.sink.sendFrame(payloads, rtpTimestamp);
+          if (frame.metadata !== undefined && wireTimestamp !== undefined) state.sink.sendMetadata?.(wireTimestamp, frame.metadata);
           this.#metrics?.framesSent.inc({ track: this.name });
         }
       }
@@ -346,6 +362,19 @@ export class OutputVideoTrack {
       state.awaitingKeyframe = true;
       void this.#requestKeyframe(sink.codec);
     });
+  }
+}
+
+/** Metadata must be bytes or a JSON-serializable mapping; a model learns at emit(), not later. */
+function assertMetadata(track: string, metadata: FrameMetadata): void {
+  if (metadata instanceof Uint8Array) return;
+  if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
+    throw new TypeError(`emit("${track}"): metadata must be a Uint8Array or a plain object`);
+  }
+  try {
+    JSON.stringify(metadata);
+  } catch (error) {
+    throw new TypeError(`emit("${track}"): metadata must be JSON-serializable (${(error as Error).message})`);
   }
 }
 

@@ -1,12 +1,18 @@
 /** What model code sees of a session: emit media, read inputs, message clients. */
 
 import type { JsonValue } from '../../protocol/json-schema.ts';
-import type { AudioFrame, VideoFrame } from '../media/frames.ts';
+import type { AudioFrame, FrameMetadata, VideoFrame } from '../media/frames.ts';
 import type { DropPolicy } from './definition.ts';
 
 export interface EmitOptions {
   /** Overrides the track's drop policy for this emit. */
   readonly dropPolicy?: DropPolicy;
+  /**
+   * One metadata value for the whole emit (a batch): it travels with the batch's first frame.
+   * Per-frame values go in each frame's `metadata`. A mapping travels as JSON, bytes unchanged;
+   * clients receive it as a `frame_metadata` message keyed by the frame's RTP timestamp.
+   */
+  readonly metadata?: FrameMetadata;
 }
 
 export interface ConnectionHandle {

@@ -159,8 +159,9 @@ export class Connection {
     const sender = new RtpTrackSender(transceiver, latencyMode);
     const sendFrame = sender.sendFrame.bind(sender);
     sender.sendFrame = (payloads, rtpTimestamp) => {
-      sendFrame(payloads, rtpTimestamp);
+      const wireTimestamp = sendFrame(payloads, rtpTimestamp);
       if (generation === this.#generation) this.noteFrameSent(track);
+      return wireTimestamp;
     };
     return sender;
   }

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { RTCRtpTransceiver } from 'werift';
 import type { Capabilities, TrackCapability } from '../../protocol/capabilities.ts';
 import { ArclightError } from '../../protocol/errors.ts';
+import { encodeFrameMetadata } from '../../protocol/frame-metadata.ts';
 import type { JsonValue } from '../../protocol/json-schema.ts';
 import type { EnvelopeBody, LatencyMode } from '../../protocol/messages.ts';
 import type { Logger } from '../log.ts';
@@ -344,7 +345,16 @@ export class Session implements ConnectionOwner {
         this.log.warn('no common video codec with client; track not sent', { track: track.name, codec });
         return undefined;
       }
-      const sink: VideoSink = { connectionId: connection.id, codec, sendFrame: (p, ts) => sender.sendFrame(p, ts) };
+      const sink: VideoSink = {
+        connectionId: connection.id,
+        codec,
+        sendFrame: (p, ts) => sender.sendFrame(p, ts),
+        sendMetadata: (wireTimestamp, metadata) =>
+          connection.sendMessage('runtime', {
+            type: 'frame_metadata',
+            data: { track: track.name, rtp_timestamp: wireTimestamp, metadata: encodeFrameMetadata(metadata) as JsonValue },
+          }),
+      };
       video.addSink(sink, { paused });
       const { unSubscribe } = transceiver.sender.onPictureLossIndication.subscribe(() => video.pictureLost(sink));
       attachment.outputs.set(track.name, { sink });
@@ -458,7 +468,7 @@ export class Session implements ConnectionOwner {
         const video = session.#outputVideo.get(track);
         if (video) {
           if (batch.some((f) => !f || !('width' in f))) throw new TypeError(`emit("${track}"): "${track}" is a video track; got something else`);
-          return video.emit(batch as readonly VideoFrame[], options?.dropPolicy);
+          return video.emit(batch as readonly VideoFrame[], options?.dropPolicy, options?.metadata);
         }
         const audio = session.#outputAudio.get(track);
         if (audio) {

@@ -47,10 +47,14 @@ export class RtpTrackSender {
     return this.#transceiver.sender;
   }
 
-  /** Sends one frame's payloads; the marker bit goes on the last one. */
-  sendFrame(payloads: readonly Buffer[], rtpTimestamp: number): void {
-    if (this.#closed) return;
+  /**
+   * Sends one frame's payloads; the marker bit goes on the last one. Returns the RTP timestamp
+   * as the client sees it (werift adds a per-sender random offset), or undefined if nothing left.
+   */
+  sendFrame(payloads: readonly Buffer[], rtpTimestamp: number): number | undefined {
+    if (this.#closed) return undefined;
     const last = payloads.length - 1;
+    let wireTimestamp: number | undefined;
     payloads.forEach((payload, index) => {
       const header = new RtpHeader({
         sequenceNumber: this.#sequenceNumber,
@@ -64,9 +68,12 @@ export class RtpTrackSender {
         header.extensions = [{ id: this.#playoutDelayId, payload: PLAYOUT_DELAY_PAYLOAD[this.#latencyMode()] }];
       }
       // sendRtp is async only to await the socket; a failure means the peer is gone, which the
-      // connection notices through its state — nothing to do per packet.
+      // connection notices through its state — nothing to do per packet. It rewrites the header
+      // (SSRC, payload type, timestamp offset) synchronously, before its first await.
       this.#transceiver.sender.sendRtp(new RtpPacket(header, payload)).catch(() => {});
+      if (header.ssrc !== 0) wireTimestamp = header.timestamp;
     });
+    return wireTimestamp;
   }
 
   close(): void {
