@@ -17,6 +17,7 @@ import { ArclightError } from '../protocol/errors.ts';
 import type { JsonObject, JsonValue } from '../protocol/json-schema.ts';
 import { MAX_MESSAGE_BYTES, type Envelope, type LatencyMode } from '../protocol/messages.ts';
 import { decodeFrameMetadata, type FrameMetadataData } from '../protocol/frame-metadata.ts';
+import { LatencyTracker, type LatencySummary } from './latency-tracker.ts';
 import type { SessionResponse } from '../protocol/session.ts';
 import { PeerLink, type RtcImplementation } from './peer-link.ts';
 import { PendingCommands, type CommandReply } from './pending-commands.ts';
@@ -129,6 +130,8 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
   #autoResume = true;
   #disconnecting = false;
   readonly #frameMetadata = new Map<string, Map<number, Record<string, JsonValue> | Uint8Array>>();
+  readonly #latency = new Map<string, LatencyTracker>();
+  #latencyReportTimer: ReturnType<typeof setInterval> | undefined;
 
   constructor(options: ArclightClientOptions) {
     super();
@@ -306,6 +309,44 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     await this.#request('runtime', 'set_latency_mode', { mode });
   }
 
+  /**
+   * Measures glass-to-glass latency (the model's emit() → the frame presented in `video`) on an
+   * output video track, in a browser. The rolling p50/p95 (ms) appear in `getStats().latency`
+   * and are reported to the runtime (`/metrics`). Returns a function that stops measuring.
+   */
+  async trackLatency(track: string, video: HTMLVideoElement): Promise<() => void> {
+    this.#assertReady('trackLatency');
+    const capability = this.#track(track, 'recvonly');
+    if (capability.kind !== 'video') throw new ArclightError('unknown_track', `"${track}" is not a video track.`);
+    this.#latency.get(track)?.stop();
+    const tracker = new LatencyTracker(track, video);
+    this.#latency.set(track, tracker);
+    await this.#request('runtime', 'subscribe_frame_times', { track, subscribed: true });
+    // A few pings for the clock offset; the one with the smallest round trip wins.
+    for (let i = 0; i < 5; i++) {
+      const sentAt = performance.timeOrigin + performance.now();
+      const pong = await this.#request('runtime', 'ping', {});
+      const receivedAt = performance.timeOrigin + performance.now();
+      const serverTime = (pong?.data as { server_time?: number } | undefined)?.server_time;
+      if (typeof serverTime === 'number') tracker.addClockSample(sentAt, receivedAt, serverTime);
+    }
+    this.#latencyReportTimer ??= setInterval(() => this.#reportLatency(), 5_000);
+    return () => {
+      tracker.stop();
+      if (this.#latency.get(track) === tracker) this.#latency.delete(track);
+      if (this.#status === 'ready') this.#request('runtime', 'subscribe_frame_times', { track, subscribed: false }).catch(() => {});
+    };
+  }
+
+  #reportLatency(): void {
+    if (this.#status !== 'ready') return;
+    for (const tracker of this.#latency.values()) {
+      const summary = tracker.summary();
+      if (!summary) continue;
+      this.#request('runtime', 'latency_report', { track: summary.track, p50_ms: summary.p50, p95_ms: summary.p95, samples: summary.samples }).catch(() => {});
+    }
+  }
+
   /** The metadata the model attached to the frame of `track` with this RTP timestamp, if recent. */
   getFrameMetadata(track: string, rtpTimestamp: number): Record<string, JsonValue> | Uint8Array | undefined {
     return this.#frameMetadata.get(track)?.get(rtpTimestamp);
@@ -347,6 +388,11 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
    */
   getStats(): ClientStats | undefined {
     return this.#withQuality(this.#stats);
+  }
+
+  /** Rolling glass-to-glass latency per tracked output track (see trackLatency), ms. */
+  getLatency(): LatencySummary[] {
+    return [...this.#latency.values()].map((t) => t.summary()).filter((s): s is LatencySummary => s !== undefined);
   }
 
   /** The underlying peer connection (for advanced stats), while connected. */
@@ -422,6 +468,14 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
         this.emit('frameMetadata', event);
         return; // high rate: not repeated as a runtimeMessage
       }
+      case 'frame_times': {
+        const data = body.data as { track?: string; frames?: Array<[number, number]> } | undefined;
+        if (data?.track && Array.isArray(data.frames)) this.#latency.get(data.track)?.addEmitTimes(data.frames);
+        return; // high rate: not repeated as a runtimeMessage
+      }
+      case 'pong':
+        if (body.request_id) this.#pending.resolve(body.request_id, { type: 'pong', data: body.data });
+        break;
       case 'connection_info': {
         const data = body.data as { connection_id?: number } | undefined;
         if (typeof data?.connection_id === 'number') this.#setConnectionId(data.connection_id);
@@ -484,6 +538,10 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
   /** Closes the peer and fails what waited on it; the session is untouched. */
   #closeTransport(): void {
     this.#stopTimers();
+    for (const tracker of this.#latency.values()) tracker.stop();
+    this.#latency.clear();
+    clearInterval(this.#latencyReportTimer);
+    this.#latencyReportTimer = undefined;
     this.#quality = undefined;
     this.#abort?.abort(new ArclightError('connection_failed', 'Disconnected.'));
     const link = this.#link;
@@ -535,7 +593,9 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     if (!pc) return;
     try {
       const report = await pc.getStats();
-      const stats = this.#sampler.summarise(report as unknown as Map<string, { type: string }>);
+      const summarised = this.#sampler.summarise(report as unknown as Map<string, { type: string }>);
+      const latency = this.getLatency();
+      const stats = latency.length > 0 ? { ...summarised, latency } : summarised;
       this.#stats = stats;
       this.emit('statsUpdate', this.#quality ? { ...stats, quality: this.#quality } : stats);
     } catch {

@@ -13,6 +13,7 @@ export { ArclightClient, DEFAULT_API_URL, DEFAULT_LOCAL_RUNTIME_URL } from './ar
 export type { ArclightClientOptions, ClientEvents, ClientState, ClientStatus, ConnectOptions, FrameMetadataEvent, ModelMessage } from './arclight-client.ts';
 export type { CommandReply } from './pending-commands.ts';
 export type { ClientStats, MediaQuality } from './stats.ts';
+export type { LatencySummary } from './latency-tracker.ts';
 export type { RtcImplementation } from './peer-link.ts';
 export type { TokenSource } from './token.ts';
 export { ArclightError } from '../protocol/errors.ts';

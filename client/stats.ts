@@ -13,6 +13,8 @@ import type { MediaStatsData } from '../protocol/messages.ts';
 export type MediaQuality = MediaStatsData;
 
 export interface ClientStats {
+  /** Glass-to-glass latency per output track being measured (client.trackLatency), ms. */
+  readonly latency?: ReadonlyArray<{ readonly track: string; readonly p50: number; readonly p95: number; readonly samples: number }>;
   /** Round-trip time of the selected candidate pair, ms. */
   readonly rtt?: number;
   readonly candidateType?: string;

@@ -92,3 +92,21 @@ export const setLatencyModeDataSchema = {
   additionalProperties: false,
   properties: { mode: { enum: ['realtime', 'smooth'] } },
 } as const;
+
+export const subscribeFrameTimesDataSchema = {
+  type: 'object',
+  required: ['track', 'subscribed'],
+  additionalProperties: false,
+  properties: { track: { type: 'string' }, subscribed: { type: 'boolean' } },
+} as const;
+
+export const latencyReportDataSchema = {
+  type: 'object',
+  required: ['track', 'p50_ms', 'p95_ms'],
+  properties: {
+    track: { type: 'string' },
+    p50_ms: { type: 'number', minimum: 0, maximum: 600000 },
+    p95_ms: { type: 'number', minimum: 0, maximum: 600000 },
+    samples: { type: 'integer', minimum: 0 },
+  },
+} as const;

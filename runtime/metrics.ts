@@ -61,6 +61,12 @@ export class RuntimeMetrics {
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10],
     registers: [this.registry],
   });
+  readonly clientLatency = new Gauge({
+    name: 'arclight_client_glass_latency_seconds',
+    help: 'Emit → presented latency as measured by clients (latest report), by track and quantile',
+    labelNames: ['track', 'quantile'] as const,
+    registers: [this.registry],
+  });
   readonly encoderBackend = new Gauge({
     name: 'arclight_encoder_backend',
     help: 'The encoder chosen at start-up for each codec (1 = selected)',

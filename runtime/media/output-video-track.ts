@@ -52,7 +52,13 @@ export interface VideoSink {
   sendFrame(payloads: readonly Buffer[], rtpTimestamp: number): number | undefined;
   /** Delivers a frame's metadata, keyed by the timestamp `sendFrame` returned. */
   sendMetadata?(wireTimestamp: number, metadata: FrameMetadata): void;
+  /** When the model emitted the frame that left with this timestamp (Unix ms), for latency. */
+  noteEmitTime?(wireTimestamp: number, emittedAtMs: number): void;
 }
+
+/** The emit time rides on the queued copy, out of the model's sight. */
+const EMITTED_AT = Symbol('emittedAtMs');
+type QueuedFrame = VideoFrame & { [EMITTED_AT]?: number };
 
 interface SinkState {
   readonly sink: VideoSink;
@@ -150,7 +156,8 @@ export class OutputVideoTrack {
       if (this.#queue.closed) return;
       this.#framesEmitted++;
       this.#metrics?.framesEmitted.inc({ track: this.name });
-      const copy = this.#pool.copy(frame);
+      const copy: QueuedFrame = this.#pool.copy(frame);
+      copy[EMITTED_AT] = performance.timeOrigin + performance.now();
       if (dropPolicy === 'block') {
         await this.#queue.push(copy);
         continue;
@@ -303,7 +310,11 @@ export class OutputVideoTrack {
           }
           state.awaitingKeyframe = false;
           const wireTimestamp = state.sink.sendFrame(payloads, rtpTimestamp);
-          if (frame.metadata !== undefined && wireTimestamp !== undefined) state.sink.sendMetadata?.(wireTimestamp, frame.metadata);
+          if (wireTimestamp !== undefined) {
+            if (frame.metadata !== undefined) state.sink.sendMetadata?.(wireTimestamp, frame.metadata);
+            const emittedAt = (frame as QueuedFrame)[EMITTED_AT];
+            if (emittedAt !== undefined) state.sink.noteEmitTime?.(wireTimestamp, emittedAt);
+          }
           this.#metrics?.framesSent.inc({ track: this.name });
         }
       }

@@ -10,7 +10,7 @@
  *   video[data-track=NAME], audio[data-track=NAME], [data-pause=NAME], [data-unmute=NAME]
  *   [data-publish=NAME], video[data-preview=NAME]
  *   form[data-command=NAME] (inputs named after the params), [data-error-for=PARAM], [data-result]
- *   #log (li[data-kind][data-type]), #stats [data-stat=fps|rtt|bitrate|framesDecoded|framesDropped|packetLoss]
+ *   #log (li[data-kind][data-type]), #stats [data-stat=fps|rtt|bitrate|framesDecoded|framesDropped|packetLoss|latency]
  */
 
 import { ArclightClient } from '/playground/arclight-client.js';
@@ -774,6 +774,8 @@ function renderStats(stats) {
   set('framesDecoded', formatNumber(stats?.framesDecoded, 0));
   set('framesDropped', formatNumber(stats?.framesDropped, 0));
   set('packetLoss', formatNumber(stats?.packetLossRatio === undefined ? undefined : stats.packetLossRatio * 100, 2));
+  const latency = stats?.latency?.[0];
+  set('latency', latency ? `${formatNumber(latency.p50, 0)} / ${formatNumber(latency.p95, 0)}` : '–');
   $('#stats').title = stats?.candidateType ? `ICE candidate: ${stats.candidateType}` : '';
 }
 
@@ -788,6 +790,12 @@ function wire(client) {
   client.on('statusChanged', mine((status) => {
     setStatus(status);
     log('status', status, { type: 'status' });
+    if (status === 'ready') {
+      // Built-in glass-to-glass measurement for every output video shown on this page.
+      for (const video of $$('video[data-track]')) {
+        client.trackLatency(video.dataset.track, video).catch((error) => logError(error, 'latency'));
+      }
+    }
     if (status === 'disconnected') {
       stopAllLocal();
       detachTracks();

@@ -15,6 +15,7 @@ import type { ConnectionHandle } from '../model/model-session.ts';
 import { answerOffer, type TrackBinding } from '../webrtc/answer-offer.ts';
 import { applyPeerFaults, createRuntimePeer, type PeerFactoryOptions } from '../webrtc/peer-factory.ts';
 import { RtpTrackSender } from '../webrtc/rtp-track-sender.ts';
+import { FrameTimesReporter } from './frame-times.ts';
 import { MediaStatsReporter, type OutputTrackCounters } from '../quality/media-stats-reporter.ts';
 import { closePeer, drainDataChannel, tuneSctpRetransmission } from '../webrtc/sctp-tuning.ts';
 import type { TrackCapability } from '../../protocol/capabilities.ts';
@@ -74,6 +75,8 @@ export class Connection {
   /** Output tracks this client has paused (from the offer, then `track_subscription`). */
   readonly #pausedTracks = new Set<string>();
   #mediaStats: MediaStatsReporter | undefined;
+  /** Emit times of frames sent to this client, for its latency measurement (on request). */
+  readonly frameTimes = new FrameTimesReporter((body) => this.sendMessage('runtime', body));
   /** performance.now() at which the connection last became ready. */
   readyAt = 0;
 
@@ -307,6 +310,7 @@ export class Connection {
 
   #teardownPeer(): void {
     this.#generation++;
+    this.frameTimes.stop();
     this.#mediaStats?.stop();
     this.#mediaStats = undefined;
     this.#owner.unbindMedia(this);

@@ -7,7 +7,14 @@
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import { ArclightError } from '../../protocol/errors.ts';
 import type { Envelope, EnvelopeBody } from '../../protocol/messages.ts';
-import { envelopeSchema, setLatencyModeDataSchema, trackNameDataSchema, trackSubscriptionDataSchema } from '../../protocol/schemas.ts';
+import {
+  envelopeSchema,
+  latencyReportDataSchema,
+  setLatencyModeDataSchema,
+  subscribeFrameTimesDataSchema,
+  trackNameDataSchema,
+  trackSubscriptionDataSchema,
+} from '../../protocol/schemas.ts';
 import type { LatencyMode } from '../../protocol/messages.ts';
 import type { Logger } from '../log.ts';
 import type { CommandOutcome, CommandRouter } from '../model/command-router.ts';
@@ -20,6 +27,8 @@ const validateEnvelope = ajv.compile(envelopeSchema);
 const validateSubscription = ajv.compile(trackSubscriptionDataSchema);
 const validateTrackName = ajv.compile(trackNameDataSchema);
 const validateLatencyMode = ajv.compile(setLatencyModeDataSchema);
+const validateSubscribeFrameTimes = ajv.compile(subscribeFrameTimesDataSchema);
+const validateLatencyReport = ajv.compile(latencyReportDataSchema);
 
 export class MessageHandler {
   readonly #session: Session;
@@ -99,6 +108,17 @@ export class MessageHandler {
         case 'set_latency_mode': {
           const data = this.#checked(validateLatencyMode, body) as { mode: LatencyMode };
           this.#session.setLatencyMode(data.mode);
+          break;
+        }
+        case 'subscribe_frame_times': {
+          const data = this.#checked(validateSubscribeFrameTimes, body) as { track: string; subscribed: boolean };
+          if (!this.#session.outputVideoTrack(data.track)) throw new ArclightError('unknown_track', `The model has no output video track "${data.track}".`);
+          connection.frameTimes.setSubscribed(data.track, data.subscribed);
+          break;
+        }
+        case 'latency_report': {
+          const data = this.#checked(validateLatencyReport, body) as { track: string; p50_ms: number; p95_ms: number };
+          this.#session.recordClientLatency(data.track, data.p50_ms, data.p95_ms);
           break;
         }
         default:

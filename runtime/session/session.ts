@@ -125,6 +125,13 @@ export class Session implements ConnectionOwner {
     return this.#latencyMode;
   }
 
+  /** A client's own measurement of glass-to-glass latency on a track (see the client's trackLatency). */
+  recordClientLatency(track: string, p50Ms: number, p95Ms: number): void {
+    if (!this.#outputVideo.has(track)) throw new ArclightError('unknown_track', `The model has no output video track "${track}".`);
+    this.#options.metrics?.clientLatency.set({ track, quantile: '0.5' }, p50Ms / 1000);
+    this.#options.metrics?.clientLatency.set({ track, quantile: '0.95' }, p95Ms / 1000);
+  }
+
   /** Applies to every connection from the next frame on. */
   setLatencyMode(mode: LatencyMode): void {
     if (mode === this.#latencyMode) return;
@@ -349,6 +356,7 @@ export class Session implements ConnectionOwner {
         connectionId: connection.id,
         codec,
         sendFrame: (p, ts) => sender.sendFrame(p, ts),
+        noteEmitTime: (wireTimestamp, emittedAtMs) => connection.frameTimes.note(track.name, wireTimestamp, emittedAtMs),
         sendMetadata: (wireTimestamp, metadata) =>
           connection.sendMessage('runtime', {
             type: 'frame_metadata',

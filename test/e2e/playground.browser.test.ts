@@ -292,6 +292,16 @@ describe('playground with the pattern model', () => {
     expect(await page.inputValue('#latency-mode')).toBe('smooth');
     await page.selectOption('#latency-mode', 'realtime');
     await until(h, 'the latency switch to apply', async () => (await (await fetch(`${patternRuntime.url}/session`)).json() as { latency_mode: string }).latency_mode === 'realtime', 5_000);
+    // Built-in glass-to-glass latency: measured by the page's client, shown, and reported back.
+    const latency = await until(h, 'a latency measurement', async () => {
+      const summary = await page.evaluate(() => (window as unknown as { playground: { client: { getLatency(): Array<{ p50: number; p95: number; samples: number }> } } }).playground.client.getLatency()[0]);
+      return summary && summary.samples >= 30 ? summary : undefined;
+    }, 15_000);
+    expect(latency.p50).toBeGreaterThan(0);
+    expect(latency.p50).toBeLessThan(1_000);
+    expect(latency.p95).toBeGreaterThanOrEqual(latency.p50);
+    await until(h, 'the latency stat', async () => /\d/.test((await page.textContent('#stats [data-stat="latency"]')) ?? ''), 5_000);
+    await until(h, 'the runtime to export the client latency', async () => /arclight_client_glass_latency_seconds\{track="main_video",quantile="0.5"\} [0-9.e-]+/.test(await (await fetch(`${patternRuntime.url}/metrics`)).text()), 10_000);
     expect(await page.isDisabled('#connect')).toBe(true);
     expect(await page.isEnabled('#disconnect')).toBe(true);
     await until(h, 'the welcome message in the log', () => page.locator('#log li[data-kind="message"][data-type="welcome"]').count());
