@@ -61,6 +61,12 @@ export class RuntimeMetrics {
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10],
     registers: [this.registry],
   });
+  readonly targetBitrate = new Gauge({
+    name: 'arclight_video_target_bitrate_bps',
+    help: 'The encoder target bitrate per output track and codec (after network adaptation)',
+    labelNames: ['track', 'codec'] as const,
+    registers: [this.registry],
+  });
   readonly clientLatency = new Gauge({
     name: 'arclight_client_glass_latency_seconds',
     help: 'Emit → presented latency as measured by clients (latest report), by track and quantile',

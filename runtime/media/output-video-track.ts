@@ -54,7 +54,12 @@ export interface VideoSink {
   sendMetadata?(wireTimestamp: number, metadata: FrameMetadata): void;
   /** When the model emitted the frame that left with this timestamp (Unix ms), for latency. */
   noteEmitTime?(wireTimestamp: number, emittedAtMs: number): void;
+  /** The receiver's bandwidth estimate (REMB), kbps, if it sent one. */
+  estimatedBitrateKbps?(): number | undefined;
 }
+
+/** Network adaptation bounds (issue default: 500 kbps – 10 Mbps) and cadence. */
+export const ADAPTATION = { minKbps: 500, maxKbps: 10_000, intervalMs: 1_000, headroom: 0.9 } as const;
 
 /** The emit time rides on the queued copy, out of the model's sight. */
 const EMITTED_AT = Symbol('emittedAtMs');
@@ -73,6 +78,9 @@ interface SinkState {
 interface CodecPipeline {
   readonly encoder: VideoEncoder;
   readonly packetize: (data: Buffer) => Buffer[];
+  /** The rate the track asks for; adaptation only ever lowers it (to what receivers can take). */
+  readonly configuredKbps: number;
+  adaptedAt: number;
 }
 
 /** Frames queued between emit() and the encoder; small, so latency stays one or two frames. */
@@ -297,6 +305,7 @@ export class OutputVideoTrack {
       const pipeline = await this.#pipeline(codec);
       const sinks = active.filter((s) => s.sink.codec === codec);
       if (sinks.some((s) => s.awaitingKeyframe)) pipeline.encoder.requestKeyframe();
+      this.#adaptBitrate(codec, pipeline, sinks);
       const started = performance.now();
       const encoded = await pipeline.encoder.encode(frame);
       this.#metrics?.encodeDuration.observe({ codec }, (performance.now() - started) / 1000);
@@ -321,6 +330,30 @@ export class OutputVideoTrack {
     }
   }
 
+  /**
+   * Follows the slowest receiver: the lowest REMB among this codec's viewers, with 10% headroom,
+   * within [500 kbps, 10 Mbps] and never above the configured rate. Once a second at most.
+   * FFmpeg's libvpx wrapper does not apply rate changes to a running encoder, so VP8 keeps its
+   * start-up rate; H.264 (libx264, NVENC) and H.265 adapt.
+   */
+  #adaptBitrate(codec: VideoCodecName, pipeline: CodecPipeline, sinks: readonly SinkState[]): void {
+    const now = performance.now();
+    if (codec === 'vp8' || now - pipeline.adaptedAt < ADAPTATION.intervalMs) return;
+    pipeline.adaptedAt = now;
+    let estimate = Infinity;
+    for (const { sink } of sinks) {
+      const kbps = sink.estimatedBitrateKbps?.();
+      if (kbps !== undefined && kbps > 0) estimate = Math.min(estimate, kbps * ADAPTATION.headroom);
+    }
+    const ceiling = Math.min(pipeline.configuredKbps, ADAPTATION.maxKbps);
+    const target = Math.max(ADAPTATION.minKbps, Math.min(ceiling, estimate));
+    // Hysteresis: ignore changes under 5% so the encoder is not reconfigured every second.
+    if (Math.abs(target - pipeline.encoder.bitrateKbps) / pipeline.encoder.bitrateKbps < 0.05) return;
+    pipeline.encoder.setBitrate(target);
+    this.#metrics?.targetBitrate.set({ track: this.name, codec }, target * 1000);
+    this.#log.debug('video bitrate adapted', { codec, kbps: Math.round(target) });
+  }
+
   #pipeline(codec: VideoCodecName): Promise<CodecPipeline> {
     let pipeline = this.#pipelines.get(codec);
     if (!pipeline) {
@@ -332,15 +365,20 @@ export class OutputVideoTrack {
   }
 
   async #createPipeline(codec: VideoCodecName): Promise<CodecPipeline> {
-    const encoder = await VideoEncoder.create({
+    const encoder = await this.#openEncoder(codec);
+    this.#metrics?.targetBitrate.set({ track: this.name, codec }, encoder.bitrateKbps * 1000);
+    const packetizer = createPacketizer(codec);
+    return { encoder, packetize: (data) => packetizer.packetize(data), configuredKbps: encoder.bitrateKbps, adaptedAt: 0 };
+  }
+
+  #openEncoder(codec: VideoCodecName): Promise<VideoEncoder> {
+    return VideoEncoder.create({
       codec,
       width: this.#spec.width,
       height: this.#spec.height,
       fps: this.#fps,
       ...(this.#spec.bitrateKbps === undefined ? {} : { bitrateKbps: this.#spec.bitrateKbps }),
     });
-    const packetizer = createPacketizer(codec);
-    return { encoder, packetize: (data) => packetizer.packetize(data) };
   }
 
   async #requestKeyframe(codec: VideoCodecName): Promise<void> {

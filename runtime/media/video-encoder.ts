@@ -79,7 +79,7 @@ export class VideoEncoder {
   readonly #backend: EncoderBackend;
   readonly #width: number;
   readonly #height: number;
-  readonly #bitrateKbps: number;
+  #bitrateKbps: number;
   readonly #context: CodecContext;
   /** FFmpeg-owned yuv420p frame the encoder reads; allocated once and refilled every frame. */
   readonly #frame: Frame;
@@ -173,6 +173,23 @@ export class VideoEncoder {
 
   get bitrateKbps(): number {
     return this.#bitrateKbps;
+  }
+
+  /**
+   * Changes the target bitrate from the next frame on (network adaptation). FFmpeg's encoder
+   * wrappers (libx264, libvpx, NVENC) read the context's rates per frame and reconfigure;
+   * the VBV buffer keeps its length in time.
+   */
+  setBitrate(kbps: number): void {
+    if (!(kbps > 0)) throw new RangeError(`invalid bitrate ${kbps} kbps`);
+    if (this.#freed || Math.round(kbps) === Math.round(this.#bitrateKbps)) return;
+    const context = this.#context;
+    const ratio = kbps / this.#bitrateKbps;
+    const bitsPerSecond = BigInt(Math.round(kbps * 1000));
+    context.bitRate = bitsPerSecond;
+    context.rcMaxRate = bitsPerSecond;
+    context.rcBufferSize = Math.round(context.rcBufferSize * ratio);
+    this.#bitrateKbps = kbps;
   }
 
   /** The implementation encoding this stream (e.g. libx264, or h264_nvenc on a GPU host). */

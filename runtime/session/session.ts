@@ -357,6 +357,10 @@ export class Session implements ConnectionOwner {
         codec,
         sendFrame: (p, ts) => sender.sendFrame(p, ts),
         noteEmitTime: (wireTimestamp, emittedAtMs) => connection.frameTimes.note(track.name, wireTimestamp, emittedAtMs),
+        estimatedBitrateKbps: () => {
+          const remb = transceiver.sender.receiverEstimatedMaxBitrate;
+          return remb > 0n ? Number(remb) / 1000 : undefined;
+        },
         sendMetadata: (wireTimestamp, metadata) =>
           connection.sendMessage('runtime', {
             type: 'frame_metadata',

@@ -9,6 +9,7 @@ import {
   RTCRtpHeaderExtensionParameters,
   useNACK,
   usePLI,
+  useREMB,
 } from 'werift';
 import type { IceServerEntry } from '../../protocol/transport.ts';
 import type { IcePolicy } from './ice-policy.ts';
@@ -54,7 +55,8 @@ export interface PeerFaults {
 }
 
 export function createRuntimePeer(options: PeerFactoryOptions): RTCPeerConnection {
-  const feedback = () => [useNACK(), usePLI()];
+  // goog-remb: receivers report their bandwidth estimate, which output tracks adapt to.
+  const feedback = () => [useNACK(), usePLI(), useREMB()];
   const { icePolicy } = options;
   const restricted = icePolicy.restricted;
   return new RTCPeerConnection({
