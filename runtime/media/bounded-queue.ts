@@ -18,6 +18,11 @@ export class BoundedQueue<T> {
     return this.#items.length;
   }
 
+  /** How many push() calls are waiting for room (a producer outrunning the consumer). */
+  get blockedPushers(): number {
+    return this.#roomWaiters.length;
+  }
+
   get closed(): boolean {
     return this.#closed;
   }

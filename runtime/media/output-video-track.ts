@@ -97,8 +97,8 @@ export class OutputVideoTrack {
   readonly #pool: FramePool;
   readonly #intervalMs: number;
   readonly #dropPolicy: DropPolicy;
-  /** Earliest time the next frame may leave (leaky bucket). */
-  #nextSlot = 0;
+  /** When the pacer last let a frame go (performance.now()). */
+  #lastSendAt = -Infinity;
   #activeWaiters: Array<() => void> = [];
   #wasActive = false;
   readonly #sinks = new Map<VideoSink, SinkState>();
@@ -272,12 +272,24 @@ export class OutputVideoTrack {
       while (!this.#active && !this.#queue.closed) {
         await new Promise<void>((resolve) => this.#activeWaiters.push(resolve));
       }
+      // Strict spacing (1/fps) only for a producer that outruns the track — a free-running model
+      // or a batch, i.e. one blocked in emit(). A frame the pacer had to wait for, or a backlog
+      // while nobody is blocked (a model at exactly the track's fps never drains one on its own:
+      // production equals consumption), may leave after half an interval, so latency stays at
+      // the encode time instead of settling one or two frames behind.
+      const idle = this.#queue.length === 0;
+      const producerBlocked = this.#queue.blockedPushers > 0;
       const frame = await this.#queue.shift();
       if (frame === undefined) return;
-      const wait = this.#nextSlot - performance.now();
-      if (wait > PACING_SLACK_MS) await new Promise((resolve) => setTimeout(resolve, wait));
-      // No credit for idle time: after a pause the next frame leaves at once, then one per interval.
-      this.#nextSlot = Math.max(this.#nextSlot, performance.now() - PACING_SLACK_MS) + this.#intervalMs;
+      const emittedAt = (frame as QueuedFrame)[EMITTED_AT];
+      const standing =
+        !producerBlocked && this.#queue.length > 0 && emittedAt !== undefined &&
+        performance.timeOrigin + performance.now() - emittedAt > 1.5 * this.#intervalMs;
+      const relaxed = idle || standing;
+      const gap = relaxed ? this.#intervalMs / 2 : this.#intervalMs;
+      const wait = this.#lastSendAt + gap - PACING_SLACK_MS - performance.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      this.#lastSendAt = performance.now();
       try {
         await this.#encodeAndSend(frame);
       } catch (error) {

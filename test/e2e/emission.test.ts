@@ -107,9 +107,10 @@ describe('backpressured emission', () => {
     await client.sendCommand('burst', { n: 15 });
     await waitUntil(() => probe.frames >= before + 15, 5_000, 'the batch');
     const arrivals = probe.arrivals.slice(arrivalIndex, arrivalIndex + 15);
-    // 15 frames at 30 fps span ≥ 14 intervals of 33 ms minus the pacer's slack: a lower bound
-    // only, which load cannot break (an unpaced batch arrives in a few milliseconds).
-    expect(arrivals.at(-1)! - arrivals[0]!).toBeGreaterThan(14 * (1000 / 30) - 14 * 4 - 20);
+    // 15 frames at 30 fps span about 14 intervals of 33 ms; the pacer may release a frame it had
+    // to wait for after half an interval, so the bound is 12 intervals: a lower bound only, which
+    // load cannot break (an unpaced batch arrives in a few milliseconds).
+    expect(arrivals.at(-1)! - arrivals[0]!).toBeGreaterThan(12 * (1000 / 30) - 20);
   });
 
   it('shows exactly one black frame on flush, then the model picture again', async () => {
