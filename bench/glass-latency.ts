@@ -1,19 +1,21 @@
 /**
- * Emit → decoded ("glass") latency at 720p30 in Chromium.
+ * Emit → decoded / presented ("glass") latency of 720p30 or 1080p30 video in Chromium, per
+ * latency mode.
  *
  *   node --conditions=source --import tsx bench/glass-latency.ts [--rounds 3] [--warmup 3] [--seconds 20]
- *        [--modes false,true] [--codecs auto,h264] [--json out.json]
+ *        [--modes smooth,realtime] [--resolution 720p,1080p] [--codecs auto[,h264]] [--json out.json]
+ *        [--queue-frames N] [--drop-policy block|drop-oldest|drop-newest] [--emit-fps F]   (diagnostics)
  *
  * Needs root and iproute2 (a throwaway network namespace: headless Chromium gathers no loopback
  * ICE candidate, see test/support/netns.ts) and the Debian `chromium`.
  *
  * The runtime runs in this process with the `stamp` model (bench/models/stamp-model.ts): the
- * `pattern` picture, whose frame stamp (16 cells, LSB first) carries the frame id, and which
- * records `performance.timeOrigin + performance.now()` when it hands each frame to `emit()`.
- * A page served by a tiny node:http server on the namespace's host address loads the client
- * library (client/browser.ts, bundled here with esbuild), connects with
+ * `pattern` picture at the chosen size, whose frame stamp (16 cells of 16 px, LSB first) carries
+ * the frame id, and which records `performance.timeOrigin + performance.now()` when it hands each
+ * frame to `emit()`. A page served by a tiny node:http server on the namespace's host address
+ * loads the client library (client/browser.ts, bundled here with esbuild), connects with
  * `new ArclightClient({modelName, local: true, localRuntimeUrl})`, plays `main_video` in a
- * <video>, and reads the stamp of every frame twice:
+ * <video> of the frame's size, and reads the stamp of every frame twice:
  *   decoded   = a MediaStreamTrackProcessor on a clone of the track: the decoded frame reaching
  *               page script (luma read with VideoFrame.copyTo), timed on arrival;
  *   presented = video.requestVideoFrameCallback: the stamp strip drawn to a canvas, timed at
@@ -22,13 +24,20 @@
  * Latency = reading − emitted, on the same machine clock; the two processes' clocks are compared
  * anyway (Playwright round trip, best of 30) and the offset subtracted.
  *
- * Each round measures, on fresh runtimes and pages, every codec in --codecs (`auto`: what
- * Chromium negotiates as is; `h264`: the page offers H.264 first via setCodecPreferences) with
- * every --modes value of `playoutDelay`; 3 s warm-up after the first presented frame, then a 20 s
- * window. Lost = ids emitted between the first and last id seen that were never seen. Encode time
- * is the runtime's own `arclight_encode_duration_seconds` histogram over the window; Chromium's
- * inbound-rtp stats and the CPU of the runtime process, of our Chromium and of everything else
- * are printed with each window.
+ * Each round measures, on fresh runtimes and pages, every --resolution × --codecs × --modes
+ * (`latencyMode` of the runtime: `realtime` = playout-delay min = max = 0, `smooth` = min 0 /
+ * max 200 ms; codec `auto`: what Chromium negotiates as is — H.264 since the runtime prefers it;
+ * `h264`: the page also offers H.264 first via setCodecPreferences); 3 s warm-up after the first
+ * presented frame, then a 20 s window. Lost = ids emitted between the first and last id seen that
+ * were never seen. Encode time is the runtime's own `arclight_encode_duration_seconds` histogram
+ * over the window; every encode is also recorded with its wall time and frame id
+ * (`VideoEncoder.prototype.encode` is wrapped in this process; the frame's timestampUs names it),
+ * so each frame's latency splits into queue (emit → encode start: the runtime's emission queue
+ * and pacer), encode, and after-encode (packetize, send, network, jitter buffer, decode), and
+ * the slowest frames show what dominates the tail. The diagnostic options change the stamp
+ * model's track (`queueFrames`, `dropPolicy`) or the rate of its frame clock (`--emit-fps`, e.g.
+ * 29.5 against the track's 30), to see how the emission queue behaves. Chromium's inbound-rtp stats and the CPU of
+ * the runtime process, of our Chromium and of everything else are printed with each window.
  */
 
 import { execFileSync } from 'node:child_process';
@@ -41,9 +50,12 @@ import { startRuntime, type Runtime } from '../runtime/index.ts';
 import { createLogger } from '../runtime/log.ts';
 import { launchChromiumInNamespace, type LaunchedChromium } from '../test/support/chromium.ts';
 import { createTestNetwork, type TestNetwork } from '../test/support/netns.ts';
-import stampModel, { emitSession, emitTimes, STAMP } from './models/stamp-model.ts';
+import { VideoEncoder } from '../runtime/media/video-encoder.ts';
+import type { DropPolicy } from '../runtime/index.ts';
+import { createStampModel, emitSession, emitTimes, frameIds, stampGeometry, type StampModelOptions } from './models/stamp-model.ts';
 import { loadavg, median, sleep, summarise, systemCpu, type Summary } from './support/measure.ts';
 import { PREFER_H264_SCRIPT, servePage } from './support/page-server.ts';
+import { parseResolutions, type Resolution } from './support/pictures.ts';
 import { finishReport, runBench, runInfo } from './support/report.ts';
 
 const { values: args } = parseArgs({
@@ -51,17 +63,30 @@ const { values: args } = parseArgs({
     rounds: { type: 'string', default: '3' },
     warmup: { type: 'string', default: '3' },
     seconds: { type: 'string', default: '20' },
-    /** Which playoutDelay settings to measure each round, in order. */
-    modes: { type: 'string', default: 'false,true' },
-    /** `auto`: what the runtime negotiates with Chromium as is; `h264`: the page offers H.264 first. */
-    codecs: { type: 'string', default: 'auto,h264' },
+    /** Which latency modes to measure each round, in order. */
+    modes: { type: 'string', default: 'smooth,realtime' },
+    /** Frame sizes to measure each round, in order: 720p (1280x720@30) and/or 1080p (1920x1080@30). */
+    resolution: { type: 'string', default: '720p,1080p' },
+    /** `auto`: what the runtime negotiates with Chromium as is (H.264); `h264`: the page also offers H.264 first. */
+    codecs: { type: 'string', default: 'auto' },
     json: { type: 'string' },
+    'queue-frames': { type: 'string' },
+    'drop-policy': { type: 'string' },
+    'emit-fps': { type: 'string' },
   },
 });
+const MODEL_OPTIONS: StampModelOptions = {
+  ...(args['queue-frames'] === undefined ? {} : { queueFrames: Number(args['queue-frames']) }),
+  ...(args['drop-policy'] === undefined ? {} : { dropPolicy: args['drop-policy'] as DropPolicy }),
+  ...(args['emit-fps'] === undefined ? {} : { emitFps: Number(args['emit-fps']) }),
+};
 const ROUNDS = Number(args.rounds);
 const WARMUP_MS = Number(args.warmup) * 1000;
 const WINDOW_MS = Number(args.seconds) * 1000;
-const MODES = args.modes.split(',').map((m) => m.trim() === 'true');
+type LatencyMode = 'realtime' | 'smooth';
+const MODES = args.modes.split(',').map((m) => m.trim()) as LatencyMode[];
+if (MODES.some((m) => m !== 'realtime' && m !== 'smooth')) throw new Error('--modes takes smooth and/or realtime');
+const RESOLUTIONS = parseResolutions(args.resolution);
 const CODECS = args.codecs.split(',').map((c) => c.trim()) as Array<'auto' | 'h264'>;
 if (CODECS.some((c) => c !== 'auto' && c !== 'h264')) throw new Error('--codecs takes auto and/or h264');
 
@@ -92,18 +117,28 @@ function namespaceCpuMs(net: TestNetwork): number {
   return ticks * CLOCK_TICK_MS;
 }
 
-/** CPU ms of this process's threads, by thread id (the main thread is the one whose id is the pid). */
-function ownThreadsMs(): Map<string, number> {
-  const out = new Map<string, number>();
+/** CPU ms of this process's threads, by thread id (the main thread is the one whose id is the pid), with their names. */
+function ownThreadsMs(): Map<string, { comm: string; ms: number }> {
+  const out = new Map<string, { comm: string; ms: number }>();
   for (const tid of readdirSync('/proc/self/task')) {
     try {
       const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      out.set(tid, (Number(fields[11]) + Number(fields[12])) * CLOCK_TICK_MS);
+      out.set(tid, { comm: tid === String(process.pid) ? 'main (JS)' : comm, ms: (Number(fields[11]) + Number(fields[12])) * CLOCK_TICK_MS });
     } catch {
       // thread ended
     }
   }
+  return out;
+}
+
+/** % of one core per thread name between two `ownThreadsMs` readings (names under 0.5 % left out). */
+function threadsByName(a: Map<string, { comm: string; ms: number }>, b: Map<string, { comm: string; ms: number }>, windowMs: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [tid, t] of b) out[t.comm] = (out[t.comm] ?? 0) + ((t.ms - (a.get(tid)?.ms ?? 0)) * 100) / windowMs;
+  for (const key of Object.keys(out)) if (out[key]! < 0.5) delete out[key];
+  else out[key] = +out[key]!.toFixed(1);
   return out;
 }
 
@@ -114,10 +149,10 @@ function ownThreadsMs(): Map<string, number> {
 const PAGE = `<!doctype html>
 <html><head><meta charset="utf-8"><title>glass latency</title></head>
 <body style="margin:0;background:#000">
-<video id="v" autoplay muted playsinline width="1280" height="720"></video>
+<video id="v" autoplay muted playsinline></video>
 <script type="module">
 import { ArclightClient } from '/arclight-client.js';
-const STAMP = ${JSON.stringify(STAMP)};
+let STAMP = { x: 0, y: 0 }; // set by benchStart (depends on the frame size)
 const CELLS = 16, CELL = 16;
 const video = document.getElementById('v');
 const canvas = new OffscreenCanvas(CELLS * CELL, CELL);
@@ -212,7 +247,10 @@ async function inboundVideo() {
   };
 }
 
-window.benchStart = async (runtimeUrl, codec) => {
+window.benchStart = async (runtimeUrl, codec, geometry) => {
+  STAMP = geometry.stamp;
+  video.width = geometry.width;
+  video.height = geometry.height;
   if (codec === 'h264') preferH264();
   const client = new ArclightClient({ modelName: 'stamp', local: true, localRuntimeUrl: runtimeUrl });
   state.client = client;
@@ -320,6 +358,33 @@ interface DecodedSample {
 
 type InboundStats = Record<string, number | string | null>;
 
+/** One encode, as the runtime's histogram saw it (epoch ms). */
+interface EncodeSpan {
+  start: number;
+  end: number;
+}
+
+/** Where one frame's time went, ms: emit → encode start (queue, pacing), encode, encode end → reading. */
+interface FrameSplit {
+  total: number;
+  queue: number;
+  encode: number;
+  afterEncode: number;
+  /** Presented path only: encode end → last packet received, and received → presented. */
+  toReceive?: number;
+  receiveToPresent?: number;
+}
+
+/** Medians of each part, over all frames and over the slowest 2 % (at least 3 frames). */
+interface TailSplit {
+  frames: number;
+  tailFrames: number;
+  /** Latency of the fastest frame in the tail. */
+  tailFromMs: number;
+  all: Record<string, number>;
+  tail: Record<string, number>;
+}
+
 /** One path (decoded or presented): latency against emit time, and frames that never showed up. */
 interface PathResult {
   latencyMs: Summary;
@@ -328,11 +393,16 @@ interface PathResult {
   lost: number;
   unreadable: number;
   unmatched: number;
+  split: TailSplit;
 }
 
 interface Measurement {
+  resolution: Resolution;
+  width: number;
+  height: number;
   codecRequested: 'auto' | 'h264';
-  playoutDelay: boolean;
+  latencyMode: LatencyMode;
+  /** The playout-delay header extension was negotiated (it carries the latency mode). */
   playoutDelayNegotiated: boolean;
   codec: string | null;
   decoder: string | null;
@@ -346,6 +416,10 @@ interface Measurement {
   receiveToPresentMs: Summary;
   decodeMs: Summary;
   encode: ReturnType<typeof histogramDelta>;
+  /** Encodes per codec during the window (one codec is expected: a second one means a second encode per frame). */
+  encodesByCodec: Record<string, number>;
+  /** From the recorded encode spans of the window (exact, not bucketed). */
+  encodeSpansMs: Summary;
   chrome: {
     jitterBufferDelayMs: number | null;
     jitterBufferTargetDelayMs: number | null;
@@ -364,6 +438,8 @@ interface Measurement {
   runtimeProcessCpuPct: number;
   /** Of which the JS main thread (model drawing, packetizing, werift SRTP/UDP, bench bookkeeping). */
   runtimeMainThreadCpuPct: number;
+  /** This process by thread name (`node` = libuv workers running the encoders, V8 helpers), % of one core. */
+  runtimeThreadsPct: Record<string, number>;
   /** Our Chromium (every process in the namespace), % of one core. */
   chromiumCpuPct: number;
   /** Everything else on the machine (other users' work), % of one core. */
@@ -379,10 +455,54 @@ const diff = (b: InboundStats, a: InboundStats, key: string): number | null => {
   return x === null || y === null ? null : x - y;
 };
 
+/**
+ * Every encode of a stamp-model frame, by frame id (its first encode), with its wall-clock span:
+ * `VideoEncoder.prototype.encode` wrapped for this process. Black frames the runtime makes itself
+ * carry no known timestamp and are left out.
+ */
+const encodeSpans = new Map<number, EncodeSpan>();
+const allEncodes: EncodeSpan[] = [];
+{
+  const encode = VideoEncoder.prototype.encode;
+  VideoEncoder.prototype.encode = function (this: VideoEncoder, frame) {
+    const start = performance.timeOrigin + performance.now();
+    const id = frame.timestampUs === undefined ? undefined : frameIds.get(frame.timestampUs);
+    const result = encode.call(this, frame);
+    void result.then(
+      () => {
+        const span = { start, end: performance.timeOrigin + performance.now() };
+        allEncodes.push(span);
+        if (id !== undefined && !encodeSpans.has(id)) encodeSpans.set(id, span);
+      },
+      () => {},
+    );
+    return result;
+  };
+}
+
+function tailSplit(splits: readonly FrameSplit[]): TailSplit {
+  const sorted = [...splits].sort((a, b) => b.total - a.total);
+  const tail = sorted.slice(0, Math.max(3, Math.ceil(sorted.length * 0.02)));
+  const parts = (rows: readonly FrameSplit[]): Record<string, number> => {
+    const out: Record<string, number> = {};
+    for (const key of ['total', 'queue', 'encode', 'afterEncode', 'toReceive', 'receiveToPresent'] as const) {
+      const values = rows.map((r) => r[key]).filter((v): v is number => v !== undefined);
+      if (values.length) out[key] = median(values);
+    }
+    return out;
+  };
+  return { frames: splits.length, tailFrames: tail.length, tailFromMs: tail.at(-1)?.total ?? NaN, all: parts(splits), tail: parts(tail) };
+}
+
 /** Matches a path's samples (page clock) to emit times; a frame id seen twice keeps its first sighting. */
-function analysePath(samples: ReadonlyArray<{ id: number; clear: boolean; t: number }>, offsetMs: number, onMatch?: (index: number, emitted: number) => void): PathResult {
+function analysePath(
+  samples: ReadonlyArray<{ id: number; clear: boolean; t: number; received?: number | null }>,
+  offsetMs: number,
+  onMatch?: (index: number, emitted: number) => void,
+): PathResult {
   const seen = new Set<number>();
   const latency: number[] = [];
+  const splits: FrameSplit[] = [];
   let unreadable = 0;
   let unmatched = 0;
   let firstId = Infinity;
@@ -404,29 +524,49 @@ function analysePath(samples: ReadonlyArray<{ id: number; clear: boolean; t: num
     firstId = Math.min(firstId, s.id);
     lastId = Math.max(lastId, s.id);
     latency.push(at - emitted);
+    const span = encodeSpans.get(s.id);
+    if (span && span.start >= emitted && span.end <= at) {
+      const split: FrameSplit = { total: at - emitted, queue: span.start - emitted, encode: span.end - span.start, afterEncode: at - span.end };
+      if (s.received !== undefined && s.received !== null) {
+        const received = s.received - offsetMs;
+        split.toReceive = received - span.end;
+        split.receiveToPresent = at - received;
+      }
+      splits.push(split);
+    }
     onMatch?.(index, emitted);
   });
   let emittedInRange = 0;
   for (let id = firstId; id <= lastId; id++) if (emitTimes.has(id)) emittedInRange++;
-  return { latencyMs: summarise(latency), frames: seen.size, emittedInRange, lost: emittedInRange - seen.size, unreadable, unmatched };
+  return { latencyMs: summarise(latency), frames: seen.size, emittedInRange, lost: emittedInRange - seen.size, unreadable, unmatched, split: tailSplit(splits) };
 }
 
-async function measure(chrome: LaunchedChromium, net: TestNetwork, pageUrl: string, codecRequested: 'auto' | 'h264', playoutDelay: boolean): Promise<Measurement> {
+async function measure(
+  chrome: LaunchedChromium,
+  net: TestNetwork,
+  pageUrl: string,
+  resolution: Resolution,
+  codecRequested: 'auto' | 'h264',
+  latencyMode: LatencyMode,
+): Promise<Measurement> {
+  const geometry = stampGeometry(resolution);
   const runtime = await startRuntime({
-    model: stampModel as never,
+    model: createStampModel(resolution, MODEL_OPTIONS) as never,
     port: 0,
     host: net.hostAddress,
     ice: { hostAddresses: [net.hostAddress] },
-    latencyMode: playoutDelay ? 'realtime' : 'smooth',
+    latencyMode,
     playground: false,
     logger: createLogger({ bench: 'glass-latency' }, 'warn'),
   });
-  const page = await chrome.newPage({ viewport: { width: 1280, height: 720 } });
+  encodeSpans.clear();
+  allEncodes.length = 0;
+  const page = await chrome.newPage({ viewport: { width: geometry.width, height: geometry.height } });
   const pageLog: string[] = [];
   page.on('console', (m) => pageLog.push(`[${m.type()}] ${m.text()}`));
   page.on('pageerror', (e) => pageLog.push(`[pageerror] ${e.message}`));
   type BenchWindow = {
-    benchStart(url: string, codec: string): Promise<{ playoutDelayNegotiated: boolean }>;
+    benchStart(url: string, codec: string, g: typeof geometry): Promise<{ playoutDelayNegotiated: boolean }>;
     benchOpen(): Promise<InboundStats | null>;
     benchClose(): Promise<{ presented: PresentedSample[]; decoded: DecodedSample[]; errors: string[]; stats: InboundStats | null }>;
     benchStop(): Promise<void>;
@@ -434,7 +574,10 @@ async function measure(chrome: LaunchedChromium, net: TestNetwork, pageUrl: stri
   };
   try {
     await page.goto(pageUrl);
-    const started = await page.evaluate(([url, codec]) => (window as unknown as BenchWindow).benchStart(url, codec), [runtime.url, codecRequested] as const);
+    const started = await page.evaluate(
+      ([url, codec, g]) => (window as unknown as BenchWindow).benchStart(url, codec, g),
+      [runtime.url, codecRequested, geometry] as const,
+    );
     const deadline = Date.now() + 20_000;
     while (!(await page.evaluate(() => (window as unknown as BenchWindow).__bench.frames > 0 && (window as unknown as BenchWindow).__bench.decodedFrames > 0))) {
       if (Date.now() > deadline) throw new Error(`no video frame presented in 20 s\n${pageLog.join('\n')}`);
@@ -449,6 +592,7 @@ async function measure(chrome: LaunchedChromium, net: TestNetwork, pageUrl: stri
     const chrome0 = namespaceCpuMs(net);
     const threads0 = ownThreadsMs();
     const emitted0 = emitTimes.size;
+    const spans0 = allEncodes.length;
     const stats0 = (await page.evaluate(() => (window as unknown as BenchWindow).benchOpen())) ?? {};
     await sleep(WINDOW_MS);
     const closed = await page.evaluate(() => (window as unknown as BenchWindow).benchClose());
@@ -457,7 +601,7 @@ async function measure(chrome: LaunchedChromium, net: TestNetwork, pageUrl: stri
     const chromeCpuPct = ((namespaceCpuMs(net) - chrome0) * 100) / WINDOW_MS;
     const threads1 = ownThreadsMs();
     const mainTid = String(process.pid);
-    const mainThreadCpuPct = (((threads1.get(mainTid) ?? 0) - (threads0.get(mainTid) ?? 0)) * 100) / WINDOW_MS;
+    const mainThreadCpuPct = (((threads1.get(mainTid)?.ms ?? 0) - (threads0.get(mainTid)?.ms ?? 0)) * 100) / WINDOW_MS;
     const emittedFps = ((emitTimes.size - emitted0) * 1000) / WINDOW_MS;
     const encode1 = await Promise.all(encodeCodecs.map((c) => encodeHistogram(runtime, c)));
     const session = runtime.sessions.current?.id;
@@ -484,8 +628,11 @@ async function measure(chrome: LaunchedChromium, net: TestNetwork, pageUrl: stri
     const encodes = encodeCodecs.map((_, i) => histogramDelta(encode0[i]!, encode1[i]!));
     const encode = encodes.reduce((a, b) => (b.count > a.count ? b : a));
     return {
+      resolution,
+      width: geometry.width,
+      height: geometry.height,
       codecRequested,
-      playoutDelay,
+      latencyMode,
       playoutDelayNegotiated: started.playoutDelayNegotiated,
       codec: (stats1['codec'] as string | null) ?? null,
       decoder: (stats1['decoder'] as string | null) ?? null,
@@ -497,6 +644,8 @@ async function measure(chrome: LaunchedChromium, net: TestNetwork, pageUrl: stri
       receiveToPresentMs: summarise(toPresent),
       decodeMs: summarise(decode),
       encode,
+      encodesByCodec: Object.fromEntries(encodeCodecs.map((c, i) => [c, encodes[i]!.count])),
+      encodeSpansMs: summarise(allEncodes.slice(spans0).map((s) => s.end - s.start)),
       chrome: {
         jitterBufferDelayMs: jbEmitted ? ((diff(stats1, stats0, 'jitterBufferDelay') ?? NaN) / jbEmitted) * 1000 : null,
         jitterBufferTargetDelayMs: jbEmitted ? ((diff(stats1, stats0, 'jitterBufferTargetDelay') ?? NaN) / jbEmitted) * 1000 : null,
@@ -513,6 +662,7 @@ async function measure(chrome: LaunchedChromium, net: TestNetwork, pageUrl: stri
       systemCpuBusyPct: systemBusyPct,
       runtimeProcessCpuPct,
       runtimeMainThreadCpuPct: mainThreadCpuPct,
+      runtimeThreadsPct: threadsByName(threads0, threads1, WINDOW_MS),
       chromiumCpuPct: chromeCpuPct,
       othersCpuPct: (systemBusyPct * os.availableParallelism()) - runtimeProcessCpuPct - chromeCpuPct,
       emittedFps,
@@ -530,29 +680,42 @@ async function measure(chrome: LaunchedChromium, net: TestNetwork, pageUrl: stri
 
 const f = (x: number | null | undefined, digits = 1): string => (x === null || x === undefined || Number.isNaN(x) ? '–' : x.toFixed(digits));
 
+const splitText = (parts: Record<string, number>): string =>
+  `queue ${f(parts['queue'])} + encode ${f(parts['encode'])} + after-encode ${f(parts['afterEncode'])}` +
+  (parts['toReceive'] === undefined ? '' : ` (to received ${f(parts['toReceive'])}, received→presented ${f(parts['receiveToPresent'])})`);
+
 function report(m: Measurement, label: string): void {
   const path = (name: string, p: PathResult): string =>
     `  emit→${name} ms: p50 ${f(p.latencyMs.p50)}  p90 ${f(p.latencyMs.p90)}  p99 ${f(p.latencyMs.p99)}  max ${f(p.latencyMs.max)}  mean ${f(p.latencyMs.mean)}` +
-    `  | frames ${p.frames} of ${p.emittedInRange} emitted in range, lost ${p.lost}, unreadable ${p.unreadable}, unmatched ${p.unmatched}\n`;
+    `  | frames ${p.frames} of ${p.emittedInRange} emitted in range, lost ${p.lost}, unreadable ${p.unreadable}, unmatched ${p.unmatched}\n` +
+    `    split, median of all ${p.split.frames}: ${splitText(p.split.all)}; slowest ${p.split.tailFrames} (≥ ${f(p.split.tailFromMs)} ms): ${splitText(p.split.tail)}\n`;
   process.stdout.write(
-    `${label} codec=${m.codec} (asked: ${m.codecRequested}) playoutDelay=${m.playoutDelay} (negotiated: ${m.playoutDelayNegotiated}) decoder=${m.decoder} frames=${m.frameFormat}\n` +
+    `${label} ${m.resolution} codec=${m.codec} (asked: ${m.codecRequested}) latencyMode=${m.latencyMode} (playout-delay negotiated: ${m.playoutDelayNegotiated}) decoder=${m.decoder} frames=${m.frameFormat}\n` +
       path('decoded  ', m.decoded) +
       path('presented', m.presented) +
       `  presented split p50: emit→received ${f(m.emitToReceiveMs.p50)}, received→presented ${f(m.receiveToPresentMs.p50)} (decode ${f(m.decodeMs.p50)}); ` +
-      `runtime encode mean ${f(m.encode.meanMs, 2)} ms (p50≈${f(m.encode.p50Ms, 2)}, p99≈${f(m.encode.p99Ms, 2)}, n=${m.encode.count})\n` +
+      `runtime encode mean ${f(m.encode.meanMs, 2)} ms (p50 ${f(m.encodeSpansMs.p50, 2)}, p99 ${f(m.encodeSpansMs.p99, 2)}, max ${f(m.encodeSpansMs.max, 1)}, n=${m.encode.count}; encodes by codec ${JSON.stringify(m.encodesByCodec)})\n` +
       `  chrome: jitter-buffer delay ${f(m.chrome.jitterBufferDelayMs)} ms (target ${f(m.chrome.jitterBufferTargetDelayMs)}), received ${m.chrome.framesReceived}, decoded ${m.chrome.framesDecoded}, ` +
       `dropped ${m.chrome.framesDropped}, packets lost ${m.chrome.packetsLost}, NACK ${m.chrome.nackCount}, PLI ${m.chrome.pliCount}, ${f(m.chrome.bitrateKbps, 0)} kbps\n` +
       `  clock offset page−node ${f(m.clock.offsetMs, 2)} ± ${f(m.clock.uncertaintyMs, 2)} ms; machine CPU busy ${f(m.systemCpuBusyPct, 0)}%, ` +
-      `runtime process ${f(m.runtimeProcessCpuPct, 0)}% (main thread ${f(m.runtimeMainThreadCpuPct, 0)}%), chromium ${f(m.chromiumCpuPct, 0)}%, others ${f(m.othersCpuPct, 0)}% (of one core); model emitted ${f(m.emittedFps)} fps` +
+      `runtime process ${f(m.runtimeProcessCpuPct, 0)}% (${JSON.stringify(m.runtimeThreadsPct)}), chromium ${f(m.chromiumCpuPct, 0)}%, others ${f(m.othersCpuPct, 0)}% (of one core); model emitted ${f(m.emittedFps)} fps` +
       (m.pageErrors.length ? `\n  page errors: ${m.pageErrors.join(' | ')}` : '') +
       '\n',
   );
 }
 
+/** Issue 3 goals (720p30, Chromium), ms. */
+const GOALS: Record<LatencyMode, { p50: number; p99?: number }> = {
+  realtime: { p50: 10, p99: 25 },
+  smooth: { p50: 30 },
+};
+
 async function main(): Promise<void> {
   const info = runInfo();
   process.stdout.write(
-    `glass-latency: ${ROUNDS} rounds × codecs {${CODECS.join(', ')}} × playoutDelay {${MODES.join(', ')}}, ${WARMUP_MS / 1000} s warm-up + ${WINDOW_MS / 1000} s window\n${JSON.stringify(info)}\n`,
+    `glass-latency: ${ROUNDS} rounds × resolution {${RESOLUTIONS.join(', ')}} × codecs {${CODECS.join(', ')}} × latencyMode {${MODES.join(', ')}}, ` +
+      `${WARMUP_MS / 1000} s warm-up + ${WINDOW_MS / 1000} s window` +
+      `${Object.keys(MODEL_OPTIONS).length ? `; stamp model ${JSON.stringify(MODEL_OPTIONS)}` : ''}\n${JSON.stringify(info)}\n`,
   );
   const net = await createTestNetwork();
   let chrome: LaunchedChromium | undefined;
@@ -563,11 +726,13 @@ async function main(): Promise<void> {
     server = served.server;
     chrome = await launchChromiumInNamespace(net);
     for (let round = 0; round < ROUNDS; round++) {
-      for (const codec of CODECS) {
-        for (const playoutDelay of MODES) {
-          const m = await measure(chrome, net, served.url, codec, playoutDelay);
-          results.push(m);
-          report(m, `round ${round + 1}`);
+      for (const resolution of RESOLUTIONS) {
+        for (const codec of CODECS) {
+          for (const mode of MODES) {
+            const m = await measure(chrome, net, served.url, resolution, codec, mode);
+            results.push(m);
+            report(m, `round ${round + 1}`);
+          }
         }
       }
     }
@@ -579,30 +744,56 @@ async function main(): Promise<void> {
   const loadavgAfter = loadavg();
   process.stdout.write('\n== summary: median over rounds (spread min–max), ms ==\n');
   const line = (values: number[]): string => `${f(median(values))} (${f(Math.min(...values))}–${f(Math.max(...values))})`;
-  const medians: Record<string, { decoded: number; presented: number }> = {};
-  for (const codec of CODECS) {
-    for (const pd of MODES) {
-      const rs = results.filter((r) => r.codecRequested === codec && r.playoutDelay === pd);
-      const key = `${codec}/${pd}`;
-      medians[key] = { decoded: median(rs.map((r) => r.decoded.latencyMs.p50)), presented: median(rs.map((r) => r.presented.latencyMs.p50)) };
-      process.stdout.write(
-        `codec ${codec} (${[...new Set(rs.map((r) => r.codec))].join('/')}), playoutDelay=${pd}:\n` +
-          `  decoded   p50 ${line(rs.map((r) => r.decoded.latencyMs.p50))}  p90 ${line(rs.map((r) => r.decoded.latencyMs.p90))}  p99 ${line(rs.map((r) => r.decoded.latencyMs.p99))}  lost ${rs.map((r) => `${r.decoded.lost}/${r.decoded.emittedInRange}`).join(', ')}\n` +
-          `  presented p50 ${line(rs.map((r) => r.presented.latencyMs.p50))}  p90 ${line(rs.map((r) => r.presented.latencyMs.p90))}  p99 ${line(rs.map((r) => r.presented.latencyMs.p99))}  lost ${rs.map((r) => `${r.presented.lost}/${r.presented.emittedInRange}`).join(', ')}\n` +
-          `  encode mean ${line(rs.map((r) => r.encode.meanMs))}; jitter buffer ${line(rs.map((r) => r.chrome.jitterBufferDelayMs ?? NaN))}; machine busy ${line(rs.map((r) => r.systemCpuBusyPct))}%, others ${line(rs.map((r) => r.othersCpuPct))}% of a core\n`,
-      );
-    }
-    const off = medians[`${codec}/false`];
-    const on = medians[`${codec}/true`];
-    if (off && on) {
-      process.stdout.write(
-        `  ratio p50 playoutDelay false/true (codec ${codec}): decoded ${(off.decoded / on.decoded).toFixed(2)}, presented ${(off.presented / on.presented).toFixed(2)}\n` +
-          `  target emit→decoded p50 ≤ 30 ms (codec ${codec}): default ${off.decoded <= 30 ? 'MET' : 'NOT MET'} (decoded ${f(off.decoded)}, presented ${f(off.presented)}); ` +
-          `playoutDelay ${on.decoded <= 30 ? 'MET' : 'NOT MET'} (decoded ${f(on.decoded)}, presented ${f(on.presented)})\n`,
-      );
+  const goals: string[] = [];
+  for (const resolution of RESOLUTIONS) {
+    for (const codec of CODECS) {
+      const medians: Partial<Record<LatencyMode, { decoded: number; presented: number }>> = {};
+      for (const mode of MODES) {
+        const rs = results.filter((r) => r.resolution === resolution && r.codecRequested === codec && r.latencyMode === mode);
+        const p50 = { decoded: median(rs.map((r) => r.decoded.latencyMs.p50)), presented: median(rs.map((r) => r.presented.latencyMs.p50)) };
+        const p99 = { decoded: median(rs.map((r) => r.decoded.latencyMs.p99)), presented: median(rs.map((r) => r.presented.latencyMs.p99)) };
+        medians[mode] = p50;
+        const tail = (pick: (r: Measurement) => PathResult): string =>
+          `all ${splitText(medianParts(rs.map((r) => pick(r).split.all)))}; slowest 2 %: ${splitText(medianParts(rs.map((r) => pick(r).split.tail)))}`;
+        process.stdout.write(
+          `${resolution} codec ${codec} (${[...new Set(rs.map((r) => r.codec))].join('/')}), latencyMode=${mode}:\n` +
+            `  decoded   p50 ${line(rs.map((r) => r.decoded.latencyMs.p50))}  p90 ${line(rs.map((r) => r.decoded.latencyMs.p90))}  p99 ${line(rs.map((r) => r.decoded.latencyMs.p99))}  lost ${rs.map((r) => `${r.decoded.lost}/${r.decoded.emittedInRange}`).join(', ')}\n` +
+            `    split: ${tail((r) => r.decoded)}\n` +
+            `  presented p50 ${line(rs.map((r) => r.presented.latencyMs.p50))}  p90 ${line(rs.map((r) => r.presented.latencyMs.p90))}  p99 ${line(rs.map((r) => r.presented.latencyMs.p99))}  lost ${rs.map((r) => `${r.presented.lost}/${r.presented.emittedInRange}`).join(', ')}\n` +
+            `    split: ${tail((r) => r.presented)}\n` +
+            `  encode mean ${line(rs.map((r) => r.encode.meanMs))}, p99 ${line(rs.map((r) => r.encodeSpansMs.p99))}; jitter buffer ${line(rs.map((r) => r.chrome.jitterBufferDelayMs ?? NaN))}; ` +
+            `${line(rs.map((r) => r.chrome.bitrateKbps ?? NaN))} kbps; machine busy ${line(rs.map((r) => r.systemCpuBusyPct))}%, others ${line(rs.map((r) => r.othersCpuPct))}% of a core\n`,
+        );
+        const goal = GOALS[mode];
+        const verdict = (p: 'decoded' | 'presented'): string => {
+          const ok = p50[p] <= goal.p50 && (goal.p99 === undefined || p99[p] <= goal.p99);
+          return `${p} p50 ${f(p50[p])}${goal.p99 === undefined ? '' : `, p99 ${f(p99[p])}`} → ${ok ? 'MET' : 'NOT MET'}`;
+        };
+        goals.push(
+          `${resolution} ${codec} ${mode} (goal at 720p30: p50 ≤ ${goal.p50}${goal.p99 === undefined ? '' : `, p99 ≤ ${goal.p99}`} ms)${resolution === '720p' ? '' : ' [for reference]'}: ${verdict('decoded')}; ${verdict('presented')}`,
+        );
+      }
+      const smooth = medians.smooth;
+      const realtime = medians.realtime;
+      if (smooth && realtime) {
+        process.stdout.write(
+          `  ratio p50 smooth / realtime (${resolution}, codec ${codec}): decoded ${(smooth.decoded / realtime.decoded).toFixed(2)}, presented ${(smooth.presented / realtime.presented).toFixed(2)}\n`,
+        );
+      }
     }
   }
-  finishReport(info, loadavgAfter, args.json, { results });
+  process.stdout.write(`\n== goals ==\n${goals.join('\n')}\n`);
+  finishReport(info, loadavgAfter, args.json, { modelOptions: MODEL_OPTIONS, results });
+}
+
+/** Per part, the median over rounds of the per-round medians. */
+function medianParts(rows: ReadonlyArray<Record<string, number>>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const key of new Set(rows.flatMap((r) => Object.keys(r)))) {
+    const values = rows.map((r) => r[key]).filter((v): v is number => v !== undefined);
+    if (values.length) out[key] = median(values);
+  }
+  return out;
 }
 
 await runBench('glass-latency', main);

@@ -1,36 +1,50 @@
 /**
- * Runtime CPU per 720p30 stream: the `pattern` runtime's CPU time, as % of one core, while
- * idle, with a session but no subscriber, and with one and two subscribers sharing the session.
+ * Runtime CPU per 720p30 stream, fan-out to many viewers of one session, a stream at ~2 Mbit/s,
+ * and how many 720p30 runtimes this machine holds before frames drop.
  *
- *   node --conditions=source --import tsx bench/runtime-cpu.ts [--rounds 3] [--seconds 20] [--settle 3] [--no-chromium] [--json out.json]
+ *   node --conditions=source --import tsx bench/runtime-cpu.ts [--rounds 3] [--seconds 10] [--settle 3]
+ *        [--viewers 1,10] [--no-chromium] [--no-busy] [--max-runtimes 8] [--no-sweep] [--json out.json]
  *
- * The runtime is the real CLI (`bin/arclight.js serve models/examples/pattern`) in a CHILD
- * process; its CPU is read from /proc/<pid>/stat (utime + stime, every thread: the JS main thread,
- * libuv workers running the encoders, werift's crypto) before and after each window, and split
- * by thread from /proc/<pid>/task/<tid>/stat. The clients run elsewhere (Node clients in this
- * process, Chromium in its own processes), so their decoding is not counted.
+ * Every runtime is the real CLI (`bin/arclight.js serve <model>`) in a CHILD process; its CPU is
+ * read from /proc/<pid>/stat (utime + stime, every thread: the JS main thread, libuv workers
+ * running the encoders, werift's crypto) before and after each window, and split by thread from
+ * /proc/<pid>/task/<tid>/stat. The clients run elsewhere (Node clients in this process, Chromium
+ * in its own processes), so their decoding is not counted in the runtime's figure — but it runs
+ * on the same 2 cores. Node viewers are ArclightClients (wrtc) that decode VP8 (wrtc has no
+ * H.264) without handing frames to JavaScript; their decoded fps and bitrate come from getStats.
  *
- * Phases, each after a settle period:
+ * Each round, on a fresh `pattern` runtime (models/examples/pattern, 720p30, ~0.9 Mbit/s H.264):
  *   idle                    runtime up, no session
  *   session, 0 subscribers  one Node client connected with its tracks paused (the model still draws)
- *   1 × VP8                 that client receives main_video (Node clients get VP8: wrtc has no H.264)
- *   2 × VP8                 a second Node client joins the same session (`connect(undefined, {sessionId})`)
- *                           and receives main_video too: one encode, two packet streams
- * and, with Chromium (needs root + iproute2; see test/support/netns.ts):
- *   1 × H.264 (Chromium)    both Node clients paused; a Chromium page on the session receives
- *                           main_video, offering H.264 first (Chromium's default offer gets VP8)
- *   H.264 + VP8             one Node client resumes: two encodes
- * Audio (`tone`) stays paused everywhere: the figures are for the video stream.
+ *   N × VP8 (Node, shared)  for each N in --viewers: Node clients join the same session
+ *                           (`connect(undefined, {sessionId})`) until there are N, all receiving
+ *                           main_video: one encode, N packet streams
+ * with Chromium (needs root + iproute2; see test/support/netns.ts; the extra viewers leave first):
+ *   1 × H.264 (Chromium)    the Node client paused; a Chromium page on the session receives main_video
+ *   H.264 + VP8             the Node client resumes: two encodes
+ * then, on a fresh `busy` runtime (bench/models/busy-model.ts: noise under the pattern overlays,
+ * track bitrate 2,000 kbps, so the stream really is ~2 Mbit/s):
+ *   busy: session, 0 subscribers / busy: 1 × VP8 (Node) / busy: 1 × H.264 (Chromium)
+ * Per stream = a phase − its runtime's `session, 0 subscribers` (the model's drawing is not the
+ * stream's cost). Audio (`tone`) stays paused everywhere: the figures are for the video stream.
+ *
+ * After the rounds, the sweep (once): N runtime PROCESSES (`pattern`, one per GPU in production,
+ * each serving one session), each with one Node viewer, N = 1, 2, 3, ... up to --max-runtimes,
+ * adding one runtime and its viewer per step, a window per step. A step fails when any runtime's
+ * `arclight_frames_dropped_total` rises during the window, or any viewer decodes < 27 fps, or
+ * any runtime's model emits < 27 fps (under the default `block` policy a runtime that cannot keep
+ * up slows its model rather than counting drops). The answer is the largest N that passed.
  */
 
 import type { Server } from 'node:http';
 import { readdirSync, readFileSync } from 'node:fs';
+import os from 'node:os';
 import { parseArgs } from 'node:util';
 import type { Page } from 'playwright-core';
-import { ArclightClient, wrtc } from '../client/node.ts';
+import { ArclightClient } from '../client/node.ts';
 import { launchChromiumInNamespace, type LaunchedChromium } from '../test/support/chromium.ts';
 import { createTestNetwork, networkNamespaceUnavailableReason, type TestNetwork } from '../test/support/netns.ts';
-import { startChildRuntime } from './support/child-runtime.ts';
+import { startChildRuntime, type ChildRuntime } from './support/child-runtime.ts';
 import { loadavg, median, sleep, systemCpu } from './support/measure.ts';
 import { PREFER_H264_SCRIPT, servePage } from './support/page-server.ts';
 import { finishReport, runBench, runInfo } from './support/report.ts';
@@ -40,15 +54,29 @@ const CLOCK_TICK_MS = 10; // USER_HZ = 100 on Linux
 const { values: args } = parseArgs({
   options: {
     rounds: { type: 'string', default: '3' },
-    seconds: { type: 'string', default: '20' },
+    seconds: { type: 'string', default: '10' },
     settle: { type: 'string', default: '3' },
+    /** Viewer counts for the shared-session phases, in order. */
+    viewers: { type: 'string', default: '1,10' },
     'no-chromium': { type: 'boolean', default: false },
+    /** Skip the ~2 Mbit/s (`busy` model) phases. */
+    'no-busy': { type: 'boolean', default: false },
+    'max-runtimes': { type: 'string', default: '8' },
+    /** Skip the runtimes-per-machine sweep. */
+    'no-sweep': { type: 'boolean', default: false },
     json: { type: 'string' },
   },
 });
 const ROUNDS = Number(args.rounds);
 const WINDOW_MS = Number(args.seconds) * 1000;
 const SETTLE_MS = Number(args.settle) * 1000;
+const VIEWER_COUNTS = args.viewers.split(',').map(Number);
+if (VIEWER_COUNTS.some((n, i) => !(Number.isInteger(n) && n >= 1 && (i === 0 || n > VIEWER_COUNTS[i - 1]!)))) {
+  throw new Error('--viewers takes increasing counts, e.g. 1,10');
+}
+const MAX_RUNTIMES = Number(args['max-runtimes']);
+/** Below this a viewer or a model counts as not keeping up (of 30 fps). */
+const MIN_FPS = 27;
 
 // ---------------------------------------------------------------------------
 // CPU of the runtime process, whole and per thread
@@ -145,8 +173,17 @@ function countersBetween(a: Map<string, number>, b: Map<string, number>, seconds
   return out;
 }
 
+/** Per second, summed over every label set of a counter (e.g. all drop reasons) whose labels contain `labels`. */
+function counterRate(a: Map<string, number>, b: Map<string, number>, name: string, seconds: number, labels = ''): number {
+  let sum = 0;
+  for (const [key, value] of b) {
+    if ((key === name || key.startsWith(`${name}{`)) && key.includes(labels)) sum += value - (a.get(key) ?? 0);
+  }
+  return sum / seconds;
+}
+
 // ---------------------------------------------------------------------------
-// the Chromium subscriber
+// subscribers
 // ---------------------------------------------------------------------------
 
 const PAGE = `<!doctype html>
@@ -158,7 +195,7 @@ import { ArclightClient } from '/arclight-client.js';
 const video = document.getElementById('v');
 ${PREFER_H264_SCRIPT}
 window.subscribe = async (runtimeUrl, sessionId) => {
-  // Offer H.264 first: the runtime answers in the offer's codec order.
+  // Offer H.264 first (the runtime prefers it anyway).
   preferH264();
   const client = new ArclightClient({ modelName: 'pattern', local: true, localRuntimeUrl: runtimeUrl });
   window.client = client;
@@ -174,127 +211,311 @@ window.codecInfo = async () => {
   const report = await window.client.getPeerConnection().getStats();
   let inbound = null;
   report.forEach((s) => { if (s.type === 'inbound-rtp' && s.kind === 'video') inbound = s; });
-  return { codec: inbound?.codecId ? report.get(inbound.codecId)?.mimeType ?? null : null, framesDecoded: inbound?.framesDecoded ?? 0 };
+  return {
+    codec: inbound?.codecId ? report.get(inbound.codecId)?.mimeType ?? null : null,
+    framesDecoded: inbound?.framesDecoded ?? 0,
+    bytesReceived: inbound?.bytesReceived ?? 0,
+  };
 };
 window.unsubscribe = () => window.client?.disconnect(true);
 </script></body></html>`;
 
-// ---------------------------------------------------------------------------
-// one round
-// ---------------------------------------------------------------------------
-
-interface WrtcNonstandard {
-  nonstandard: { RTCVideoSink: new (track: MediaStreamTrack) => { onframe: (() => void) | null; stop(): void } };
+interface Received {
+  frames: number;
+  bytes: number;
 }
+type Subscriber = () => Promise<Received>;
 
-/** A Node client whose decoded main_video frames are counted (so "subscribed" is checked, not assumed). */
-class CountingClient {
+/**
+ * A Node client (wrtc) on a session. wrtc decodes the video whether or not a sink takes the
+ * frames; no sink is attached, so no frame is copied into JavaScript: what it costs this process
+ * is the VP8 decode (~6 % of a core at 720p30 here). Frames decoded and bytes come from getStats.
+ */
+class Viewer {
   readonly client: ArclightClient;
-  frames = 0;
-  #sink: { stop(): void } | undefined;
 
   constructor(url: string) {
     this.client = new ArclightClient({ modelName: 'pattern', local: true, localRuntimeUrl: url });
-    this.client.on('trackReceived', (name, track) => {
-      if (name !== 'main_video') return;
-      const sink = new (wrtc as unknown as WrtcNonstandard).nonstandard.RTCVideoSink(track);
-      sink.onframe = () => void this.frames++;
-      this.#sink = sink;
-    });
   }
 
+  readonly received: Subscriber = async () => {
+    const report = await this.client.getPeerConnection()?.getStats();
+    let out: Received = { frames: 0, bytes: 0 };
+    report?.forEach((s: Record<string, unknown>) => {
+      if (s['type'] === 'inbound-rtp' && s['kind'] === 'video') {
+        out = { frames: Number(s['framesDecoded'] ?? 0), bytes: Number(s['bytesReceived'] ?? 0) };
+      }
+    });
+    return out;
+  };
+
   async close(): Promise<void> {
-    this.#sink?.stop();
     await this.client.disconnect().catch(() => {});
   }
 }
 
-interface PhaseResult {
-  phase: string;
-  cpu: CpuWindow;
-  runtime: Record<string, string>;
-  /** Frames per second each subscriber decoded during the window. */
-  subscriberFps: Record<string, number>;
-}
-
-async function waitFrames(what: string, count: () => number | Promise<number>, atLeast: number, timeoutMs = 20_000): Promise<void> {
+async function waitFrames(what: string, subscriber: Subscriber, atLeast: number, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  const start = await count();
-  while ((await count()) - start < atLeast) {
+  const start = (await subscriber()).frames;
+  while ((await subscriber()).frames - start < atLeast) {
     if (Date.now() > deadline) throw new Error(`${what}: fewer than ${atLeast} frames decoded in ${timeoutMs} ms`);
     await sleep(100);
   }
 }
 
-async function round(index: number, host: string, chrome: { browser: LaunchedChromium; pageUrl: string } | undefined): Promise<PhaseResult[]> {
+// ---------------------------------------------------------------------------
+// one phase
+// ---------------------------------------------------------------------------
+
+interface SubscriberResult {
+  fps: number;
+  kbps: number;
+}
+
+interface PhaseResult {
+  phase: string;
+  /** The runtime's model: `pattern` or `busy`. */
+  model: string;
+  cpu: CpuWindow;
+  runtime: Record<string, string>;
+  emittedFps: number;
+  droppedPerSecond: number;
+  /** Per subscriber, what it decoded during the window. */
+  subscribers: Record<string, SubscriberResult>;
+}
+
+async function measurePhase(
+  label: string,
+  phase: string,
+  model: string,
+  runtime: ChildRuntime,
+  subscribers: Record<string, Subscriber>,
+): Promise<PhaseResult> {
+  await sleep(SETTLE_MS);
+  const names = Object.keys(subscribers);
+  const received0 = await Promise.all(names.map((n) => subscribers[n]!()));
+  const metrics0 = await runtimeCounters(runtime.url);
+  const s0 = snapshot(runtime.pid);
+  await sleep(WINDOW_MS);
+  const s1 = snapshot(runtime.pid);
+  const metrics1 = await runtimeCounters(runtime.url);
+  const received1 = await Promise.all(names.map((n) => subscribers[n]!()));
+  const seconds = (s1.at - s0.at) / 1000;
+  const subs = Object.fromEntries(
+    names.map((name, i) => [
+      name,
+      { fps: +((received1[i]!.frames - received0[i]!.frames) / seconds).toFixed(1), kbps: +(((received1[i]!.bytes - received0[i]!.bytes) * 8) / seconds / 1000).toFixed(0) },
+    ]),
+  );
+  const result: PhaseResult = {
+    phase,
+    model,
+    cpu: cpuBetween(s0, s1),
+    runtime: countersBetween(metrics0, metrics1, seconds),
+    emittedFps: counterRate(metrics0, metrics1, 'arclight_frames_emitted_total', seconds, 'track="main_video"'),
+    droppedPerSecond: counterRate(metrics0, metrics1, 'arclight_frames_dropped_total', seconds),
+    subscribers: subs,
+  };
+  const threads = Object.entries(result.cpu.byThread).sort((x, y) => y[1] - x[1]).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ');
+  const fps = Object.values(subs).map((s) => s.fps);
+  const kbps = Object.values(subs).map((s) => s.kbps);
+  process.stdout.write(
+    `${label} | ${phase.padEnd(28)} runtime ${result.cpu.pct.toFixed(1).padStart(5)}% of a core  [${threads}]  machine busy ${result.cpu.machineBusyPct.toFixed(0)}%\n` +
+      `        runtime: ${JSON.stringify(result.runtime)}\n` +
+      (names.length
+        ? `        ${names.length} subscriber(s) decoded fps min ${Math.min(...fps)} median ${median(fps)}, kbps median ${median(kbps)}` +
+          (names.length <= 3 ? ` ${JSON.stringify(subs)}` : '') + '\n'
+        : ''),
+  );
+  return result;
+}
+
+// ---------------------------------------------------------------------------
+// one round
+// ---------------------------------------------------------------------------
+
+interface ChromeSetup {
+  browser: LaunchedChromium;
+  pageUrl: string;
+}
+
+/** A Chromium page subscribed to `sessionId` on `runtime`; returns its frame/byte counter and codec. */
+async function chromiumSubscriber(chrome: ChromeSetup, runtime: ChildRuntime, sessionId: string): Promise<{ page: Page; received: Subscriber; codec: string | null }> {
+  const page = await chrome.browser.newPage({ viewport: { width: 1280, height: 720 } });
+  type W = { subscribe(u: string, s: string): Promise<void>; codecInfo(): Promise<{ codec: string | null; framesDecoded: number; bytesReceived: number }> };
+  await page.goto(chrome.pageUrl);
+  await page.evaluate(([url, sid]) => (window as unknown as W).subscribe(url, sid), [runtime.url, sessionId] as const);
+  const received: Subscriber = async () => {
+    const info = await page.evaluate(() => (window as unknown as W).codecInfo());
+    return { frames: info.framesDecoded, bytes: info.bytesReceived };
+  };
+  await waitFrames('Chromium', received, 30);
+  const codec = (await page.evaluate(() => (window as unknown as W).codecInfo())).codec;
+  if (codec !== 'video/H264') process.stdout.write(`        note: Chromium negotiated ${codec}, not H.264\n`);
+  return { page, received, codec };
+}
+
+async function closePage(page: Page | undefined): Promise<void> {
+  if (!page) return;
+  await page.evaluate(() => (window as unknown as { unsubscribe(): Promise<void> }).unsubscribe()).catch(() => {});
+  await page.context().close().catch(() => {});
+}
+
+const codecName = (codec: string | null): string => (codec === 'video/H264' ? 'H.264' : codec ?? '?');
+
+async function patternRound(index: number, host: string, chrome: ChromeSetup | undefined): Promise<PhaseResult[]> {
+  const label = `round ${index + 1}`;
   const runtime = await startChildRuntime(host, { graceSeconds: 600, stderrTailChars: 3_000 });
   const results: PhaseResult[] = [];
-  const a = new CountingClient(runtime.url);
-  const b = new CountingClient(runtime.url);
+  const viewers: Viewer[] = [];
   let page: Page | undefined;
-  const pageFrames = async (): Promise<number> =>
-    page ? ((await page.evaluate(() => (window as unknown as { codecInfo(): Promise<{ framesDecoded: number }> }).codecInfo())).framesDecoded) : 0;
-
-  const measure = async (phase: string, subscribers: Record<string, () => number | Promise<number>>): Promise<void> => {
-    await sleep(SETTLE_MS);
-    const counts0 = await Promise.all(Object.values(subscribers).map((c) => c()));
-    const metrics0 = await runtimeCounters(runtime.url);
-    const s0 = snapshot(runtime.pid);
-    await sleep(WINDOW_MS);
-    const s1 = snapshot(runtime.pid);
-    const metrics1 = await runtimeCounters(runtime.url);
-    const counts1 = await Promise.all(Object.values(subscribers).map((c) => c()));
-    const seconds = (s1.at - s0.at) / 1000;
-    const subscriberFps = Object.fromEntries(Object.keys(subscribers).map((name, i) => [name, +((counts1[i]! - counts0[i]!) / seconds).toFixed(1)]));
-    const result = { phase, cpu: cpuBetween(s0, s1), runtime: countersBetween(metrics0, metrics1, seconds), subscriberFps };
-    results.push(result);
-    const threads = Object.entries(result.cpu.byThread).sort((x, y) => y[1] - x[1]).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ');
-    process.stdout.write(
-      `round ${index + 1} | ${phase.padEnd(26)} runtime ${result.cpu.pct.toFixed(1).padStart(5)}% of a core  [${threads}]  machine busy ${result.cpu.machineBusyPct.toFixed(0)}%\n` +
-        `        runtime: ${JSON.stringify(result.runtime)}  subscribers decoded fps: ${JSON.stringify(subscriberFps)}\n`,
-    );
-  };
-
   try {
-    await measure('idle (no session)', {});
+    results.push(await measurePhase(label, 'idle (no session)', 'pattern', runtime, {}));
 
-    await a.client.connect(undefined, { autoResumeTracks: false });
-    const sessionId = a.client.getSessionId()!;
-    await measure('session, 0 subscribers', {});
+    const first = new Viewer(runtime.url);
+    viewers.push(first);
+    await first.client.connect(undefined, { autoResumeTracks: false });
+    const sessionId = first.client.getSessionId()!;
+    results.push(await measurePhase(label, 'session, 0 subscribers', 'pattern', runtime, {}));
 
-    a.client.resumeTrack('main_video');
-    await waitFrames('client A', () => a.frames, 30);
-    await measure('1 × VP8 (Node)', { A: () => a.frames });
-
-    await b.client.connect(undefined, { sessionId, autoResumeTracks: false });
-    b.client.resumeTrack('main_video');
-    await waitFrames('client B', () => b.frames, 30);
-    await measure('2 × VP8 (Node, shared)', { A: () => a.frames, B: () => b.frames });
+    first.client.resumeTrack('main_video');
+    await waitFrames('viewer 1', first.received, 30);
+    for (const count of VIEWER_COUNTS) {
+      while (viewers.length < count) {
+        const viewer = new Viewer(runtime.url);
+        viewers.push(viewer);
+        await viewer.client.connect(undefined, { sessionId });
+      }
+      await Promise.all(viewers.map((v, i) => waitFrames(`viewer ${i + 1}`, v.received, 30)));
+      const subs = Object.fromEntries(viewers.map((v, i) => [`V${i + 1}`, v.received]));
+      results.push(await measurePhase(label, `${count} × VP8 (Node, shared)`, 'pattern', runtime, subs));
+    }
 
     if (chrome) {
-      a.client.pauseTrack('main_video');
-      b.client.pauseTrack('main_video');
-      page = await chrome.browser.newPage({ viewport: { width: 1280, height: 720 } });
-      await page.goto(chrome.pageUrl);
-      await page.evaluate(([url, sid]) => (window as unknown as { subscribe(u: string, s: string): Promise<void> }).subscribe(url, sid), [runtime.url, sessionId] as const);
-      await waitFrames('Chromium', pageFrames, 30);
-      const codec = (await page.evaluate(() => (window as unknown as { codecInfo(): Promise<{ codec: string | null }> }).codecInfo())).codec;
-      if (codec !== 'video/H264') process.stdout.write(`        note: Chromium negotiated ${codec}, not H.264\n`);
-      await measure(`1 × ${codec === 'video/H264' ? 'H.264' : codec} (Chromium)`, { chromium: pageFrames });
-
-      a.client.resumeTrack('main_video');
-      await waitFrames('client A again', () => a.frames, 30);
-      await measure(`${codec === 'video/H264' ? 'H.264' : codec} + VP8 (2 encodes)`, { chromium: pageFrames, A: () => a.frames });
+      // The extra viewers leave; the first one stays, paused, as before.
+      for (const viewer of viewers.splice(1)) await viewer.close();
+      first.client.pauseTrack('main_video');
+      const sub = await chromiumSubscriber(chrome, runtime, sessionId);
+      page = sub.page;
+      results.push(await measurePhase(label, `1 × ${codecName(sub.codec)} (Chromium)`, 'pattern', runtime, { chromium: sub.received }));
+      first.client.resumeTrack('main_video');
+      await waitFrames('viewer 1 again', first.received, 30);
+      results.push(await measurePhase(label, `${codecName(sub.codec)} + VP8 (2 encodes)`, 'pattern', runtime, { chromium: sub.received, V1: first.received }));
     }
     return results;
   } finally {
-    if (page) {
-      await page.evaluate(() => (window as unknown as { unsubscribe(): Promise<void> }).unsubscribe()).catch(() => {});
-      await page.context().close().catch(() => {});
-    }
-    await b.close();
-    await a.close();
+    await closePage(page);
+    for (const viewer of viewers) await viewer.close();
     await runtime.stop();
+  }
+}
+
+async function busyRound(index: number, host: string, chrome: ChromeSetup | undefined): Promise<PhaseResult[]> {
+  const label = `round ${index + 1}`;
+  const runtime = await startChildRuntime(host, { model: 'bench/models/busy-model.ts', graceSeconds: 600, stderrTailChars: 3_000 });
+  const results: PhaseResult[] = [];
+  const viewer = new Viewer(runtime.url);
+  let page: Page | undefined;
+  try {
+    await viewer.client.connect(undefined, { autoResumeTracks: false });
+    const sessionId = viewer.client.getSessionId()!;
+    results.push(await measurePhase(label, 'busy: session, 0 subscribers', 'busy', runtime, {}));
+    viewer.client.resumeTrack('main_video');
+    await waitFrames('busy viewer', viewer.received, 30);
+    results.push(await measurePhase(label, 'busy: 1 × VP8 (Node)', 'busy', runtime, { V1: viewer.received }));
+    if (chrome) {
+      viewer.client.pauseTrack('main_video');
+      const sub = await chromiumSubscriber(chrome, runtime, sessionId);
+      page = sub.page;
+      results.push(await measurePhase(label, `busy: 1 × ${codecName(sub.codec)} (Chromium)`, 'busy', runtime, { chromium: sub.received }));
+    }
+    return results;
+  } finally {
+    await closePage(page);
+    await viewer.close();
+    await runtime.stop();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// the sweep: N runtime processes, one session and one viewer each
+// ---------------------------------------------------------------------------
+
+interface SweepStep {
+  runtimes: number;
+  /** Per runtime: CPU % of a core, model fps, drops/s, its viewer's decoded fps. */
+  perRuntime: Array<{ cpuPct: number; emittedFps: number; droppedPerSecond: number; viewerFps: number; viewerKbps: number }>;
+  machineBusyPct: number;
+  /** Everything in this process (the viewers' decoding), % of one core. */
+  viewersCpuPct: number;
+  /** Machine busy time not accounted for by the runtimes and this process (other users' work), % of one core. */
+  othersCpuPct: number;
+  ok: boolean;
+  why: string[];
+}
+
+async function sweep(host: string): Promise<SweepStep[]> {
+  const steps: SweepStep[] = [];
+  const runtimes: ChildRuntime[] = [];
+  const viewers: Viewer[] = [];
+  try {
+    for (let n = 1; n <= MAX_RUNTIMES; n++) {
+      const runtime = await startChildRuntime(host, { graceSeconds: 600, stderrTailChars: 2_000 });
+      runtimes.push(runtime);
+      const viewer = new Viewer(runtime.url);
+      viewers.push(viewer);
+      await viewer.client.connect(undefined, { autoResumeTracks: false });
+      viewer.client.resumeTrack('main_video');
+      await waitFrames(`sweep viewer ${n}`, viewer.received, 30, 30_000);
+      await sleep(SETTLE_MS);
+      const r0 = await Promise.all(viewers.map((v) => v.received()));
+      const m0 = await Promise.all(runtimes.map((r) => runtimeCounters(r.url)));
+      const s0 = runtimes.map((r) => snapshot(r.pid));
+      const own0 = process.cpuUsage();
+      const t0 = performance.now();
+      await sleep(WINDOW_MS);
+      const seconds = (performance.now() - t0) / 1000;
+      const own = process.cpuUsage(own0);
+      const s1 = runtimes.map((r) => snapshot(r.pid));
+      const m1 = await Promise.all(runtimes.map((r) => runtimeCounters(r.url)));
+      const r1 = await Promise.all(viewers.map((v) => v.received()));
+      const perRuntime = runtimes.map((_, i) => ({
+        cpuPct: +cpuBetween(s0[i]!, s1[i]!).pct.toFixed(1),
+        emittedFps: +counterRate(m0[i]!, m1[i]!, 'arclight_frames_emitted_total', seconds, 'track="main_video"').toFixed(1),
+        droppedPerSecond: +counterRate(m0[i]!, m1[i]!, 'arclight_frames_dropped_total', seconds).toFixed(2),
+        viewerFps: +((r1[i]!.frames - r0[i]!.frames) / seconds).toFixed(1),
+        viewerKbps: +(((r1[i]!.bytes - r0[i]!.bytes) * 8) / seconds / 1000).toFixed(0),
+      }));
+      const why: string[] = [];
+      perRuntime.forEach((p, i) => {
+        if (p.droppedPerSecond > 0) why.push(`runtime ${i + 1} dropped ${p.droppedPerSecond}/s`);
+        if (p.viewerFps < MIN_FPS) why.push(`viewer ${i + 1} decoded ${p.viewerFps} fps`);
+        if (p.emittedFps < MIN_FPS) why.push(`model ${i + 1} emitted ${p.emittedFps} fps`);
+      });
+      const machineBusyPct = cpuBetween(s0[0]!, s1[0]!).machineBusyPct;
+      const viewersCpuPct = ((own.user + own.system) / 1000 / (seconds * 1000)) * 100;
+      const runtimesPct = perRuntime.reduce((sum, p) => sum + p.cpuPct, 0);
+      const step: SweepStep = {
+        runtimes: n,
+        perRuntime,
+        machineBusyPct: +machineBusyPct.toFixed(0),
+        viewersCpuPct: +viewersCpuPct.toFixed(1),
+        othersCpuPct: +((machineBusyPct * os.availableParallelism()) - runtimesPct - viewersCpuPct).toFixed(0),
+        ok: why.length === 0,
+        why,
+      };
+      steps.push(step);
+      process.stdout.write(
+        `sweep | ${n} runtime(s): ${step.ok ? 'ok' : `DROPS (${why.join('; ')})`}; machine busy ${step.machineBusyPct}%, runtimes ${runtimesPct.toFixed(0)}%, viewers (this process) ${step.viewersCpuPct}%, others ${step.othersCpuPct}% of a core\n` +
+          `        per runtime CPU ${perRuntime.map((p) => p.cpuPct).join(', ')}; model fps ${perRuntime.map((p) => p.emittedFps).join(', ')}; ` +
+          `drops/s ${perRuntime.map((p) => p.droppedPerSecond).join(', ')}; viewer fps ${perRuntime.map((p) => p.viewerFps).join(', ')}\n`,
+      );
+      if (!step.ok) break;
+    }
+    return steps;
+  } finally {
+    for (const viewer of viewers) await viewer.close();
+    for (const runtime of runtimes) await runtime.stop();
   }
 }
 
@@ -307,16 +528,19 @@ async function main(): Promise<void> {
   const noNamespace = networkNamespaceUnavailableReason();
   const withChromium = !args['no-chromium'] && noNamespace === null;
   process.stdout.write(
-    `runtime-cpu: ${ROUNDS} rounds, ${SETTLE_MS / 1000} s settle + ${WINDOW_MS / 1000} s window per phase; Chromium phases: ${withChromium ? 'yes' : `no (${args['no-chromium'] ? '--no-chromium' : noNamespace})`}\n` +
-      `${JSON.stringify(info)}\n`,
+    `runtime-cpu: ${ROUNDS} rounds, ${SETTLE_MS / 1000} s settle + ${WINDOW_MS / 1000} s window per phase; viewers {${VIEWER_COUNTS.join(', ')}}; ` +
+      `Chromium phases: ${withChromium ? 'yes' : `no (${args['no-chromium'] ? '--no-chromium' : noNamespace})`}; busy phases: ${args['no-busy'] ? 'no' : 'yes'}; ` +
+      `sweep: ${args['no-sweep'] ? 'no' : `up to ${MAX_RUNTIMES} runtimes`}\n${JSON.stringify(info)}\n`,
   );
   let net: TestNetwork | undefined;
   let browser: LaunchedChromium | undefined;
   let server: Server | undefined;
   const rounds: PhaseResult[][] = [];
+  let steps: SweepStep[] = [];
+  const started = performance.now();
   try {
     let host = '127.0.0.1';
-    let chrome: { browser: LaunchedChromium; pageUrl: string } | undefined;
+    let chrome: ChromeSetup | undefined;
     if (withChromium) {
       net = await createTestNetwork();
       host = net.hostAddress;
@@ -325,7 +549,14 @@ async function main(): Promise<void> {
       browser = await launchChromiumInNamespace(net);
       chrome = { browser, pageUrl: served.url };
     }
-    for (let i = 0; i < ROUNDS; i++) rounds.push(await round(i, host, chrome));
+    for (let i = 0; i < ROUNDS; i++) {
+      const results = await patternRound(i, host, chrome);
+      if (!args['no-busy']) results.push(...(await busyRound(i, host, chrome)));
+      rounds.push(results);
+    }
+    // The sweep needs no browser: close it first, so its renderer's idle CPU is not in the way.
+    await browser?.close().catch(() => {});
+    if (!args['no-sweep']) steps = await sweep(host);
   } finally {
     await browser?.close().catch(() => {});
     server?.close();
@@ -333,27 +564,61 @@ async function main(): Promise<void> {
   }
   const loadavgAfter = loadavg();
 
-  process.stdout.write('\n== runtime CPU, % of one core: median over rounds (spread min–max) ==\n');
-  const phases = rounds[0]!.map((p) => p.phase);
+  process.stdout.write(`\n== runtime CPU, % of one core: median over rounds (spread min–max); took ${((performance.now() - started) / 60_000).toFixed(1)} min ==\n`);
+  // --rounds 0: the sweep only.
+  const phases = rounds[0]?.map((p) => p.phase) ?? [];
   const medians: Record<string, number> = {};
+  const spread = (values: number[]): string => `${median(values).toFixed(1).padStart(5)}  (${Math.min(...values).toFixed(1)}–${Math.max(...values).toFixed(1)})`;
   for (const [i, phase] of phases.entries()) {
-    const values = rounds.map((r) => r[i]!.cpu.pct);
+    const rs = rounds.map((r) => r[i]!);
+    const values = rs.map((r) => r.cpu.pct);
     medians[phase] = median(values);
-    const busy = rounds.map((r) => r[i]!.cpu.machineBusyPct);
+    const main = median(rs.map((r) => r.cpu.byThread['main (JS)'] ?? 0));
+    const fps = rs.flatMap((r) => Object.values(r.subscribers).map((s) => s.fps));
+    const kbps = rs.flatMap((r) => Object.values(r.subscribers).map((s) => s.kbps));
     process.stdout.write(
-      `${phase.padEnd(28)} ${median(values).toFixed(1).padStart(5)}  (${Math.min(...values).toFixed(1)}–${Math.max(...values).toFixed(1)})   machine busy ${median(busy).toFixed(0)}%\n`,
+      `${phase.padEnd(30)} ${spread(values)}   main (JS) ${main.toFixed(1)}   machine busy ${median(rs.map((r) => r.cpu.machineBusyPct)).toFixed(0)}%` +
+        (fps.length ? `   subscribers: fps min ${Math.min(...fps)}, kbps median ${median(kbps)}` : '') +
+        '\n',
     );
   }
-  const base = medians['session, 0 subscribers']!;
-  const one = medians['1 × VP8 (Node)']!;
-  const two = medians['2 × VP8 (Node, shared)']!;
-  process.stdout.write(
-    `\nper VP8 stream (1 subscriber − 0 subscribers): ${(one - base).toFixed(1)}% of a core\n` +
-      `second subscriber on the same session (2 − 1): ${(two - one).toFixed(1)}% of a core; ratio (2 − 0)/(1 − 0) = ${((two - base) / (one - base)).toFixed(2)} (1.00 = fan-out is free)\n`,
-  );
-  const chromeOne = phases.find((p) => p.endsWith('(Chromium)'));
-  if (chromeOne) process.stdout.write(`per ${chromeOne.split(' ')[2]} stream (Chromium − 0 subscribers): ${(medians[chromeOne]! - base).toFixed(1)}% of a core\n`);
-  finishReport(info, loadavgAfter, args.json, { rounds });
+  const base = medians['session, 0 subscribers'] ?? NaN;
+  const perVp8 = (medians[`${VIEWER_COUNTS[0]} × VP8 (Node, shared)`] ?? NaN) - base;
+  if (rounds.length) process.stdout.write(`\nper VP8 stream, pattern (1 subscriber − 0 subscribers): ${perVp8.toFixed(1)}% of a core\n`);
+  const one = medians['1 × VP8 (Node, shared)'];
+  const ten = medians['10 × VP8 (Node, shared)'];
+  if (one !== undefined && ten !== undefined) {
+    const ratios = rounds.map((r) => r.find((p) => p.phase === '10 × VP8 (Node, shared)')!.cpu.pct / r.find((p) => p.phase === '1 × VP8 (Node, shared)')!.cpu.pct);
+    process.stdout.write(
+      `10 viewers vs 1 on one session: CPU(10)/CPU(1) = ${(ten / one).toFixed(2)} (per round ${ratios.map((x) => x.toFixed(2)).join(', ')}) → ${ten / one <= 1.3 ? 'MET' : 'NOT MET'} (goal ≤ 1.3); ` +
+        `over the no-subscriber baseline (10 − 0)/(1 − 0) = ${((ten - base) / (one - base)).toFixed(2)}\n`,
+    );
+  }
+  const chromeOne = phases.find((p) => !p.startsWith('busy') && p.endsWith('(Chromium)'));
+  if (chromeOne) process.stdout.write(`per ${chromeOne.split(' ')[2]} stream, pattern (Chromium − 0 subscribers): ${(medians[chromeOne]! - base).toFixed(1)}% of a core\n`);
+  const busyBase = medians['busy: session, 0 subscribers'];
+  if (busyBase !== undefined) {
+    for (const phase of phases.filter((p) => p.startsWith('busy: 1 ×'))) {
+      const rs = rounds.map((r) => r.find((p) => p.phase === phase)!);
+      const kbps = median(rs.flatMap((r) => Object.values(r.subscribers).map((s) => s.kbps)));
+      const perStream = medians[phase]! - busyBase;
+      process.stdout.write(
+        `per 720p30 stream at ~2 Mbit/s, ${phase.slice(6)}: ${perStream.toFixed(1)}% of a core over the runtime's no-subscriber ${busyBase.toFixed(1)}% ` +
+          `(runtime total ${medians[phase]!.toFixed(1)}%), received ${kbps} kbps → ${perStream <= 20 ? 'MET' : 'NOT MET'} (goal ≤ 20 %)\n`,
+      );
+    }
+  }
+  if (steps.length) {
+    const passed = steps.filter((s) => s.ok).map((s) => s.runtimes);
+    const max = passed.length ? Math.max(...passed) : 0;
+    const last = steps.at(-1)!;
+    process.stdout.write(
+      `max 720p30 runtimes (one session + one Node viewer each) on this machine before drops: ${max}` +
+        (last.ok ? ` (no drops up to --max-runtimes ${MAX_RUNTIMES})` : ` (${last.runtimes}: ${last.why.join('; ')})`) +
+        '\n',
+    );
+  }
+  finishReport(info, loadavgAfter, args.json, { rounds, sweep: steps });
 }
 
 await runBench('runtime-cpu', main);

@@ -1,6 +1,7 @@
 /**
  * The runtime under test as a child process: the real CLI
- * (`bin/arclight.js serve models/examples/pattern`), so its event loop and CPU are its own.
+ * (`bin/arclight.js serve models/examples/pattern`, or another model module), so its event loop
+ * and CPU are its own.
  */
 
 import { spawn } from 'node:child_process';
@@ -18,6 +19,10 @@ export interface ChildRuntime {
 }
 
 export interface ChildRuntimeOptions {
+  /** Model module to serve, relative to the repository root. Default `models/examples/pattern`. */
+  model?: string;
+  /** `--latency`; the model's / CLI's default when left out. */
+  latency?: 'realtime' | 'smooth';
   /** Seconds a session outlives its last client (`--grace`); the CLI's default when left out. */
   graceSeconds?: number;
   /** On stop, write only the last this many characters of the runtime's stderr (all of what was kept when left out). */
@@ -29,8 +34,9 @@ export async function startChildRuntime(host: string, options: ChildRuntimeOptio
   const child = spawn(
     process.execPath,
     [
-      '--conditions=source', '--import', 'tsx', 'bin/arclight.js', 'serve', 'models/examples/pattern',
+      '--conditions=source', '--import', 'tsx', 'bin/arclight.js', 'serve', options.model ?? 'models/examples/pattern',
       '--port', '0', '--host', host, '--ice-host', host, '--no-playground',
+      ...(options.latency === undefined ? [] : ['--latency', options.latency]),
       ...(options.graceSeconds === undefined ? [] : ['--grace', String(options.graceSeconds)]),
     ],
     { cwd: ROOT, env: { ...process.env, ARCLIGHT_LOG: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] },

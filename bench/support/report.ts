@@ -3,18 +3,34 @@
  * optional JSON file last, and how the script exits.
  */
 
+import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { loadavg, machine } from './measure.ts';
 
 export interface RunInfo {
   machine: Record<string, unknown>;
+  /** The commit measured, and source files that differed from it when the run started (others may be editing). */
+  source: { commit: string; modified: string[] };
   loadavgBefore: string;
   startedAt: string;
 }
 
-/** Machine facts and load, taken before the first measurement. */
+function sourceState(): RunInfo['source'] {
+  try {
+    const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+    const modified = execFileSync('git', ['status', '--porcelain', '--', 'runtime', 'client', 'protocol', 'models', 'bench'], { encoding: 'utf8' })
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => line.trim());
+    return { commit, modified };
+  } catch {
+    return { commit: 'unknown', modified: [] };
+  }
+}
+
+/** Machine facts, the source state and load, taken before the first measurement. */
 export function runInfo(): RunInfo {
-  return { machine: machine(), loadavgBefore: loadavg(), startedAt: new Date().toISOString() };
+  return { machine: machine(), source: sourceState(), loadavgBefore: loadavg(), startedAt: new Date().toISOString() };
 }
 
 /** Prints the load averages before and after; with a `--json` path, writes `{...info, loadavgAfter, ...results}` there. */
