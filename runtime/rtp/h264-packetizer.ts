@@ -3,6 +3,8 @@
  * STAP-A aggregation and FU-A fragmentation.
  */
 
+import { packetizeNalUnits } from './nal-aggregation.ts';
+
 /** NAL unit types this module cares about (H.264 Table 7-1 and RFC 6184 §5.2 Table 3). */
 const NAL_SPS = 7;
 const NAL_PPS = 8;
@@ -97,64 +99,15 @@ export class H264Packetizer {
   /** RTP payloads for one Annex-B access unit, in sending order; empty if it holds no NAL units to send. */
   packetize(accessUnit: Buffer): Buffer[] {
     const nals = splitAnnexB(accessUnit).filter((nal) => h264NalType(nal) !== NAL_AUD);
-    const max = this.#maxPayloadBytes;
-    const payloads: Buffer[] = [];
-
-    // NAL units waiting to go out together, and the STAP-A size they would need.
-    let group: Buffer[] = [];
-    let groupStapBytes = STAP_A_HEADER_BYTES;
-
-    const flush = (): void => {
-      if (group.length === 1) payloads.push(group[0]!);
-      else if (group.length > 1) payloads.push(buildStapA(group, groupStapBytes));
-      group = [];
-      groupStapBytes = STAP_A_HEADER_BYTES;
-    };
-
-    for (let i = 0; i < nals.length; i++) {
-      const nal = nals[i]!;
-      if (nal.length > max) {
-        flush();
-        fragmentFuA(nal, max, payloads);
-        continue;
-      }
-      const entryBytes = STAP_A_SIZE_BYTES + nal.length;
-      // A STAP-A entry size is 16 bits, so larger NAL units (possible with a huge maxPayloadBytes)
-      // can only go alone.
-      const aggregatable = nal.length <= 0xffff;
-      if (!aggregatable) {
-        flush();
-        payloads.push(nal);
-        continue;
-      }
-      // Keep a run of parameter sets (SPS, PPS, ...) in one packet: if the run would not fit after
-      // what is already waiting but fits on its own, start a fresh packet for it. Losing one of them
-      // alone makes the other useless.
-      const type = h264NalType(nal);
-      const prevType = i > 0 ? h264NalType(nals[i - 1]!) : -1;
-      if (group.length > 0 && isParameterSet(type) && !isParameterSet(prevType)) {
-        const runBytes = parameterSetRunStapBytes(nals, i);
-        if (groupStapBytes + runBytes > max && STAP_A_HEADER_BYTES + runBytes <= max) flush();
-      }
-      if (group.length > 0 && groupStapBytes + entryBytes > max) flush();
-      group.push(nal);
-      groupStapBytes += entryBytes;
-    }
-    flush();
-    return payloads;
+    return packetizeNalUnits(nals, this.#maxPayloadBytes, {
+      aggregationHeaderBytes: STAP_A_HEADER_BYTES,
+      isParameterSet: (nal) => isParameterSet(h264NalType(nal)),
+      fragment: fragmentFuA,
+      aggregate: buildStapA,
+    });
   }
 }
 
-/** STAP-A bytes (without the STAP-A header) for the run of parameter sets starting at `from`. */
-function parameterSetRunStapBytes(nals: readonly Buffer[], from: number): number {
-  let bytes = 0;
-  for (let i = from; i < nals.length; i++) {
-    const nal = nals[i]!;
-    if (!isParameterSet(h264NalType(nal))) break;
-    bytes += STAP_A_SIZE_BYTES + nal.length;
-  }
-  return bytes;
-}
 
 function buildStapA(nals: readonly Buffer[], totalBytes: number): Buffer {
   const out = Buffer.allocUnsafe(totalBytes);

@@ -3,6 +3,7 @@
  * Fragmentation Units (FU), without DONL fields (sprop-max-don-diff = 0, the only mode WebRTC uses).
  */
 
+import { packetizeNalUnits } from './nal-aggregation.ts';
 import { splitAnnexB } from './h264-packetizer.ts';
 
 /** NAL unit types this module cares about (H.265 Table 7-1 and RFC 7798 §4.4). */
@@ -91,63 +92,15 @@ export class H265Packetizer {
       const type = h265NalType(nal);
       return type !== NAL_AUD && type < NAL_FIRST_UNSPECIFIED;
     });
-    const max = this.#maxPayloadBytes;
-    const payloads: Buffer[] = [];
-
-    // NAL units waiting to go out together, and the AP size they would need.
-    let group: Buffer[] = [];
-    let groupApBytes = NAL_HEADER_BYTES;
-
-    const flush = (): void => {
-      if (group.length === 1) payloads.push(group[0]!);
-      else if (group.length > 1) payloads.push(buildAp(group, groupApBytes));
-      group = [];
-      groupApBytes = NAL_HEADER_BYTES;
-    };
-
-    for (let i = 0; i < nals.length; i++) {
-      const nal = nals[i]!;
-      if (nal.length > max) {
-        flush();
-        fragment(nal, max, payloads);
-        continue;
-      }
-      // An aggregation unit's size is 16 bits, so larger NAL units (possible with a huge
-      // maxPayloadBytes) can only go alone.
-      if (nal.length > 0xffff) {
-        flush();
-        payloads.push(nal);
-        continue;
-      }
-      const entryBytes = AP_SIZE_BYTES + nal.length;
-      // Keep a run of parameter sets (VPS, SPS, PPS) in one packet: if the run would not fit after
-      // what is already waiting but fits on its own, start a fresh packet for it. Losing one of them
-      // alone makes the others useless.
-      const type = h265NalType(nal);
-      const prevType = i > 0 ? h265NalType(nals[i - 1]!) : -1;
-      if (group.length > 0 && isParameterSet(type) && !isParameterSet(prevType)) {
-        const runBytes = parameterSetRunApBytes(nals, i);
-        if (groupApBytes + runBytes > max && NAL_HEADER_BYTES + runBytes <= max) flush();
-      }
-      if (group.length > 0 && groupApBytes + entryBytes > max) flush();
-      group.push(nal);
-      groupApBytes += entryBytes;
-    }
-    flush();
-    return payloads;
+    return packetizeNalUnits(nals, this.#maxPayloadBytes, {
+      aggregationHeaderBytes: NAL_HEADER_BYTES,
+      isParameterSet: (nal) => isParameterSet(h265NalType(nal)),
+      fragment: fragment,
+      aggregate: buildAp,
+    });
   }
 }
 
-/** AP bytes (without the payload header) for the run of parameter sets starting at `from`. */
-function parameterSetRunApBytes(nals: readonly Buffer[], from: number): number {
-  let bytes = 0;
-  for (let i = from; i < nals.length; i++) {
-    const nal = nals[i]!;
-    if (!isParameterSet(h265NalType(nal))) break;
-    bytes += AP_SIZE_BYTES + nal.length;
-  }
-  return bytes;
-}
 
 /**
  * An Aggregation Packet (RFC 7798 §4.4.2). Its payload header has F = the OR of the aggregated F bits,
