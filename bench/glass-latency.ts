@@ -44,6 +44,7 @@ import { execFileSync } from 'node:child_process';
 import type { Server } from 'node:http';
 import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
+import { PerformanceObserver } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import type { Page } from 'playwright-core';
 import { startRuntime, type Runtime } from '../runtime/index.ts';
@@ -141,6 +142,12 @@ function threadsByName(a: Map<string, { comm: string; ms: number }>, b: Map<stri
   else out[key] = +out[key]!.toFixed(1);
   return out;
 }
+
+/** Garbage collections in this process (runtime + model + bench): every pause, with when it ended. */
+const gcPauses: Array<{ end: number; ms: number }> = [];
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) gcPauses.push({ end: performance.timeOrigin + entry.startTime + entry.duration, ms: entry.duration });
+}).observe({ entryTypes: ['gc'] });
 
 // ---------------------------------------------------------------------------
 // the page
@@ -446,6 +453,12 @@ interface Measurement {
   othersCpuPct: number;
   /** Frames the model emitted per second during the window (30 when it keeps up). */
   emittedFps: number;
+  /** GC pauses of this process during the window, and the JS heap in use at its end. */
+  gc: { count: number; totalMs: number; maxMs: number; p99Ms: number; heapUsedMiB: number };
+  /** Open file descriptors (sockets included) of this process at the window's end: a leak from earlier runtimes shows here. */
+  openFds: number;
+  /** `process.getActiveResourcesInfo()` by type at the window's end (timers, sockets, ...). */
+  activeResources: Record<string, number>;
 }
 
 const num = (v: number | string | null | undefined): number | null => (typeof v === 'number' ? v : null);
@@ -593,6 +606,7 @@ async function measure(
     const threads0 = ownThreadsMs();
     const emitted0 = emitTimes.size;
     const spans0 = allEncodes.length;
+    const gc0 = gcPauses.length;
     const stats0 = (await page.evaluate(() => (window as unknown as BenchWindow).benchOpen())) ?? {};
     await sleep(WINDOW_MS);
     const closed = await page.evaluate(() => (window as unknown as BenchWindow).benchClose());
@@ -666,6 +680,18 @@ async function measure(
       chromiumCpuPct: chromeCpuPct,
       othersCpuPct: (systemBusyPct * os.availableParallelism()) - runtimeProcessCpuPct - chromeCpuPct,
       emittedFps,
+      gc: (() => {
+        const pauses = gcPauses.slice(gc0).map((g) => g.ms);
+        return {
+          count: pauses.length,
+          totalMs: pauses.reduce((a, b) => a + b, 0),
+          maxMs: pauses.length ? Math.max(...pauses) : 0,
+          p99Ms: summarise(pauses).p99,
+          heapUsedMiB: process.memoryUsage().heapUsed / 2 ** 20,
+        };
+      })(),
+      openFds: readdirSync('/proc/self/fd').length,
+      activeResources: process.getActiveResourcesInfo().reduce<Record<string, number>>((out, type) => ({ ...out, [type]: (out[type] ?? 0) + 1 }), {}),
     };
   } finally {
     await page.evaluate(() => (window as unknown as BenchWindow).benchStop()).catch(() => {});
@@ -698,7 +724,8 @@ function report(m: Measurement, label: string): void {
       `  chrome: jitter-buffer delay ${f(m.chrome.jitterBufferDelayMs)} ms (target ${f(m.chrome.jitterBufferTargetDelayMs)}), received ${m.chrome.framesReceived}, decoded ${m.chrome.framesDecoded}, ` +
       `dropped ${m.chrome.framesDropped}, packets lost ${m.chrome.packetsLost}, NACK ${m.chrome.nackCount}, PLI ${m.chrome.pliCount}, ${f(m.chrome.bitrateKbps, 0)} kbps\n` +
       `  clock offset page−node ${f(m.clock.offsetMs, 2)} ± ${f(m.clock.uncertaintyMs, 2)} ms; machine CPU busy ${f(m.systemCpuBusyPct, 0)}%, ` +
-      `runtime process ${f(m.runtimeProcessCpuPct, 0)}% (${JSON.stringify(m.runtimeThreadsPct)}), chromium ${f(m.chromiumCpuPct, 0)}%, others ${f(m.othersCpuPct, 0)}% (of one core); model emitted ${f(m.emittedFps)} fps` +
+      `runtime process ${f(m.runtimeProcessCpuPct, 0)}% (${JSON.stringify(m.runtimeThreadsPct)}), chromium ${f(m.chromiumCpuPct, 0)}%, others ${f(m.othersCpuPct, 0)}% (of one core); model emitted ${f(m.emittedFps)} fps\n` +
+      `  GC in this process: ${m.gc.count} pauses, ${f(m.gc.totalMs, 0)} ms in all, max ${f(m.gc.maxMs)} ms; heap in use ${f(m.gc.heapUsedMiB, 0)} MiB; ${m.openFds} open fds; active ${JSON.stringify(m.activeResources)}` +
       (m.pageErrors.length ? `\n  page errors: ${m.pageErrors.join(' | ')}` : '') +
       '\n',
   );
@@ -721,6 +748,7 @@ async function main(): Promise<void> {
   let chrome: LaunchedChromium | undefined;
   let server: Server | undefined;
   const results: Measurement[] = [];
+  let relaunches = 0;
   try {
     const served = await servePage(net.hostAddress, PAGE);
     server = served.server;
@@ -729,7 +757,19 @@ async function main(): Promise<void> {
       for (const resolution of RESOLUTIONS) {
         for (const codec of CODECS) {
           for (const mode of MODES) {
-            const m = await measure(chrome, net, served.url, resolution, codec, mode);
+            let m: Measurement;
+            try {
+              m = await measure(chrome, net, served.url, resolution, codec, mode);
+            } catch (error) {
+              // Chromium gone (crashed, or killed from outside — the machine is shared): start a
+              // fresh one and measure this configuration again, once.
+              if (chrome.browser.isConnected()) throw error;
+              process.stdout.write(`  Chromium went away (${(error as Error).message.split('\n')[0]}); relaunching and measuring again\n`);
+              await chrome.close().catch(() => {});
+              chrome = await launchChromiumInNamespace(net);
+              relaunches++;
+              m = await measure(chrome, net, served.url, resolution, codec, mode);
+            }
             results.push(m);
             report(m, `round ${round + 1}`);
           }
@@ -783,7 +823,8 @@ async function main(): Promise<void> {
     }
   }
   process.stdout.write(`\n== goals ==\n${goals.join('\n')}\n`);
-  finishReport(info, loadavgAfter, args.json, { modelOptions: MODEL_OPTIONS, results });
+  if (relaunches) process.stdout.write(`Chromium was relaunched ${relaunches} time(s) during the run\n`);
+  finishReport(info, loadavgAfter, args.json, { modelOptions: MODEL_OPTIONS, chromiumRelaunches: relaunches, results });
 }
 
 /** Per part, the median over rounds of the per-round medians. */
