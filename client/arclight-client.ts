@@ -16,7 +16,8 @@ import type { Capabilities, TrackCapability } from '../protocol/capabilities.ts'
 import { ArclightError } from '../protocol/errors.ts';
 import type { JsonObject, JsonValue } from '../protocol/json-schema.ts';
 import { MAX_MESSAGE_BYTES, type Envelope, type LatencyMode } from '../protocol/messages.ts';
-import { decodeFrameMetadata, type FrameMetadataData } from '../protocol/frame-metadata.ts';
+import { decodeFrameMetadata, encodeFrameMetadata, type FrameMetadataData, type InputFrameMetadataData } from '../protocol/frame-metadata.ts';
+import { InputFrameStamper, inputFrameMetadataSupported, type InputFrameInfo } from './input-frame-stamper.ts';
 import { LatencyTracker, type LatencySummary } from './latency-tracker.ts';
 import type { SessionResponse } from '../protocol/session.ts';
 import { PeerLink, type RtcImplementation } from './peer-link.ts';
@@ -48,6 +49,22 @@ export interface ArclightClientOptions {
   readonly connectTimeoutMs?: number;
 }
 
+/** Per-frame data sent with an input video frame: a mapping travels as JSON, bytes unchanged. */
+export type InputFrameMetadata = Record<string, JsonValue> | Uint8Array;
+
+export interface PublishOptions {
+  /**
+   * Annotate every frame of this video track: the model reads `frame.metadata` and
+   * `frame.captureTime` on the frames it receives. `true` sends the value last set with
+   * `setInputFrameMetadata` (if any) plus the capture time; a function is asked for each encoded
+   * frame. Needs encoded transforms (browsers); rejects with `unsupported` elsewhere (Node/wrtc).
+   */
+  readonly frameMetadata?: boolean | InputFrameMetadataSource;
+}
+
+/** Asked for each encoded frame of an annotated input track; `undefined` sends no data for it. */
+export type InputFrameMetadataSource = (frame: InputFrameInfo) => InputFrameMetadata | undefined;
+
 export interface ConnectOptions {
   /** SDP answer polls before giving up. Default 6. */
   readonly maxAttempts?: number;
@@ -57,6 +74,12 @@ export interface ConnectOptions {
   readonly sessionId?: string;
   /** Join with a connection id already registered for the session. */
   readonly connectionId?: number;
+  /**
+   * Prepare input video tracks for `publishTrack(..., { frameMetadata })`: a pass-through encoded
+   * transform per input video track, which browsers accept only before negotiation. Default true
+   * where the platform has encoded transforms; false saves each frame a hop through a worker.
+   */
+  readonly inputFrameMetadata?: boolean;
 }
 
 /** A message from the model (application scope). */
@@ -127,7 +150,11 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
   #sampler = new StatsSampler();
   readonly #paused = new Set<string>();
   readonly #published = new Map<string, MediaStreamTrack>();
+  readonly #stampers = new Map<string, InputFrameStamper>();
+  /** Values set with setInputFrameMetadata, by track. */
+  readonly #inputMetadata = new Map<string, InputFrameMetadata>();
   #autoResume = true;
+  #inputFrameTransforms = true;
   #disconnecting = false;
   readonly #frameMetadata = new Map<string, Map<number, Record<string, JsonValue> | Uint8Array>>();
   readonly #latency = new Map<string, LatencyTracker>();
@@ -155,6 +182,7 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     }
     this.#token = jwtToken;
     this.#autoResume = options.autoResumeTracks ?? true;
+    this.#inputFrameTransforms = options.inputFrameMetadata ?? true;
     this.#paused.clear();
     this.#setStatus('connecting');
     this.#abort = new AbortController();
@@ -266,14 +294,43 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
 
   // ---- tracks ----
 
-  /** Starts sending a local track (webcam, microphone) to a model input (`sendonly`) track. */
-  async publishTrack(name: string, track: MediaStreamTrack): Promise<void> {
+  /**
+   * Starts sending a local track (webcam, microphone, canvas) to a model input (`sendonly`) track.
+   * With `frameMetadata`, each video frame carries its capture time and optional data to the model.
+   */
+  async publishTrack(name: string, track: MediaStreamTrack, options: PublishOptions = {}): Promise<void> {
     this.#assertReady('publishTrack');
     const capability = this.#track(name, 'sendonly');
     if (capability.kind !== track.kind) throw new ArclightError('invalid_request', `Track "${name}" is ${capability.kind}; got a ${track.kind} track.`);
-    await this.#request('runtime', 'publish_track', { track: name });
+    const annotate = options.frameMetadata !== undefined && options.frameMetadata !== false;
+    if (annotate && capability.kind !== 'video') throw new ArclightError('invalid_request', `Frame metadata is carried on video tracks; "${name}" is audio.`);
+    if (annotate && !inputFrameMetadataSupported()) {
+      throw new ArclightError('unsupported', 'Input frame metadata needs RTCRtpScriptTransform (a current browser); this platform has none.');
+    }
+    const stamper = this.#stampers.get(name);
+    if (annotate && !stamper) {
+      throw new ArclightError('invalid_request', 'Frame metadata needs connect() without inputFrameMetadata: false (transforms are set up at connect).');
+    }
+    await this.#request('runtime', 'publish_track', annotate ? { track: name, frame_metadata: true } : { track: name });
+    if (annotate) {
+      const offset = await this.#clockOffset();
+      const source = typeof options.frameMetadata === 'function' ? options.frameMetadata : undefined;
+      stamper!.start((frame) => this.#annotateInputFrame(name, frame, offset, source));
+    } else {
+      stamper?.pause();
+    }
     await this.#link!.transceiver(name)!.sender.replaceTrack(track);
     this.#published.set(name, track);
+  }
+
+  /**
+   * Sets the data sent with every following frame of an input video track published with
+   * `frameMetadata: true`, until changed; `undefined` stops sending data (capture times go on).
+   */
+  setInputFrameMetadata(name: string, metadata: InputFrameMetadata | undefined): void {
+    this.#track(name, 'sendonly');
+    if (metadata === undefined) this.#inputMetadata.delete(name);
+    else this.#inputMetadata.set(name, metadata);
   }
 
   /** Stops sending to an input track and frees it for another connection. */
@@ -281,6 +338,7 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     this.#track(name, 'sendonly');
     if (!this.#published.has(name)) return;
     this.#published.delete(name);
+    this.#stampers.get(name)?.pause();
     await this.#link?.transceiver(name)?.sender.replaceTrack(null);
     if (this.#status === 'ready') await this.#request('runtime', 'unpublish_track', { track: name });
   }
@@ -322,20 +380,58 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     const tracker = new LatencyTracker(track, video);
     this.#latency.set(track, tracker);
     await this.#request('runtime', 'subscribe_frame_times', { track, subscribed: true });
-    // A few pings for the clock offset; the one with the smallest round trip wins.
-    for (let i = 0; i < 5; i++) {
-      const sentAt = performance.timeOrigin + performance.now();
-      const pong = await this.#request('runtime', 'ping', {});
-      const receivedAt = performance.timeOrigin + performance.now();
-      const serverTime = (pong?.data as { server_time?: number } | undefined)?.server_time;
-      if (typeof serverTime === 'number') tracker.addClockSample(sentAt, receivedAt, serverTime);
-    }
+    await this.#pingClock((sentAt, receivedAt, serverTime) => tracker.addClockSample(sentAt, receivedAt, serverTime));
     this.#latencyReportTimer ??= setInterval(() => this.#reportLatency(), 5_000);
     return () => {
       tracker.stop();
       if (this.#latency.get(track) === tracker) this.#latency.delete(track);
       if (this.#status === 'ready') this.#request('runtime', 'subscribe_frame_times', { track, subscribed: false }).catch(() => {});
     };
+  }
+
+  /** A few pings, each reported as (sent, received, runtime's time); the fastest says the most. */
+  async #pingClock(onSample: (sentAt: number, receivedAt: number, serverTime: number) => void): Promise<void> {
+    for (let i = 0; i < 5; i++) {
+      const sentAt = performance.timeOrigin + performance.now();
+      const pong = await this.#request('runtime', 'ping', {});
+      const receivedAt = performance.timeOrigin + performance.now();
+      const serverTime = (pong?.data as { server_time?: number } | undefined)?.server_time;
+      if (typeof serverTime === 'number') onSample(sentAt, receivedAt, serverTime);
+    }
+  }
+
+  /** Runtime clock minus this page's clock, ms, from the ping with the smallest round trip. */
+  async #clockOffset(): Promise<number> {
+    let best = { rtt: Infinity, offset: 0 };
+    await this.#pingClock((sentAt, receivedAt, serverTime) => {
+      if (receivedAt - sentAt < best.rtt) best = { rtt: receivedAt - sentAt, offset: serverTime - (sentAt + receivedAt) / 2 };
+    });
+    return best.offset;
+  }
+
+  #annotateInputFrame(track: string, frame: InputFrameInfo, clockOffset: number, source: InputFrameMetadataSource | undefined): void {
+    if (this.#status !== 'ready' || !this.#link) return;
+    let metadata: InputFrameMetadata | undefined;
+    try {
+      metadata = source ? source(frame) : this.#inputMetadata.get(track);
+    } catch (error) {
+      this.#fail(asError(error, 'invalid_params'));
+    }
+    const data: InputFrameMetadataData = {
+      track,
+      frames: [
+        {
+          rtp_timestamp: frame.rtpTimestamp,
+          capture_time: Math.max(0, Math.round((frame.captureTime + clockOffset) * 1000) / 1000),
+          ...(metadata !== undefined ? { metadata: encodeFrameMetadata(metadata) } : {}),
+        },
+      ],
+    };
+    try {
+      this.#link.send(JSON.stringify({ scope: 'runtime', data: { type: 'input_frame_metadata', data } }));
+    } catch {
+      // the channel is closing; the connection-lost path takes over
+    }
   }
 
   #reportLatency(): void {
@@ -419,6 +515,13 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
       lost: () => setTimeout(() => this.#onLost(link), 0),
     });
     this.#link = link;
+    // Encoded transforms only apply if set before the first negotiation: install them now, idle.
+    if (this.#inputFrameTransforms && inputFrameMetadataSupported()) {
+      for (const track of session.capabilities.tracks) {
+        if (track.kind !== 'video' || track.direction !== 'sendonly') continue;
+        this.#stampers.set(track.name, new InputFrameStamper(link.transceiver(track.name)!.sender));
+      }
+    }
     const { sdp, mapping } = await link.createOffer();
     const pausedTracks = this.#autoResume
       ? [...this.#paused]
@@ -552,6 +655,8 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
       console.warn('[arclight] closing the peer connection failed', error);
     }
     this.#published.clear();
+    for (const stamper of this.#stampers.values()) stamper.stop();
+    this.#stampers.clear();
     this.#pending.rejectAll(new ArclightError('connection_failed', 'The connection closed before the command completed.'));
   }
 

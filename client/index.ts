@@ -10,7 +10,19 @@
  * ```
  */
 export { ArclightClient, DEFAULT_API_URL, DEFAULT_LOCAL_RUNTIME_URL } from './arclight-client.ts';
-export type { ArclightClientOptions, ClientEvents, ClientState, ClientStatus, ConnectOptions, FrameMetadataEvent, ModelMessage } from './arclight-client.ts';
+export type {
+  ArclightClientOptions,
+  ClientEvents,
+  ClientState,
+  ClientStatus,
+  ConnectOptions,
+  FrameMetadataEvent,
+  InputFrameMetadata,
+  InputFrameMetadataSource,
+  ModelMessage,
+  PublishOptions,
+} from './arclight-client.ts';
+export type { InputFrameInfo } from './input-frame-stamper.ts';
 export type { CommandReply } from './pending-commands.ts';
 export type { ClientStats, MediaQuality } from './stats.ts';
 export type { LatencySummary } from './latency-tracker.ts';

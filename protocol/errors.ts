@@ -32,6 +32,7 @@ export const ERROR_CODES = {
   track_busy: { status: 409, retryable: true, summary: 'Another connection publishes this input track.' },
   not_ready: { status: 409, retryable: true, summary: 'The operation needs status ready.' },
   // Client-side
+  unsupported: { status: 501, retryable: false, summary: 'This client or platform lacks a feature the operation needs.' },
   timeout: { status: 504, retryable: true, summary: 'No answer arrived in time (a command reply, an SDP answer, the connection).' },
   connection_failed: { status: 502, retryable: true, summary: 'The WebRTC connection could not be established or was lost.' },
   // Everything else

@@ -3,6 +3,10 @@
  * unchanged, base64-wrapped so they fit the JSON envelope) to an output frame; the runtime sends
  * it as a runtime-scope `frame_metadata` message keyed by the RTP timestamp the client sees on
  * that frame (browsers expose it as `requestVideoFrameCallback` metadata `rtpTimestamp`).
+ *
+ * The other way, a client annotates the frames of an input video track it publishes with
+ * `input_frame_metadata` messages keyed by the RTP timestamp its encoder stamped on each frame,
+ * carrying the same encoding plus the frame's capture time.
  */
 
 import type { JsonValue } from './json-schema.ts';
@@ -19,6 +23,23 @@ export interface FrameMetadataData {
   /** The frame's RTP timestamp as the client receives it. */
   readonly rtp_timestamp: number;
   readonly metadata: WireFrameMetadata;
+}
+
+/** One input frame's annotation, client → runtime (see `InputFrameMetadataMessage`). */
+export interface InputFrameAnnotation {
+  /** The frame's RTP timestamp as the client's encoder stamped it. */
+  readonly rtp_timestamp: number;
+  /**
+   * When the client captured the frame, Unix epoch ms on the runtime's clock (the client converts
+   * with the clock offset it measured by pinging the runtime).
+   */
+  readonly capture_time?: number;
+  readonly metadata?: WireFrameMetadata;
+}
+
+export interface InputFrameMetadataData {
+  readonly track: string;
+  readonly frames: readonly InputFrameAnnotation[];
 }
 
 export function encodeFrameMetadata(metadata: Record<string, unknown> | Uint8Array): WireFrameMetadata {

@@ -39,8 +39,12 @@ export interface PingMessage extends EnvelopeBody<'ping', Record<string, never> 
 /** Subscribe to (resume) or unsubscribe from (pause) an output track on this connection. */
 export interface TrackSubscriptionMessage
   extends EnvelopeBody<'track_subscription', { readonly track: string; readonly subscribed: boolean }> {}
-/** Claim an input track for this connection before sending media on it. */
-export interface PublishTrackMessage extends EnvelopeBody<'publish_track', { readonly track: string }> {}
+/**
+ * Claim an input track for this connection before sending media on it. `frame_metadata: true`
+ * announces `input_frame_metadata` messages for this (video) track: the runtime then holds each
+ * decoded frame briefly until its metadata arrives, so the model sees them together.
+ */
+export interface PublishTrackMessage extends EnvelopeBody<'publish_track', { readonly track: string; readonly frame_metadata?: boolean }> {}
 export interface UnpublishTrackMessage extends EnvelopeBody<'unpublish_track', { readonly track: string }> {}
 
 /**
@@ -52,7 +56,21 @@ export type LatencyMode = 'realtime' | 'smooth';
 /** Switches the whole session's latency mode (every connection). */
 export interface SetLatencyModeMessage extends EnvelopeBody<'set_latency_mode', { readonly mode: LatencyMode }> {}
 
-export type ClientRuntimeMessage = PingMessage | TrackSubscriptionMessage | PublishTrackMessage | UnpublishTrackMessage | SetLatencyModeMessage;
+/**
+ * Per-frame data for frames of a published input video track, keyed by the RTP timestamp the
+ * client's encoder put on each frame (browsers expose it to an `RTCRtpScriptTransform`). Sent
+ * without a `request_id`: nothing answers unless it fails.
+ */
+export interface InputFrameMetadataMessage
+  extends EnvelopeBody<'input_frame_metadata', import('./frame-metadata.ts').InputFrameMetadataData> {}
+
+export type ClientRuntimeMessage =
+  | PingMessage
+  | TrackSubscriptionMessage
+  | PublishTrackMessage
+  | UnpublishTrackMessage
+  | SetLatencyModeMessage
+  | InputFrameMetadataMessage;
 
 // ---- runtime scope, runtime → client ----
 

@@ -86,6 +86,40 @@ export const trackNameDataSchema = {
   properties: { track: { type: 'string' } },
 } as const;
 
+export const publishTrackDataSchema = {
+  type: 'object',
+  required: ['track'],
+  additionalProperties: false,
+  properties: { track: { type: 'string' }, frame_metadata: { type: 'boolean' } },
+} as const;
+
+/** Largest number of frames one `input_frame_metadata` message may annotate. */
+export const MAX_INPUT_FRAME_ANNOTATIONS = 64;
+
+export const inputFrameMetadataDataSchema = {
+  type: 'object',
+  required: ['track', 'frames'],
+  additionalProperties: false,
+  properties: {
+    track: { type: 'string' },
+    frames: {
+      type: 'array',
+      minItems: 1,
+      maxItems: MAX_INPUT_FRAME_ANNOTATIONS,
+      items: {
+        type: 'object',
+        required: ['rtp_timestamp'],
+        additionalProperties: false,
+        properties: {
+          rtp_timestamp: { type: 'integer', minimum: 0, maximum: 0xffffffff },
+          capture_time: { type: 'number', minimum: 0 },
+          metadata: { type: 'object' },
+        },
+      },
+    },
+  },
+} as const;
+
 export const setLatencyModeDataSchema = {
   type: 'object',
   required: ['mode'],

@@ -24,7 +24,16 @@ export interface VideoFrame {
   readonly data: Uint8Array;
   /** When the frame was captured or produced, in microseconds of `performance.now()`. */
   readonly timestampUs?: number;
+  /**
+   * Output frames: metadata delivered to clients with this frame. Input frames: what the
+   * publishing client attached to this frame (`publishTrack(name, track, { frameMetadata })`).
+   */
   readonly metadata?: FrameMetadata;
+  /**
+   * Input frames published with frame metadata: when the client captured this frame, Unix epoch
+   * ms on the runtime's clock (`Date.now() - captureTime` is capture-to-model latency).
+   */
+  readonly captureTime?: number;
 }
 
 export interface AudioFrame {

@@ -6,6 +6,7 @@
 
 import type { InputAudio, InputVideo } from '../model/model-session.ts';
 import type { AudioFrame, VideoFrame } from './frames.ts';
+import { InputFrameAligner, type InputFrameAnnotation } from './input-frame-aligner.ts';
 
 /** Single-slot latest-value channel with async iteration. */
 class LatestValue<T> {
@@ -71,8 +72,9 @@ class AudioFifo {
 
 export class InputVideoTrack implements InputVideo {
   readonly name: string;
-  /** The connection publishing this track, if any. */
-  publisher: number | undefined;
+  #publisher: number | undefined;
+  /** Set while the publisher announced per-frame annotations (`publish_track` `frame_metadata`). */
+  #aligner: InputFrameAligner | undefined;
   readonly #latest = new LatestValue<VideoFrame>();
   #frames = 0;
 
@@ -80,11 +82,52 @@ export class InputVideoTrack implements InputVideo {
     this.name = name;
   }
 
+  /** The connection publishing this track, if any. */
+  get publisher(): number | undefined {
+    return this.#publisher;
+  }
+
+  set publisher(connectionId: number | undefined) {
+    if (connectionId === this.#publisher) return;
+    this.#publisher = connectionId;
+    this.expectAnnotations(false);
+  }
+
   get framesReceived(): number {
     return this.#frames;
   }
 
-  deliver(frame: VideoFrame): void {
+  /** Frames delivered with / without the annotation their publisher announced. */
+  get annotationCounts(): { annotated: number; unannotated: number } {
+    return { annotated: this.#aligner?.annotated ?? 0, unannotated: this.#aligner?.unannotated ?? 0 };
+  }
+
+  /** Whether the current publisher sends per-frame annotations (frames then wait briefly for them). */
+  expectAnnotations(expect: boolean): void {
+    if (expect) {
+      this.#aligner ??= new InputFrameAligner((frame) => this.#accept(frame));
+      return;
+    }
+    this.#aligner?.reset();
+    this.#aligner = undefined;
+  }
+
+  /** Whether `annotate` is accepted now. */
+  get expectsAnnotations(): boolean {
+    return this.#aligner !== undefined;
+  }
+
+  annotate(rtpTimestamp: number, annotation: InputFrameAnnotation): void {
+    this.#aligner?.annotate(rtpTimestamp, annotation);
+  }
+
+  /** A decoded frame from the publisher, with the RTP timestamp it arrived under. */
+  deliver(frame: VideoFrame, rtpTimestamp?: number): void {
+    if (this.#aligner && rtpTimestamp !== undefined) this.#aligner.push(frame, rtpTimestamp);
+    else this.#accept(frame);
+  }
+
+  #accept(frame: VideoFrame): void {
     this.#frames++;
     this.#latest.set(frame);
   }
@@ -98,6 +141,7 @@ export class InputVideoTrack implements InputVideo {
   }
 
   close(): void {
+    this.#aligner?.close();
     this.#latest.close();
   }
 }

@@ -32,7 +32,8 @@ export class VideoReceiver {
   readonly #depacketizer: H264Depacketizer | H265Depacketizer | Vp8Depacketizer;
   readonly #decoder: Promise<VideoDecoder>;
   readonly #format: PixelFormat;
-  readonly #deliver: (frame: VideoFrame) => void;
+  /** Receives each decoded frame with the RTP timestamp of the encoded frame it came from. */
+  readonly #deliver: (frame: VideoFrame, rtpTimestamp: number) => void;
   readonly #requestKeyframe: () => void;
   readonly #log: Logger;
   readonly #metrics: RuntimeMetrics | undefined;
@@ -47,7 +48,7 @@ export class VideoReceiver {
     codec: VideoCodecName;
     track: string;
     format: PixelFormat;
-    deliver: (frame: VideoFrame) => void;
+    deliver: (frame: VideoFrame, rtpTimestamp: number) => void;
     requestKeyframe: () => void;
     log: Logger;
     metrics?: RuntimeMetrics;
@@ -100,7 +101,8 @@ export class VideoReceiver {
       const frames = await decoder.decode(encoded.data, performance.now() * 1000);
       for (const frame of frames) {
         this.#metrics?.framesReceived.inc({ track: this.#track });
-        this.#deliver(this.#format === frame.format ? frame : convertVideoFrame(frame, this.#format));
+        // Low-delay decoding of WebRTC streams (no B-frames): each picture is the unit just sent.
+        this.#deliver(this.#format === frame.format ? frame : convertVideoFrame(frame, this.#format), encoded.timestamp);
       }
     } catch (error) {
       this.#log.warn('input video frame could not be decoded', { error });

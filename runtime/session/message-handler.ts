@@ -6,10 +6,13 @@
 
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import { ArclightError } from '../../protocol/errors.ts';
+import { decodeFrameMetadata, type InputFrameMetadataData } from '../../protocol/frame-metadata.ts';
 import type { Envelope, EnvelopeBody } from '../../protocol/messages.ts';
 import {
   envelopeSchema,
+  inputFrameMetadataDataSchema,
   latencyReportDataSchema,
+  publishTrackDataSchema,
   setLatencyModeDataSchema,
   subscribeFrameTimesDataSchema,
   trackNameDataSchema,
@@ -26,6 +29,8 @@ const ajv = new Ajv2020({ strict: false });
 const validateEnvelope = ajv.compile(envelopeSchema);
 const validateSubscription = ajv.compile(trackSubscriptionDataSchema);
 const validateTrackName = ajv.compile(trackNameDataSchema);
+const validatePublishTrack = ajv.compile(publishTrackDataSchema);
+const validateInputFrameMetadata = ajv.compile(inputFrameMetadataDataSchema);
 const validateLatencyMode = ajv.compile(setLatencyModeDataSchema);
 const validateSubscribeFrameTimes = ajv.compile(subscribeFrameTimesDataSchema);
 const validateLatencyReport = ajv.compile(latencyReportDataSchema);
@@ -96,8 +101,21 @@ export class MessageHandler {
           break;
         }
         case 'publish_track': {
-          const data = this.#checked(validateTrackName, body) as { track: string };
-          this.#session.claimInput(connection.id, data.track);
+          const data = this.#checked(validatePublishTrack, body) as { track: string; frame_metadata?: boolean };
+          this.#session.claimInput(connection.id, data.track, data.frame_metadata === true);
+          break;
+        }
+        case 'input_frame_metadata': {
+          const data = this.#checked(validateInputFrameMetadata, body) as InputFrameMetadataData;
+          this.#session.annotateInput(
+            connection.id,
+            data.track,
+            data.frames.map((f) => ({
+              rtpTimestamp: f.rtp_timestamp,
+              ...(f.capture_time !== undefined ? { captureTime: f.capture_time } : {}),
+              ...(f.metadata !== undefined ? { metadata: decodeFrameMetadata(f.metadata) } : {}),
+            })),
+          );
           break;
         }
         case 'unpublish_track': {

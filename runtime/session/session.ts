@@ -18,6 +18,7 @@ import type { ModelDefinition, TrackSpec } from '../model/definition.ts';
 import type { ConnectionHandle, EmitOptions, InputAudio, InputVideo, ModelSession } from '../model/model-session.ts';
 import { AudioReceiver } from '../media/audio-receiver.ts';
 import type { AudioFrame, VideoFrame } from '../media/frames.ts';
+import type { InputFrameAnnotation } from '../media/input-frame-aligner.ts';
 import { InputAudioTrack, InputVideoTrack } from '../media/input-tracks.ts';
 import { OutputAudioTrack, type AudioSink } from '../media/output-audio-track.ts';
 import { OutputVideoTrack, type VideoSink } from '../media/output-video-track.ts';
@@ -304,15 +305,32 @@ export class Session implements ConnectionOwner {
     this.#outputAudio.get(trackName)?.setPaused(output.sink as AudioSink, !subscribed);
   }
 
-  /** Claims an input track for a connection; only one connection publishes a track at a time. */
-  claimInput(connectionId: number, trackName: string): void {
+  /**
+   * Claims an input track for a connection; only one connection publishes a track at a time.
+   * `frameMetadata`: the publisher will annotate each video frame (`annotateInput`).
+   */
+  claimInput(connectionId: number, trackName: string, frameMetadata = false): void {
     const track = this.#inputVideo.get(trackName) ?? this.#inputAudio.get(trackName);
     if (!track) throw new ArclightError('unknown_track', `The model has no input track "${trackName}".`);
+    if (frameMetadata && !(track instanceof InputVideoTrack)) {
+      throw new ArclightError('invalid_params', `Frame metadata is carried on input video tracks; "${trackName}" is audio.`, { field: '/frame_metadata' });
+    }
     const holder = track.publisher;
     if (holder !== undefined && holder !== connectionId && this.#connections.get(holder)?.state === 'ready') {
       throw new ArclightError('track_busy', `Input track "${trackName}" is published by connection ${holder}.`);
     }
     track.publisher = connectionId;
+    if (track instanceof InputVideoTrack) track.expectAnnotations(frameMetadata);
+  }
+
+  /** Per-frame annotations from the publisher of an input video track (keyed by RTP timestamp). */
+  annotateInput(connectionId: number, trackName: string, frames: ReadonlyArray<{ rtpTimestamp: number } & InputFrameAnnotation>): void {
+    const track = this.#inputVideo.get(trackName);
+    if (!track) throw new ArclightError('unknown_track', `The model has no input video track "${trackName}".`);
+    if (track.publisher !== connectionId || !track.expectsAnnotations) {
+      throw new ArclightError('not_ready', `Publish "${trackName}" with frame_metadata: true before annotating its frames.`);
+    }
+    for (const { rtpTimestamp, ...annotation } of frames) track.annotate(rtpTimestamp, annotation);
   }
 
   releaseInput(connectionId: number, trackName: string): void {
@@ -440,7 +458,7 @@ export class Session implements ConnectionOwner {
       codec,
       track: track.name,
       format,
-      deliver: (frame: VideoFrame) => input.deliver(frame),
+      deliver: (frame: VideoFrame, rtpTimestamp: number) => input.deliver(frame, rtpTimestamp),
       requestKeyframe: () => void transceiver.receiver.sendRtcpPLI(ssrc).catch(() => {}),
       log,
       ...(this.#options.metrics ? { metrics: this.#options.metrics } : {}),
