@@ -25,9 +25,23 @@ import { BoundedQueue } from './bounded-queue.ts';
 import { FramePool } from './frame-pool.ts';
 import { solidI420 } from './frame-convert.ts';
 import type { FrameMetadata, VideoFrame } from './frames.ts';
-import { VideoEncoder } from './video-encoder.ts';
+import { VideoEncoder, type H264Profile } from './video-encoder.ts';
 
 export type VideoCodecName = 'h264' | 'h265' | 'vp8';
+
+/**
+ * One encode per distinct stream a track's viewers need: the codec, and for H.264 the profile
+ * (a client that offers only High gets High; every other H.264 viewer shares Constrained Baseline).
+ */
+export type VideoStreamKey = 'h264' | 'h264-high' | 'h265' | 'vp8';
+
+function streamKey(sink: VideoSink): VideoStreamKey {
+  return sink.codec === 'h264' && sink.h264Profile === 'high' ? 'h264-high' : sink.codec;
+}
+
+function streamCodec(key: VideoStreamKey): VideoCodecName {
+  return key === 'h264-high' ? 'h264' : key;
+}
 
 /** RTP payloads of at most MAX_RTP_PAYLOAD bytes for one encoded frame of `codec`. */
 function createPacketizer(codec: VideoCodecName): { packetize(data: Buffer): Buffer[] } {
@@ -45,6 +59,8 @@ function createPacketizer(codec: VideoCodecName): { packetize(data: Buffer): Buf
 export interface VideoSink {
   readonly connectionId: number;
   readonly codec: VideoCodecName;
+  /** The H.264 profile this connection negotiated (default constrained baseline). */
+  readonly h264Profile?: H264Profile;
   /**
    * Writes one frame's RTP payloads (marker on the last) at the given 90 kHz timestamp; returns
    * the timestamp as the client sees it, if the frame left.
@@ -102,8 +118,8 @@ export class OutputVideoTrack {
   #activeWaiters: Array<() => void> = [];
   #wasActive = false;
   readonly #sinks = new Map<VideoSink, SinkState>();
-  readonly #pipelines = new Map<VideoCodecName, Promise<CodecPipeline>>();
-  readonly #blackKeyframes = new Map<VideoCodecName, Promise<Buffer[]>>();
+  readonly #pipelines = new Map<VideoStreamKey, Promise<CodecPipeline>>();
+  readonly #blackKeyframes = new Map<VideoStreamKey, Promise<Buffer[]>>();
   readonly #metrics: RuntimeMetrics | undefined;
   readonly #log: Logger;
   readonly #pumping: Promise<void>;
@@ -191,7 +207,7 @@ export class OutputVideoTrack {
       state.awaitingKeyframe = true;
       this.#sendBlack(state.sink);
     }
-    for (const codec of new Set([...this.#sinks.values()].map((s) => s.sink.codec))) void this.#requestKeyframe(codec);
+    for (const key of new Set([...this.#sinks.values()].map((s) => streamKey(s.sink)))) void this.#requestKeyframe(key);
   }
 
   /** Attaches a connection's sink; it receives nothing until `sinkReady`. */
@@ -220,7 +236,7 @@ export class OutputVideoTrack {
     state.paused = paused;
     if (!paused && state.ready) {
       state.awaitingKeyframe = true;
-      void this.#requestKeyframe(sink.codec);
+      void this.#requestKeyframe(streamKey(sink));
     }
     this.#activeChanged();
   }
@@ -230,7 +246,7 @@ export class OutputVideoTrack {
     const state = this.#sinks.get(sink);
     if (!state) return;
     state.awaitingKeyframe = true;
-    void this.#requestKeyframe(sink.codec);
+    void this.#requestKeyframe(streamKey(sink));
   }
 
   async close(): Promise<void> {
@@ -312,15 +328,15 @@ export class OutputVideoTrack {
     // The send time, not the model's timestamp: RTP time must follow the wall clock the pacer
     // keeps (a batch may carry equal or no timestamps), so receivers and RTCP stay consistent.
     const rtpTimestamp = toRtpTimestamp(performance.now() * 1000);
-    const codecs = new Set(active.map((s) => s.sink.codec));
-    for (const codec of codecs) {
-      const pipeline = await this.#pipeline(codec);
-      const sinks = active.filter((s) => s.sink.codec === codec);
+    const streams = new Set(active.map((s) => streamKey(s.sink)));
+    for (const key of streams) {
+      const pipeline = await this.#pipeline(key);
+      const sinks = active.filter((s) => streamKey(s.sink) === key);
       if (sinks.some((s) => s.awaitingKeyframe)) pipeline.encoder.requestKeyframe();
-      this.#adaptBitrate(codec, pipeline, sinks);
+      this.#adaptBitrate(key, pipeline, sinks);
       const started = performance.now();
       const encoded = await pipeline.encoder.encode(frame);
-      this.#metrics?.encodeDuration.observe({ codec }, (performance.now() - started) / 1000);
+      this.#metrics?.encodeDuration.observe({ codec: key }, (performance.now() - started) / 1000);
       for (const unit of encoded) {
         const payloads = pipeline.packetize(unit.data);
         for (const state of sinks) {
@@ -348,7 +364,7 @@ export class OutputVideoTrack {
    * FFmpeg's libvpx wrapper does not apply rate changes to a running encoder, so VP8 keeps its
    * start-up rate; H.264 (libx264, NVENC) and H.265 adapt.
    */
-  #adaptBitrate(codec: VideoCodecName, pipeline: CodecPipeline, sinks: readonly SinkState[]): void {
+  #adaptBitrate(codec: VideoStreamKey, pipeline: CodecPipeline, sinks: readonly SinkState[]): void {
     const now = performance.now();
     if (codec === 'vp8' || now - pipeline.adaptedAt < ADAPTATION.intervalMs) return;
     pipeline.adaptedAt = now;
@@ -366,26 +382,27 @@ export class OutputVideoTrack {
     this.#log.debug('video bitrate adapted', { codec, kbps: Math.round(target) });
   }
 
-  #pipeline(codec: VideoCodecName): Promise<CodecPipeline> {
-    let pipeline = this.#pipelines.get(codec);
+  #pipeline(key: VideoStreamKey): Promise<CodecPipeline> {
+    let pipeline = this.#pipelines.get(key);
     if (!pipeline) {
-      pipeline = this.#createPipeline(codec);
-      this.#pipelines.set(codec, pipeline);
-      pipeline.catch(() => this.#pipelines.delete(codec));
+      pipeline = this.#createPipeline(key);
+      this.#pipelines.set(key, pipeline);
+      pipeline.catch(() => this.#pipelines.delete(key));
     }
     return pipeline;
   }
 
-  async #createPipeline(codec: VideoCodecName): Promise<CodecPipeline> {
-    const encoder = await this.#openEncoder(codec);
-    this.#metrics?.targetBitrate.set({ track: this.name, codec }, encoder.bitrateKbps * 1000);
-    const packetizer = createPacketizer(codec);
+  async #createPipeline(key: VideoStreamKey): Promise<CodecPipeline> {
+    const encoder = await this.#openEncoder(key);
+    this.#metrics?.targetBitrate.set({ track: this.name, codec: key }, encoder.bitrateKbps * 1000);
+    const packetizer = createPacketizer(streamCodec(key));
     return { encoder, packetize: (data) => packetizer.packetize(data), configuredKbps: encoder.bitrateKbps, adaptedAt: 0 };
   }
 
-  #openEncoder(codec: VideoCodecName): Promise<VideoEncoder> {
+  #openEncoder(key: VideoStreamKey): Promise<VideoEncoder> {
     return VideoEncoder.create({
-      codec,
+      codec: streamCodec(key),
+      ...(key === 'h264-high' ? { profile: 'high' as const } : {}),
       width: this.#spec.width,
       height: this.#spec.height,
       fps: this.#fps,
@@ -393,9 +410,9 @@ export class OutputVideoTrack {
     });
   }
 
-  async #requestKeyframe(codec: VideoCodecName): Promise<void> {
+  async #requestKeyframe(key: VideoStreamKey): Promise<void> {
     try {
-      (await this.#pipeline(codec)).encoder.requestKeyframe();
+      (await this.#pipeline(key)).encoder.requestKeyframe();
     } catch {
       // The pipeline failed to open; the next frame reports it.
     }
@@ -406,10 +423,11 @@ export class OutputVideoTrack {
     const state = this.#sinks.get(sink);
     if (!state) return;
     state.blackPending = true;
-    let black = this.#blackKeyframes.get(sink.codec);
+    const key = streamKey(sink);
+    let black = this.#blackKeyframes.get(key);
     if (!black) {
-      black = encodeBlackKeyframe(sink.codec, this.#spec.width, this.#spec.height, this.#fps);
-      this.#blackKeyframes.set(sink.codec, black);
+      black = encodeBlackKeyframe(key, this.#spec.width, this.#spec.height, this.#fps);
+      this.#blackKeyframes.set(key, black);
     }
     black.then(
       (payloads) => {
@@ -421,7 +439,7 @@ export class OutputVideoTrack {
       // The model's next frame must be a keyframe this sink can decode from.
       state.blackPending = false;
       state.awaitingKeyframe = true;
-      void this.#requestKeyframe(sink.codec);
+      void this.#requestKeyframe(streamKey(sink));
     });
   }
 }
@@ -439,8 +457,9 @@ function assertMetadata(track: string, metadata: FrameMetadata): void {
   }
 }
 
-async function encodeBlackKeyframe(codec: VideoCodecName, width: number, height: number, fps: number): Promise<Buffer[]> {
-  const encoder = await VideoEncoder.create({ codec, width, height, fps });
+async function encodeBlackKeyframe(key: VideoStreamKey, width: number, height: number, fps: number): Promise<Buffer[]> {
+  const codec = streamCodec(key);
+  const encoder = await VideoEncoder.create({ codec, width, height, fps, ...(key === 'h264-high' ? { profile: 'high' as const } : {}) });
   try {
     encoder.requestKeyframe();
     const [unit] = await encoder.encode(solidI420(width, height, 16, 128, 128));

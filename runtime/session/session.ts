@@ -23,7 +23,7 @@ import { InputAudioTrack, InputVideoTrack } from '../media/input-tracks.ts';
 import { OutputAudioTrack, type AudioSink } from '../media/output-audio-track.ts';
 import { OutputVideoTrack, type VideoSink } from '../media/output-video-track.ts';
 import { VideoReceiver, type RtpInput } from '../media/video-receiver.ts';
-import type { TrackBinding } from '../webrtc/answer-offer.ts';
+import { negotiatedH264Profile, type TrackBinding } from '../webrtc/answer-offer.ts';
 import type { PeerFactoryOptions } from '../webrtc/peer-factory.ts';
 import { Connection, type ConnectionOwner } from './connection.ts';
 import { MessageHandler } from './message-handler.ts';
@@ -373,6 +373,7 @@ export class Session implements ConnectionOwner {
       const sink: VideoSink = {
         connectionId: connection.id,
         codec,
+        ...(codec === 'h264' ? { h264Profile: negotiatedH264Profile(transceiver) } : {}),
         sendFrame: (p, ts) => sender.sendFrame(p, ts),
         noteEmitTime: (wireTimestamp, emittedAtMs) => connection.frameTimes.note(track.name, wireTimestamp, emittedAtMs),
         estimatedBitrateKbps: () => {

@@ -9,6 +9,7 @@ import { ArclightError } from '../../protocol/errors.ts';
 import type { TrackCapability } from '../../protocol/capabilities.ts';
 import type { TrackMappingEntry } from '../../protocol/transport.ts';
 import type { IcePolicy } from './ice-policy.ts';
+import type { H264Profile } from '../media/video-encoder.ts';
 import type { VideoCodecPreference } from './peer-factory.ts';
 
 export interface TrackBinding {
@@ -107,7 +108,7 @@ export const DEFAULT_VIDEO_CODECS: readonly VideoCodecPreference[] = ['h264', 'v
  * each client the first codec of its own preference that the client offers (by default H.264:
  * cheaper to encode and decode, hardware decode on every browser). Among H.264 variants:
  * packetization-mode 1 (we fragment with FU-A) and constrained baseline (what x264 produces)
- * first; mode 0 cannot carry our packets. Codecs the runtime cannot encode go last.
+ * first, High (sent as High, see negotiatedH264Profile) last; mode 0 cannot carry our packets. Codecs the runtime cannot encode go last.
  */
 function preferCodecs(transceiver: RTCRtpTransceiver, preference: readonly VideoCodecPreference[]): void {
   const rank = (codec: { mimeType: string; parameters?: string }): number => {
@@ -127,6 +128,16 @@ function preferCodecs(transceiver: RTCRtpTransceiver, preference: readonly Video
   transceiver.codecs = codecs.sort((a, b) => rank(a) - rank(b));
   // werift chose the sender's codec when it applied the offer; make it the answer's first.
   transceiver.sender.codec = transceiver.codecs[0];
+}
+
+/**
+ * The H.264 profile to send on a negotiated transceiver: High when the codec the client accepted
+ * says profile_idc 100 (`profile-level-id=64xxxx`, offered alone by some hardware-decoder
+ * clients); otherwise Constrained Baseline, which Baseline, Main and High decoders all read.
+ */
+export function negotiatedH264Profile(transceiver: RTCRtpTransceiver): H264Profile {
+  const params = transceiver.sender.codec?.parameters ?? '';
+  return /profile-level-id=64/i.test(params) ? 'high' : 'constrained-baseline';
 }
 
 async function waitForGathering(pc: RTCPeerConnection): Promise<void> {

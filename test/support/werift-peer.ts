@@ -22,11 +22,21 @@ export interface WeriftPeer {
   close(): Promise<void>;
 }
 
-export async function openWeriftPeer(runtimeUrl: string, options: { videoMime: string; headerExtensions?: string[] }): Promise<WeriftPeer> {
+export async function openWeriftPeer(
+  runtimeUrl: string,
+  options: { videoMime: string; videoParameters?: string; headerExtensions?: string[] },
+): Promise<WeriftPeer> {
   const session = (await (await fetch(`${runtimeUrl}/start_session`, { method: 'POST', body: '{}' })).json()) as SessionResponse;
   const pc = new RTCPeerConnection({
     codecs: {
-      video: [new RTCRtpCodecParameters({ mimeType: options.videoMime, clockRate: 90000, rtcpFeedback: [useNACK(), usePLI()] })],
+      video: [
+        new RTCRtpCodecParameters({
+          mimeType: options.videoMime,
+          clockRate: 90000,
+          rtcpFeedback: [useNACK(), usePLI()],
+          ...(options.videoParameters ? { parameters: options.videoParameters } : {}),
+        }),
+      ],
       audio: [new RTCRtpCodecParameters({ mimeType: 'audio/opus', clockRate: 48000, channels: 2 })],
     },
     headerExtensions: { video: (options.headerExtensions ?? []).map((uri) => new RTCRtpHeaderExtensionParameters({ uri })), audio: [] },
