@@ -19,7 +19,8 @@ const MAX_BUFFERED_MS = 200;
 
 export interface AudioSink {
   readonly connectionId: number;
-  sendFrame(payloads: readonly Buffer[], rtpTimestamp: number): void;
+  /** `mediaTimeMs`: when (ms of `performance.now()`) the frame's first sample is due to play. */
+  sendFrame(payloads: readonly Buffer[], rtpTimestamp: number, mediaTimeMs: number): void;
 }
 
 export class OutputAudioTrack {
@@ -103,7 +104,13 @@ export class OutputAudioTrack {
     // skip the rest: the clock stays on the wall rather than drifting behind it.
     const dueTicks = Math.floor((performance.now() - this.#startedAt) / FRAME_MS);
     let frames = Math.min(dueTicks - this.#ticks, 5);
-    if (dueTicks - this.#ticks > 5) this.#ticks = dueTicks - 5;
+    if (dueTicks - this.#ticks > 5) {
+      // The RTP clock skips with the wall clock (the receiver conceals the gap), so timestamps
+      // keep meaning wall time and audio stays in sync with video.
+      const skipped = dueTicks - 5 - this.#ticks;
+      this.#ticks += skipped;
+      this.#rtpTimestamp = (this.#rtpTimestamp + skipped * SAMPLES_PER_FRAME) >>> 0;
+    }
     while (frames-- > 0) {
       this.#ticks++;
       this.#playFrame(this.#takeFrame());
@@ -130,6 +137,8 @@ export class OutputAudioTrack {
 
   #playFrame(samples: Int16Array): void {
     const timestamp = this.#rtpTimestamp;
+    // The tick this frame leaves on: like a video frame, it stands for the moment it is sent.
+    const mediaTimeMs = this.#startedAt + this.#ticks * FRAME_MS;
     this.#rtpTimestamp = (this.#rtpTimestamp + SAMPLES_PER_FRAME) >>> 0;
     const listeners = [...this.#sinks.entries()].filter(([, s]) => !s.paused).map(([sink]) => sink);
     if (listeners.length === 0) return;
@@ -140,7 +149,7 @@ export class OutputAudioTrack {
       .then((packets) => {
         for (const sink of listeners) {
           if (!this.#sinks.has(sink)) continue;
-          for (const packet of packets) sink.sendFrame([packet], timestamp);
+          for (const packet of packets) sink.sendFrame([packet], timestamp, mediaTimeMs);
           this.#metrics?.framesSent.inc({ track: this.name });
         }
       })

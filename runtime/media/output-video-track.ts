@@ -65,7 +65,7 @@ export interface VideoSink {
    * Writes one frame's RTP payloads (marker on the last) at the given 90 kHz timestamp; returns
    * the timestamp as the client sees it, if the frame left.
    */
-  sendFrame(payloads: readonly Buffer[], rtpTimestamp: number): number | undefined;
+  sendFrame(payloads: readonly Buffer[], rtpTimestamp: number, mediaTimeMs: number): number | undefined;
   /** Delivers a frame's metadata, keyed by the timestamp `sendFrame` returned. */
   sendMetadata?(wireTimestamp: number, metadata: FrameMetadata): void;
   /** When the model emitted the frame that left with this timestamp (Unix ms), for latency. */
@@ -327,7 +327,8 @@ export class OutputVideoTrack {
     }
     // The send time, not the model's timestamp: RTP time must follow the wall clock the pacer
     // keeps (a batch may carry equal or no timestamps), so receivers and RTCP stay consistent.
-    const rtpTimestamp = toRtpTimestamp(performance.now() * 1000);
+    const mediaTimeMs = performance.now();
+    const rtpTimestamp = toRtpTimestamp(mediaTimeMs * 1000);
     const streams = new Set(active.map((s) => streamKey(s.sink)));
     for (const key of streams) {
       const pipeline = await this.#pipeline(key);
@@ -346,7 +347,7 @@ export class OutputVideoTrack {
             continue;
           }
           state.awaitingKeyframe = false;
-          const wireTimestamp = state.sink.sendFrame(payloads, rtpTimestamp);
+          const wireTimestamp = state.sink.sendFrame(payloads, rtpTimestamp, mediaTimeMs);
           if (wireTimestamp !== undefined) {
             if (frame.metadata !== undefined) state.sink.sendMetadata?.(wireTimestamp, frame.metadata);
             const emittedAt = (frame as QueuedFrame)[EMITTED_AT];
@@ -432,7 +433,8 @@ export class OutputVideoTrack {
     black.then(
       (payloads) => {
         if (this.#sinks.get(sink) !== state || state.paused || !state.ready) return;
-        sink.sendFrame(payloads, toRtpTimestamp(performance.now() * 1000));
+        const mediaTimeMs = performance.now();
+        sink.sendFrame(payloads, toRtpTimestamp(mediaTimeMs * 1000), mediaTimeMs);
       },
       (error: unknown) => this.#log.warn('black frame could not be encoded', { error }),
     ).finally(() => {

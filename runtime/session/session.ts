@@ -374,7 +374,7 @@ export class Session implements ConnectionOwner {
         connectionId: connection.id,
         codec,
         ...(codec === 'h264' ? { h264Profile: negotiatedH264Profile(transceiver) } : {}),
-        sendFrame: (p, ts) => sender.sendFrame(p, ts),
+        sendFrame: (p, ts, mediaTimeMs) => sender.sendFrame(p, ts, mediaTimeMs),
         noteEmitTime: (wireTimestamp, emittedAtMs) => connection.frameTimes.note(track.name, wireTimestamp, emittedAtMs),
         estimatedBitrateKbps: () => {
           const remb = transceiver.sender.receiverEstimatedMaxBitrate;
@@ -394,7 +394,7 @@ export class Session implements ConnectionOwner {
     }
     const audio = this.#outputAudio.get(track.name);
     if (audio) {
-      const sink: AudioSink = { connectionId: connection.id, sendFrame: (p, ts) => sender.sendFrame(p, ts) };
+      const sink: AudioSink = { connectionId: connection.id, sendFrame: (p, ts, mediaTimeMs) => sender.sendFrame(p, ts, mediaTimeMs) };
       audio.addSink(sink, { paused });
       attachment.outputs.set(track.name, { sink });
       attachment.disposers.push(() => sender.close());

@@ -23,6 +23,25 @@ function playoutDelayPayload(minMs: number, maxMs: number): Buffer {
   return Buffer.from([min >> 4, ((min & 0xf) << 4) | (max >> 8), max & 0xff]);
 }
 
+/** Seconds from the NTP epoch (1900) to the Unix epoch (1970). */
+const NTP_UNIX_OFFSET_S = 2_208_988_800;
+
+/**
+ * 64-bit NTP time (RFC 3550 §4: seconds since 1900 . 32-bit binary fraction) of a moment given
+ * in ms of `performance.now()`.
+ */
+export function ntpTimestamp(performanceMs: number): bigint {
+  const unixMs = performance.timeOrigin + performanceMs;
+  const seconds = Math.floor(unixMs / 1000);
+  const fraction = Math.floor(((unixMs - seconds * 1000) / 1000) * 2 ** 32);
+  return (BigInt(seconds + NTP_UNIX_OFFSET_S) << 32n) | BigInt(fraction >>> 0);
+}
+
+/** werift's sender fields that its RTCP sender reports are built from. */
+interface SenderReportClock {
+  ntpTimestamp: bigint;
+}
+
 export class RtpTrackSender {
   readonly #transceiver: RTCRtpTransceiver;
   #sequenceNumber = Math.floor(Math.random() * 0xffff);
@@ -50,8 +69,16 @@ export class RtpTrackSender {
   /**
    * Sends one frame's payloads; the marker bit goes on the last one. Returns the RTP timestamp
    * as the client sees it (werift adds a per-sender random offset), or undefined if nothing left.
+   *
+   * `mediaTimeMs` (ms of `performance.now()`) is the moment `rtpTimestamp` stands for — when the
+   * frame was taken from the model's queue (video) or is due to play (audio). It goes into this
+   * stream's RTCP sender reports, which is how a receiver lines audio up with video: every
+   * track of a session maps its RTP clock to this one wall clock. werift 0.24.4 writes a broken
+   * NTP time (the decimal digits of the fraction as an integer: whole-second resolution, so
+   * lip-sync could be off by up to a second) paired with the send time; it is replaced here,
+   * synchronously after each sendRtp, before werift's RTCP loop can read it.
    */
-  sendFrame(payloads: readonly Buffer[], rtpTimestamp: number): number | undefined {
+  sendFrame(payloads: readonly Buffer[], rtpTimestamp: number, mediaTimeMs: number = performance.now()): number | undefined {
     if (this.#closed) return undefined;
     const last = payloads.length - 1;
     let wireTimestamp: number | undefined;
@@ -73,6 +100,7 @@ export class RtpTrackSender {
       this.#transceiver.sender.sendRtp(new RtpPacket(header, payload)).catch(() => {});
       if (header.ssrc !== 0) wireTimestamp = header.timestamp;
     });
+    if (wireTimestamp !== undefined) (this.#transceiver.sender as unknown as SenderReportClock).ntpTimestamp = ntpTimestamp(mediaTimeMs);
     return wireTimestamp;
   }
 

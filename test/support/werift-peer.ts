@@ -19,6 +19,10 @@ export interface WeriftPeer {
   readonly extensionIds: ReadonlyMap<string, number>;
   /** Calls `listener` for every RTP packet of the output video, whether its track exists yet or not. */
   onVideoRtp(listener: (rtp: RtpPacket) => void): void;
+  /** The transceiver of the model track with this name. */
+  transceiver(track: string): RTCRtpTransceiver;
+  /** Like `onVideoRtp`, for any track by name. */
+  onTrackRtp(track: string, listener: (rtp: RtpPacket) => void): void;
   close(): Promise<void>;
 }
 
@@ -70,9 +74,24 @@ export async function openWeriftPeer(
   const index = session.capabilities.tracks.findIndex((t) => t.kind === 'video' && t.direction === 'recvonly');
   await waitUntil(() => channel.readyState === 'open', 10_000, 'the data channel');
   const video = transceivers[index]!;
-  const onVideoRtp = (listener: (rtp: RtpPacket) => void): void => {
-    for (const track of video.receiver.tracks) track.onReceiveRtp.subscribe((rtp) => listener(rtp));
-    video.onTrack.subscribe((track) => track.onReceiveRtp.subscribe((rtp) => listener(rtp)));
+  const transceiver = (name: string): RTCRtpTransceiver => {
+    const at = session.capabilities.tracks.findIndex((t) => t.name === name);
+    if (at < 0) throw new Error(`the model has no track ${name}`);
+    return transceivers[at]!;
   };
-  return { pc, session, video, channel, extensionIds, onVideoRtp, close: () => pc.close() };
+  const subscribeRtp = (target: RTCRtpTransceiver, listener: (rtp: RtpPacket) => void): void => {
+    for (const track of target.receiver.tracks) track.onReceiveRtp.subscribe((rtp) => listener(rtp));
+    target.onTrack.subscribe((track) => track.onReceiveRtp.subscribe((rtp) => listener(rtp)));
+  };
+  return {
+    pc,
+    session,
+    video,
+    channel,
+    extensionIds,
+    onVideoRtp: (listener) => subscribeRtp(video, listener),
+    transceiver,
+    onTrackRtp: (name, listener) => subscribeRtp(transceiver(name), listener),
+    close: () => pc.close(),
+  };
 }
