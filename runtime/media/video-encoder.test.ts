@@ -317,7 +317,8 @@ describe('VideoEncoder input handling', () => {
   });
 
   it('close during an in-flight encode lets it finish, then frees; queued encodes reject', async () => {
-    const encoder = await VideoEncoder.create({ codec: 'h264', width: 320, height: 240, fps: 30 });
+    // In flight = on node-av's thread pool (a synchronous encode cannot be interrupted).
+    const encoder = await VideoEncoder.create({ codec: 'h264', width: 320, height: 240, fps: 30, syncBelowMs: 0 });
     const pending = encoder.encode(solidI420(320, 240, 16, 128, 128));
     const queued = encoder.encode(solidI420(320, 240, 16, 128, 128));
     // framesIn counts once the pixels are in; the encode is then on a worker thread in sendFrame.
@@ -325,6 +326,41 @@ describe('VideoEncoder input handling', () => {
     encoder.close();
     await expect(pending).resolves.toHaveLength(1);
     await expect(queued).rejects.toThrow(/closed/);
+  });
+});
+
+describe('VideoEncoder execution: synchronous for fast encodes, thread pool for slow ones', () => {
+  async function encodeSequence(syncBelowMs: number): Promise<Array<{ keyframe: boolean; bytes: number }>> {
+    const encoder = await VideoEncoder.create({ codec: 'h264', width: 320, height: 240, fps: 30, syncBelowMs });
+    const out: Array<{ keyframe: boolean; bytes: number }> = [];
+    for (let i = 0; i < 12; i++) {
+      if (i === 6) encoder.requestKeyframe();
+      const frames = await encoder.encode(solidI420(320, 240, 16 + i * 10, 128, 128));
+      out.push(...frames.map((f) => ({ keyframe: f.keyframe, bytes: f.data.length })));
+    }
+    encoder.close();
+    return out;
+  }
+
+  it('gives the same stream either way: one packet per frame, keyframes where asked', async () => {
+    const threadPool = await encodeSequence(0);
+    const synchronous = await encodeSequence(Infinity);
+    expect(threadPool.map((p) => p.keyframe)).toEqual([true, false, false, false, false, false, true, false, false, false, false, false]);
+    expect(synchronous).toEqual(threadPool);
+  });
+
+  it('moves to the thread pool when encodes average above the limit', async () => {
+    const encoder = await VideoEncoder.create({ codec: 'h264', width: 320, height: 240, fps: 30, syncBelowMs: 1e-6 });
+    await encoder.encode(solidI420(320, 240, 16, 128, 128)); // first: synchronous (no average yet)
+    expect(encoder.stats.threadPoolEncodes).toBe(0);
+    await encoder.encode(solidI420(320, 240, 40, 128, 128));
+    await encoder.encode(solidI420(320, 240, 60, 128, 128));
+    expect(encoder.stats).toMatchObject({ framesIn: 3, threadPoolEncodes: 2 });
+    encoder.close();
+    const fast = await VideoEncoder.create({ codec: 'h264', width: 320, height: 240, fps: 30, syncBelowMs: Infinity });
+    for (let i = 0; i < 3; i++) await fast.encode(solidI420(320, 240, 16 + i, 128, 128));
+    expect(fast.stats).toMatchObject({ framesIn: 3, threadPoolEncodes: 0 });
+    fast.close();
   });
 });
 

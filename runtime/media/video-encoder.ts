@@ -51,6 +51,11 @@ export interface VideoEncoderOptions {
    * choice. For benchmarks and tests that compare backends.
    */
   readonly backend?: EncoderBackend;
+  /**
+   * Encodes averaging under this many ms run synchronously on the calling thread; slower ones on
+   * node-av's thread pool. Default SYNC_ENCODE_MAX_MS; 0 always uses the thread pool.
+   */
+  readonly syncBelowMs?: number;
 }
 
 export interface EncodedVideoFrame {
@@ -69,7 +74,16 @@ export interface VideoEncoderStats {
   readonly keyframesOut: number;
   /** Wall time of the last `encode` call: pixel copy/scale + encode + packet copy. */
   readonly lastEncodeMs: number;
+  /** Frames encoded on node-av's thread pool (the rest ran synchronously; see `syncBelowMs`). */
+  readonly threadPoolEncodes: number;
 }
+
+/**
+ * Encodes that take (on average) at most this long run synchronously on the calling thread;
+ * slower ones go through node-av's thread pool so the event loop stays responsive. At 30 fps,
+ * 6 ms is a fifth of the frame interval; x264 at 720p–1080p and NVENC stay under it.
+ */
+export const SYNC_ENCODE_MAX_MS = 6;
 
 const REFERENCE_PIXELS = 1280 * 720;
 const REFERENCE_BITRATE_KBPS = 2500;
@@ -99,9 +113,13 @@ export class VideoEncoder {
   #packetsOut = 0;
   #keyframesOut = 0;
   #lastEncodeMs = 0;
+  /** Smoothed encode time; 0 until the first encode, so the first goes synchronously. */
+  #encodeMsAverage = 0;
+  readonly #syncBelowMs: number;
+  #threadPoolEncodes = 0;
 
   private constructor(
-    options: Required<Omit<VideoEncoderOptions, 'profile'>>,
+    options: Required<Omit<VideoEncoderOptions, 'profile' | 'syncBelowMs'>> & { syncBelowMs: number },
     context: CodecContext,
     frame: Frame,
     packet: Packet,
@@ -111,6 +129,7 @@ export class VideoEncoder {
     this.#width = options.width;
     this.#height = options.height;
     this.#bitrateKbps = options.bitrateKbps;
+    this.#syncBelowMs = options.syncBelowMs;
     this.#context = context;
     this.#frame = frame;
     this.#packet = packet;
@@ -152,7 +171,8 @@ export class VideoEncoder {
       FFmpegError.throwIfError(frame.allocBuffer(), 'allocate encoder frame');
       const packet = new Packet();
       packet.alloc();
-      return new VideoEncoder({ codec, width, height, fps, bitrateKbps, backend }, context, frame, packet);
+      const syncBelowMs = options.syncBelowMs ?? SYNC_ENCODE_MAX_MS;
+      return new VideoEncoder({ codec, width, height, fps, bitrateKbps, backend, syncBelowMs }, context, frame, packet);
     } catch (error) {
       context.freeContext();
       throw error;
@@ -203,6 +223,7 @@ export class VideoEncoder {
       packetsOut: this.#packetsOut,
       keyframesOut: this.#keyframesOut,
       lastEncodeMs: this.#lastEncodeMs,
+      threadPoolEncodes: this.#threadPoolEncodes,
     };
   }
 
@@ -231,22 +252,17 @@ export class VideoEncoder {
   async #encodeNow(frame: VideoFrame): Promise<EncodedVideoFrame[]> {
     if (this.#closed) throw new Error(`${this.#codec} VideoEncoder is closed`);
     assertFrameShape(frame);
+    // A fast encode is cheaper done right here: each async node-av call is a thread-pool round
+    // trip plus a promise, which costs more than a 2 ms x264 frame can afford.
+    if (this.#encodeMsAverage < this.#syncBelowMs) return this.#encodeSync(frame);
+    this.#threadPoolEncodes++;
     this.#busy = true;
     try {
       const started = performance.now();
       const timestampUs = frame.timestampUs ?? Math.round(started * 1000);
       await this.#fill(frame);
 
-      const pts = this.#nextPts++;
-      this.#timestamps.set(pts, timestampUs);
-      const forceKeyframe = this.#keyframeRequested;
-      this.#keyframeRequested = false;
-      // Honoured by libx264, libx265 and NVENC (as an IDR, since forced-idr is on) and libvpx
-      // (VPX_EFLAG_FORCE_KF).
-      this.#frame.pictType = forceKeyframe ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE;
-      this.#frame.pts = pts;
-      this.#framesIn++;
-
+      const stamp = this.#stamp(timestampUs);
       const out: EncodedVideoFrame[] = [];
       try {
         let sent = await this.#context.sendFrame(this.#frame);
@@ -258,11 +274,10 @@ export class VideoEncoder {
         FFmpegError.throwIfError(sent, `${this.#codec} sendFrame`);
         await this.#drain(out);
       } catch (error) {
-        if (forceKeyframe) this.#keyframeRequested = true;
-        this.#timestamps.delete(pts);
+        this.#unstamp(stamp);
         throw error;
       }
-      this.#lastEncodeMs = performance.now() - started;
+      this.#noteEncodeTime(performance.now() - started);
       return out;
     } finally {
       this.#busy = false;
@@ -270,36 +285,117 @@ export class VideoEncoder {
     }
   }
 
+  /** The same encode with node-av's synchronous calls, on this thread. */
+  #encodeSync(frame: VideoFrame): EncodedVideoFrame[] {
+    const started = performance.now();
+    const timestampUs = frame.timestampUs ?? Math.round(started * 1000);
+    this.#fillSync(frame);
+    const stamp = this.#stamp(timestampUs);
+    const out: EncodedVideoFrame[] = [];
+    try {
+      let sent = this.#context.sendFrameSync(this.#frame);
+      if (sent === AVERROR_EAGAIN) {
+        this.#drainSync(out);
+        sent = this.#context.sendFrameSync(this.#frame);
+      }
+      FFmpegError.throwIfError(sent, `${this.#codec} sendFrame`);
+      this.#drainSync(out);
+    } catch (error) {
+      this.#unstamp(stamp);
+      throw error;
+    }
+    this.#noteEncodeTime(performance.now() - started);
+    return out;
+  }
+
+  /** Gives the filled frame its pts and keyframe flag. */
+  #stamp(timestampUs: number): { pts: bigint; forceKeyframe: boolean } {
+    const pts = this.#nextPts++;
+    this.#timestamps.set(pts, timestampUs);
+    const forceKeyframe = this.#keyframeRequested;
+    this.#keyframeRequested = false;
+    // Honoured by libx264, libx265 and NVENC (as an IDR, since forced-idr is on) and libvpx
+    // (VPX_EFLAG_FORCE_KF).
+    this.#frame.pictType = forceKeyframe ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE;
+    this.#frame.pts = pts;
+    this.#framesIn++;
+    return { pts, forceKeyframe };
+  }
+
+  /** The frame was not taken: a keyframe request carries over to the next. */
+  #unstamp({ pts, forceKeyframe }: { pts: bigint; forceKeyframe: boolean }): void {
+    if (forceKeyframe) this.#keyframeRequested = true;
+    this.#timestamps.delete(pts);
+  }
+
+  /**
+   * Encode time, smoothed over ~10 frames: it picks the synchronous path while encodes stay
+   * short, and the thread pool (which keeps the event loop free) for slow ones — 1440p, libx265,
+   * a loaded machine.
+   */
+  #noteEncodeTime(ms: number): void {
+    this.#lastEncodeMs = ms;
+    this.#encodeMsAverage = this.#framesIn <= 1 ? ms : this.#encodeMsAverage * 0.9 + ms * 0.1;
+  }
+
   async #drain(out: EncodedVideoFrame[]): Promise<void> {
     for (;;) {
       const received = await this.#context.receivePacket(this.#packet);
       if (received === AVERROR_EAGAIN || received === AVERROR_EOF) return;
-      FFmpegError.throwIfError(received, `${this.#codec} receivePacket`);
-      // node-av's Packet.data getter returns a copy, so the Buffer outlives unref().
-      const data = this.#packet.data;
-      const keyframe = this.#packet.isKeyframe;
-      const pts = this.#packet.pts;
-      this.#packet.unref();
-      if (!data) continue;
-      const timestampUs = this.#timestamps.get(pts) ?? Math.round(performance.now() * 1000);
-      for (const key of this.#timestamps.keys()) {
-        if (key > pts) break;
-        this.#timestamps.delete(key);
-      }
-      this.#packetsOut++;
-      if (keyframe) this.#keyframesOut++;
-      out.push({ codec: this.#codec, data, keyframe, timestampUs });
+      this.#takePacket(received, out);
     }
+  }
+
+  #drainSync(out: EncodedVideoFrame[]): void {
+    for (;;) {
+      const received = this.#context.receivePacketSync(this.#packet);
+      if (received === AVERROR_EAGAIN || received === AVERROR_EOF) return;
+      this.#takePacket(received, out);
+    }
+  }
+
+  /** Takes the packet `receivePacket` filled (`received` is its status) into `out`. */
+  #takePacket(received: number, out: EncodedVideoFrame[]): void {
+    FFmpegError.throwIfError(received, `${this.#codec} receivePacket`);
+    // node-av's Packet.data getter returns a copy, so the Buffer outlives unref().
+    const data = this.#packet.data;
+    const keyframe = this.#packet.isKeyframe;
+    const pts = this.#packet.pts;
+    this.#packet.unref();
+    if (!data) return;
+    const timestampUs = this.#timestamps.get(pts) ?? Math.round(performance.now() * 1000);
+    for (const key of this.#timestamps.keys()) {
+      if (key > pts) break;
+      this.#timestamps.delete(key);
+    }
+    this.#packetsOut++;
+    if (keyframe) this.#keyframesOut++;
+    out.push({ codec: this.#codec, data, keyframe, timestampUs });
   }
 
   /** Copies (and if needed converts/scales) the caller's pixels into the FFmpeg-owned frame. */
   async #fill(frame: VideoFrame): Promise<void> {
+    const conversion = this.#stage(frame);
+    if (conversion) FFmpegError.throwIfError(await conversion.scaler.scaleFrame(this.#frame, conversion.staging), 'swscale');
+  }
+
+  /** `#fill` on this thread. */
+  #fillSync(frame: VideoFrame): void {
+    const conversion = this.#stage(frame);
+    if (conversion) FFmpegError.throwIfError(conversion.scaler.scaleFrameSync(this.#frame, conversion.staging), 'swscale');
+  }
+
+  /**
+   * Copies a frame of the encoder's size and format straight into the encoder frame; any other
+   * goes into the scaler's staging frame, and the scale into the encoder frame is left to the caller.
+   */
+  #stage(frame: VideoFrame): ReturnType<FrameScaler['prepare']> | undefined {
     // The encoder may still reference the buffer (av_frame_ref on send); writing into a
     // shared buffer would change a picture it has not finished with, so get a private one.
     FFmpegError.throwIfError(this.#frame.makeWritable(), 'make encoder frame writable');
     if (frame.format === 'i420' && frame.width === this.#width && frame.height === this.#height) {
       copyPackedIntoFrame(frame, this.#frame);
-      return;
+      return undefined;
     }
     const conversion = this.#scaler.prepare(
       { format: frame.format === 'rgba' ? AV_PIX_FMT_RGBA : AV_PIX_FMT_YUV420P, width: frame.width, height: frame.height },
@@ -308,7 +404,7 @@ export class VideoEncoder {
     );
     FFmpegError.throwIfError(conversion.staging.makeWritable(), 'make staging frame writable');
     copyPackedIntoFrame(frame, conversion.staging);
-    FFmpegError.throwIfError(await conversion.scaler.scaleFrame(this.#frame, conversion.staging), 'swscale');
+    return conversion;
   }
 
   #free(): void {
