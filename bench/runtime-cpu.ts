@@ -384,7 +384,9 @@ async function patternRound(index: number, host: string, chrome: ChromeSetup | u
       while (viewers.length < count) {
         const viewer = new Viewer(runtime.url);
         viewers.push(viewer);
-        await viewer.client.connect(undefined, { sessionId });
+        // Video only, like the first viewer: the figures are for the video stream.
+        await viewer.client.connect(undefined, { sessionId, autoResumeTracks: false });
+        viewer.client.resumeTrack('main_video');
       }
       await Promise.all(viewers.map((v, i) => waitFrames(`viewer ${i + 1}`, v.received, 30)));
       const subs = Object.fromEntries(viewers.map((v, i) => [`V${i + 1}`, v.received]));

@@ -7,44 +7,16 @@
  * NTP resolution) they did not.
  */
 
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { startRuntime, type Runtime } from '../../runtime/index.ts';
-import { createLogger } from '../../runtime/log.ts';
+import { expect, it } from 'vitest';
 import model from '../fixtures/av-sync-model.ts';
-import { launchChromiumInNamespace, type LaunchedChromium } from '../support/chromium.ts';
-import { createTestNetwork, type TestNetwork } from '../support/netns.ts';
+import { browserRig, openClientPage, type PageWindow } from '../support/browser-rig.ts';
 
-let net: TestNetwork | undefined;
-let chrome: LaunchedChromium | undefined;
-let runtime: Runtime | undefined;
-
-beforeAll(async () => {
-  net = await createTestNetwork();
-  runtime = await startRuntime({
-    model: model as never,
-    port: 0,
-    host: net.hostAddress,
-    ice: { hostAddresses: [net.hostAddress] },
-    logger: createLogger({ test: 'av-sync-browser' }, 'warn'),
-  });
-  chrome = await launchChromiumInNamespace(net, { secureOrigins: [runtime.url], extraArgs: ['--autoplay-policy=no-user-gesture-required'] });
-}, 90_000);
-
-afterAll(async () => {
-  await chrome?.close().catch(() => {});
-  await runtime?.close().catch(() => {});
-  await net?.close();
-}, 60_000);
+const rig = browserRig(model, 'av-sync-browser', { chromiumArgs: ['--autoplay-policy=no-user-gesture-required'] });
 
 it('plays audio and video at the same sender time, steadily (estimatedPlayoutTimestamp within 80 ms)', async () => {
-  const page = await chrome!.newPage();
-  const log: string[] = [];
-  page.on('console', (m) => log.push(`${m.type()}: ${m.text()}`));
-  await page.goto(runtime!.url);
-  await page.addScriptTag({ type: 'module', content: "import { ArclightClient } from '/playground/arclight-client.js'; window.ArclightClient = ArclightClient;" });
-  await page.waitForFunction(() => 'ArclightClient' in window);
+  const { page } = await openClientPage(rig());
   const samples = await page.evaluate(async () => {
-    const { ArclightClient } = window as unknown as { ArclightClient: typeof import('../../client/index.ts').ArclightClient };
+    const { ArclightClient } = window as unknown as PageWindow;
     const client = new ArclightClient({ modelName: 'av-sync', local: true, localRuntimeUrl: location.origin });
     client.on('trackReceived', (_name, track) => {
       const element = document.createElement(track.kind === 'video' ? 'video' : 'audio');

@@ -10,11 +10,9 @@ import { RtcpSrPacket, type RtpPacket } from 'werift';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import { createLogger } from '../../runtime/log.ts';
 import { OpusDecoder } from '../../runtime/media/opus.ts';
-import { VideoDecoder } from '../../runtime/media/video-decoder.ts';
-import { H264Depacketizer } from '../../runtime/rtp/h264-depacketizer.ts';
 import model, { HEIGHT, WIDTH } from '../fixtures/av-sync-model.ts';
 import { waitUntil } from '../support/video-probe.ts';
-import { openWeriftPeer, type WeriftPeer } from '../support/werift-peer.ts';
+import { decodeTrack, openWeriftPeer, type WeriftPeer } from '../support/werift-peer.ts';
 
 const LOOPBACK = '127.0.0.1';
 const NTP_EPOCH_OFFSET_S = 2_208_988_800;
@@ -63,23 +61,14 @@ describe('A/V sync through RTCP sender reports', () => {
     const clicks: number[] = [];
 
     // Video: decode, find white frames (a flash is one frame between black ones).
-    const depacketizer = new H264Depacketizer();
-    const videoDecoder = await VideoDecoder.create('h264');
-    let videoChain = Promise.resolve();
+    let videoSsrc = 0;
+    peer.onTrackRtp('main_video', (rtp) => (videoSsrc = rtp.header.ssrc));
     let lastWhite = false;
-    peer.onTrackRtp('main_video', (rtp: RtpPacket) => {
-      const unit = depacketizer.push({ payload: rtp.payload, marker: rtp.header.marker, sequenceNumber: rtp.header.sequenceNumber, timestamp: rtp.header.timestamp });
-      if (depacketizer.needsKeyframe) void video.receiver.sendRtcpPLI(rtp.header.ssrc);
-      if (!unit) return;
-      const ssrc = rtp.header.ssrc;
-      videoChain = videoChain.then(async () => {
-        for (const frame of await videoDecoder.decode(unit.data)) {
-          const white = frame.data[(HEIGHT / 2) * WIDTH + WIDTH / 2]! > 128;
-          const clock = clocks.get(ssrc);
-          if (white && !lastWhite && clock) flashes.push(wallTime(clock, unit.timestamp, 90_000));
-          lastWhite = white;
-        }
-      }).catch(() => {});
+    const decoding = await decodeTrack(peer, 'main_video', 'h264', (frame, unit) => {
+      const white = frame.data[(HEIGHT / 2) * WIDTH + WIDTH / 2]! > 128;
+      const clock = clocks.get(videoSsrc);
+      if (white && !lastWhite && clock) flashes.push(wallTime(clock, unit.timestamp, 90_000));
+      lastWhite = white;
     });
 
     // Audio: decode each 20 ms packet, find the loud one.
@@ -103,7 +92,7 @@ describe('A/V sync through RTCP sender reports', () => {
     try {
       await waitUntil(() => flashes.length >= 4 && clicks.length >= 4, 25_000, 'four flashes and four clicks after the first sender reports');
     } finally {
-      videoDecoder.close();
+      decoding.close();
       audioDecoder.close();
     }
     // Events are a second apart; a flash with no click within half a second came before the

@@ -7,12 +7,10 @@
 import { afterEach, beforeAll, afterAll, describe, expect, it } from 'vitest';
 import pattern, { PATCH } from '../../models/examples/pattern/index.ts';
 import { rgbToYuv } from '../../models/examples/shared/i420-canvas.ts';
-import { VideoDecoder } from '../../runtime/media/video-decoder.ts';
-import { H264Depacketizer } from '../../runtime/rtp/h264-depacketizer.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import { createLogger } from '../../runtime/log.ts';
 import { waitUntil } from '../support/video-probe.ts';
-import { openWeriftPeer, type WeriftPeer } from '../support/werift-peer.ts';
+import { decodeTrack, openWeriftPeer, type WeriftPeer } from '../support/werift-peer.ts';
 
 const LOOPBACK = '127.0.0.1';
 
@@ -39,35 +37,24 @@ describe('H.264 profile follows what the client offers', () => {
   afterAll(async () => runtime?.close());
 
   async function receive(parameters: string): Promise<{ profile: number | undefined; decoded: number; centre: { y: number; v: number } | undefined; answered: string | undefined }> {
-    const depacketizer = new H264Depacketizer();
-    const decoder = await VideoDecoder.create('h264');
     let profile: number | undefined;
     let decoded = 0;
     let centre: { y: number; v: number } | undefined;
-    let chain = Promise.resolve();
     peer = await openWeriftPeer(runtime.url, { videoMime: 'video/H264', videoParameters: parameters });
-    const { video } = peer;
-    peer.onVideoRtp((rtp) => {
-      const unit = depacketizer.push({ payload: rtp.payload, marker: rtp.header.marker, sequenceNumber: rtp.header.sequenceNumber, timestamp: rtp.header.timestamp });
-      if (depacketizer.needsKeyframe) void video.receiver.sendRtcpPLI(rtp.header.ssrc);
-      if (!unit) return;
+    const decoding = await decodeTrack(peer, 'main_video', 'h264', (frame, unit) => {
       profile ??= spsProfile(unit.data);
-      chain = chain.then(async () => {
-        for (const frame of await decoder.decode(unit.data)) {
-          decoded++;
-          const x = PATCH.x + PATCH.size / 2;
-          const y = PATCH.y + PATCH.size / 2;
-          const luma = frame.width * frame.height;
-          centre = { y: frame.data[y * frame.width + x]!, v: frame.data[luma * 1.25 + (y / 2) * (frame.width / 2) + x / 2]! };
-        }
-      }).catch(() => {});
+      decoded++;
+      const x = PATCH.x + PATCH.size / 2;
+      const y = PATCH.y + PATCH.size / 2;
+      const luma = frame.width * frame.height;
+      centre = { y: frame.data[y * frame.width + x]!, v: frame.data[luma * 1.25 + (y / 2) * (frame.width / 2) + x / 2]! };
     });
     try {
       await waitUntil(() => decoded >= 20, 20_000, '20 decoded H.264 frames');
     } finally {
-      decoder.close();
+      decoding.close();
     }
-    return { profile, decoded, centre, answered: video.codecs[0]?.parameters };
+    return { profile, decoded, centre, answered: peer.video.codecs[0]?.parameters };
   }
 
   it('sends High (profile_idc 100) to a client that offers only High, and it decodes to the model picture', async () => {

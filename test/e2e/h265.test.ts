@@ -5,12 +5,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
-import { H265Depacketizer } from '../../runtime/rtp/h265-depacketizer.ts';
-import { VideoDecoder } from '../../runtime/media/video-decoder.ts';
 import pattern, { PATCH } from '../../models/examples/pattern/index.ts';
 import { rgbToYuv } from '../../models/examples/shared/i420-canvas.ts';
 import { waitUntil } from '../support/video-probe.ts';
-import { openWeriftPeer, type WeriftPeer } from '../support/werift-peer.ts';
+import { decodeTrack, openWeriftPeer, type WeriftPeer } from '../support/werift-peer.ts';
 
 const LOOPBACK = '127.0.0.1';
 
@@ -26,32 +24,21 @@ describe('H.265 to a client that offers it', () => {
   });
 
   it('streams H.265 RTP that depacketizes and decodes to the model picture', async () => {
-    const depacketizer = new H265Depacketizer();
-    const decoder = await VideoDecoder.create('h265');
     let decoded = 0;
     let centre: { y: number; v: number } | undefined;
-    let chain = Promise.resolve();
     peer = await openWeriftPeer(runtime.url, { videoMime: 'video/H265' });
-    const { video } = peer;
-    expect(video.codecs[0]?.mimeType).toBe('video/H265');
-    peer.onVideoRtp((rtp) => {
-        const unit = depacketizer.push({ payload: rtp.payload, marker: rtp.header.marker, sequenceNumber: rtp.header.sequenceNumber, timestamp: rtp.header.timestamp });
-        if (depacketizer.needsKeyframe) void video.receiver.sendRtcpPLI(rtp.header.ssrc);
-        if (!unit) return;
-        chain = chain.then(async () => {
-          for (const frame of await decoder.decode(unit.data)) {
-            decoded++;
-            const x = PATCH.x + PATCH.size / 2;
-            const y = PATCH.y + PATCH.size / 2;
-            const luma = frame.width * frame.height;
-            centre = { y: frame.data[y * frame.width + x]!, v: frame.data[luma * 1.25 + (y / 2) * (frame.width / 2) + x / 2]! };
-          }
-        });
+    expect(peer.video.codecs[0]?.mimeType).toBe('video/H265');
+    const decoding = await decodeTrack(peer, 'main_video', 'h265', (frame) => {
+      decoded++;
+      const x = PATCH.x + PATCH.size / 2;
+      const y = PATCH.y + PATCH.size / 2;
+      const luma = frame.width * frame.height;
+      centre = { y: frame.data[y * frame.width + x]!, v: frame.data[luma * 1.25 + (y / 2) * (frame.width / 2) + x / 2]! };
     });
     await waitUntil(() => decoded >= 30, 20_000, '30 decoded H.265 frames');
     const red = rgbToYuv(0xe0, 0x10, 0x10);
     expect(Math.abs(centre!.y - red.y)).toBeLessThan(12);
     expect(Math.abs(centre!.v - red.v)).toBeLessThan(12);
-    decoder.close();
+    decoding.close();
   });
 });

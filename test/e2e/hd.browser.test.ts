@@ -9,13 +9,10 @@
  * colour.
  */
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
-import { startRuntime, type Runtime } from '../../runtime/index.ts';
-import { createLogger } from '../../runtime/log.ts';
 import hd, { HEIGHT, PATCHES, WIDTH } from '../fixtures/hd-model.ts';
-import { launchChromiumInNamespace, type LaunchedChromium } from '../support/chromium.ts';
-import { createTestNetwork, type TestNetwork } from '../support/netns.ts';
+import { browserRig } from '../support/browser-rig.ts';
 
 const TRACK = 'main_video';
 
@@ -33,27 +30,7 @@ interface InboundVideo {
   decoder: string | null;
 }
 
-let net: TestNetwork | undefined;
-let chrome: LaunchedChromium | undefined;
-let runtime: Runtime | undefined;
-
-beforeAll(async () => {
-  net = await createTestNetwork();
-  runtime = await startRuntime({
-    model: hd as never,
-    port: 0,
-    host: net.hostAddress,
-    ice: { hostAddresses: [net.hostAddress] },
-    logger: createLogger({ test: 'hd' }, 'warn'),
-  });
-  chrome = await launchChromiumInNamespace(net, { secureOrigins: [runtime.url] });
-}, 90_000);
-
-afterAll(async () => {
-  await chrome?.close().catch(() => {});
-  await runtime?.close().catch(() => {});
-  await net?.close();
-}, 60_000);
+const rig = browserRig(hd, 'hd');
 
 /** Polls `probe` until it returns a truthy value; fails with the last value and the page's console. */
 async function until<T>(page: Page, log: string[], what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
@@ -127,12 +104,12 @@ const near = (actual: Rgb | null, expected: Rgb, tolerance: number): boolean =>
 
 describe('1080p in Chromium', () => {
   it('decodes 1920x1080 H.264 with the right picture', { timeout: 90_000 }, async () => {
-    const page = await chrome!.newPage({ viewport: { width: 1440, height: 1000 } });
+    const page = await rig().chrome.newPage({ viewport: { width: 1440, height: 1000 } });
     const log: string[] = [];
     page.on('console', (message) => log.push(`[console.${message.type()}] ${message.text()}`));
     page.on('pageerror', (error) => log.push(`[pageerror] ${error.stack ?? error.message}`));
     try {
-      await page.goto(`${runtime!.url}/`);
+      await page.goto(`${rig().runtime.url}/`);
       await page.waitForSelector('#connect:not([disabled])', { timeout: 15_000 });
       expect(await page.textContent('#model-name')).toBe('hd');
       await page.click('#connect');

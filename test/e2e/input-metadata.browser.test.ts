@@ -10,34 +10,11 @@
  * unchanged, and capture times (converted to the runtime's clock) are recent.
  */
 
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { startRuntime, type Runtime } from '../../runtime/index.ts';
-import { createLogger } from '../../runtime/log.ts';
+import { expect, it } from 'vitest';
 import model, { LEVELS, levelLuma } from '../fixtures/input-metadata-model.ts';
-import { launchChromiumInNamespace, type LaunchedChromium } from '../support/chromium.ts';
-import { createTestNetwork, type TestNetwork } from '../support/netns.ts';
+import { browserRig, openClientPage, type PageWindow } from '../support/browser-rig.ts';
 
-let net: TestNetwork | undefined;
-let chrome: LaunchedChromium | undefined;
-let runtime: Runtime | undefined;
-
-beforeAll(async () => {
-  net = await createTestNetwork();
-  runtime = await startRuntime({
-    model: model as never,
-    port: 0,
-    host: net.hostAddress,
-    ice: { hostAddresses: [net.hostAddress] },
-    logger: createLogger({ test: 'input-metadata' }, 'warn'),
-  });
-  chrome = await launchChromiumInNamespace(net, { secureOrigins: [runtime.url] });
-}, 90_000);
-
-afterAll(async () => {
-  await chrome?.close().catch(() => {});
-  await runtime?.close().catch(() => {});
-  await net?.close();
-}, 60_000);
+const rig = browserRig(model, 'input-metadata');
 
 interface Report {
   frames: number;
@@ -49,20 +26,13 @@ interface Report {
 }
 
 it('carries each input frame\'s metadata and capture time to the model, aligned with its frame', async () => {
-  const page = await chrome!.newPage();
-  const log: string[] = [];
-  page.on('console', (m) => log.push(`${m.type()}: ${m.text()}`));
-  page.on('pageerror', (e) => log.push(`pageerror: ${e.message}`));
-  await page.goto(runtime!.url);
-  // A module script, not a dynamic import inside evaluate (vitest rewrites those).
-  await page.addScriptTag({ type: 'module', content: "import { ArclightClient } from '/playground/arclight-client.js'; window.ArclightClient = ArclightClient;" });
-  await page.waitForFunction(() => 'ArclightClient' in window);
+  const { page, log } = await openClientPage(rig());
   const levels = Array.from({ length: LEVELS }, (_, k) => Math.round(((levelLuma(k) - 16) * 255) / 219));
   let result: { report: Report; sent: number };
   try {
     result = await page.evaluate(
       async ({ levels }) => {
-        const { ArclightClient } = window as unknown as { ArclightClient: typeof import('../../client/index.ts').ArclightClient };
+        const { ArclightClient } = window as unknown as PageWindow;
         const client = new ArclightClient({ modelName: 'input-metadata', local: true, localRuntimeUrl: location.origin });
         client.on('error', (e: { code: string; message: string }) => console.log('client error', e.code, e.message));
         await client.connect();

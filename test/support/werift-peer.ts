@@ -5,6 +5,11 @@
  */
 import { RTCPeerConnection, RTCRtpCodecParameters, RTCRtpHeaderExtensionParameters, useNACK, usePLI, type RTCDataChannel, type RTCRtpTransceiver, type RtpPacket } from 'werift';
 import type { SessionResponse } from '../../protocol/session.ts';
+import type { VideoFrame } from '../../runtime/media/frames.ts';
+import { VideoDecoder } from '../../runtime/media/video-decoder.ts';
+import type { DepacketizedFrame } from '../../runtime/rtp/depacketized-frame.ts';
+import { H264Depacketizer } from '../../runtime/rtp/h264-depacketizer.ts';
+import { H265Depacketizer } from '../../runtime/rtp/h265-depacketizer.ts';
 import { waitUntil } from './video-probe.ts';
 
 const LOOPBACK = '127.0.0.1';
@@ -94,4 +99,32 @@ export async function openWeriftPeer(
     onTrackRtp: (name, listener) => subscribeRtp(transceiver(name), listener),
     close: () => pc.close(),
   };
+}
+
+/**
+ * Depacketizes and decodes (node-av) a peer's video track as it arrives, asking for a keyframe
+ * (PLI) whenever the depacketizer lost the picture. `onFrame` gets each decoded picture with the
+ * RTP timestamp and first bytes (Annex-B access unit / VP8 frame) it was decoded from.
+ */
+export async function decodeTrack(
+  peer: WeriftPeer,
+  track: string,
+  codec: 'h264' | 'h265',
+  onFrame: (frame: VideoFrame, unit: DepacketizedFrame) => void,
+): Promise<{ close(): void }> {
+  const depacketizer = codec === 'h264' ? new H264Depacketizer() : new H265Depacketizer();
+  const decoder = await VideoDecoder.create(codec);
+  const transceiver = peer.transceiver(track);
+  let chain = Promise.resolve();
+  peer.onTrackRtp(track, (rtp) => {
+    const unit = depacketizer.push({ payload: rtp.payload, marker: rtp.header.marker, sequenceNumber: rtp.header.sequenceNumber, timestamp: rtp.header.timestamp });
+    if (depacketizer.needsKeyframe) void transceiver.receiver.sendRtcpPLI(rtp.header.ssrc);
+    if (!unit) return;
+    chain = chain
+      .then(async () => {
+        for (const frame of await decoder.decode(unit.data)) onFrame(frame, unit);
+      })
+      .catch(() => {});
+  });
+  return { close: () => void chain.then(() => decoder.close()) };
 }
