@@ -79,11 +79,13 @@ export interface VideoEncoderStats {
 }
 
 /**
- * Encodes that take (on average) at most this long run synchronously on the calling thread;
- * slower ones go through node-av's thread pool so the event loop stays responsive. At 30 fps,
- * 6 ms is a fifth of the frame interval; x264 at 720p–1080p and NVENC stay under it.
+ * Encodes that take (on average) less than this run synchronously on the calling thread;
+ * slower ones go through node-av's thread pool so the event loop stays responsive. 12 ms keeps
+ * x264 at 720p–1440p, libvpx at 720p and NVENC synchronous; libx265 and libvpx at 1080p go to
+ * the pool. (At 6 ms, 1080p x264 — 5–8 ms here — flipped between the two and its encode p99
+ * rose to 36 ms; see docs/performance.md.)
  */
-export const SYNC_ENCODE_MAX_MS = 6;
+export const SYNC_ENCODE_MAX_MS = 12;
 
 const REFERENCE_PIXELS = 1280 * 720;
 const REFERENCE_BITRATE_KBPS = 2500;
