@@ -1,17 +1,17 @@
 /**
- * 1080p H.264 decoded in Chromium (issue 3, media engine).
+ * 1080p and 1440p H.264 decoded in Chromium (issue 3, media engine).
  *
- * A runtime serving the `hd` fixture (test/fixtures/hd-model.ts: a 1920x1080@30 track with two
- * solid colour patches, top-left and bottom-right, and a frame stamp); Chromium in a throwaway
- * network namespace (test/support/netns.ts) opens the runtime's playground at `/` and clicks
- * Connect. Checked: the inbound video codec is video/H264, the <video> has 1920x1080 frames
- * (element and inbound-rtp stats), frames keep decoding, and the centre of each patch has its
- * colour.
+ * Per size, a runtime serving the `hd` fixture (test/fixtures/hd-model.ts: a 1920x1080 or
+ * 2560x1440 @30 track with two solid colour patches, top-left and bottom-right, and a frame
+ * stamp); Chromium in a throwaway network namespace (test/support/netns.ts) opens the runtime's
+ * playground at `/` and clicks Connect. Checked: the inbound video codec is video/H264, the
+ * <video> has frames of the full size (element and inbound-rtp stats), frames keep decoding, and
+ * the centre of each patch has its colour.
  */
 
 import { describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
-import hd, { HEIGHT, PATCHES, WIDTH } from '../fixtures/hd-model.ts';
+import { createHdModel, patchesFor } from '../fixtures/hd-model.ts';
 import { browserRig } from '../support/browser-rig.ts';
 
 const TRACK = 'main_video';
@@ -29,8 +29,6 @@ interface InboundVideo {
   frameHeight: number | null;
   decoder: string | null;
 }
-
-const rig = browserRig(hd, 'hd');
 
 /** Polls `probe` until it returns a truthy value; fails with the last value and the page's console. */
 async function until<T>(page: Page, log: string[], what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
@@ -102,8 +100,14 @@ function samplePixel(page: Page, x: number, y: number): Promise<Rgb | null> {
 const near = (actual: Rgb | null, expected: Rgb, tolerance: number): boolean =>
   actual !== null && Math.abs(actual.r - expected.r) <= tolerance && Math.abs(actual.g - expected.g) <= tolerance && Math.abs(actual.b - expected.b) <= tolerance;
 
-describe('1080p in Chromium', () => {
-  it('decodes 1920x1080 H.264 with the right picture', { timeout: 90_000 }, async () => {
+describe.each([
+  { label: '1080p', WIDTH: 1920, HEIGHT: 1080 },
+  { label: '1440p', WIDTH: 2560, HEIGHT: 1440 },
+])('$label in Chromium', ({ WIDTH, HEIGHT }) => {
+  const rig = browserRig(createHdModel(WIDTH, HEIGHT), `hd-${HEIGHT}p`);
+  const PATCHES = patchesFor(WIDTH, HEIGHT);
+
+  it(`decodes ${WIDTH}x${HEIGHT} H.264 with the right picture`, { timeout: 90_000 }, async () => {
     const page = await rig().chrome.newPage({ viewport: { width: 1440, height: 1000 } });
     const log: string[] = [];
     page.on('console', (message) => log.push(`[console.${message.type()}] ${message.text()}`));
@@ -139,7 +143,7 @@ describe('1080p in Chromium', () => {
       const fps = (later.framesDecoded - first.framesDecoded) / 3;
       expect(fps, JSON.stringify({ first, later })).toBeGreaterThanOrEqual(10);
 
-      // The centre of each patch has its colour: the whole 1920x1080 picture arrived, unscaled and uncropped.
+      // The centre of each patch has its colour: the whole picture arrived, unscaled and uncropped.
       for (const patch of PATCHES) {
         const x = patch.x + patch.size / 2;
         const y = patch.y + patch.size / 2;
