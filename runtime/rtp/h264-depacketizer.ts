@@ -3,6 +3,7 @@
  * become one Annex-B access unit per RTP timestamp.
  */
 
+import { AnnexBAssembler } from './annexb-assembler.ts';
 import { RtpDepacketizer, type AssembledFrame } from './depacketized-frame.ts';
 
 const NAL_NON_IDR_SLICE = 1;
@@ -23,7 +24,6 @@ const NAL_F_NRI_MASK = 0xe0;
 const FU_START = 0x80;
 const FU_END = 0x40;
 
-const START_CODE = Buffer.from([0, 0, 0, 1]);
 /** One-byte buffers for every NAL header value, so rebuilding an FU-A NAL header allocates nothing. */
 const HEADER_BYTES: readonly Buffer[] = Array.from({ length: 256 }, (_, i) => Buffer.from([i]));
 
@@ -57,20 +57,10 @@ function nalBeginsAccessUnit(type: number, next: number | undefined): boolean {
  * an IDR slice. FU-A fragments that lack their start or end break the frame like a lost packet.
  */
 export class H264Depacketizer extends RtpDepacketizer {
-  /** Start codes, NAL units and FU-A pieces of the frame in progress, concatenated once at its end. */
-  #chunks: Buffer[] = [];
-  #bytes = 0;
-  #hasIdr = false;
-  #hasSps = false;
-  /** NAL type of the FU-A being reassembled, or -1 when none is open. */
-  #fuType = -1;
+  readonly #unit = new AnnexBAssembler((type) => (type === NAL_IDR_SLICE ? 'random-access' : type === NAL_SPS ? 'parameter-set' : 'other'));
 
   protected override resetFrame(): void {
-    this.#chunks = [];
-    this.#bytes = 0;
-    this.#hasIdr = false;
-    this.#hasSps = false;
-    this.#fuType = -1;
+    this.#unit.reset();
   }
 
   protected override startsFrame(payload: Buffer): boolean {
@@ -91,11 +81,12 @@ export class H264Depacketizer extends RtpDepacketizer {
   protected override appendPayload(payload: Buffer): boolean {
     const indicator = payload[0]!;
     const type = indicator & NAL_TYPE_MASK;
-    if (this.#fuType !== -1 && type !== NAL_FU_A) return false; // FU-A ended without its E bit
+    if (this.#unit.fragmentOpen && type !== NAL_FU_A) return false; // FU-A ended without its E bit
 
     switch (type) {
       case NAL_STAP_A:
-        return this.#appendStapA(payload);
+        // STAP-A (RFC 6184 §5.7.1): header byte, then repeated [16-bit NAL size][NAL unit].
+        return this.#unit.appendAggregated(payload, 1, 1, (nal) => nal[0]! & NAL_TYPE_MASK);
       case NAL_FU_A:
         return this.#appendFuA(payload);
       case NAL_STAP_B:
@@ -111,45 +102,13 @@ export class H264Depacketizer extends RtpDepacketizer {
         // Undefined in RFC 6184 Table 3: carries nothing we can decode, but is not a sign of loss.
         return true;
       default:
-        this.#appendNal(payload);
+        this.#unit.appendNal(payload, type);
         return true;
     }
   }
 
   protected override assembleFrame(): AssembledFrame | null | undefined {
-    if (this.#fuType !== -1) return null;
-    if (this.#chunks.length === 0) return undefined;
-    return {
-      data: Buffer.concat(this.#chunks, this.#bytes),
-      keyframe: this.#hasIdr,
-      refresh: this.#hasIdr || this.#hasSps,
-    };
-  }
-
-  #appendNal(nal: Buffer): void {
-    this.#noteType(nal[0]! & NAL_TYPE_MASK);
-    this.#chunks.push(START_CODE, nal);
-    this.#bytes += START_CODE.length + nal.length;
-  }
-
-  #noteType(type: number): void {
-    if (type === NAL_IDR_SLICE) this.#hasIdr = true;
-    else if (type === NAL_SPS) this.#hasSps = true;
-  }
-
-  /** STAP-A (RFC 6184 §5.7.1): header byte, then repeated [16-bit NAL size][NAL unit]. */
-  #appendStapA(payload: Buffer): boolean {
-    let offset = 1;
-    if (offset >= payload.length) return false;
-    while (offset < payload.length) {
-      if (offset + 2 > payload.length) return false;
-      const size = payload.readUInt16BE(offset);
-      offset += 2;
-      if (size === 0 || offset + size > payload.length) return false;
-      this.#appendNal(payload.subarray(offset, offset + size));
-      offset += size;
-    }
-    return true;
+    return this.#unit.assemble();
   }
 
   /**
@@ -161,25 +120,12 @@ export class H264Depacketizer extends RtpDepacketizer {
     const fuHeader = payload[1];
     if (fuHeader === undefined) return false;
     const nalType = fuHeader & NAL_TYPE_MASK;
-    const fragment = payload.subarray(2);
-
-    if ((fuHeader & FU_START) !== 0) {
-      if (this.#fuType !== -1) return false; // previous FU-A never ended
-      const header = HEADER_BYTES[(indicator & NAL_F_NRI_MASK) | nalType]!;
-      this.#chunks.push(START_CODE, header);
-      this.#bytes += START_CODE.length + 1;
-      this.#noteType(nalType);
-      this.#fuType = nalType;
-    } else if (this.#fuType === -1 || this.#fuType !== nalType) {
-      return false; // continuation without its start
-    }
-
-    if (fragment.length > 0) {
-      this.#chunks.push(fragment);
-      this.#bytes += fragment.length;
-    }
-    // S and E together is not allowed (§5.8) but unambiguous, so it is accepted as a whole NAL unit.
-    if ((fuHeader & FU_END) !== 0) this.#fuType = -1;
-    return true;
+    return this.#unit.appendFragment(
+      payload.subarray(2),
+      nalType,
+      (fuHeader & FU_START) !== 0,
+      (fuHeader & FU_END) !== 0,
+      () => HEADER_BYTES[(indicator & NAL_F_NRI_MASK) | nalType]!,
+    );
   }
 }

@@ -3,6 +3,7 @@
  * packets, Aggregation Packets and Fragmentation Units become one Annex-B access unit per RTP timestamp.
  */
 
+import { AnnexBAssembler } from './annexb-assembler.ts';
 import { RtpDepacketizer, type AssembledFrame } from './depacketized-frame.ts';
 
 /** VCL NAL unit types are 0..31; 16..21 are IRAP pictures (BLA, IDR, CRA), H.265 Table 7-1. */
@@ -23,8 +24,6 @@ const TYPE_MASK_BYTE0 = 0x7e;
 const FU_START = 0x80;
 const FU_END = 0x40;
 const FU_TYPE_MASK = 0x3f;
-
-const START_CODE = Buffer.from([0, 0, 0, 1]);
 
 function typeOf(byte0: number): number {
   return (byte0 & TYPE_MASK_BYTE0) >> 1;
@@ -63,20 +62,12 @@ function layerIdOf(byte0: number, byte1: number): number {
  * like a lost packet; PACI packets (type 50), which this receiver does not unwrap, do too.
  */
 export class H265Depacketizer extends RtpDepacketizer {
-  /** Start codes, NAL units and FU pieces of the frame in progress, concatenated once at its end. */
-  #chunks: Buffer[] = [];
-  #bytes = 0;
-  #hasIrap = false;
-  #hasParameterSet = false;
-  /** NAL type of the FU being reassembled, or -1 when none is open. */
-  #fuType = -1;
+  readonly #unit = new AnnexBAssembler((type) =>
+    type >= NAL_FIRST_IRAP && type <= NAL_LAST_IRAP ? 'random-access' : type === NAL_VPS || type === NAL_SPS ? 'parameter-set' : 'other',
+  );
 
   protected override resetFrame(): void {
-    this.#chunks = [];
-    this.#bytes = 0;
-    this.#hasIrap = false;
-    this.#hasParameterSet = false;
-    this.#fuType = -1;
+    this.#unit.reset();
   }
 
   protected override startsFrame(payload: Buffer): boolean {
@@ -100,11 +91,13 @@ export class H265Depacketizer extends RtpDepacketizer {
   protected override appendPayload(payload: Buffer): boolean {
     if (payload.length < NAL_HEADER_BYTES) return false;
     const type = typeOf(payload[0]!);
-    if (this.#fuType !== -1 && type !== NAL_FU) return false; // FU ended without its E bit
+    if (this.#unit.fragmentOpen && type !== NAL_FU) return false; // FU ended without its E bit
 
     switch (type) {
       case NAL_AP:
-        return this.#appendAp(payload);
+        // AP (RFC 7798 §4.4.2, no DONL): payload header, then repeated [16-bit NAL size][NAL unit];
+        // every aggregated NAL unit has at least its two-byte header.
+        return this.#unit.appendAggregated(payload, NAL_HEADER_BYTES, NAL_HEADER_BYTES, (nal) => typeOf(nal[0]!));
       case NAL_FU:
         return this.#appendFu(payload);
       case NAL_PACI:
@@ -113,46 +106,13 @@ export class H265Depacketizer extends RtpDepacketizer {
         return false;
       default:
         if (type > NAL_PACI) return true; // 51..63: unspecified payload types, carry nothing to decode
-        this.#appendNal(payload);
+        this.#unit.appendNal(payload, type);
         return true;
     }
   }
 
   protected override assembleFrame(): AssembledFrame | null | undefined {
-    if (this.#fuType !== -1) return null;
-    if (this.#chunks.length === 0) return undefined;
-    return {
-      data: Buffer.concat(this.#chunks, this.#bytes),
-      keyframe: this.#hasIrap,
-      refresh: this.#hasIrap || this.#hasParameterSet,
-    };
-  }
-
-  #appendNal(nal: Buffer): void {
-    this.#noteType(typeOf(nal[0]!));
-    this.#chunks.push(START_CODE, nal);
-    this.#bytes += START_CODE.length + nal.length;
-  }
-
-  #noteType(type: number): void {
-    if (type >= NAL_FIRST_IRAP && type <= NAL_LAST_IRAP) this.#hasIrap = true;
-    else if (type === NAL_VPS || type === NAL_SPS) this.#hasParameterSet = true;
-  }
-
-  /** AP (RFC 7798 §4.4.2, no DONL): payload header, then repeated [16-bit NAL size][NAL unit]. */
-  #appendAp(payload: Buffer): boolean {
-    let offset = NAL_HEADER_BYTES;
-    if (offset >= payload.length) return false;
-    while (offset < payload.length) {
-      if (offset + 2 > payload.length) return false;
-      const size = payload.readUInt16BE(offset);
-      offset += 2;
-      // Every aggregated NAL unit has at least its two-byte header.
-      if (size < NAL_HEADER_BYTES || offset + size > payload.length) return false;
-      this.#appendNal(payload.subarray(offset, offset + size));
-      offset += size;
-    }
-    return true;
+    return this.#unit.assemble();
   }
 
   /**
@@ -163,25 +123,12 @@ export class H265Depacketizer extends RtpDepacketizer {
     const fuHeader = payload[2];
     if (fuHeader === undefined) return false;
     const nalType = fuHeader & FU_TYPE_MASK;
-    const fragment = payload.subarray(3);
-
-    if ((fuHeader & FU_START) !== 0) {
-      if (this.#fuType !== -1) return false; // previous FU never ended
-      const header = Buffer.from([(payload[0]! & ~TYPE_MASK_BYTE0) | (nalType << 1), payload[1]!]);
-      this.#chunks.push(START_CODE, header);
-      this.#bytes += START_CODE.length + header.length;
-      this.#noteType(nalType);
-      this.#fuType = nalType;
-    } else if (this.#fuType === -1 || this.#fuType !== nalType) {
-      return false; // continuation without its start
-    }
-
-    if (fragment.length > 0) {
-      this.#chunks.push(fragment);
-      this.#bytes += fragment.length;
-    }
-    // S and E together is not allowed (§4.4.3) but unambiguous, so it is accepted as a whole NAL unit.
-    if ((fuHeader & FU_END) !== 0) this.#fuType = -1;
-    return true;
+    return this.#unit.appendFragment(
+      payload.subarray(3),
+      nalType,
+      (fuHeader & FU_START) !== 0,
+      (fuHeader & FU_END) !== 0,
+      () => Buffer.from([(payload[0]! & ~TYPE_MASK_BYTE0) | (nalType << 1), payload[1]!]),
+    );
   }
 }
