@@ -315,7 +315,18 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     if (annotate) {
       const offset = await this.#clockOffset();
       const source = typeof options.frameMetadata === 'function' ? options.frameMetadata : undefined;
-      stamper!.start((frame) => this.#annotateInputFrame(name, frame, offset, source));
+      let sourceFailed = false;
+      stamper!.start((frame) => {
+        let metadata: InputFrameMetadata | undefined;
+        try {
+          metadata = source ? source(frame) : this.#inputMetadata.get(name);
+        } catch (error) {
+          // Said once per publish, not 30 times a second; the frames go on with their capture time.
+          if (!sourceFailed) this.#fail(new ArclightError('invalid_params', `frameMetadata for "${name}" threw: ${asError(error, 'invalid_params').message}`));
+          sourceFailed = true;
+        }
+        this.#sendInputFrameAnnotation(name, frame, offset, metadata);
+      });
     } else {
       stamper?.pause();
     }
@@ -409,14 +420,8 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     return best.offset;
   }
 
-  #annotateInputFrame(track: string, frame: InputFrameInfo, clockOffset: number, source: InputFrameMetadataSource | undefined): void {
+  #sendInputFrameAnnotation(track: string, frame: InputFrameInfo, clockOffset: number, metadata: InputFrameMetadata | undefined): void {
     if (this.#status !== 'ready' || !this.#link) return;
-    let metadata: InputFrameMetadata | undefined;
-    try {
-      metadata = source ? source(frame) : this.#inputMetadata.get(track);
-    } catch (error) {
-      this.#fail(asError(error, 'invalid_params'));
-    }
     const data: InputFrameMetadataData = {
       track,
       frames: [

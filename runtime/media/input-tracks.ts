@@ -97,11 +97,6 @@ export class InputVideoTrack implements InputVideo {
     return this.#frames;
   }
 
-  /** Frames delivered with / without the annotation their publisher announced. */
-  get annotationCounts(): { annotated: number; unannotated: number } {
-    return { annotated: this.#aligner?.annotated ?? 0, unannotated: this.#aligner?.unannotated ?? 0 };
-  }
-
   /** Whether the current publisher sends per-frame annotations (frames then wait briefly for them). */
   expectAnnotations(expect: boolean): void {
     if (expect) {

@@ -39,8 +39,9 @@ function streamKey(sink: VideoSink): VideoStreamKey {
   return sink.codec === 'h264' && sink.h264Profile === 'high' ? 'h264-high' : sink.codec;
 }
 
-function streamCodec(key: VideoStreamKey): VideoCodecName {
-  return key === 'h264-high' ? 'h264' : key;
+/** The encoder settings that make a stream: its codec, and High profile for `h264-high`. */
+function streamFormat(key: VideoStreamKey): { codec: VideoCodecName; profile?: H264Profile } {
+  return key === 'h264-high' ? { codec: 'h264', profile: 'high' } : { codec: key };
 }
 
 /** RTP payloads of at most MAX_RTP_PAYLOAD bytes for one encoded frame of `codec`. */
@@ -396,14 +397,13 @@ export class OutputVideoTrack {
   async #createPipeline(key: VideoStreamKey): Promise<CodecPipeline> {
     const encoder = await this.#openEncoder(key);
     this.#metrics?.targetBitrate.set({ track: this.name, codec: key }, encoder.bitrateKbps * 1000);
-    const packetizer = createPacketizer(streamCodec(key));
+    const packetizer = createPacketizer(streamFormat(key).codec);
     return { encoder, packetize: (data) => packetizer.packetize(data), configuredKbps: encoder.bitrateKbps, adaptedAt: 0 };
   }
 
   #openEncoder(key: VideoStreamKey): Promise<VideoEncoder> {
     return VideoEncoder.create({
-      codec: streamCodec(key),
-      ...(key === 'h264-high' ? { profile: 'high' as const } : {}),
+      ...streamFormat(key),
       width: this.#spec.width,
       height: this.#spec.height,
       fps: this.#fps,
@@ -460,13 +460,13 @@ function assertMetadata(track: string, metadata: FrameMetadata): void {
 }
 
 async function encodeBlackKeyframe(key: VideoStreamKey, width: number, height: number, fps: number): Promise<Buffer[]> {
-  const codec = streamCodec(key);
-  const encoder = await VideoEncoder.create({ codec, width, height, fps, ...(key === 'h264-high' ? { profile: 'high' as const } : {}) });
+  const format = streamFormat(key);
+  const encoder = await VideoEncoder.create({ ...format, width, height, fps });
   try {
     encoder.requestKeyframe();
     const [unit] = await encoder.encode(solidI420(width, height, 16, 128, 128));
     if (!unit) throw new Error('encoder produced no black frame');
-    return createPacketizer(codec).packetize(unit.data);
+    return createPacketizer(format.codec).packetize(unit.data);
   } finally {
     encoder.close();
   }

@@ -132,7 +132,7 @@ function preferCodecs(transceiver: RTCRtpTransceiver, preference: readonly Video
 
 /**
  * The H.264 profile to send on a negotiated transceiver: High when the codec the client accepted
- * says profile_idc 100 (`profile-level-id=64xxxx`, offered alone by some hardware-decoder
+ * says profile_idc 100 (a `profile-level-id` starting `64`, offered alone by some hardware-decoder
  * clients); otherwise Constrained Baseline, which Baseline, Main and High decoders all read.
  */
 export function negotiatedH264Profile(transceiver: RTCRtpTransceiver): H264Profile {
