@@ -42,6 +42,12 @@ export class RuntimeMetrics {
     labelNames: ['track', 'reason'] as const,
     registers: [this.registry],
   });
+  readonly rtpRetransmitted = new Counter({
+    name: 'arclight_rtp_retransmitted_packets_total',
+    help: 'RTP packets resent from the send history because a client NACKed them, by track',
+    labelNames: ['track'] as const,
+    registers: [this.registry],
+  });
   readonly framesReceived = new Counter({
     name: 'arclight_input_frames_total',
     help: 'Frames decoded from client input tracks',

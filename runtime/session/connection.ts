@@ -7,14 +7,14 @@
 import type { RTCDataChannel, RTCPeerConnection, RTCRtpTransceiver } from 'werift';
 import { ArclightError } from '../../protocol/errors.ts';
 import type { JsonValue } from '../../protocol/json-schema.ts';
-import type { Envelope, EnvelopeBody, LatencyMode, MessageScope } from '../../protocol/messages.ts';
+import type { Envelope, EnvelopeBody, MessageScope } from '../../protocol/messages.ts';
 import { DATA_CHANNEL_LABEL } from '../../protocol/messages.ts';
 import type { SdpOfferRequest } from '../../protocol/transport.ts';
 import type { Logger } from '../log.ts';
 import type { ConnectionHandle } from '../model/model-session.ts';
 import { answerOffer, type TrackBinding } from '../webrtc/answer-offer.ts';
 import { applyPeerFaults, createRuntimePeer, type PeerFactoryOptions } from '../webrtc/peer-factory.ts';
-import { RtpTrackSender } from '../webrtc/rtp-track-sender.ts';
+import { RtpTrackSender, type RtpTrackSenderOptions } from '../webrtc/rtp-track-sender.ts';
 import { FrameTimesReporter } from './frame-times.ts';
 import { MediaStatsReporter, type OutputTrackCounters } from '../quality/media-stats-reporter.ts';
 import { closePeer, drainDataChannel, tuneSctpRetransmission } from '../webrtc/sctp-tuning.ts';
@@ -155,14 +155,14 @@ export class Connection {
    * A sender for an output track bound on the current peer. Frames sent through it are counted
    * for `media_stats` (the session needs to do nothing more).
    */
-  createTrackSender(transceiver: RTCRtpTransceiver, latencyMode?: () => LatencyMode): RtpTrackSender {
+  createTrackSender(transceiver: RTCRtpTransceiver, options: RtpTrackSenderOptions = {}): RtpTrackSender {
     const track = this.#videoOutputs.get(transceiver);
-    if (track === undefined) return new RtpTrackSender(transceiver, latencyMode);
+    if (track === undefined) return new RtpTrackSender(transceiver, options);
     const generation = this.#generation;
-    const sender = new RtpTrackSender(transceiver, latencyMode);
+    const sender = new RtpTrackSender(transceiver, options);
     const sendFrame = sender.sendFrame.bind(sender);
-    sender.sendFrame = (payloads, rtpTimestamp) => {
-      const wireTimestamp = sendFrame(payloads, rtpTimestamp);
+    sender.sendFrame = (payloads, rtpTimestamp, mediaTimeMs) => {
+      const wireTimestamp = sendFrame(payloads, rtpTimestamp, mediaTimeMs);
       if (generation === this.#generation) this.noteFrameSent(track);
       return wireTimestamp;
     };

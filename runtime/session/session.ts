@@ -362,7 +362,10 @@ export class Session implements ConnectionOwner {
 
   /** Attaches an output; returns what to call when the client reports picture loss (video only). */
   #bindOutput(connection: Connection, attachment: MediaAttachment, transceiver: RTCRtpTransceiver, track: TrackCapability, paused: boolean): (() => void) | undefined {
-    const sender = connection.createTrackSender(transceiver, () => this.#latencyMode);
+    const sender = connection.createTrackSender(transceiver, {
+      latencyMode: () => this.#latencyMode,
+      onRetransmit: (packets) => this.#options.metrics?.rtpRetransmitted.inc({ track: track.name }, packets),
+    });
     const video = this.#outputVideo.get(track.name);
     if (video) {
       const codec = sender.codec;

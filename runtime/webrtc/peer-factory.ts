@@ -48,7 +48,7 @@ export type VideoCodecPreference = 'h264' | 'h265' | 'vp8';
 export interface PeerFaults {
   /**
    * Drops this percentage (0–100) of outgoing RTP packets, at random, retransmissions
-   * included. Applied below werift's RTP sender, so a dropped packet is still in its NACK
+   * included. Applied as a packet goes to the socket, so a dropped packet is still in the NACK
    * history and can be retransmitted; RTCP, DTLS and SCTP (the data channel) are never dropped.
    */
   readonly outboundRtpLossPercent?: number;
@@ -111,7 +111,10 @@ export function createRuntimePeer(options: PeerFactoryOptions): RTCPeerConnectio
   });
 }
 
-const FAULTS_APPLIED = Symbol('arclight.faultsApplied');
+const RTP_LOSS = Symbol('arclight.rtpLoss');
+
+/** A DTLS transport that may carry the RTP loss fault. */
+type FaultyTransport = object & { [RTP_LOSS]?: () => boolean };
 
 /**
  * Applies `faults` to a negotiated peer (call after the answer: werift creates its DTLS
@@ -122,15 +125,15 @@ export function applyPeerFaults(pc: RTCPeerConnection, faults: PeerFaults | unde
   if (!(percent > 0)) return;
   const probability = Math.min(percent, 100) / 100;
   for (const transport of pc.dtlsTransports) {
-    const marked = transport as typeof transport & { [FAULTS_APPLIED]?: true };
-    if (marked[FAULTS_APPLIED]) continue;
-    marked[FAULTS_APPLIED] = true;
-    const sendRtp = transport.sendRtp.bind(transport);
-    // werift's RTCRtpSender caches each packet for NACK before this call and sends its
-    // retransmissions through it too; the return value (bytes) only feeds its bandwidth estimate.
-    transport.sendRtp = async (payload, header) => {
-      if (random() < probability) return payload.length + header.serializeSize;
-      return sendRtp(payload, header);
-    };
+    (transport as FaultyTransport)[RTP_LOSS] = () => random() < probability;
   }
+}
+
+/**
+ * The RTP loss fault of a DTLS transport, if one was applied: a draw per packet, true = drop.
+ * The runtime's RTP senders (rtp-track-sender.ts) draw for every packet they write, first
+ * sends and retransmissions alike, after the packet is in their NACK history.
+ */
+export function rtpLossFault(transport: object): (() => boolean) | undefined {
+  return (transport as FaultyTransport)[RTP_LOSS];
 }

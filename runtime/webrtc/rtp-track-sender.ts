@@ -1,11 +1,24 @@
 /**
- * Writes one connection's RTP for one output track through a werift sender, owning the sequence
- * numbers (werift only offsets them) and the playout-delay header extension.
+ * Writes one connection's RTP for one output track: the header, the playout-delay extension,
+ * SRTP protection and the send history for NACKs, straight to the connection's ICE socket
+ * (ice-datagram-writer.ts).
+ *
+ * This is the fan-out path — a session's frame is encoded and packetized once, then every
+ * viewer's sender runs this — so it does per packet only what differs per viewer (header,
+ * encryption, the socket write). werift's `RTCRtpSender.sendRtp` did the same job with a dozen
+ * objects per packet (header copies, extension maps, a cipher and an HMAC object, an NTP time
+ * from a float-to-string split, a sent-packet event) and made each extra viewer of a session
+ * cost ~1 % of a core (docs/performance.md). werift still owns everything around it: the DTLS
+ * handshake and SRTP keys, RTCP (sender reports read the counters kept here; PLI and NACK
+ * arrive through its sender) and stats.
  */
 
-import { RtpHeader, RtpPacket, type RTCRtpTransceiver } from 'werift';
+import type { RTCDtlsTransport, RTCRtpSender, RTCRtpTransceiver } from 'werift';
 import type { LatencyMode } from '../../protocol/messages.ts';
-import { PLAYOUT_DELAY_URI } from './peer-factory.ts';
+import { IceDatagramWriter } from './ice-datagram-writer.ts';
+import { PLAYOUT_DELAY_URI, rtpLossFault } from './peer-factory.ts';
+import { RtpSendHistory } from './rtp-send-history.ts';
+import { createSrtpProtector, type SrtpProtector, type UnprotectedPacket } from './srtp-protector.ts';
 
 /**
  * playout-delay payload (http://www.webrtc.org/experiments/rtp-hdrext/playout-delay): 12-bit
@@ -37,74 +50,221 @@ export function ntpTimestamp(performanceMs: number): bigint {
   return (BigInt(seconds + NTP_UNIX_OFFSET_S) << 32n) | BigInt(fraction >>> 0);
 }
 
-/** werift's sender fields that its RTCP sender reports are built from. */
-interface SenderReportClock {
+/** RTP fixed header bytes (RFC 3550 §5.1) with no CSRCs. */
+const RTP_HEADER_LENGTH = 12;
+/** RFC 8285 one-byte header-extension block marker. */
+const ONE_BYTE_EXTENSIONS = 0xbede;
+const SDES_MID_URI = 'urn:ietf:params:rtp-hdrext:sdes:mid';
+
+/**
+ * werift's `RTCRtpSender` fields that are private in its types but that its RTCP sender reports
+ * and `getStats` are built from; this sender keeps them as werift's own `sendRtp` would.
+ */
+interface WeriftSenderCounters {
   ntpTimestamp: bigint;
+  rtpTimestamp: number;
+  timestamp?: number;
+  sequenceNumber?: number;
+  octetCount: number;
+  packetCount: number;
+  headerBytesSent: number;
+  retransmittedPacketsSent: number;
+  retransmittedBytesSent: number;
+  /** Random per-sender offset werift adds to RTP timestamps (RFC 3550 §5.1). */
+  readonly timestampOffset: number;
+}
+
+/** werift's DTLS transport counters (transport stats) and its SRTP session. */
+interface WeriftTransportCounters {
+  bytesSent: number;
+  packetsSent: number;
+}
+
+/** What one DTLS-SRTP association gives the send path; replaced if werift replaces it. */
+interface SrtpStream {
+  readonly transport: RTCDtlsTransport;
+  readonly srtp: object;
+  readonly protector: SrtpProtector;
+}
+
+export interface RtpTrackSenderOptions {
+  /** Read per frame, so a session's mode change applies at once. Default `smooth`. */
+  readonly latencyMode?: () => LatencyMode;
+  /** Called with the number of packets resent for a NACK (for metrics). */
+  readonly onRetransmit?: (packets: number) => void;
 }
 
 export class RtpTrackSender {
   readonly #transceiver: RTCRtpTransceiver;
-  #sequenceNumber = Math.floor(Math.random() * 0xffff);
+  readonly #sender: RTCRtpSender;
+  readonly #counters: WeriftSenderCounters;
+  #sequenceNumber = Math.floor(Math.random() * 0x10000);
+  /** SRTP rollover counter: how many times the sequence number has wrapped (RFC 3711 §3.3.1). */
+  #rolloverCounter = 0;
   readonly #playoutDelayId: number | undefined;
+  readonly #mid: { readonly id: number; readonly value: Buffer } | undefined;
+  /** The first packet's extension block per latency mode, built once. */
+  readonly #extensionBlocks = new Map<LatencyMode, Buffer | undefined>();
   readonly #latencyMode: () => LatencyMode;
+  readonly #onRetransmit: ((packets: number) => void) | undefined;
+  /** Video only (NACK is negotiated for video codecs, not Opus); allocated on the first send. */
+  #history: RtpSendHistory | undefined;
+  readonly #socket = new IceDatagramWriter();
+  #stream: SrtpStream | undefined;
+  readonly #stopNacks: () => void;
   #closed = false;
 
-  /** @param latencyMode read per frame, so a session's mode change applies at once. */
-  constructor(transceiver: RTCRtpTransceiver, latencyMode: () => LatencyMode = () => 'smooth') {
+  constructor(transceiver: RTCRtpTransceiver, options: RtpTrackSenderOptions = {}) {
     this.#transceiver = transceiver;
-    this.#latencyMode = latencyMode;
+    this.#sender = transceiver.sender;
+    this.#counters = transceiver.sender as unknown as WeriftSenderCounters;
+    this.#latencyMode = options.latencyMode ?? (() => 'smooth');
+    this.#onRetransmit = options.onRetransmit;
     this.#playoutDelayId = transceiver.headerExtensions.find((e) => e.uri === PLAYOUT_DELAY_URI)?.id;
+    const midId = transceiver.headerExtensions.find((e) => e.uri === SDES_MID_URI)?.id;
+    this.#mid = midId !== undefined && transceiver.mid ? { id: midId, value: Buffer.from(transceiver.mid) } : undefined;
+    // werift's own NACK handler finds nothing in its (unused) cache; the history here answers.
+    const { unSubscribe } = this.#sender.onGenericNack.subscribe((nack) => this.#retransmit(nack.lost));
+    this.#stopNacks = unSubscribe;
   }
 
   /** Negotiated codec, lower-case short name (`h264`, `vp8`, `opus`), or undefined before negotiation. */
   get codec(): string | undefined {
-    const mime = this.#transceiver.sender.codec?.mimeType ?? this.#transceiver.codecs[0]?.mimeType;
+    const mime = this.#sender.codec?.mimeType ?? this.#transceiver.codecs[0]?.mimeType;
     return mime?.split('/')[1]?.toLowerCase();
   }
 
-  get sender() {
-    return this.#transceiver.sender;
+  get sender(): RTCRtpSender {
+    return this.#sender;
   }
 
   /**
    * Sends one frame's payloads; the marker bit goes on the last one. Returns the RTP timestamp
-   * as the client sees it (werift adds a per-sender random offset), or undefined if nothing left.
+   * as the client sees it (with werift's per-sender random offset), or undefined when nothing
+   * could be sent (not connected yet, or closed).
    *
    * `mediaTimeMs` (ms of `performance.now()`) is the moment `rtpTimestamp` stands for — when the
    * frame was taken from the model's queue (video) or is due to play (audio). It goes into this
    * stream's RTCP sender reports, which is how a receiver lines audio up with video: every
-   * track of a session maps its RTP clock to this one wall clock. werift 0.24.4 writes a broken
-   * NTP time (the decimal digits of the fraction as an integer: whole-second resolution, so
-   * lip-sync could be off by up to a second) paired with the send time; it is replaced here,
-   * synchronously after each sendRtp, before werift's RTCP loop can read it.
+   * track of a session maps its RTP clock to this one wall clock. (werift 0.24.4's own NTP time
+   * has whole-second resolution, so lip-sync could be off by up to a second.)
    */
   sendFrame(payloads: readonly Buffer[], rtpTimestamp: number, mediaTimeMs: number = performance.now()): number | undefined {
-    if (this.#closed) return undefined;
-    const last = payloads.length - 1;
-    let wireTimestamp: number | undefined;
-    payloads.forEach((payload, index) => {
-      const header = new RtpHeader({
-        sequenceNumber: this.#sequenceNumber,
-        timestamp: rtpTimestamp >>> 0,
-        marker: index === last,
-        payloadType: 0, // werift writes the negotiated payload type
-      });
+    const codec = this.#sender.codec;
+    const stream = this.#closed || codec === undefined ? undefined : this.#srtpStream();
+    if (stream === undefined || codec === undefined || payloads.length === 0) return undefined;
+    const counters = this.#counters;
+    const ssrc = this.#sender.ssrc;
+    const timestamp = (rtpTimestamp + counters.timestampOffset) >>> 0;
+    const mode = this.#latencyMode();
+    if (!this.#extensionBlocks.has(mode)) this.#extensionBlocks.set(mode, this.#extensionBlock(mode));
+    const extensions = this.#extensionBlocks.get(mode);
+    const tagLength = stream.protector.tagLength;
+    if (this.#history === undefined && this.#sender.kind === 'video') this.#history = new RtpSendHistory();
+    const history = this.#history;
+    const batch: UnprotectedPacket[] = new Array(payloads.length);
+    let payloadBytes = 0;
+    let headerBytes = 0;
+    for (let i = 0; i < payloads.length; i++) {
+      const payload = payloads[i]!;
+      const ext = i === 0 ? extensions : undefined;
+      const headerLength = RTP_HEADER_LENGTH + (ext?.length ?? 0);
+      const size = headerLength + payload.length + tagLength;
+      const packet = history ? history.allocate(this.#sequenceNumber, size) : Buffer.allocUnsafe(size);
+      packet[0] = ext ? 0x90 : 0x80; // version 2, extension bit
+      packet[1] = (i === payloads.length - 1 ? 0x80 : 0) | codec.payloadType;
+      packet.writeUInt16BE(this.#sequenceNumber, 2);
+      packet.writeUInt32BE(timestamp, 4);
+      packet.writeUInt32BE(ssrc, 8);
+      ext?.copy(packet, RTP_HEADER_LENGTH);
+      batch[i] = { packet, headerLength, payload, index: this.#rolloverCounter * 0x10000 + this.#sequenceNumber };
+      payloadBytes += payload.length;
+      headerBytes += headerLength;
       this.#sequenceNumber = (this.#sequenceNumber + 1) & 0xffff;
-      if (this.#playoutDelayId !== undefined && index === 0) {
-        header.extension = true;
-        header.extensions = [{ id: this.#playoutDelayId, payload: PLAYOUT_DELAY_PAYLOAD[this.#latencyMode()] }];
-      }
-      // sendRtp is async only to await the socket; a failure means the peer is gone, which the
-      // connection notices through its state — nothing to do per packet. It rewrites the header
-      // (SSRC, payload type, timestamp offset) synchronously, before its first await.
-      this.#transceiver.sender.sendRtp(new RtpPacket(header, payload)).catch(() => {});
-      if (header.ssrc !== 0) wireTimestamp = header.timestamp;
-    });
-    if (wireTimestamp !== undefined) (this.#transceiver.sender as unknown as SenderReportClock).ntpTimestamp = ntpTimestamp(mediaTimeMs);
-    return wireTimestamp;
+      if (this.#sequenceNumber === 0) this.#rolloverCounter = (this.#rolloverCounter + 1) >>> 0;
+    }
+    stream.protector.protect(ssrc, batch);
+    const drop = rtpLossFault(stream.transport);
+    for (const { packet } of batch) {
+      if (drop?.() !== true) this.#write(stream.transport, packet);
+    }
+    counters.timestamp = timestamp;
+    counters.sequenceNumber = (this.#sequenceNumber + 0xffff) & 0xffff;
+    counters.rtpTimestamp = timestamp;
+    counters.ntpTimestamp = ntpTimestamp(mediaTimeMs);
+    counters.octetCount = (counters.octetCount + payloadBytes) >>> 0;
+    counters.packetCount = (counters.packetCount + payloads.length) >>> 0;
+    counters.headerBytesSent += headerBytes;
+    // Starts werift's sender-report loop on the first frame; a no-op after.
+    if (!this.#sender.rtcpRunning) void this.#sender.runRtcp();
+    return timestamp;
   }
 
   close(): void {
     this.#closed = true;
+    this.#stopNacks();
+    this.#history?.clear();
+  }
+
+  /** The connection's SRTP state once DTLS is up; rebuilt if werift replaced the transport. */
+  #srtpStream(): SrtpStream | undefined {
+    const transport = this.#sender.dtlsTransport;
+    if (transport?.state !== 'connected' || !transport.srtpStarted) return undefined;
+    const srtp = transport.srtp;
+    if (this.#stream?.transport === transport && this.#stream.srtp === srtp) return this.#stream;
+    const context = srtp.localContext;
+    const protector = createSrtpProtector({
+      profile: context.profile,
+      key: context.srtpSessionKey,
+      salt: context.srtpSessionSalt,
+      authKey: context.srtpSessionAuthTag,
+    });
+    this.#stream = { transport, srtp, protector };
+    return this.#stream;
+  }
+
+  /** The first packet's header extensions (one-byte form, RFC 8285), or undefined for none. */
+  #extensionBlock(mode: LatencyMode): Buffer | undefined {
+    const elements: Array<[number, Buffer]> = [];
+    if (this.#mid) elements.push([this.#mid.id, this.#mid.value]);
+    if (this.#playoutDelayId !== undefined) elements.push([this.#playoutDelayId, PLAYOUT_DELAY_PAYLOAD[mode]]);
+    if (elements.length === 0) return undefined;
+    let length = 0;
+    for (const [, data] of elements) length += 1 + data.length;
+    const words = Math.ceil(length / 4);
+    const block = Buffer.alloc(4 + words * 4); // zero padding
+    block.writeUInt16BE(ONE_BYTE_EXTENSIONS, 0);
+    block.writeUInt16BE(words, 2);
+    let at = 4;
+    for (const [id, data] of elements) {
+      block[at++] = (id << 4) | (data.length - 1);
+      data.copy(block, at);
+      at += data.length;
+    }
+    return block;
+  }
+
+  /** Resends what the receiver reported missing, if still in the history. */
+  #retransmit(sequenceNumbers: readonly number[]): void {
+    const stream = this.#closed ? undefined : this.#srtpStream();
+    if (stream === undefined) return;
+    const drop = rtpLossFault(stream.transport);
+    let resent = 0;
+    for (const sequenceNumber of sequenceNumbers) {
+      const packet = this.#history?.get(sequenceNumber);
+      if (packet === undefined) continue;
+      resent++;
+      this.#counters.retransmittedPacketsSent++;
+      this.#counters.retransmittedBytesSent += packet.length;
+      if (drop?.() !== true) this.#write(stream.transport, packet);
+    }
+    if (resent > 0) this.#onRetransmit?.(resent);
+  }
+
+  #write(transport: RTCDtlsTransport, packet: Buffer): void {
+    const counters = transport as unknown as WeriftTransportCounters;
+    counters.bytesSent += packet.length;
+    counters.packetsSent++;
+    this.#socket.write(transport, packet);
   }
 }

@@ -2,8 +2,8 @@
  * `media_stats` end to end in Node: our client (wrtc) against the `pattern` model over loopback.
  * On a clean link the runtime reports a high score; with 5 % of its outgoing RTP dropped
  * (`faults.outboundRtpLossPercent`, RTP only: the data channel is untouched) the video keeps
- * decoding, because the client NACKs what is missing and werift retransmits it from its
- * history, and the report shows the loss and a lower score.
+ * decoding, because the client NACKs what is missing and the runtime resends it from its
+ * send history (counted in /metrics), and the report shows the loss and a lower score.
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -133,6 +133,10 @@ describe('media_stats', () => {
       expect(lossyScore, summary).toBeLessThan(cleanScore ?? 10);
       expect(lossyScore, summary).toBeLessThan(9.5);
       expect(client.getStats()?.quality?.loss).toBe(reports.at(-1)!.loss);
+      // Recovery is by retransmission, not only by keyframes: the NACKed packets were resent.
+      const exposition = await (await fetch(`${runtime.url}/metrics`)).text();
+      const resent = [...exposition.matchAll(/^arclight_rtp_retransmitted_packets_total\{track="main_video"\} (\d+)$/gm)].map((m) => Number(m[1]));
+      expect(resent[0] ?? 0, 'arclight_rtp_retransmitted_packets_total{track="main_video"}').toBeGreaterThan(10);
       // The data channel is not impaired: commands still get their replies.
       expect((await client.sendCommand('set_color', { color: '#00ff00' }))?.type).toBe('color_changed');
     });

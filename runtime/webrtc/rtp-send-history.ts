@@ -1,0 +1,72 @@
+/**
+ * The last packets one connection was sent on one RTP stream, as they went to the socket
+ * (SRTP-protected), so a NACKed packet is resent byte for byte: no re-encryption, and a
+ * receiver that did get the first copy discards the second as a replay.
+ *
+ * Packets are written straight into the history's own memory — one slab per stream, a fixed
+ * slot per sequence number modulo the size — and sent from there. A per-packet buffer kept for
+ * seconds (what werift does) is promoted out of V8's young generation and costs collection work
+ * that grows with every viewer; a slab costs nothing after it is allocated.
+ *
+ * A slot is reused `size` packets later (seconds at any bitrate), long after the kernel took
+ * the datagram: a send still queued in libuv by then (a socket blocked for seconds) would go out
+ * with the newer packet's bytes — a lost packet, as it would be anyway on such a link.
+ */
+
+/** Packets kept per stream: ~2 s of a 2 Mbit/s 720p stream, ~0.5 s at 10 Mbit/s. */
+export const RTP_SEND_HISTORY_SIZE = 512;
+
+/**
+ * Bytes per slot: 12-byte header + extensions + 1200-byte payload (the packetizers' limit) +
+ * a 16-byte tag fits; anything larger gets a buffer of its own.
+ */
+export const RTP_SEND_HISTORY_SLOT_BYTES = 1280;
+
+export class RtpSendHistory {
+  readonly #slab: Buffer;
+  readonly #lengths: Uint16Array;
+  readonly #sequenceNumbers: Uint16Array;
+  readonly #oversized = new Map<number, Buffer>();
+
+  constructor(
+    readonly size: number = RTP_SEND_HISTORY_SIZE,
+    readonly slotBytes: number = RTP_SEND_HISTORY_SLOT_BYTES,
+  ) {
+    this.#slab = Buffer.allocUnsafeSlow(size * slotBytes);
+    this.#lengths = new Uint16Array(size);
+    this.#sequenceNumbers = new Uint16Array(size);
+  }
+
+  /**
+   * Memory for the packet with this sequence number, `length` bytes, to be filled and sent by
+   * the caller; it replaces what the slot held.
+   */
+  allocate(sequenceNumber: number, length: number): Buffer {
+    const slot = sequenceNumber % this.size;
+    this.#sequenceNumbers[slot] = sequenceNumber;
+    this.#oversized.delete(slot);
+    if (length > this.slotBytes) {
+      this.#lengths[slot] = 0;
+      const packet = Buffer.allocUnsafe(length);
+      this.#oversized.set(slot, packet);
+      return packet;
+    }
+    this.#lengths[slot] = length;
+    return this.#slab.subarray(slot * this.slotBytes, slot * this.slotBytes + length);
+  }
+
+  /** The packet sent with this sequence number, if it is still kept. */
+  get(sequenceNumber: number): Buffer | undefined {
+    const slot = sequenceNumber % this.size;
+    if (this.#sequenceNumbers[slot] !== sequenceNumber) return undefined;
+    const oversized = this.#oversized.get(slot);
+    if (oversized) return oversized;
+    const length = this.#lengths[slot]!;
+    return length === 0 ? undefined : this.#slab.subarray(slot * this.slotBytes, slot * this.slotBytes + length);
+  }
+
+  clear(): void {
+    this.#lengths.fill(0);
+    this.#oversized.clear();
+  }
+}
