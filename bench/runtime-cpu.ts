@@ -4,6 +4,7 @@
  *
  *   node --conditions=source --import tsx bench/runtime-cpu.ts [--rounds 3] [--seconds 10] [--settle 3]
  *        [--viewers 1,10] [--no-chromium] [--no-busy] [--max-runtimes 8] [--no-sweep] [--json out.json]
+ *        [--cpu-prof DIR]   (V8 CPU profile of the shared-session runtime, written when it stops)
  *
  * Every runtime is the real CLI (`bin/arclight.js serve <model>`) in a CHILD process; its CPU is
  * read from /proc/<pid>/stat (utime + stime, every thread: the JS main thread, libuv workers
@@ -65,6 +66,8 @@ const { values: args } = parseArgs({
     /** Skip the runtimes-per-machine sweep. */
     'no-sweep': { type: 'boolean', default: false },
     json: { type: 'string' },
+    /** Folder for V8 CPU profiles of the shared-session runtime (one file per run, on stop). */
+    'cpu-prof': { type: 'string' },
   },
 });
 const ROUNDS = Number(args.rounds);
@@ -365,7 +368,7 @@ const codecName = (codec: string | null): string => (codec === 'video/H264' ? 'H
 
 async function patternRound(index: number, host: string, chrome: ChromeSetup | undefined): Promise<PhaseResult[]> {
   const label = `round ${index + 1}`;
-  const runtime = await startChildRuntime(host, { graceSeconds: 600, stderrTailChars: 3_000 });
+  const runtime = await startChildRuntime(host, { graceSeconds: 600, stderrTailChars: 3_000, ...(args['cpu-prof'] ? { cpuProfileDir: args['cpu-prof'] } : {}) });
   const results: PhaseResult[] = [];
   const viewers: Viewer[] = [];
   let page: Page | undefined;

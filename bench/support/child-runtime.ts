@@ -25,6 +25,8 @@ export interface ChildRuntimeOptions {
   latency?: 'realtime' | 'smooth';
   /** Seconds a session outlives its last client (`--grace`); the CLI's default when left out. */
   graceSeconds?: number;
+  /** Write a V8 CPU profile of the runtime into this folder when it stops (`node --cpu-prof`). */
+  cpuProfileDir?: string;
   /** On stop, write only the last this many characters of the runtime's stderr (all of what was kept when left out). */
   stderrTailChars?: number;
 }
@@ -34,6 +36,7 @@ export async function startChildRuntime(host: string, options: ChildRuntimeOptio
   const child = spawn(
     process.execPath,
     [
+      ...(options.cpuProfileDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', options.cpuProfileDir]),
       '--conditions=source', '--import', 'tsx', 'bin/arclight.js', 'serve', options.model ?? 'models/examples/pattern',
       '--port', '0', '--host', host, '--ice-host', host, '--no-playground',
       ...(options.latency === undefined ? [] : ['--latency', options.latency]),
