@@ -1,1 +1,11 @@
-export {};
+/**
+ * The coordinator: the hosted service's control plane — API keys, tokens, (next) sessions, GPU
+ * assignment, limits and billing — over SQLite or PostgreSQL. See docs/coordinator.md.
+ */
+
+export { startCoordinator, type Coordinator, type CoordinatorOptions } from './coordinator.ts';
+export { DEFAULT_QUOTAS, type Account, type AccountQuotas } from './accounts/account-store.ts';
+export { API_KEY_PREFIX, type ApiKeyRecord, type IssuedApiKey } from './accounts/api-keys.ts';
+export type { CatalogModel } from './models/model-catalog.ts';
+export { DEFAULT_PRICING, type PricingSettings } from './pricing/pricing.ts';
+export type { AuthenticatedToken } from './tokens/token-service.ts';

@@ -23,6 +23,10 @@ export const ERROR_CODES = {
   connection_closed: { status: 410, retryable: false, summary: 'The connection was closed for good; register a new one.' },
   invalid_sdp: { status: 400, retryable: false, summary: 'The SDP offer could not be parsed or negotiated.' },
   model_not_ready: { status: 503, retryable: true, summary: 'The model is still loading or failed to load.' },
+  // Credentials and permissions (the coordinator)
+  unauthorized: { status: 401, retryable: false, summary: 'No valid API key or token was presented.' },
+  token_expired: { status: 401, retryable: false, summary: 'The token has expired; mint a new one.' },
+  forbidden: { status: 403, retryable: false, summary: 'The credentials do not allow this (a model, session or API outside their scope).' },
   // Data-channel commands
   invalid_message: { status: 400, retryable: false, summary: 'A data-channel message is not a valid envelope.' },
   message_too_large: { status: 413, retryable: false, summary: 'A data-channel message exceeds the size limit.' },

@@ -14,6 +14,7 @@ export * from './versions.ts';
 export * from './capabilities.ts';
 export * from './json-schema.ts';
 export * from './session.ts';
+export * from './coordinator.ts';
 export * from './transport.ts';
 export * from './messages.ts';
 export * from './schemas.ts';

@@ -1,0 +1,72 @@
+/** Accounts and their quotas. */
+
+import { randomUUID } from 'node:crypto';
+import type { Kysely, Selectable } from 'kysely';
+import type { AccountTable, CoordinatorDatabase } from '../storage/schema.ts';
+
+export interface AccountQuotas {
+  /** Sessions open at once, across all keys and models (connecting and waiting count). */
+  readonly concurrentSessions: number;
+  /** Sessions created per minute, per model. */
+  readonly sessionsPerMinute: number;
+  /** Ceiling on a session's duration in seconds. */
+  readonly maxSessionDurationSeconds: number;
+}
+
+/** The spec's defaults; support raises them per account (`arclight admin set-quotas`). */
+export const DEFAULT_QUOTAS: AccountQuotas = { concurrentSessions: 5, sessionsPerMinute: 50, maxSessionDurationSeconds: 1200 };
+
+export interface Account {
+  readonly id: string;
+  readonly name: string;
+  readonly createdAt: number;
+  readonly quotas: AccountQuotas;
+}
+
+export function accountFromRow(row: Selectable<AccountTable>): Account {
+  return {
+    id: row.id,
+    name: row.name,
+    createdAt: row.created_at,
+    quotas: {
+      concurrentSessions: row.concurrent_sessions,
+      sessionsPerMinute: row.sessions_per_minute,
+      maxSessionDurationSeconds: row.max_session_duration_seconds,
+    },
+  };
+}
+
+export class AccountStore {
+  readonly #db: Kysely<CoordinatorDatabase>;
+
+  constructor(db: Kysely<CoordinatorDatabase>) {
+    this.#db = db;
+  }
+
+  async create(name: string, quotas: Partial<AccountQuotas> = {}, now = Date.now()): Promise<Account> {
+    const q = { ...DEFAULT_QUOTAS, ...quotas };
+    const row = {
+      id: randomUUID(),
+      name,
+      created_at: now,
+      concurrent_sessions: q.concurrentSessions,
+      sessions_per_minute: q.sessionsPerMinute,
+      max_session_duration_seconds: q.maxSessionDurationSeconds,
+    };
+    await this.#db.insertInto('accounts').values(row).execute();
+    return accountFromRow(row);
+  }
+
+  async get(id: string): Promise<Account | undefined> {
+    const row = await this.#db.selectFrom('accounts').selectAll().where('id', '=', id).executeTakeFirst();
+    return row ? accountFromRow(row) : undefined;
+  }
+
+  async setQuotas(id: string, quotas: Partial<AccountQuotas>): Promise<void> {
+    const values: Partial<Record<'concurrent_sessions' | 'sessions_per_minute' | 'max_session_duration_seconds', number>> = {};
+    if (quotas.concurrentSessions !== undefined) values.concurrent_sessions = quotas.concurrentSessions;
+    if (quotas.sessionsPerMinute !== undefined) values.sessions_per_minute = quotas.sessionsPerMinute;
+    if (quotas.maxSessionDurationSeconds !== undefined) values.max_session_duration_seconds = quotas.maxSessionDurationSeconds;
+    if (Object.keys(values).length > 0) await this.#db.updateTable('accounts').set(values).where('id', '=', id).execute();
+  }
+}

@@ -1,0 +1,100 @@
+/**
+ * `startCoordinator()`: opens storage, migrates, serves the coordinator's HTTP API.
+ *
+ * @example
+ * const coordinator = await startCoordinator({ database: 'data/coordinator.db', port: 8090 });
+ * const account = await coordinator.accounts.create('Acme');
+ * const { key } = await coordinator.apiKeys.create(account.id);
+ * // POST {coordinator.url}/tokens with header Service-API-Key: key
+ */
+
+import type { AddressInfo } from 'node:net';
+import { serve, type ServerType } from '@hono/node-server';
+import { createLogger, type Logger } from '../runtime/log.ts';
+import { AccountStore } from './accounts/account-store.ts';
+import { ApiKeyStore } from './accounts/api-keys.ts';
+import { createCoordinatorApp } from './http/app.ts';
+import { ModelCatalog } from './models/model-catalog.ts';
+import { DEFAULT_PRICING, type PricingSettings } from './pricing/pricing.ts';
+import { openStorage, type CoordinatorStorage } from './storage/database.ts';
+import { SigningKeyring } from './tokens/signing-keyring.ts';
+import { TokenService } from './tokens/token-service.ts';
+
+export interface CoordinatorOptions {
+  /** A SQLite file path (default `data/coordinator.db`, `:memory:` for none) or a `postgres://` URL. */
+  readonly database?: string;
+  /** Default 8090; 0 picks a free port. */
+  readonly port?: number;
+  /** Default 127.0.0.1. */
+  readonly host?: string;
+  /** Token `iss`; default `arclight`. Replicas of one deployment share it. */
+  readonly issuer?: string;
+  /** Token `aud`; default `arclight`. */
+  readonly audience?: string;
+  readonly pricing?: Partial<PricingSettings>;
+  readonly logger?: Logger;
+  /** Milliseconds since the epoch (tests move time). Default `Date.now`. */
+  readonly now?: () => number;
+}
+
+export interface Coordinator {
+  readonly url: string;
+  readonly storage: CoordinatorStorage;
+  readonly accounts: AccountStore;
+  readonly apiKeys: ApiKeyStore;
+  readonly catalog: ModelCatalog;
+  readonly keyring: SigningKeyring;
+  readonly tokens: TokenService;
+  close(): Promise<void>;
+}
+
+export async function startCoordinator(options: CoordinatorOptions = {}): Promise<Coordinator> {
+  const log = options.logger ?? createLogger({ process: 'coordinator' });
+  const storage = await openStorage(options.database ?? 'data/coordinator.db');
+  const { db } = storage;
+  const accounts = new AccountStore(db);
+  const apiKeys = new ApiKeyStore(db);
+  const catalog = new ModelCatalog(db);
+  const keyring = new SigningKeyring(db);
+  const tokens = new TokenService(db, keyring, catalog, {
+    issuer: options.issuer ?? 'arclight',
+    audience: options.audience ?? 'arclight',
+    ...(options.now ? { now: options.now } : {}),
+  });
+  await keyring.current(); // first start: create the signing key before serving
+  const app = createCoordinatorApp({
+    apiKeys,
+    catalog,
+    keyring,
+    tokens,
+    pricing: { ...DEFAULT_PRICING, ...options.pricing },
+    logError: (message, fields) => log.error(message, fields),
+  });
+  const host = options.host ?? '127.0.0.1';
+  let server: ServerType;
+  try {
+    server = await new Promise<ServerType>((resolve, reject) => {
+      const s = serve({ fetch: app.fetch, port: options.port ?? 8090, hostname: host }, () => resolve(s));
+      s.once('error', reject);
+    });
+  } catch (error) {
+    await storage.close();
+    throw error;
+  }
+  const { port } = server.address() as AddressInfo;
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  log.info('coordinator listening', { url, database: storage.engine });
+  return {
+    url,
+    storage,
+    accounts,
+    apiKeys,
+    catalog,
+    keyring,
+    tokens,
+    async close() {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await storage.close();
+    },
+  };
+}

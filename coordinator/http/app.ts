@@ -1,0 +1,52 @@
+/**
+ * The coordinator's HTTP surface, composed from one route module per resource. The spec's
+ * endpoints (`POST /tokens`, `GET /pricing`, later sessions) plus `/.well-known/jwks.json`.
+ */
+
+import { Hono } from 'hono';
+import { API_KEY_HEADER } from '../../protocol/coordinator.ts';
+import { ArclightError } from '../../protocol/errors.ts';
+import type { ApiKeyStore } from '../accounts/api-keys.ts';
+import type { ModelCatalog } from '../models/model-catalog.ts';
+import { pricingResponse, type PricingSettings } from '../pricing/pricing.ts';
+import type { SigningKeyring } from '../tokens/signing-keyring.ts';
+import { parseTokenRequest } from '../tokens/token-request.ts';
+import type { TokenService } from '../tokens/token-service.ts';
+import { createErrorHandler, notFound, readJson, type ErrorLogger } from './errors.ts';
+
+export interface CoordinatorServices {
+  readonly apiKeys: ApiKeyStore;
+  readonly catalog: ModelCatalog;
+  readonly keyring: SigningKeyring;
+  readonly tokens: TokenService;
+  readonly pricing: PricingSettings;
+  readonly logError: ErrorLogger;
+}
+
+export function createCoordinatorApp(services: CoordinatorServices): Hono {
+  const app = new Hono();
+  app.onError(createErrorHandler(services.logError));
+  app.notFound(notFound);
+
+  app.post('/tokens', async (c) => {
+    const key = c.req.header(API_KEY_HEADER);
+    if (!key) throw new ArclightError('unauthorized', `Send the API key in the ${API_KEY_HEADER} header.`);
+    const owner = await services.apiKeys.authenticate(key);
+    if (!owner) throw new ArclightError('unauthorized', 'The API key is not valid (unknown, revoked or malformed).');
+    const request = parseTokenRequest(await readJson(c));
+    return c.json(await services.tokens.mint(owner, request), 200);
+  });
+
+  app.get('/pricing', async (c) => {
+    // Public and the same for everyone: caches may keep it for a minute.
+    c.header('Cache-Control', 'public, max-age=60');
+    return c.json(pricingResponse(services.pricing, await services.catalog.listPublic()));
+  });
+
+  app.get('/.well-known/jwks.json', async (c) => {
+    c.header('Cache-Control', 'public, max-age=300');
+    return c.json(await services.keyring.jwks());
+  });
+
+  return app;
+}

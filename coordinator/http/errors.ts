@@ -1,0 +1,40 @@
+/**
+ * HTTP failures of the coordinator: every error leaves as `{code, message}` JSON with the status
+ * its code maps to (protocol/errors.ts); anything unexpected is `internal_error`, detail logged.
+ */
+
+import type { Context, ErrorHandler, NotFoundHandler } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { ArclightError } from '../../protocol/errors.ts';
+
+export type ErrorLogger = (message: string, fields: Record<string, unknown>) => void;
+
+export function errorResponse(c: Context, error: ArclightError): Response {
+  if (error.status === 401) c.header('WWW-Authenticate', 'Bearer');
+  return c.json(error.toBody(), (error.status ?? 500) as ContentfulStatusCode);
+}
+
+export function createErrorHandler(logError: ErrorLogger): ErrorHandler {
+  return (error, c) => {
+    if (error instanceof ArclightError) return errorResponse(c, error);
+    logError('request failed', { error, method: c.req.method, path: c.req.path });
+    return errorResponse(c, new ArclightError('internal_error', 'The coordinator failed to handle the request.'));
+  };
+}
+
+export const notFound: NotFoundHandler = (c) => errorResponse(c, new ArclightError('not_found', `No route ${c.req.method} ${c.req.path}.`));
+
+/** Bodies above this are refused before parsing (a token request is a few hundred bytes). */
+export const MAX_BODY_BYTES = 64 * 1024;
+
+/** The body as parsed JSON; an empty body reads as `{}`. */
+export async function readJson(c: Context): Promise<unknown> {
+  const text = await c.req.text();
+  if (Buffer.byteLength(text) > MAX_BODY_BYTES) throw new ArclightError('payload_too_large', `The body exceeds ${MAX_BODY_BYTES} bytes.`);
+  if (text.trim() === '') return {};
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (error) {
+    throw new ArclightError('invalid_json', `The body is not valid JSON: ${(error as Error).message}`);
+  }
+}

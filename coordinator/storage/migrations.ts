@@ -1,0 +1,108 @@
+/**
+ * Schema migrations, in code so a coordinator binary carries its own schema. Kysely's migrator
+ * takes a lock table first, so replicas starting together on one PostgreSQL migrate once.
+ * Migrations are append-only: a released one is never edited, a change is a new entry.
+ */
+
+import { Migrator, sql, type Kysely, type Migration, type MigrationProvider } from 'kysely';
+
+const initial: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    await db.schema
+      .createTable('accounts')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('name', 'text', (c) => c.notNull())
+      .addColumn('created_at', 'bigint', (c) => c.notNull())
+      .addColumn('concurrent_sessions', 'integer', (c) => c.notNull().defaultTo(5))
+      .addColumn('sessions_per_minute', 'integer', (c) => c.notNull().defaultTo(50))
+      .addColumn('max_session_duration_seconds', 'integer', (c) => c.notNull().defaultTo(1200))
+      .execute();
+    await db.schema
+      .createTable('api_keys')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+      .addColumn('key_hash', 'text', (c) => c.notNull().unique())
+      .addColumn('key_prefix', 'text', (c) => c.notNull())
+      .addColumn('created_at', 'bigint', (c) => c.notNull())
+      .addColumn('revoked_at', 'bigint')
+      .execute();
+    await db.schema.createIndex('api_keys_account').on('api_keys').column('account_id').execute();
+    await db.schema
+      .createTable('models')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('name', 'text', (c) => c.notNull().unique())
+      .addColumn('rate_credits_per_second', 'integer', (c) => c.notNull())
+      .addColumn('public', 'integer', (c) => c.notNull().defaultTo(1))
+      .addColumn('created_at', 'bigint', (c) => c.notNull())
+      .execute();
+    await db.schema
+      .createTable('model_grants')
+      .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+      .addColumn('model_id', 'text', (c) => c.notNull().references('models.id'))
+      .addPrimaryKeyConstraint('model_grants_pk', ['account_id', 'model_id'])
+      .execute();
+    await db.schema
+      .createTable('signing_keys')
+      .addColumn('kid', 'text', (c) => c.primaryKey())
+      .addColumn('private_jwk', 'text', (c) => c.notNull())
+      .addColumn('public_jwk', 'text', (c) => c.notNull())
+      .addColumn('created_at', 'bigint', (c) => c.notNull())
+      .addColumn('retired_at', 'bigint')
+      .execute();
+    await db.schema
+      .createTable('tokens')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+      .addColumn('api_key_id', 'text', (c) => c.notNull().references('api_keys.id'))
+      .addColumn('scoped', 'integer', (c) => c.notNull())
+      .addColumn('models', 'text')
+      .addColumn('max_sessions', 'integer')
+      .addColumn('bound_sessions', 'integer', (c) => c.notNull().defaultTo(0))
+      .addColumn('max_session_duration_seconds', 'integer')
+      .addColumn('created_at', 'bigint', (c) => c.notNull())
+      .addColumn('expires_at', 'bigint', (c) => c.notNull())
+      .execute();
+    await db.schema
+      .createTable('sessions')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+      .addColumn('model_id', 'text', (c) => c.notNull().references('models.id'))
+      .addColumn('token_id', 'text', (c) => c.references('tokens.id'))
+      .addColumn('status', 'text', (c) => c.notNull())
+      .addColumn('created_at', 'bigint', (c) => c.notNull())
+      .addColumn('ready_at', 'bigint')
+      .addColumn('ended_at', 'bigint')
+      .addColumn('end_reason', 'text')
+      .addColumn('max_duration_seconds', 'integer', (c) => c.notNull())
+      .execute();
+    await db.schema.createIndex('sessions_account_status').on('sessions').columns(['account_id', 'status']).execute();
+    await db.schema.createIndex('sessions_token').on('sessions').column('token_id').execute();
+    await db.schema
+      .createTable('token_bindings')
+      .addColumn('token_id', 'text', (c) => c.notNull().references('tokens.id'))
+      .addColumn('session_id', 'text', (c) => c.notNull().references('sessions.id'))
+      .addPrimaryKeyConstraint('token_bindings_pk', ['token_id', 'session_id'])
+      .execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    for (const table of ['token_bindings', 'sessions', 'tokens', 'signing_keys', 'model_grants', 'models', 'api_keys', 'accounts']) {
+      await sql`drop table if exists ${sql.table(table)}`.execute(db);
+    }
+  },
+};
+
+/** Every migration, oldest first; names sort in order. */
+export const MIGRATIONS: Readonly<Record<string, Migration>> = {
+  '0001_initial': initial,
+};
+
+const provider: MigrationProvider = { getMigrations: async () => ({ ...MIGRATIONS }) };
+
+/** Brings the schema up to date; throws with the failing migration's error. */
+export async function migrateToLatest(db: Kysely<unknown>): Promise<void> {
+  const { error, results } = await new Migrator({ db, provider }).migrateToLatest();
+  if (error) {
+    const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
+    throw new Error(`coordinator schema migration ${failed} failed`, { cause: error });
+  }
+}

@@ -1,0 +1,110 @@
+/**
+ * The coordinator's tables, as Kysely sees them. One schema for SQLite and PostgreSQL: times are
+ * integer milliseconds since the Unix epoch (`bigint` in PostgreSQL, read back as numbers),
+ * booleans are 0/1 integers, lists are JSON text — the common ground of both engines, so every
+ * query is written once.
+ */
+
+import type { Generated } from 'kysely';
+
+/** A customer. Quotas default to the spec's limits and can be raised per account. */
+export interface AccountTable {
+  id: string;
+  name: string;
+  created_at: number;
+  /** Sessions open at once (connecting, waiting and ready count). */
+  concurrent_sessions: Generated<number>;
+  /** Sessions created per minute, per model. */
+  sessions_per_minute: Generated<number>;
+  /** Ceiling on every session's duration; a token's constraint can only lower it. */
+  max_session_duration_seconds: Generated<number>;
+}
+
+/** `rk_` keys, stored as SHA-256 of the whole key (high-entropy secrets need no slow hash). */
+export interface ApiKeyTable {
+  id: string;
+  account_id: string;
+  key_hash: string;
+  /** The first characters of the key, to tell keys apart in listings without the secret. */
+  key_prefix: string;
+  created_at: number;
+  revoked_at: number | null;
+}
+
+/** The model catalog: slugs clients connect with, and the per-second rate. */
+export interface ModelTable {
+  id: string;
+  /** The connect slug (`modelName`). */
+  name: string;
+  rate_credits_per_second: number;
+  /** 1: in the public catalog and visible to every account; 0: only to accounts granted it. */
+  public: number;
+  created_at: number;
+}
+
+/** Private models an account may use. */
+export interface ModelGrantTable {
+  account_id: string;
+  model_id: string;
+}
+
+/** ES256 keys that sign tokens; every coordinator replica reads the same set. */
+export interface SigningKeyTable {
+  kid: string;
+  private_jwk: string;
+  public_jwk: string;
+  created_at: number;
+  /** Set when a newer key takes over signing; the key still verifies until its tokens expire. */
+  retired_at: number | null;
+}
+
+/** Every token minted. The JWT carries its id (`jti`); scope and bound set live here. */
+export interface TokenTable {
+  id: string;
+  account_id: string;
+  api_key_id: string;
+  /** 1: session-scoped (authorization_details given); 0: unscoped. */
+  scoped: number;
+  /** JSON array of model slugs (`resources.models.match`); null when unscoped. */
+  models: string | null;
+  /** Size its bound set may reach (sessions bound at minting + created since); null when unscoped. */
+  max_sessions: number | null;
+  /** The bound set's size: sessions bound at minting plus those created since. Never decreases. */
+  bound_sessions: Generated<number>;
+  max_session_duration_seconds: number | null;
+  created_at: number;
+  expires_at: number;
+}
+
+/** `resources.sessions.bind`: sessions a token may act on without having created them. */
+export interface TokenBindingTable {
+  token_id: string;
+  session_id: string;
+}
+
+export type SessionStatus = 'connecting' | 'waiting' | 'ready' | 'ended';
+
+export interface SessionTable {
+  id: string;
+  account_id: string;
+  model_id: string;
+  /** The token that created it (its owner); null when created with an unscoped token's key. */
+  token_id: string | null;
+  status: SessionStatus;
+  created_at: number;
+  ready_at: number | null;
+  ended_at: number | null;
+  end_reason: string | null;
+  max_duration_seconds: number;
+}
+
+export interface CoordinatorDatabase {
+  accounts: AccountTable;
+  api_keys: ApiKeyTable;
+  models: ModelTable;
+  model_grants: ModelGrantTable;
+  signing_keys: SigningKeyTable;
+  tokens: TokenTable;
+  token_bindings: TokenBindingTable;
+  sessions: SessionTable;
+}

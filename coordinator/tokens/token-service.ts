@@ -1,0 +1,162 @@
+/**
+ * Mints and verifies the JWTs that clients present as bearer tokens.
+ *
+ * The JWT says who and until when (`sub` = account, `jti` = token id, `exp`, `iss`, `aud`, and
+ * `scp`: `session` or `unscoped`), signed ES256 with a `kid` from the keyring. What a token may
+ * do — its models, max_sessions, its bound set — lives in the database under its id, so the
+ * bound set can grow as the token creates sessions and never appears in claims.
+ */
+
+import { randomUUID } from 'node:crypto';
+import { SignJWT, errors as joseErrors, jwtVerify, type JWTHeaderParameters } from 'jose';
+import type { Kysely } from 'kysely';
+import { ArclightError } from '../../protocol/errors.ts';
+import type { ResolvedSessionAuthorizationDetail, TokenResponse } from '../../protocol/coordinator.ts';
+import type { ModelCatalog } from '../models/model-catalog.ts';
+import type { CoordinatorDatabase } from '../storage/schema.ts';
+import { TOKEN_ALGORITHM, type SigningKeyring } from './signing-keyring.ts';
+import { resolveMaxSessions, type ParsedTokenRequest } from './token-request.ts';
+
+export interface TokenServiceOptions {
+  /** `iss` of every token; verification requires it. */
+  readonly issuer: string;
+  /** `aud` of every token; verification requires it. */
+  readonly audience: string;
+  /** Milliseconds since the epoch; tests move it. */
+  readonly now?: () => number;
+}
+
+/** A verified bearer token and what its record says it may do. */
+export interface AuthenticatedToken {
+  readonly tokenId: string;
+  readonly accountId: string;
+  readonly scoped: boolean;
+  /** Model slugs a scoped token may use; undefined when unscoped (every visible model). */
+  readonly models: readonly string[] | undefined;
+  readonly maxSessions: number | undefined;
+  readonly maxSessionDurationSeconds: number | undefined;
+  readonly expiresAt: number;
+}
+
+/**
+ * One message for every refused model or bind id, so a caller cannot tell an unknown session
+ * from a foreign or closed one (or a private model from a missing one).
+ */
+const NOT_AVAILABLE = 'A model or session named in authorization_details is not available to this API key.';
+
+export class TokenService {
+  readonly #db: Kysely<CoordinatorDatabase>;
+  readonly #keyring: SigningKeyring;
+  readonly #catalog: ModelCatalog;
+  readonly #options: TokenServiceOptions;
+  readonly #now: () => number;
+
+  constructor(db: Kysely<CoordinatorDatabase>, keyring: SigningKeyring, catalog: ModelCatalog, options: TokenServiceOptions) {
+    this.#db = db;
+    this.#keyring = keyring;
+    this.#catalog = catalog;
+    this.#options = options;
+    this.#now = options.now ?? Date.now;
+  }
+
+  async mint(key: { keyId: string; accountId: string }, request: ParsedTokenRequest): Promise<TokenResponse> {
+    const now = this.#now();
+    const expiresAtSeconds = Math.floor(now / 1000) + request.lifetimeSeconds;
+    const tokenId = randomUUID();
+    const { grant } = request;
+    let detail: ResolvedSessionAuthorizationDetail | undefined;
+    if (grant) {
+      const visible = await this.#catalog.visibleTo(key.accountId, grant.models);
+      if (visible.size !== grant.models.length) throw new ArclightError('forbidden', NOT_AVAILABLE);
+      if (grant.bind.length > 0) {
+        const open = await this.#db
+          .selectFrom('sessions')
+          .select('id')
+          .where('id', 'in', [...grant.bind])
+          .where('account_id', '=', key.accountId)
+          .where('status', '!=', 'ended')
+          .where('model_id', 'in', [...visible.values()].map((m) => m.id))
+          .execute();
+        if (open.length !== grant.bind.length) throw new ArclightError('forbidden', NOT_AVAILABLE);
+      }
+      const maxSessions = resolveMaxSessions(grant);
+      detail = {
+        type: 'session',
+        resources: { models: { match: grant.models }, ...(grant.bind.length > 0 ? { sessions: { bind: grant.bind } } : {}) },
+        constraints: {
+          max_sessions: maxSessions,
+          ...(grant.maxSessionDurationSeconds !== undefined ? { max_session_duration_seconds: grant.maxSessionDurationSeconds } : {}),
+        },
+      };
+    }
+    await this.#db.transaction().execute(async (tx) => {
+      await tx
+        .insertInto('tokens')
+        .values({
+          id: tokenId,
+          account_id: key.accountId,
+          api_key_id: key.keyId,
+          scoped: grant ? 1 : 0,
+          models: grant ? JSON.stringify(grant.models) : null,
+          max_sessions: detail ? detail.constraints.max_sessions : null,
+          bound_sessions: grant ? grant.bind.length : 0,
+          max_session_duration_seconds: grant?.maxSessionDurationSeconds ?? null,
+          created_at: now,
+          expires_at: expiresAtSeconds * 1000,
+        })
+        .execute();
+      if (grant && grant.bind.length > 0) {
+        await tx.insertInto('token_bindings').values(grant.bind.map((sessionId) => ({ token_id: tokenId, session_id: sessionId }))).execute();
+      }
+    });
+    const signing = await this.#keyring.current();
+    const header: JWTHeaderParameters = { alg: TOKEN_ALGORITHM, kid: signing.kid, typ: 'JWT' };
+    const token = await new SignJWT({ scp: grant ? 'session' : 'unscoped' })
+      .setProtectedHeader(header)
+      .setIssuer(this.#options.issuer)
+      .setAudience(this.#options.audience)
+      .setSubject(key.accountId)
+      .setJti(tokenId)
+      .setIssuedAt(Math.floor(now / 1000))
+      .setExpirationTime(expiresAtSeconds)
+      .sign(signing.privateKey);
+    return { token, token_type: 'Bearer', expires_at: expiresAtSeconds, ...(detail ? { authorization_details: [detail] } : {}) };
+  }
+
+  /** Verifies signature, issuer, audience and expiry, then loads the token's record. */
+  async verify(jwt: string): Promise<AuthenticatedToken> {
+    let payload;
+    try {
+      ({ payload } = await jwtVerify(
+        jwt,
+        async (header) => {
+          const key = header.kid ? await this.#keyring.publicKey(header.kid) : undefined;
+          if (!key) throw new ArclightError('unauthorized', 'The token was not issued by this service.');
+          return key;
+        },
+        {
+          algorithms: [TOKEN_ALGORITHM],
+          issuer: this.#options.issuer,
+          audience: this.#options.audience,
+          requiredClaims: ['exp', 'iat', 'jti', 'sub'],
+          currentDate: new Date(this.#now()),
+        },
+      ));
+    } catch (error) {
+      if (error instanceof joseErrors.JWTExpired) throw new ArclightError('token_expired', 'The token has expired; mint a new one with POST /tokens.');
+      if (error instanceof ArclightError) throw error;
+      throw new ArclightError('unauthorized', 'The bearer token is not valid.', { cause: error });
+    }
+    const row = await this.#db.selectFrom('tokens').selectAll().where('id', '=', payload.jti!).executeTakeFirst();
+    if (!row || row.account_id !== payload.sub) throw new ArclightError('unauthorized', 'The bearer token is not valid.');
+    return {
+      tokenId: row.id,
+      accountId: row.account_id,
+      scoped: row.scoped === 1,
+      models: row.models === null ? undefined : (JSON.parse(row.models) as string[]),
+      maxSessions: row.max_sessions ?? undefined,
+      maxSessionDurationSeconds: row.max_session_duration_seconds ?? undefined,
+      expiresAt: row.expires_at,
+    };
+  }
+}

@@ -1,0 +1,69 @@
+/**
+ * REST bodies of the coordinator (the hosted service): `POST /tokens`, `GET /pricing`.
+ * docs/coordinator.md describes the rules in words.
+ */
+
+/** Header carrying the API key on `POST /tokens`. */
+export const API_KEY_HEADER = 'Service-API-Key';
+
+/** `expires_after` when omitted, seconds. */
+export const DEFAULT_TOKEN_LIFETIME_SECONDS = 3600;
+/** `expires_after` at or above this is clamped to it (silently: the response is still 200). */
+export const MAX_TOKEN_LIFETIME_SECONDS = 21_600;
+/** `constraints.max_sessions` bounds and default. */
+export const MAX_SESSIONS_RANGE = { min: 1, max: 500, default: 5 } as const;
+/** `constraints.max_session_duration_seconds` bounds. */
+export const SESSION_DURATION_RANGE = { min: 1, max: 86_400 } as const;
+
+/** One RFC 9396 authorization_details entry; `session` is the only type. */
+export interface SessionAuthorizationDetail {
+  readonly type: 'session';
+  readonly resources: {
+    readonly models: { readonly match: readonly string[] };
+    readonly sessions?: { readonly bind: readonly string[] };
+  };
+  readonly constraints?: {
+    readonly max_sessions?: number;
+    readonly max_session_duration_seconds?: number;
+  };
+}
+
+export interface TokenRequest {
+  /** One entry, or an array of one (RFC 9396 form). Omitted: an unscoped token. */
+  readonly authorization_details?: SessionAuthorizationDetail | readonly SessionAuthorizationDetail[];
+  /** Seconds; default 3600; values ≥ 21600 are clamped to 21600. */
+  readonly expires_after?: number;
+}
+
+/** The echoed entry: defaults resolved, `max_sessions` always present. */
+export interface ResolvedSessionAuthorizationDetail extends SessionAuthorizationDetail {
+  readonly constraints: {
+    readonly max_sessions: number;
+    readonly max_session_duration_seconds?: number;
+  };
+}
+
+export interface TokenResponse {
+  /** The JWT to send as `Authorization: Bearer <token>`. */
+  readonly token: string;
+  readonly token_type: 'Bearer';
+  /** Unix epoch seconds: the real expiry (read it: clamping is silent). */
+  readonly expires_at: number;
+  /** Always an array (RFC 9396 form), whichever form the request used; absent for an unscoped token. */
+  readonly authorization_details?: readonly ResolvedSessionAuthorizationDetail[];
+}
+
+export interface PricingResponse {
+  readonly settings: {
+    readonly credits_per_dollar: number;
+    readonly purchase: { readonly min_dollars: number; readonly max_dollars: number };
+    readonly auto_topup: { readonly min_dollars: number; readonly max_threshold_credits?: number };
+    /** 0: no cap. */
+    readonly max_account_credits: number;
+  };
+  readonly models?: ReadonlyArray<{
+    readonly id: string;
+    readonly name: string;
+    readonly rate: { readonly amount_per_sec: number; readonly unit: 'credits'; readonly denomination: 'second' };
+  }>;
+}
