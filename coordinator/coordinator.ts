@@ -16,6 +16,7 @@ import { ApiKeyStore } from './accounts/api-keys.ts';
 import { createCoordinatorApp } from './http/app.ts';
 import { ModelCatalog } from './models/model-catalog.ts';
 import { DEFAULT_PRICING, type PricingSettings } from './pricing/pricing.ts';
+import { SessionStore } from './sessions/session-store.ts';
 import { openStorage, type CoordinatorStorage } from './storage/database.ts';
 import { SigningKeyring } from './tokens/signing-keyring.ts';
 import { TokenService } from './tokens/token-service.ts';
@@ -32,6 +33,8 @@ export interface CoordinatorOptions {
   /** Token `aud`; default `arclight`. */
   readonly audience?: string;
   readonly pricing?: Partial<PricingSettings>;
+  /** The `cluster` named in session records; default `default`. */
+  readonly cluster?: string;
   readonly logger?: Logger;
   /** Milliseconds since the epoch (tests move time). Default `Date.now`. */
   readonly now?: () => number;
@@ -45,6 +48,7 @@ export interface Coordinator {
   readonly catalog: ModelCatalog;
   readonly keyring: SigningKeyring;
   readonly tokens: TokenService;
+  readonly sessions: SessionStore;
   close(): Promise<void>;
 }
 
@@ -61,12 +65,15 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     audience: options.audience ?? 'arclight',
     ...(options.now ? { now: options.now } : {}),
   });
+  const sessions = new SessionStore(db, storage.engine, options.now);
   await keyring.current(); // first start: create the signing key before serving
   const app = createCoordinatorApp({
     apiKeys,
     catalog,
     keyring,
     tokens,
+    sessions,
+    cluster: options.cluster ?? 'default',
     pricing: { ...DEFAULT_PRICING, ...options.pricing },
     logError: (message, fields) => log.error(message, fields),
   });
@@ -92,6 +99,7 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     catalog,
     keyring,
     tokens,
+    sessions,
     async close() {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await storage.close();

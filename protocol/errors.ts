@@ -27,6 +27,9 @@ export const ERROR_CODES = {
   unauthorized: { status: 401, retryable: false, summary: 'No valid API key or token was presented.' },
   token_expired: { status: 401, retryable: false, summary: 'The token has expired; mint a new one.' },
   forbidden: { status: 403, retryable: false, summary: 'The credentials do not allow this (a model, session or API outside their scope).' },
+  token_exhausted: { status: 403, retryable: false, summary: 'The token has created as many sessions as its max_sessions allows.' },
+  too_many_sessions: { status: 429, retryable: true, summary: 'The account has as many sessions open as its concurrency quota allows.' },
+  session_rate_limited: { status: 429, retryable: true, summary: 'The account created too many sessions of this model in the last minute.' },
   // Data-channel commands
   invalid_message: { status: 400, retryable: false, summary: 'A data-channel message is not a valid envelope.' },
   message_too_large: { status: 413, retryable: false, summary: 'A data-channel message exceeds the size limit.' },
@@ -73,15 +76,18 @@ export class ArclightError extends Error {
   readonly field: string | undefined;
   /** The HTTP status when the error came from (or will go to) an HTTP response. */
   readonly status: number | undefined;
+  /** When to try again, in seconds (HTTP `Retry-After`), for rate and quota refusals. */
+  readonly retryAfterSeconds: number | undefined;
 
   constructor(
     code: ErrorCode | (string & {}),
     message: string,
-    options: { cause?: unknown; field?: string; status?: number; retryable?: boolean } = {},
+    options: { cause?: unknown; field?: string; status?: number; retryable?: boolean; retryAfterSeconds?: number } = {},
   ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.field = options.field;
+    this.retryAfterSeconds = options.retryAfterSeconds;
     this.status = options.status ?? (isErrorCode(code) ? ERROR_CODES[code].status : undefined);
     this.retryable = options.retryable ?? (isErrorCode(code) ? ERROR_CODES[code].retryable : false);
   }

@@ -1,6 +1,6 @@
 /**
  * The coordinator's HTTP surface, composed from one route module per resource. The spec's
- * endpoints (`POST /tokens`, `GET /pricing`, later sessions) plus `/.well-known/jwks.json`.
+ * endpoints (`POST /tokens`, sessions, `GET /pricing`) plus `/.well-known/jwks.json`.
  */
 
 import { Hono } from 'hono';
@@ -9,16 +9,21 @@ import { ArclightError } from '../../protocol/errors.ts';
 import type { ApiKeyStore } from '../accounts/api-keys.ts';
 import type { ModelCatalog } from '../models/model-catalog.ts';
 import { pricingResponse, type PricingSettings } from '../pricing/pricing.ts';
+import type { SessionStore } from '../sessions/session-store.ts';
 import type { SigningKeyring } from '../tokens/signing-keyring.ts';
 import { parseTokenRequest } from '../tokens/token-request.ts';
 import type { TokenService } from '../tokens/token-service.ts';
+import { createBearerAuthenticator } from './bearer-auth.ts';
 import { createErrorHandler, notFound, readJson, type ErrorLogger } from './errors.ts';
+import { registerSessionRoutes } from './session-routes.ts';
 
 export interface CoordinatorServices {
   readonly apiKeys: ApiKeyStore;
   readonly catalog: ModelCatalog;
   readonly keyring: SigningKeyring;
   readonly tokens: TokenService;
+  readonly sessions: SessionStore;
+  readonly cluster: string;
   readonly pricing: PricingSettings;
   readonly logError: ErrorLogger;
 }
@@ -35,6 +40,13 @@ export function createCoordinatorApp(services: CoordinatorServices): Hono {
     if (!owner) throw new ArclightError('unauthorized', 'The API key is not valid (unknown, revoked or malformed).');
     const request = parseTokenRequest(await readJson(c));
     return c.json(await services.tokens.mint(owner, request), 200);
+  });
+
+  registerSessionRoutes(app, {
+    auth: createBearerAuthenticator(services.tokens, services.apiKeys),
+    sessions: services.sessions,
+    catalog: services.catalog,
+    cluster: services.cluster,
   });
 
   app.get('/pricing', async (c) => {

@@ -11,6 +11,7 @@ export type ErrorLogger = (message: string, fields: Record<string, unknown>) => 
 
 export function errorResponse(c: Context, error: ArclightError): Response {
   if (error.status === 401) c.header('WWW-Authenticate', 'Bearer');
+  if (error.retryAfterSeconds !== undefined) c.header('Retry-After', String(Math.max(1, Math.ceil(error.retryAfterSeconds))));
   return c.json(error.toBody(), (error.status ?? 500) as ContentfulStatusCode);
 }
 

@@ -1,0 +1,87 @@
+/**
+ * `POST /sessions`, `GET /sessions/{id}`, `DELETE /sessions/{id}` — shaped for
+ * `@reactor-team/js-sdk@2.9.0` in hosted mode (docs/coordinator.md): it posts
+ * `{model: {name}, client_info, supported_transports}`, accepts any 2xx, then polls the GET until
+ * the session has `capabilities` and `selected_transport`, and ends with a bodiless DELETE.
+ */
+
+import type { Hono } from 'hono';
+import { ArclightError } from '../../protocol/errors.ts';
+import { SERVER_VERSION } from '../../protocol/versions.ts';
+import type { ModelCatalog } from '../models/model-catalog.ts';
+import type { SessionRecord, SessionStore } from '../sessions/session-store.ts';
+import type { SessionStatus } from '../storage/schema.ts';
+import type { BearerAuthenticator } from './bearer-auth.ts';
+import { readJson } from './errors.ts';
+
+/** The wire protocol's session states (2.9.0 treats CLOSED and INACTIVE as terminal). */
+const WIRE_STATE: Record<SessionStatus, string> = { connecting: 'PENDING', waiting: 'WAITING', ready: 'ACTIVE', ended: 'CLOSED' };
+/** Longest end reason kept (it is shown to people). */
+const MAX_REASON_LENGTH = 256;
+
+export interface SessionRouteServices {
+  readonly auth: BearerAuthenticator;
+  readonly sessions: SessionStore;
+  readonly catalog: ModelCatalog;
+  /** The `cluster` every session record names (2.9.0 requires the field). */
+  readonly cluster: string;
+}
+
+export function registerSessionRoutes(app: Hono, services: SessionRouteServices): void {
+  const { auth, sessions, catalog } = services;
+  const modelNames = new Map<string, string>();
+  const record = async (session: SessionRecord) => {
+    let name = modelNames.get(session.model_id);
+    if (name === undefined) {
+      name = (await catalog.byId(session.model_id))?.name ?? 'unknown';
+      modelNames.set(session.model_id, name);
+    }
+    return {
+      session_id: session.id,
+      state: WIRE_STATE[session.status],
+      status: session.status,
+      cluster: services.cluster,
+      model: { name },
+      server_info: { server_version: SERVER_VERSION },
+      created_at: session.created_at,
+      max_duration_seconds: session.max_duration_seconds,
+      ...(session.ready_at !== null ? { ready_at: session.ready_at } : {}),
+      ...(session.ended_at !== null ? { ended_at: session.ended_at, end_reason: session.end_reason } : {}),
+    };
+  };
+
+  app.post('/sessions', async (c) => {
+    const actor = await auth.actor(c);
+    if (actor.kind !== 'token') throw new ArclightError('forbidden', 'Create sessions with a token.');
+    const body = await readJson(c);
+    const name = typeof body === 'object' && body !== null ? (body as { model?: { name?: unknown } }).model?.name : undefined;
+    if (typeof name !== 'string' || name.length === 0) {
+      throw new ArclightError('invalid_request', 'model.name (the model slug) is required.', { field: '/model/name' });
+    }
+    const { token } = actor;
+    const model = (await catalog.visibleTo(token.accountId, [name])).get(name);
+    if (!model || (token.models !== undefined && !token.models.includes(name))) {
+      throw new ArclightError('forbidden', `This token cannot open sessions of model "${name}".`);
+    }
+    return c.json(await record(await sessions.create(token, model)), 200);
+  });
+
+  app.get('/sessions/:id', async (c) => {
+    const actor = await auth.actor(c, { allowApiKey: true });
+    const session = await sessions.authorize(actor, c.req.param('id'));
+    // 202 while no GPU is assigned: 2.9.0 keeps polling until capabilities appear.
+    const pending = session.status === 'connecting' || session.status === 'waiting';
+    return c.json(await record(session), pending ? 202 : 200);
+  });
+
+  app.delete('/sessions/:id', async (c) => {
+    const actor = await auth.actor(c, { allowApiKey: true });
+    const session = await sessions.authorize(actor, c.req.param('id'));
+    const body = await readJson(c);
+    const reason = typeof body === 'object' && body !== null ? (body as { reason?: unknown }).reason : undefined;
+    if (reason !== undefined && (typeof reason !== 'string' || reason.length > MAX_REASON_LENGTH)) {
+      throw new ArclightError('invalid_request', `reason must be a string of at most ${MAX_REASON_LENGTH} characters.`, { field: '/reason' });
+    }
+    return c.json(await record(await sessions.end(session.id, reason)), 200);
+  });
+}

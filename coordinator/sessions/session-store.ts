@@ -1,0 +1,151 @@
+/**
+ * Sessions: admission (the token's max_sessions, the account's concurrency and per-minute quotas,
+ * checked and taken in one transaction), the bound-set rule, and ending.
+ *
+ * Why one transaction that locks the account row (PostgreSQL `SELECT … FOR UPDATE`): two requests
+ * — on one coordinator or on two replicas sharing the database — must not both see "4 of 5
+ * open" and both insert. The lock serializes admissions per account and nothing else. SQLite
+ * needs no row lock: one coordinator process owns the file and Kysely runs its transactions one
+ * at a time.
+ */
+
+import { randomUUID } from 'node:crypto';
+import type { Kysely, Selectable, Transaction } from 'kysely';
+import { ArclightError } from '../../protocol/errors.ts';
+import type { DatabaseEngine } from '../storage/database.ts';
+import type { CoordinatorDatabase, SessionStatus, SessionTable } from '../storage/schema.ts';
+import type { AuthenticatedToken } from '../tokens/token-service.ts';
+
+/** Statuses that hold a slot of the account's concurrency quota. */
+export const OPEN_STATUSES: readonly SessionStatus[] = ['connecting', 'waiting', 'ready'];
+const RATE_WINDOW_MS = 60_000;
+/** A client refused for concurrency should try again after closing a session; this is a hint. */
+const CONCURRENCY_RETRY_SECONDS = 5;
+
+export type SessionRecord = Selectable<SessionTable>;
+
+/** Who is acting: a verified bearer token, or an API key (server side, account-wide). */
+export type SessionActor =
+  | { readonly kind: 'token'; readonly token: AuthenticatedToken }
+  | { readonly kind: 'api_key'; readonly accountId: string; readonly keyId: string };
+
+/** The same answer for unknown, foreign and unbound sessions: ids cannot be probed. */
+const OUTSIDE_BOUND_SET = 'This session is not in the bound set of these credentials.';
+
+export class SessionStore {
+  readonly #db: Kysely<CoordinatorDatabase>;
+  readonly #engine: DatabaseEngine;
+  readonly #now: () => number;
+
+  constructor(db: Kysely<CoordinatorDatabase>, engine: DatabaseEngine, now: () => number = Date.now) {
+    this.#db = db;
+    this.#engine = engine;
+    this.#now = now;
+  }
+
+  /**
+   * Admits a new session of `model` for `token`, or throws: 403 `token_exhausted` (max_sessions
+   * used up, bind-only tokens included), 429 `too_many_sessions`, 429 `session_rate_limited`.
+   */
+  async create(token: AuthenticatedToken, model: { id: string }): Promise<SessionRecord> {
+    return this.#db.transaction().execute(async (tx) => {
+      const now = this.#now();
+      const account = await this.#lockAccount(tx, token.accountId);
+      if (token.scoped) {
+        // Counts every session the token ever created or was bound to; closing gives nothing back.
+        const taken = await tx
+          .updateTable('tokens')
+          .set((eb) => ({ bound_sessions: eb('bound_sessions', '+', 1) }))
+          .where('id', '=', token.tokenId)
+          .where((eb) => eb('bound_sessions', '<', eb.ref('max_sessions')))
+          .executeTakeFirst();
+        if (Number(taken.numUpdatedRows) !== 1) {
+          throw new ArclightError('token_exhausted', 'This token has created all the sessions its max_sessions allows; mint a new token.');
+        }
+      }
+      const open = await tx
+        .selectFrom('sessions')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('account_id', '=', token.accountId)
+        .where('status', 'in', [...OPEN_STATUSES])
+        .executeTakeFirstOrThrow();
+      if (Number(open.n) >= account.concurrent_sessions) {
+        throw new ArclightError('too_many_sessions', `The account already has ${open.n} open sessions (its limit is ${account.concurrent_sessions}); end one and retry.`, {
+          retryAfterSeconds: CONCURRENCY_RETRY_SECONDS,
+        });
+      }
+      const recent = await tx
+        .selectFrom('sessions')
+        .select('created_at')
+        .where('account_id', '=', token.accountId)
+        .where('model_id', '=', model.id)
+        .where('created_at', '>', now - RATE_WINDOW_MS)
+        .orderBy('created_at', 'asc')
+        .execute();
+      if (recent.length >= account.sessions_per_minute) {
+        // The window frees a slot when the oldest of the last `limit` creations turns a minute old.
+        const oldest = recent[recent.length - account.sessions_per_minute]!.created_at;
+        throw new ArclightError('session_rate_limited', `At most ${account.sessions_per_minute} sessions of this model per minute; retry shortly.`, {
+          retryAfterSeconds: (oldest + RATE_WINDOW_MS - now) / 1000,
+        });
+      }
+      const maxDuration = Math.min(account.max_session_duration_seconds, token.maxSessionDurationSeconds ?? Number.POSITIVE_INFINITY);
+      const session: SessionRecord = {
+        id: randomUUID(),
+        account_id: token.accountId,
+        model_id: model.id,
+        token_id: token.tokenId,
+        status: 'waiting',
+        created_at: now,
+        ready_at: null,
+        ended_at: null,
+        end_reason: null,
+        max_duration_seconds: maxDuration,
+      };
+      await tx.insertInto('sessions').values(session).execute();
+      return session;
+    });
+  }
+
+  /**
+   * The session, if `actor` may act on it: a scoped token on its bound set (created by it or bound
+   * at minting), an unscoped token or an API key on any session of its account. Otherwise 403 —
+   * the same for a session that does not exist.
+   */
+  async authorize(actor: SessionActor, sessionId: string): Promise<SessionRecord> {
+    const session = await this.#db.selectFrom('sessions').selectAll().where('id', '=', sessionId).executeTakeFirst();
+    const accountId = actor.kind === 'token' ? actor.token.accountId : actor.accountId;
+    let allowed = session !== undefined && session.account_id === accountId;
+    if (allowed && actor.kind === 'token' && actor.token.scoped && session!.token_id !== actor.token.tokenId) {
+      const binding = await this.#db
+        .selectFrom('token_bindings')
+        .select('session_id')
+        .where('token_id', '=', actor.token.tokenId)
+        .where('session_id', '=', sessionId)
+        .executeTakeFirst();
+      allowed = binding !== undefined;
+    }
+    if (!allowed) throw new ArclightError('forbidden', OUTSIDE_BOUND_SET);
+    return session!;
+  }
+
+  /** Ends an open session (idempotent: an ended one is returned as it is). */
+  async end(sessionId: string, reason: string | undefined): Promise<SessionRecord> {
+    const now = this.#now();
+    await this.#db
+      .updateTable('sessions')
+      .set({ status: 'ended', ended_at: now, end_reason: reason ?? null })
+      .where('id', '=', sessionId)
+      .where('status', '!=', 'ended')
+      .execute();
+    return this.#db.selectFrom('sessions').selectAll().where('id', '=', sessionId).executeTakeFirstOrThrow();
+  }
+
+  async #lockAccount(tx: Transaction<CoordinatorDatabase>, accountId: string) {
+    let query = tx.selectFrom('accounts').selectAll().where('id', '=', accountId);
+    if (this.#engine === 'postgres') query = query.forUpdate();
+    const account = await query.executeTakeFirst();
+    if (!account) throw new ArclightError('unauthorized', 'The account of these credentials no longer exists.');
+    return account;
+  }
+}

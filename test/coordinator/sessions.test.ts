@@ -1,0 +1,261 @@
+/**
+ * Session admission and the bound set over HTTP, on SQLite and PostgreSQL: max_sessions counts
+ * every session ever created (closing gives nothing back), bind-only tokens cannot create, the
+ * account's concurrency and per-minute quotas answer 429 with Retry-After, requests outside the
+ * bound set answer one 403, and concurrent creations never over-admit — on one coordinator, and
+ * on two coordinators sharing one PostgreSQL database.
+ */
+
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startCoordinator, type Coordinator } from '../../coordinator/index.ts';
+import { ENGINES, freshDatabase } from './storage-engines.ts';
+
+const START = Date.UTC(2026, 10, 22, 12, 0, 0);
+
+interface Answer {
+  status: number;
+  body: Record<string, any>;
+  headers: Headers;
+}
+
+async function call(url: string, method: string, credential?: string, body?: unknown): Promise<Answer> {
+  const response = await fetch(url, {
+    method,
+    headers: {
+      ...(credential ? { authorization: `Bearer ${credential}` } : {}),
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  return { status: response.status, body: (await response.json()) as Record<string, any>, headers: response.headers };
+}
+
+/** The body 2.9.0 posts. */
+const createBody = (name: string) => ({
+  model: { name },
+  client_info: { sdk_version: '2.9.0', sdk_type: 'js' },
+  supported_transports: [{ protocol: 'webrtc', version: '1.0' }],
+});
+
+describe.each(ENGINES)('sessions on %s', (engine) => {
+  let database: string;
+  let coordinator: Coordinator;
+  let now = START;
+  let key: string;
+  let accountId: string;
+  let otherKey: string;
+
+  const mint = async (details?: Record<string, unknown>, apiKey = key): Promise<string> => {
+    const response = await fetch(`${coordinator.url}/tokens`, {
+      method: 'POST',
+      headers: { 'Service-API-Key': apiKey, 'content-type': 'application/json' },
+      body: JSON.stringify(details ? { authorization_details: [{ type: 'session', ...details }] } : {}),
+    });
+    expect(response.status).toBe(200);
+    return ((await response.json()) as { token: string }).token;
+  };
+  const create = (token: string, model = 'pattern') => call(`${coordinator.url}/sessions`, 'POST', token, createBody(model));
+  const get = (id: string, credential: string) => call(`${coordinator.url}/sessions/${id}`, 'GET', credential);
+  const end = (id: string, credential: string, body?: unknown) => call(`${coordinator.url}/sessions/${id}`, 'DELETE', credential, body);
+  const models = (...match: string[]) => ({ resources: { models: { match } } });
+
+  beforeAll(async () => {
+    database = await freshDatabase(engine);
+    coordinator = await startCoordinator({ database, port: 0, now: () => now });
+    const account = await coordinator.accounts.create('Acme', { concurrentSessions: 1000, sessionsPerMinute: 1000 });
+    accountId = account.id;
+    ({ key } = await coordinator.apiKeys.create(account.id));
+    const other = await coordinator.accounts.create('Other');
+    ({ key: otherKey } = await coordinator.apiKeys.create(other.id));
+    await coordinator.catalog.add('pattern', 5);
+    await coordinator.catalog.add('webcam-fx', 12);
+  });
+  afterAll(async () => coordinator?.close());
+
+  it('creates a session with the fields 2.9.0 requires, waiting for a GPU (GET answers 202)', async () => {
+    const token = await mint(models('pattern'));
+    const { status, body } = await create(token);
+    expect(status).toBe(200);
+    expect(body).toMatchObject({
+      session_id: expect.any(String),
+      state: 'WAITING',
+      status: 'waiting',
+      cluster: 'default',
+      model: { name: 'pattern' },
+      server_info: { server_version: expect.any(String) },
+      max_duration_seconds: 1200,
+    });
+    const polled = await get(body.session_id, token);
+    expect(polled.status).toBe(202);
+    expect(polled.body.capabilities).toBeUndefined(); // 2.9.0 keeps polling
+  });
+
+  it('max_sessions counts every session the token created; ending one gives nothing back', async () => {
+    const token = await mint({ ...models('pattern'), constraints: { max_sessions: 2 } });
+    const a = await create(token);
+    const b = await create(token);
+    expect([a.status, b.status]).toEqual([200, 200]);
+    expect((await end(a.body.session_id, token)).status).toBe(200);
+    const third = await create(token);
+    expect(third.status).toBe(403);
+    expect(third.body.code).toBe('token_exhausted');
+  });
+
+  it('a bind-only token cannot create, but can act on its bound session', async () => {
+    const creator = await mint(models('pattern'));
+    const { body: created } = await create(creator);
+    const bound = await mint({ resources: { models: { match: ['pattern'] }, sessions: { bind: [created.session_id] } } });
+    expect((await create(bound)).body.code).toBe('token_exhausted');
+    expect((await get(created.session_id, bound)).status).toBe(202);
+    const roomy = await mint({ resources: { models: { match: ['pattern'] }, sessions: { bind: [created.session_id] } }, constraints: { max_sessions: 2 } });
+    expect((await create(roomy)).status).toBe(200);
+    expect((await create(roomy)).status).toBe(403);
+  });
+
+  it('refuses a model outside the token\'s match, and unknown models, with 403', async () => {
+    const token = await mint(models('pattern'));
+    const outside = await create(token, 'webcam-fx');
+    expect(outside.status).toBe(403);
+    expect(outside.body.code).toBe('forbidden');
+    expect((await create(await mint(), 'no-such-model')).status).toBe(403);
+    const missing = await call(`${coordinator.url}/sessions`, 'POST', token, {});
+    expect(missing.body).toMatchObject({ code: 'invalid_request', field: '/model/name' });
+  });
+
+  it('answers every request outside the bound set with the same 403, unknown ids included', async () => {
+    const mine = await mint(models('pattern'));
+    const { body: created } = await create(mine);
+    const stranger = await mint(models('pattern'));
+    const foreign = await mint(undefined, otherKey);
+    const answers = [
+      await get(created.session_id, stranger),
+      await end(created.session_id, stranger),
+      await get(created.session_id, foreign),
+      await end(created.session_id, otherKey),
+      await get(randomUUID(), mine),
+    ];
+    for (const answer of answers) {
+      expect(answer.status).toBe(403);
+      expect(answer.body).toEqual(answers[0]!.body);
+    }
+    expect((await get(created.session_id, mine)).status).toBe(202); // still open
+  });
+
+  it('an unscoped token and the API key (DELETE) act on any session of the account', async () => {
+    const { body: created } = await create(await mint(models('pattern')));
+    expect((await get(created.session_id, await mint())).status).toBe(202);
+    const ended = await end(created.session_id, key, { reason: 'operator ended it' });
+    expect(ended.status).toBe(200);
+    expect(ended.body).toMatchObject({ state: 'CLOSED', status: 'ended', end_reason: 'operator ended it' });
+    expect((await end(created.session_id, key)).status).toBe(200); // idempotent
+    expect((await call(`${coordinator.url}/sessions`, 'POST', key, createBody('pattern'))).status).toBe(403);
+  });
+
+  it('needs credentials: 401 without a bearer, 401 token_expired once expired', async () => {
+    expect((await call(`${coordinator.url}/sessions`, 'POST', undefined, createBody('pattern'))).status).toBe(401);
+    const token = await mint(models('pattern'));
+    now += 3_601_000;
+    try {
+      const expired = await create(token);
+      expect(expired.status).toBe(401);
+      expect(expired.body.code).toBe('token_expired');
+      expect(expired.headers.get('www-authenticate')).toBe('Bearer');
+    } finally {
+      now = START;
+    }
+  });
+
+  describe('account quotas', () => {
+    let limited: { key: string; id: string };
+
+    beforeAll(async () => {
+      const account = await coordinator.accounts.create('Small', { concurrentSessions: 2, sessionsPerMinute: 3 });
+      limited = { key: (await coordinator.apiKeys.create(account.id)).key, id: account.id };
+    });
+
+    it('429 too_many_sessions at the concurrency limit (waiting sessions count); ending one frees a slot', async () => {
+      const token = await mint({ ...models('pattern', 'webcam-fx'), constraints: { max_sessions: 100 } }, limited.key);
+      const a = await create(token);
+      await create(token, 'webcam-fx');
+      const refused = await create(token);
+      expect(refused.status).toBe(429);
+      expect(refused.body.code).toBe('too_many_sessions');
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+      await end(a.body.session_id, token);
+      expect((await create(token)).status).toBe(200);
+    });
+
+    it('429 session_rate_limited past the per-minute quota of a model, with Retry-After to the free slot', async () => {
+      await coordinator.accounts.setQuotas(limited.id, { concurrentSessions: 100 });
+      now = START + 120_000;
+      try {
+        const token = await mint({ ...models('pattern', 'webcam-fx'), constraints: { max_sessions: 100 } }, limited.key);
+        for (let i = 0; i < 3; i++) {
+          expect((await create(token)).status).toBe(200);
+          now += 10_000;
+        }
+        const refused = await create(token);
+        expect(refused.status).toBe(429);
+        expect(refused.body.code).toBe('session_rate_limited');
+        expect(refused.headers.get('retry-after')).toBe('30'); // the first of the three turns a minute old
+        expect((await create(token, 'webcam-fx')).status).toBe(200); // per model
+        now += 30_000;
+        expect((await create(token)).status).toBe(200);
+      } finally {
+        now = START;
+      }
+    });
+  });
+
+  it('admits exactly max_sessions of 1,000 concurrent creations on one token', async () => {
+    const token = await mint({ ...models('pattern'), constraints: { max_sessions: 37 } });
+    const answers = await Promise.all(Array.from({ length: 1000 }, () => create(token).then((a) => a.status)));
+    expect(answers.filter((s) => s === 200)).toHaveLength(37);
+    expect(answers.filter((s) => s === 403)).toHaveLength(963);
+  }, 120_000);
+
+});
+
+/** Two replicas: two coordinators, each with its own connection pool, on one PostgreSQL database. */
+describe('two coordinators on one PostgreSQL', () => {
+  let database: string;
+  let coordinator: Coordinator;
+  const now = () => START;
+  beforeAll(async () => {
+    database = await freshDatabase('postgres');
+    coordinator = await startCoordinator({ database, port: 0, now });
+    await coordinator.catalog.add('pattern', 5);
+  });
+  afterAll(async () => coordinator?.close());
+
+  const models = (...match: string[]) => ({ resources: { models: { match } } });
+  const mint = async (details: Record<string, unknown>, apiKey: string): Promise<string> => {
+    const response = await fetch(`${coordinator.url}/tokens`, {
+      method: 'POST',
+      headers: { 'Service-API-Key': apiKey, 'content-type': 'application/json' },
+      body: JSON.stringify({ authorization_details: [{ type: 'session', ...details }] }),
+    });
+    return ((await response.json()) as { token: string }).token;
+  };
+
+  it("never over-admit past the account's concurrency quota, whichever replica admits", async () => {
+    const second = await startCoordinator({ database, port: 0, now });
+    try {
+      const account = await coordinator.accounts.create('Raced', { concurrentSessions: 25, sessionsPerMinute: 1000 });
+      const raced = (await coordinator.apiKeys.create(account.id)).key;
+      // Twenty tokens, so no single token row serializes the requests: only the account lock can.
+      const tokens = await Promise.all(Array.from({ length: 20 }, () => mint({ ...models('pattern'), constraints: { max_sessions: 40 } }, raced)));
+      const urls = [coordinator.url, second.url];
+      const answers = await Promise.all(
+        Array.from({ length: 400 }, (_, i) => call(`${urls[i % 2]}/sessions`, 'POST', tokens[i % 20], createBody('pattern')).then((a) => a.status)),
+      );
+      // 25 open at most (the account's concurrency quota), whichever replica admitted them.
+      expect(answers.filter((s) => s === 200)).toHaveLength(25);
+      const open = await coordinator.storage.db.selectFrom('sessions').select((eb) => eb.fn.countAll<number>().as('n')).where('account_id', '=', account.id).executeTakeFirstOrThrow();
+      expect(Number(open.n)).toBe(25);
+    } finally {
+      await second.close();
+    }
+  }, 120_000);
+});
