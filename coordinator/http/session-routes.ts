@@ -7,7 +7,7 @@
 
 import type { Hono } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
-import { SERVER_VERSION } from '../../protocol/versions.ts';
+import { API_VERSION_HEADER, SERVER_VERSION, checkApiVersionHeader } from '../../protocol/versions.ts';
 import type { ModelCatalog } from '../models/model-catalog.ts';
 import type { SessionRecord, SessionStore } from '../sessions/session-store.ts';
 import type { SessionStatus } from '../storage/schema.ts';
@@ -29,6 +29,15 @@ export interface SessionRouteServices {
 
 export function registerSessionRoutes(app: Hono, services: SessionRouteServices): void {
   const { auth, sessions, catalog } = services;
+  // 2.9.0 names its API version on every session call; a newer one is 501, an older one 426.
+  app.use('/sessions', async (c, next) => {
+    checkApiVersionHeader(c.req.header(API_VERSION_HEADER));
+    await next();
+  });
+  app.use('/sessions/*', async (c, next) => {
+    checkApiVersionHeader(c.req.header(API_VERSION_HEADER));
+    await next();
+  });
   const modelNames = new Map<string, string>();
   const record = async (session: SessionRecord) => {
     let name = modelNames.get(session.model_id);

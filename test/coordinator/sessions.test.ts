@@ -152,6 +152,20 @@ describe.each(ENGINES)('sessions on %s', (engine) => {
     expect((await call(`${coordinator.url}/sessions`, 'POST', key, createBody('pattern'))).status).toBe(403);
   });
 
+  it('checks Reactor-API-Version like the runtime: newer 501, older 426, current or absent served', async () => {
+    const token = await mint(models('pattern'));
+    const post = (version: string | undefined) =>
+      fetch(`${coordinator.url}/sessions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...(version ? { 'Reactor-API-Version': version } : {}) },
+        body: JSON.stringify(createBody('pattern')),
+      });
+    expect((await post('2')).status).toBe(501);
+    expect((await post('0')).status).toBe(426);
+    expect((await post('1')).status).toBe(200);
+    expect((await post(undefined)).status).toBe(200);
+  });
+
   it('needs credentials: 401 without a bearer, 401 token_expired once expired', async () => {
     expect((await call(`${coordinator.url}/sessions`, 'POST', undefined, createBody('pattern'))).status).toBe(401);
     const token = await mint(models('pattern'));
