@@ -7,7 +7,10 @@ import { fileURLToPath } from 'node:url';
 
 const fromSource = process.execArgv.some((arg, i, all) =>
   arg === '--conditions=source' || arg === '-C=source' || ((arg === '--conditions' || arg === '-C') && all[i + 1] === 'source'));
-const compiled = new URL('../dist/runtime/cli.js', import.meta.url);
+// `arclight coordinator` and `arclight admin …` are the coordinator's; everything else the runtime's.
+const first = process.argv.slice(2).find((arg) => !arg.startsWith('-'));
+const owner = first === 'coordinator' || first === 'admin' ? 'coordinator' : 'runtime';
+const compiled = new URL(`../dist/${owner}/cli.js`, import.meta.url);
 let cli;
 if (!fromSource && existsSync(fileURLToPath(compiled))) {
   cli = await import(compiled.href);
@@ -16,7 +19,7 @@ if (!fromSource && existsSync(fileURLToPath(compiled))) {
     const { register } = await import('tsx/esm/api');
     register();
   }
-  cli = await import(new URL('../runtime/cli.ts', import.meta.url).href);
+  cli = await import(new URL(`../${owner}/cli.ts`, import.meta.url).href);
 }
 const code = await cli.main(process.argv.slice(2));
 // node-av's encoders can crash during Node's normal teardown: leave explicitly.

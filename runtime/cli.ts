@@ -24,7 +24,10 @@ Options:
                           model's choice, else smooth)
   --no-playground         do not serve the playground page at /
   --grace <seconds>       end a session this long after its last client leaves (default 60)
-  -h, --help              show this help`;
+  -h, --help              show this help
+
+The hosted service's coordinator has its own commands: arclight coordinator, arclight admin
+(see arclight admin --help).`;
 
 export async function main(argv: readonly string[]): Promise<number> {
   let parsed;

@@ -39,6 +39,11 @@ export class ModelCatalog {
     await this.#db.insertInto('model_grants').values({ account_id: accountId, model_id: modelId }).onConflict((oc) => oc.doNothing()).execute();
   }
 
+  async byName(name: string): Promise<CatalogModel | undefined> {
+    const r = await this.#db.selectFrom('models').selectAll().where('name', '=', name).executeTakeFirst();
+    return r ? { id: r.id, name: r.name, rateCreditsPerSecond: r.rate_credits_per_second, public: r.public === 1 } : undefined;
+  }
+
   async byId(id: string): Promise<CatalogModel | undefined> {
     const r = await this.#db.selectFrom('models').selectAll().where('id', '=', id).executeTakeFirst();
     return r ? { id: r.id, name: r.name, rateCreditsPerSecond: r.rate_credits_per_second, public: r.public === 1 } : undefined;

@@ -1,0 +1,183 @@
+/**
+ * The coordinator's commands:
+ *
+ *   arclight coordinator [--port 8090] [--host 127.0.0.1] [--database <file|postgres://…>]
+ *   arclight admin <verb> [args] [--database <file|postgres://…>]
+ *
+ * Admin verbs act on the database directly (run them where the database is reachable, like a
+ * migration); each prints one JSON object on stdout so scripts can read it. The database is
+ * `--database`, else `DATABASE_URL`, else `data/coordinator.db`.
+ */
+
+import { parseArgs } from 'node:util';
+import { AccountStore, type AccountQuotas } from './accounts/account-store.ts';
+import { ApiKeyStore } from './accounts/api-keys.ts';
+import { startCoordinator } from './coordinator.ts';
+import { ModelCatalog } from './models/model-catalog.ts';
+import { openStorage } from './storage/database.ts';
+
+export const COORDINATOR_USAGE = `Usage:
+  arclight coordinator [--port 8090] [--host 127.0.0.1] [--database <file|postgres://…>]
+  arclight admin <verb> [arguments] [--database <file|postgres://…>]
+
+Admin verbs (each prints one JSON object):
+  create-account <name> [--concurrent-sessions n] [--sessions-per-minute n] [--max-session-duration s]
+  set-quotas <account-id> [--concurrent-sessions n] [--sessions-per-minute n] [--max-session-duration s]
+  create-key <account-id>           a new rk_ API key (shown once)
+  rotate-key <key-id>               a new key for the same account; the old one stops working
+  revoke-key <key-id>
+  list-keys <account-id>
+  add-model <slug> --rate <credits-per-second> [--private]
+  grant-model <account-id> <slug>   lets the account use a private model
+  list-sessions <account-id> [--open]
+
+The database is --database, else $DATABASE_URL, else data/coordinator.db.`;
+
+class UsageError extends Error {}
+
+function count(value: string | undefined, what: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d{1,9}$/.test(value) || Number(value) < 1) throw new UsageError(`${what} must be a positive integer`);
+  return Number(value);
+}
+
+function quotasFrom(values: Record<string, string | boolean | undefined>): Partial<AccountQuotas> {
+  const quotas: { -readonly [K in keyof AccountQuotas]?: number } = {};
+  const concurrent = count(values['concurrent-sessions'] as string | undefined, '--concurrent-sessions');
+  const perMinute = count(values['sessions-per-minute'] as string | undefined, '--sessions-per-minute');
+  const duration = count(values['max-session-duration'] as string | undefined, '--max-session-duration');
+  if (concurrent !== undefined) quotas.concurrentSessions = concurrent;
+  if (perMinute !== undefined) quotas.sessionsPerMinute = perMinute;
+  if (duration !== undefined) quotas.maxSessionDurationSeconds = duration;
+  return quotas;
+}
+
+/** Runs `arclight coordinator …` or `arclight admin …`; resolves to the exit code. */
+export async function main(argv: readonly string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      allowPositionals: true,
+      options: {
+        port: { type: 'string' },
+        host: { type: 'string' },
+        database: { type: 'string' },
+        'concurrent-sessions': { type: 'string' },
+        'sessions-per-minute': { type: 'string' },
+        'max-session-duration': { type: 'string' },
+        rate: { type: 'string' },
+        private: { type: 'boolean' },
+        open: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (error) {
+    process.stderr.write(`arclight: ${(error as Error).message}\n\n${COORDINATOR_USAGE}\n`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    process.stdout.write(COORDINATOR_USAGE + '\n');
+    return 0;
+  }
+  const database = values.database ?? process.env['DATABASE_URL'] ?? 'data/coordinator.db';
+  const [command, verb, ...rest] = positionals;
+  try {
+    if (command === 'coordinator') {
+      if (verb !== undefined) throw new UsageError(`unexpected argument "${verb}"`);
+      const port = values.port === undefined ? 8090 : /^\d{1,5}$/.test(values.port) && Number(values.port) < 65536 ? Number(values.port) : NaN;
+      if (Number.isNaN(port)) throw new UsageError('--port must be 0–65535');
+      const coordinator = await startCoordinator({ database, port, host: values.host ?? '127.0.0.1' });
+      process.stdout.write(`coordinator listening on ${coordinator.url}\n`);
+      await new Promise<void>((resolve) => {
+        process.once('SIGINT', resolve);
+        process.once('SIGTERM', resolve);
+      });
+      await coordinator.close();
+      return 0;
+    }
+    if (command !== 'admin' || verb === undefined) throw new UsageError(command === 'admin' ? 'missing admin verb' : `unknown command "${command}"`);
+    const result = await runAdmin(database, verb, rest, values);
+    process.stdout.write(JSON.stringify(result) + '\n');
+    return 0;
+  } catch (error) {
+    if (error instanceof UsageError) {
+      process.stderr.write(`arclight: ${error.message}\n\n${COORDINATOR_USAGE}\n`);
+      return 2;
+    }
+    process.stderr.write(`arclight: ${(error as Error).message}\n`);
+    return 1;
+  }
+}
+
+async function runAdmin(database: string, verb: string, args: readonly string[], values: Record<string, string | boolean | undefined>): Promise<unknown> {
+  const need = (n: number, names: string): void => {
+    if (args.length !== n) throw new UsageError(`${verb} takes ${names}`);
+  };
+  const storage = await openStorage(database);
+  // Every branch awaits its result before `finally` closes the database.
+  try {
+    const accounts = new AccountStore(storage.db);
+    const keys = new ApiKeyStore(storage.db);
+    const catalog = new ModelCatalog(storage.db);
+    const account = async (id: string) => {
+      const found = await accounts.get(id);
+      if (!found) throw new Error(`no account ${id}`);
+      return found;
+    };
+    switch (verb) {
+      case 'create-account':
+        need(1, '<name>');
+        return await accounts.create(args[0]!, quotasFrom(values));
+      case 'set-quotas': {
+        need(1, '<account-id>');
+        await account(args[0]!);
+        await accounts.setQuotas(args[0]!, quotasFrom(values));
+        return await account(args[0]!);
+      }
+      case 'create-key': {
+        need(1, '<account-id>');
+        await account(args[0]!);
+        const issued = await keys.create(args[0]!);
+        return { key: issued.key, ...issued.record };
+      }
+      case 'rotate-key': {
+        need(1, '<key-id>');
+        const issued = await keys.rotate(args[0]!);
+        return { key: issued.key, ...issued.record, replaces: args[0] };
+      }
+      case 'revoke-key':
+        need(1, '<key-id>');
+        await keys.revoke(args[0]!);
+        return { id: args[0], revoked: true };
+      case 'list-keys':
+        need(1, '<account-id>');
+        return { keys: await keys.list(args[0]!) };
+      case 'add-model': {
+        need(1, '<slug>');
+        const rate = count(values['rate'] as string | undefined, '--rate');
+        if (rate === undefined) throw new UsageError('add-model needs --rate <credits-per-second>');
+        return await catalog.add(args[0]!, rate, { public: values['private'] !== true });
+      }
+      case 'grant-model': {
+        need(2, '<account-id> <slug>');
+        await account(args[0]!);
+        const model = (await catalog.visibleTo(args[0]!, [args[1]!])).get(args[1]!) ?? (await catalog.byName(args[1]!));
+        if (!model) throw new Error(`no model ${args[1]}`);
+        await catalog.grant(args[0]!, model.id);
+        return { account_id: args[0], model: model.name, granted: true };
+      }
+      case 'list-sessions': {
+        need(1, '<account-id>');
+        let query = storage.db.selectFrom('sessions').selectAll().where('account_id', '=', args[0]!).orderBy('created_at', 'desc');
+        if (values['open']) query = query.where('status', '!=', 'ended');
+        return { sessions: await query.execute() };
+      }
+      default:
+        throw new UsageError(`unknown admin verb "${verb}"`);
+    }
+  } finally {
+    await storage.close();
+  }
+}

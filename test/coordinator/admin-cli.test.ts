@@ -1,0 +1,113 @@
+/**
+ * `arclight admin …` and `arclight coordinator`, as operators run them: real processes on a
+ * SQLite file (and one verb on PostgreSQL), JSON on stdout, exit 2 for usage errors and 1 for
+ * failures; a key created by the CLI mints tokens from the served coordinator, and rotating it
+ * from the CLI while that coordinator runs shuts the old key out.
+ */
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { freshDatabase } from './storage-engines.ts';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const NODE_FLAGS = ['--conditions=source', '--import', 'tsx'];
+const children = new Set<ChildProcess>();
+afterAll(() => {
+  for (const child of children) child.kill('SIGKILL');
+});
+
+function env(): NodeJS.ProcessEnv {
+  const out: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('VITEST') && k !== 'DATABASE_URL') out[k] = v;
+  out['ARCLIGHT_LOG'] = 'warn';
+  return out;
+}
+
+function start(args: readonly string[]): ChildProcess & { stdout: NodeJS.ReadableStream } {
+  const child = spawn(process.execPath, [...NODE_FLAGS, 'bin/arclight.js', ...args], { cwd: ROOT, env: env(), stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  return child as ChildProcess & { stdout: NodeJS.ReadableStream };
+}
+
+async function run(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = start(args);
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+  child.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  const code = await new Promise<number | null>((resolve) => child.once('close', (c) => resolve(c)));
+  return { code, stdout, stderr };
+}
+
+async function admin(database: string, ...args: string[]): Promise<Record<string, any>> {
+  const result = await run(['admin', ...args, '--database', database]);
+  expect(result.code, result.stderr).toBe(0);
+  return JSON.parse(result.stdout) as Record<string, any>;
+}
+
+const mintWith = (url: string, key: string) =>
+  fetch(`${url}/tokens`, {
+    method: 'POST',
+    headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
+    body: JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern', 'secret'] } } }] }),
+  });
+
+describe('arclight admin / arclight coordinator', () => {
+  it('sets up an account, key and models that a served coordinator then honours', async () => {
+    const database = await freshDatabase('sqlite');
+    const account = await admin(database, 'create-account', 'Acme', '--concurrent-sessions', '7');
+    expect(account).toMatchObject({ name: 'Acme', quotas: { concurrentSessions: 7, sessionsPerMinute: 50, maxSessionDurationSeconds: 1200 } });
+    const issued = await admin(database, 'create-key', account.id);
+    expect(issued.key).toMatch(/^rk_/);
+    expect(await admin(database, 'add-model', 'pattern', '--rate', '5')).toMatchObject({ name: 'pattern', rateCreditsPerSecond: 5, public: true });
+    expect(await admin(database, 'add-model', 'secret', '--rate', '9', '--private')).toMatchObject({ public: false });
+    expect(await admin(database, 'grant-model', account.id, 'secret')).toMatchObject({ granted: true });
+    expect((await admin(database, 'set-quotas', account.id, '--sessions-per-minute', '9')).quotas.sessionsPerMinute).toBe(9);
+
+    const server = start(['coordinator', '--port', '0', '--database', database]);
+    let out = '';
+    const url = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no URL in 60 s: ${out}`)), 60_000);
+      server.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+        out += chunk;
+        const match = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+        if (match) {
+          clearTimeout(timer);
+          resolve(match[1]!);
+        }
+      });
+    });
+    expect((await mintWith(url, issued.key)).status).toBe(200);
+    const rotated = await admin(database, 'rotate-key', issued.id);
+    expect(rotated.replaces).toBe(issued.id);
+    expect((await mintWith(url, issued.key)).status).toBe(401);
+    expect((await mintWith(url, rotated.key)).status).toBe(200);
+    const listed = await admin(database, 'list-keys', account.id);
+    expect(listed.keys.map((k: { revokedAt: number | null }) => k.revokedAt !== null)).toEqual([true, false]);
+    expect(JSON.stringify(listed)).not.toContain(rotated.key.slice(12));
+    expect((await admin(database, 'list-sessions', account.id, '--open')).sessions).toEqual([]);
+
+    server.kill('SIGTERM');
+    expect(await new Promise((resolve) => server.once('exit', resolve))).toBe(0);
+  }, 180_000);
+
+  it('works on PostgreSQL too', async () => {
+    const database = await freshDatabase('postgres');
+    const account = await admin(database, 'create-account', 'Pg');
+    expect((await admin(database, 'create-key', account.id)).key).toMatch(/^rk_/);
+  }, 60_000);
+
+  it('exits 2 with usage for usage errors and 1 for failures', async () => {
+    const database = await freshDatabase('sqlite');
+    for (const args of [['admin'], ['admin', 'frobnicate'], ['admin', 'create-key'], ['admin', 'add-model', 'x']]) {
+      const result = await run([...args, '--database', database]);
+      expect(result.code, args.join(' ')).toBe(2);
+      expect(result.stderr).toContain('Usage:');
+    }
+    const failed = await run(['admin', 'create-key', 'no-such-account', '--database', database]);
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toContain('no account no-such-account');
+  }, 120_000);
+});
