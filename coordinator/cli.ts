@@ -11,6 +11,8 @@
 
 import { parseArgs } from 'node:util';
 import { AccountStore, type AccountQuotas } from './accounts/account-store.ts';
+import { CreditLedger } from './billing/credit-ledger.ts';
+import { DEFAULT_PRICING } from './pricing/pricing.ts';
 import { ApiKeyStore } from './accounts/api-keys.ts';
 import { startCoordinator } from './coordinator.ts';
 import { ModelCatalog } from './models/model-catalog.ts';
@@ -30,6 +32,9 @@ Admin verbs (each prints one JSON object):
   add-model <slug> --rate <credits-per-second> [--private]
   grant-model <account-id> <slug>   lets the account use a private model
   list-sessions <account-id> [--open]
+  grant-credits <account-id> <credits>   promotional credits (expire after 90 days)
+  buy-credits <account-id> <dollars>     a purchase, 1–1,000 whole dollars (credits expire after 365 days)
+  balance <account-id>                   unspent credits, per grant, in spending order
 
 The database is --database, else $DATABASE_URL, else data/coordinator.db.`;
 
@@ -121,6 +126,7 @@ async function runAdmin(database: string, verb: string, args: readonly string[],
     const accounts = new AccountStore(storage.db);
     const keys = new ApiKeyStore(storage.db);
     const catalog = new ModelCatalog(storage.db);
+    const ledger = new CreditLedger(storage.db, storage.engine, DEFAULT_PRICING);
     const account = async (id: string) => {
       const found = await accounts.get(id);
       if (!found) throw new Error(`no account ${id}`);
@@ -174,6 +180,20 @@ async function runAdmin(database: string, verb: string, args: readonly string[],
         if (values['open']) query = query.where('status', '!=', 'ended');
         return { sessions: await query.execute() };
       }
+      case 'grant-credits': {
+        need(2, '<account-id> <credits>');
+        await account(args[0]!);
+        return await ledger.grantPromotional(args[0]!, count(args[1], 'credits')!);
+      }
+      case 'buy-credits': {
+        need(2, '<account-id> <dollars>');
+        await account(args[0]!);
+        return await ledger.purchase(args[0]!, count(args[1], 'dollars')!);
+      }
+      case 'balance':
+        need(1, '<account-id>');
+        await account(args[0]!);
+        return await ledger.balance(args[0]!);
       default:
         throw new UsageError(`unknown admin verb "${verb}"`);
     }

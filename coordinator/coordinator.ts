@@ -16,6 +16,8 @@ import { ApiKeyStore } from './accounts/api-keys.ts';
 import { createCoordinatorApp } from './http/app.ts';
 import { ModelCatalog } from './models/model-catalog.ts';
 import { DEFAULT_PRICING, type PricingSettings } from './pricing/pricing.ts';
+import { CreditLedger } from './billing/credit-ledger.ts';
+import { SessionMeter } from './billing/session-meter.ts';
 import { SessionStore } from './sessions/session-store.ts';
 import { openStorage, type CoordinatorStorage } from './storage/database.ts';
 import { SigningKeyring } from './tokens/signing-keyring.ts';
@@ -36,6 +38,11 @@ export interface CoordinatorOptions {
   /** The `cluster` named in session records; default `default`. */
   readonly cluster?: string;
   readonly logger?: Logger;
+  /**
+   * How often the billing meter charges running sessions, ms (default 5000). A crash loses none
+   * of the seconds (they are computed from the database); 0 turns the timer off (tests flush).
+   */
+  readonly meterFlushMs?: number;
   /** Milliseconds since the epoch (tests move time). Default `Date.now`. */
   readonly now?: () => number;
 }
@@ -49,6 +56,8 @@ export interface Coordinator {
   readonly keyring: SigningKeyring;
   readonly tokens: TokenService;
   readonly sessions: SessionStore;
+  readonly ledger: CreditLedger;
+  readonly meter: SessionMeter;
   close(): Promise<void>;
 }
 
@@ -65,7 +74,10 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     audience: options.audience ?? 'arclight',
     ...(options.now ? { now: options.now } : {}),
   });
-  const sessions = new SessionStore(db, storage.engine, options.now);
+  const pricing = { ...DEFAULT_PRICING, ...options.pricing };
+  const ledger = new CreditLedger(db, storage.engine, pricing, options.now);
+  const meter = new SessionMeter(db, ledger, options.now);
+  const sessions = new SessionStore(db, storage.engine, ledger, options.now);
   await keyring.current(); // first start: create the signing key before serving
   const app = createCoordinatorApp({
     apiKeys,
@@ -73,8 +85,9 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     keyring,
     tokens,
     sessions,
+    meter,
     cluster: options.cluster ?? 'default',
-    pricing: { ...DEFAULT_PRICING, ...options.pricing },
+    pricing,
     logError: (message, fields) => log.error(message, fields),
   });
   const host = options.host ?? '127.0.0.1';
@@ -91,6 +104,25 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   const { port } = server.address() as AddressInfo;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
   log.info('coordinator listening', { url, database: storage.engine });
+  // The meter: charge running sessions; a session whose account ran dry is ended.
+  let flushing: Promise<void> | undefined;
+  const flushMs = options.meterFlushMs ?? 5000;
+  const timer =
+    flushMs > 0
+      ? setInterval(() => {
+          flushing ??= (async () => {
+            try {
+              const { ranDry } = await meter.flush();
+              for (const { sessionId } of ranDry) await sessions.end(sessionId, 'The account ran out of credits.');
+            } catch (error) {
+              log.error('billing meter flush failed', { error });
+            } finally {
+              flushing = undefined;
+            }
+          })();
+        }, flushMs)
+      : undefined;
+  timer?.unref();
   return {
     url,
     storage,
@@ -100,7 +132,11 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     keyring,
     tokens,
     sessions,
+    ledger,
+    meter,
     async close() {
+      clearInterval(timer);
+      await flushing;
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await storage.close();
     },

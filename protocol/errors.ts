@@ -27,6 +27,7 @@ export const ERROR_CODES = {
   unauthorized: { status: 401, retryable: false, summary: 'No valid API key or token was presented.' },
   token_expired: { status: 401, retryable: false, summary: 'The token has expired; mint a new one.' },
   forbidden: { status: 403, retryable: false, summary: 'The credentials do not allow this (a model, session or API outside their scope).' },
+  insufficient_credits: { status: 402, retryable: false, summary: 'The account is out of credits (or over its billing cap).' },
   token_exhausted: { status: 403, retryable: false, summary: 'The token has created as many sessions as its max_sessions allows.' },
   too_many_sessions: { status: 429, retryable: true, summary: 'The account has as many sessions open as its concurrency quota allows.' },
   session_rate_limited: { status: 429, retryable: true, summary: 'The account created too many sessions of this model in the last minute.' },

@@ -9,6 +9,7 @@ import { ArclightError } from '../../protocol/errors.ts';
 import type { ApiKeyStore } from '../accounts/api-keys.ts';
 import type { ModelCatalog } from '../models/model-catalog.ts';
 import { pricingResponse, type PricingSettings } from '../pricing/pricing.ts';
+import type { SessionMeter } from '../billing/session-meter.ts';
 import type { SessionStore } from '../sessions/session-store.ts';
 import type { SigningKeyring } from '../tokens/signing-keyring.ts';
 import { parseTokenRequest } from '../tokens/token-request.ts';
@@ -23,6 +24,7 @@ export interface CoordinatorServices {
   readonly keyring: SigningKeyring;
   readonly tokens: TokenService;
   readonly sessions: SessionStore;
+  readonly meter: SessionMeter;
   readonly cluster: string;
   readonly pricing: PricingSettings;
   readonly logError: ErrorLogger;
@@ -45,6 +47,7 @@ export function createCoordinatorApp(services: CoordinatorServices): Hono {
   registerSessionRoutes(app, {
     auth: createBearerAuthenticator(services.tokens, services.apiKeys),
     sessions: services.sessions,
+    meter: services.meter,
     catalog: services.catalog,
     cluster: services.cluster,
   });

@@ -8,6 +8,7 @@
 import type { Hono } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
 import { API_VERSION_HEADER, SERVER_VERSION, checkApiVersionHeader } from '../../protocol/versions.ts';
+import type { SessionMeter } from '../billing/session-meter.ts';
 import type { ModelCatalog } from '../models/model-catalog.ts';
 import type { SessionRecord, SessionStore } from '../sessions/session-store.ts';
 import type { SessionStatus } from '../storage/schema.ts';
@@ -22,6 +23,7 @@ const MAX_REASON_LENGTH = 256;
 export interface SessionRouteServices {
   readonly auth: BearerAuthenticator;
   readonly sessions: SessionStore;
+  readonly meter: SessionMeter;
   readonly catalog: ModelCatalog;
   /** The `cluster` every session record names (2.9.0 requires the field). */
   readonly cluster: string;
@@ -91,6 +93,9 @@ export function registerSessionRoutes(app: Hono, services: SessionRouteServices)
     if (reason !== undefined && (typeof reason !== 'string' || reason.length > MAX_REASON_LENGTH)) {
       throw new ArclightError('invalid_request', `reason must be a string of at most ${MAX_REASON_LENGTH} characters.`, { field: '/reason' });
     }
-    return c.json(await record(await sessions.end(session.id, reason)), 200);
+    const ended = await sessions.end(session.id, reason);
+    // The meter stops at termination: charge the last seconds now, not at the next flush.
+    await services.meter.flushSession(ended.id, ended.account_id);
+    return c.json(await record(ended), 200);
   });
 }

@@ -12,6 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable, Transaction } from 'kysely';
 import { ArclightError } from '../../protocol/errors.ts';
+import type { CreditLedger } from '../billing/credit-ledger.ts';
 import type { DatabaseEngine } from '../storage/database.ts';
 import type { CoordinatorDatabase, SessionStatus, SessionTable } from '../storage/schema.ts';
 import type { AuthenticatedToken } from '../tokens/token-service.ts';
@@ -35,11 +36,13 @@ const OUTSIDE_BOUND_SET = 'This session is not in the bound set of these credent
 export class SessionStore {
   readonly #db: Kysely<CoordinatorDatabase>;
   readonly #engine: DatabaseEngine;
+  readonly #ledger: CreditLedger;
   readonly #now: () => number;
 
-  constructor(db: Kysely<CoordinatorDatabase>, engine: DatabaseEngine, now: () => number = Date.now) {
+  constructor(db: Kysely<CoordinatorDatabase>, engine: DatabaseEngine, ledger: CreditLedger, now: () => number = Date.now) {
     this.#db = db;
     this.#engine = engine;
+    this.#ledger = ledger;
     this.#now = now;
   }
 
@@ -47,10 +50,14 @@ export class SessionStore {
    * Admits a new session of `model` for `token`, or throws: 403 `token_exhausted` (max_sessions
    * used up, bind-only tokens included), 429 `too_many_sessions`, 429 `session_rate_limited`.
    */
-  async create(token: AuthenticatedToken, model: { id: string }): Promise<SessionRecord> {
+  async create(token: AuthenticatedToken, model: { id: string; rateCreditsPerSecond: number }): Promise<SessionRecord> {
     return this.#db.transaction().execute(async (tx) => {
       const now = this.#now();
       const account = await this.#lockAccount(tx, token.accountId);
+      // Out of credits: refused before anything is taken (a free model needs none).
+      if (model.rateCreditsPerSecond > 0 && (await this.#ledger.balance(token.accountId, tx)).credits <= 0) {
+        throw new ArclightError('insufficient_credits', 'The account has no credits left; top up, then retry.');
+      }
       if (token.scoped) {
         // Counts every session the token ever created or was bound to; closing gives nothing back.
         const taken = await tx
@@ -101,6 +108,8 @@ export class SessionStore {
         ended_at: null,
         end_reason: null,
         max_duration_seconds: maxDuration,
+        rate_credits_per_second: model.rateCreditsPerSecond,
+        billed_seconds: 0,
       };
       await tx.insertInto('sessions').values(session).execute();
       return session;
@@ -127,6 +136,18 @@ export class SessionStore {
     }
     if (!allowed) throw new ArclightError('forbidden', OUTSIDE_BOUND_SET);
     return session!;
+  }
+
+  /**
+   * Marks a waiting session ready (a GPU is serving it): the billing meter starts now. Idempotent.
+   */
+  async markReady(sessionId: string): Promise<void> {
+    await this.#db
+      .updateTable('sessions')
+      .set({ status: 'ready', ready_at: this.#now() })
+      .where('id', '=', sessionId)
+      .where('status', 'in', ['connecting', 'waiting'])
+      .execute();
   }
 
   /** Ends an open session (idempotent: an ended one is returned as it is). */

@@ -91,9 +91,52 @@ const initial: Migration = {
   },
 };
 
+const billing: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    await db.schema
+      .createTable('credit_grants')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+      .addColumn('kind', 'text', (c) => c.notNull())
+      .addColumn('credits', 'bigint', (c) => c.notNull())
+      .addColumn('paid_cents', 'bigint')
+      .addColumn('created_at', 'bigint', (c) => c.notNull())
+      .addColumn('expires_at', 'bigint', (c) => c.notNull())
+      .execute();
+    await db.schema.createIndex('credit_grants_account').on('credit_grants').columns(['account_id', 'expires_at']).execute();
+    await db.schema
+      .createTable('meter_ticks')
+      .addColumn('session_id', 'text', (c) => c.notNull().references('sessions.id'))
+      .addColumn('seq', 'bigint', (c) => c.notNull())
+      .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+      .addColumn('seconds', 'bigint', (c) => c.notNull())
+      .addColumn('credits', 'bigint', (c) => c.notNull())
+      .addColumn('created_at', 'bigint', (c) => c.notNull())
+      .addPrimaryKeyConstraint('meter_ticks_pk', ['session_id', 'seq'])
+      .execute();
+    await db.schema
+      .createTable('grant_draws')
+      .addColumn('session_id', 'text', (c) => c.notNull())
+      .addColumn('seq', 'bigint', (c) => c.notNull())
+      .addColumn('grant_id', 'text', (c) => c.references('credit_grants.id'))
+      .addColumn('credits', 'bigint', (c) => c.notNull())
+      .execute();
+    await db.schema.createIndex('grant_draws_grant').on('grant_draws').column('grant_id').execute();
+    await db.schema.createIndex('grant_draws_tick').on('grant_draws').columns(['session_id', 'seq']).execute();
+    // The rate is fixed when a session is created (a later price change applies to new sessions);
+    // billed_seconds caches the meter's progress (the ticks are the record).
+    await db.schema.alterTable('sessions').addColumn('rate_credits_per_second', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+    await db.schema.alterTable('sessions').addColumn('billed_seconds', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    for (const table of ['grant_draws', 'meter_ticks', 'credit_grants']) await sql`drop table if exists ${sql.table(table)}`.execute(db);
+  },
+};
+
 /** Every migration, oldest first; names sort in order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0001_initial': initial,
+  '0002_billing': billing,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...MIGRATIONS }) };

@@ -96,9 +96,53 @@ export interface SessionTable {
   ended_at: number | null;
   end_reason: string | null;
   max_duration_seconds: number;
+  /** The model's rate when the session was created. */
+  rate_credits_per_second: Generated<number>;
+  /** Seconds the meter has charged so far (the meter_ticks rows are the record). */
+  billed_seconds: Generated<number>;
+}
+
+export type GrantKind = 'promotional' | 'purchased';
+
+/** Credits added to an account: a signup or promotional grant, or a purchase. Never updated. */
+export interface CreditGrantTable {
+  id: string;
+  account_id: string;
+  kind: GrantKind;
+  credits: number;
+  /** Purchases only: what was paid, in US cents. */
+  paid_cents: number | null;
+  created_at: number;
+  /** After this the grant's unspent credits are gone (promotional 90 days, purchased 365). */
+  expires_at: number;
+}
+
+/**
+ * One flush of a session's meter: `seconds` billed seconds from second `seq` on (counted from
+ * the session's `ready_at`). (session_id, seq) is unique, so a retried or concurrent flush of the
+ * same seconds inserts nothing: a second is never charged twice.
+ */
+export interface MeterTickTable {
+  session_id: string;
+  seq: number;
+  account_id: string;
+  seconds: number;
+  credits: number;
+  created_at: number;
+}
+
+/** Which grants paid for a tick (earliest expiry first); `grant_id` null = unpaid (the account ran dry). */
+export interface GrantDrawTable {
+  session_id: string;
+  seq: number;
+  grant_id: string | null;
+  credits: number;
 }
 
 export interface CoordinatorDatabase {
+  credit_grants: CreditGrantTable;
+  meter_ticks: MeterTickTable;
+  grant_draws: GrantDrawTable;
   accounts: AccountTable;
   api_keys: ApiKeyTable;
   models: ModelTable;

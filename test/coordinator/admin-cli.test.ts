@@ -65,6 +65,9 @@ describe('arclight admin / arclight coordinator', () => {
     expect(await admin(database, 'add-model', 'secret', '--rate', '9', '--private')).toMatchObject({ public: false });
     expect(await admin(database, 'grant-model', account.id, 'secret')).toMatchObject({ granted: true });
     expect((await admin(database, 'set-quotas', account.id, '--sessions-per-minute', '9')).quotas.sessionsPerMinute).toBe(9);
+    expect(await admin(database, 'grant-credits', account.id, '500')).toMatchObject({ kind: 'promotional', credits: 500 });
+    expect(await admin(database, 'buy-credits', account.id, '3')).toMatchObject({ kind: 'purchased', credits: 30_000 });
+    expect((await admin(database, 'balance', account.id)).credits).toBe(30_500);
 
     const server = start(['coordinator', '--port', '0', '--database', database]);
     let out = '';
@@ -109,5 +112,9 @@ describe('arclight admin / arclight coordinator', () => {
     const failed = await run(['admin', 'create-key', 'no-such-account', '--database', database]);
     expect(failed.code).toBe(1);
     expect(failed.stderr).toContain('no account no-such-account');
+    const account = JSON.parse((await run(['admin', 'create-account', 'X', '--database', database])).stdout) as { id: string };
+    const tooMuch = await run(['admin', 'buy-credits', account.id, '5000', '--database', database]);
+    expect(tooMuch.code).toBe(1);
+    expect(tooMuch.stderr).toMatch(/1 to 1000 whole US dollars/);
   }, 120_000);
 });

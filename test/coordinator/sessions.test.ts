@@ -65,6 +65,7 @@ describe.each(ENGINES)('sessions on %s', (engine) => {
     coordinator = await startCoordinator({ database, port: 0, now: () => now });
     const account = await coordinator.accounts.create('Acme', { concurrentSessions: 1000, sessionsPerMinute: 1000 });
     accountId = account.id;
+    await coordinator.ledger.grantPromotional(account.id, 1_000_000);
     ({ key } = await coordinator.apiKeys.create(account.id));
     const other = await coordinator.accounts.create('Other');
     ({ key: otherKey } = await coordinator.apiKeys.create(other.id));
@@ -185,6 +186,7 @@ describe.each(ENGINES)('sessions on %s', (engine) => {
 
     beforeAll(async () => {
       const account = await coordinator.accounts.create('Small', { concurrentSessions: 2, sessionsPerMinute: 3 });
+      await coordinator.ledger.grantPromotional(account.id, 1_000_000);
       limited = { key: (await coordinator.apiKeys.create(account.id)).key, id: account.id };
     });
 
@@ -257,6 +259,7 @@ describe('two coordinators on one PostgreSQL', () => {
     const second = await startCoordinator({ database, port: 0, now });
     try {
       const account = await coordinator.accounts.create('Raced', { concurrentSessions: 25, sessionsPerMinute: 1000 });
+      await coordinator.ledger.grantPromotional(account.id, 1_000_000);
       const raced = (await coordinator.apiKeys.create(account.id)).key;
       // Twenty tokens, so no single token row serializes the requests: only the account lock can.
       const tokens = await Promise.all(Array.from({ length: 20 }, () => mint({ ...models('pattern'), constraints: { max_sessions: 40 } }, raced)));

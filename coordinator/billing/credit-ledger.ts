@@ -1,0 +1,156 @@
+/**
+ * Credits: an append-only ledger. Grants add credits with an expiry (promotional 90 days,
+ * purchased 365 days); the session meter's ticks spend them, earliest expiry first, each tick's
+ * draws written with it. Nothing is ever updated or deleted: a balance is computed — the unspent
+ * part of every unexpired grant — so the ledger always adds up.
+ */
+
+import { randomUUID } from 'node:crypto';
+import type { Kysely, Transaction } from 'kysely';
+import { ArclightError } from '../../protocol/errors.ts';
+import type { PricingSettings } from '../pricing/pricing.ts';
+import type { DatabaseEngine } from '../storage/database.ts';
+import type { CoordinatorDatabase, GrantKind } from '../storage/schema.ts';
+
+const DAY_MS = 86_400_000;
+/** How long credits live, by kind (the spec's Credits table). */
+export const GRANT_LIFETIME_DAYS: Record<GrantKind, number> = { promotional: 90, purchased: 365 };
+
+type Db = Kysely<CoordinatorDatabase> | Transaction<CoordinatorDatabase>;
+
+export interface GrantBalance {
+  readonly id: string;
+  readonly kind: GrantKind;
+  readonly credits: number;
+  readonly remaining: number;
+  readonly expiresAt: number;
+}
+
+export interface Balance {
+  /** Unspent credits of unexpired grants. */
+  readonly credits: number;
+  /** Per grant, earliest expiry first (the order they are spent in). */
+  readonly grants: readonly GrantBalance[];
+}
+
+export interface Charge {
+  readonly accountId: string;
+  readonly sessionId: string;
+  /** First billed second this tick covers; (sessionId, seq) is the tick's idempotency key. */
+  readonly seq: number;
+  readonly seconds: number;
+  readonly credits: number;
+}
+
+export interface ChargeResult {
+  /** False when this (session, seq) was already charged: nothing was written. */
+  readonly charged: boolean;
+  /** Credits the grants could not cover (the account ran dry). */
+  readonly unpaid: number;
+}
+
+export class CreditLedger {
+  readonly #db: Kysely<CoordinatorDatabase>;
+  readonly #engine: DatabaseEngine;
+  readonly #pricing: PricingSettings;
+  readonly #now: () => number;
+
+  constructor(db: Kysely<CoordinatorDatabase>, engine: DatabaseEngine, pricing: PricingSettings, now: () => number = Date.now) {
+    this.#db = db;
+    this.#engine = engine;
+    this.#pricing = pricing;
+    this.#now = now;
+  }
+
+  /** Free credits (signup, promotions); they expire after 90 days. */
+  async grantPromotional(accountId: string, credits: number): Promise<GrantBalance> {
+    if (!Number.isSafeInteger(credits) || credits < 1) throw new ArclightError('invalid_request', 'credits must be a positive integer.');
+    return this.#db.transaction().execute((tx) => this.#insertGrant(tx, accountId, 'promotional', credits, null));
+  }
+
+  /**
+   * A purchase of whole dollars (1–1,000 per transaction by default), turned into credits at
+   * credits_per_dollar; refused when the balance would pass the account ceiling.
+   */
+  async purchase(accountId: string, dollars: number): Promise<GrantBalance> {
+    const { purchaseMinDollars: min, purchaseMaxDollars: max, creditsPerDollar, maxAccountCredits } = this.#pricing;
+    if (!Number.isInteger(dollars) || dollars < min || dollars > max) {
+      throw new ArclightError('invalid_request', `A purchase is ${min} to ${max} whole US dollars.`);
+    }
+    const credits = dollars * creditsPerDollar;
+    return this.#db.transaction().execute(async (tx) => {
+      await this.lockAccount(tx, accountId);
+      if (maxAccountCredits > 0) {
+        const { credits: balance } = await this.balance(accountId, tx);
+        if (balance + credits > maxAccountCredits) {
+          throw new ArclightError('invalid_request', `The balance would exceed the account ceiling of ${maxAccountCredits} credits.`);
+        }
+      }
+      return this.#insertGrant(tx, accountId, 'purchased', credits, dollars * 100);
+    });
+  }
+
+  async balance(accountId: string, db: Db = this.#db): Promise<Balance> {
+    const rows = await db
+      .selectFrom('credit_grants as g')
+      .leftJoin('grant_draws as d', 'd.grant_id', 'g.id')
+      .select((eb) => ['g.id', 'g.kind', 'g.credits', 'g.expires_at', eb.fn.sum<number | string | null>('d.credits').as('spent')])
+      .where('g.account_id', '=', accountId)
+      .where('g.expires_at', '>', this.#now())
+      .groupBy(['g.id', 'g.kind', 'g.credits', 'g.expires_at'])
+      .orderBy('g.expires_at')
+      .orderBy('g.id')
+      .execute();
+    const grants = rows.map((r) => {
+      const credits = Number(r.credits);
+      return { id: r.id, kind: r.kind, credits, remaining: credits - Number(r.spent ?? 0), expiresAt: Number(r.expires_at) };
+    });
+    return { credits: grants.reduce((sum, g) => sum + Math.max(0, g.remaining), 0), grants };
+  }
+
+  /**
+   * Writes a meter tick and the draws that pay for it, earliest-expiring grant first, inside
+   * `tx` (which must hold the account lock). A tick already written is left alone.
+   */
+  async charge(tx: Transaction<CoordinatorDatabase>, charge: Charge): Promise<ChargeResult> {
+    const inserted = await tx
+      .insertInto('meter_ticks')
+      .values({
+        session_id: charge.sessionId,
+        seq: charge.seq,
+        account_id: charge.accountId,
+        seconds: charge.seconds,
+        credits: charge.credits,
+        created_at: this.#now(),
+      })
+      .onConflict((oc) => oc.columns(['session_id', 'seq']).doNothing())
+      .executeTakeFirst();
+    if (Number(inserted.numInsertedOrUpdatedRows ?? 0) === 0) return { charged: false, unpaid: 0 };
+    let owed = charge.credits;
+    const draws: Array<{ session_id: string; seq: number; grant_id: string | null; credits: number }> = [];
+    for (const grant of (await this.balance(charge.accountId, tx)).grants) {
+      if (owed === 0) break;
+      const take = Math.min(owed, grant.remaining);
+      if (take <= 0) continue;
+      draws.push({ session_id: charge.sessionId, seq: charge.seq, grant_id: grant.id, credits: take });
+      owed -= take;
+    }
+    if (owed > 0) draws.push({ session_id: charge.sessionId, seq: charge.seq, grant_id: null, credits: owed });
+    if (draws.length > 0) await tx.insertInto('grant_draws').values(draws).execute();
+    return { charged: true, unpaid: owed };
+  }
+
+  /** Serializes ledger writes per account (PostgreSQL row lock; SQLite runs one transaction at a time). */
+  async lockAccount(tx: Transaction<CoordinatorDatabase>, accountId: string): Promise<void> {
+    let query = tx.selectFrom('accounts').select('id').where('id', '=', accountId);
+    if (this.#engine === 'postgres') query = query.forUpdate();
+    if (!(await query.executeTakeFirst())) throw new ArclightError('invalid_request', `No account ${accountId}.`);
+  }
+
+  async #insertGrant(tx: Transaction<CoordinatorDatabase>, accountId: string, kind: GrantKind, credits: number, paidCents: number | null): Promise<GrantBalance> {
+    const now = this.#now();
+    const grant = { id: randomUUID(), account_id: accountId, kind, credits, paid_cents: paidCents, created_at: now, expires_at: now + GRANT_LIFETIME_DAYS[kind] * DAY_MS };
+    await tx.insertInto('credit_grants').values(grant).execute();
+    return { id: grant.id, kind, credits, remaining: credits, expiresAt: grant.expires_at };
+  }
+}

@@ -1,0 +1,161 @@
+/**
+ * Credits and the per-second meter, on SQLite and PostgreSQL: grants expire (promotional 90 days,
+ * purchased 365), purchases are bounded, seconds are spent earliest-expiry first, billing runs from
+ * `ready` to termination (not while waiting), a second is never charged twice (retried and
+ * concurrent flushes), an account without credits gets 402, and one that runs dry is reported.
+ */
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startCoordinator, type Coordinator } from '../../coordinator/index.ts';
+import { ENGINES, freshDatabase } from './storage-engines.ts';
+
+const START = Date.UTC(2026, 10, 22, 12, 0, 0);
+const DAY = 86_400_000;
+
+describe.each(ENGINES)('billing on %s', (engine) => {
+  let coordinator: Coordinator;
+  let now = START;
+
+  /** A fresh account with an API key and a scoped token for `pattern` (5 credits/s). */
+  const customer = async (name: string) => {
+    const account = await coordinator.accounts.create(name);
+    const { key } = await coordinator.apiKeys.create(account.id);
+    const response = await fetch(`${coordinator.url}/tokens`, {
+      method: 'POST',
+      headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
+      body: JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } }, constraints: { max_sessions: 50 } }] }),
+    });
+    const { token } = (await response.json()) as { token: string };
+    return { id: account.id, key, token };
+  };
+  const createSession = async (token: string) => {
+    const response = await fetch(`${coordinator.url}/sessions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: { name: 'pattern' } }),
+    });
+    return { status: response.status, body: (await response.json()) as Record<string, any> };
+  };
+  const ticks = (sessionId: string) =>
+    coordinator.storage.db.selectFrom('meter_ticks').select(['seq', 'seconds', 'credits']).where('session_id', '=', sessionId).orderBy('seq').execute();
+
+  beforeAll(async () => {
+    coordinator = await startCoordinator({ database: await freshDatabase(engine), port: 0, now: () => now, meterFlushMs: 0 });
+    await coordinator.catalog.add('pattern', 5);
+  });
+  afterAll(async () => coordinator?.close());
+
+  it('grants expire after 90 days (promotional) and 365 days (purchased)', async () => {
+    const { id } = await customer('Expiry');
+    const promo = await coordinator.ledger.grantPromotional(id, 1_000);
+    const bought = await coordinator.ledger.purchase(id, 2);
+    expect(promo.expiresAt - now).toBe(90 * DAY);
+    expect(bought).toMatchObject({ kind: 'purchased', credits: 20_000 });
+    expect(bought.expiresAt - now).toBe(365 * DAY);
+    expect((await coordinator.ledger.balance(id)).credits).toBe(21_000);
+    now = START + 90 * DAY;
+    try {
+      expect((await coordinator.ledger.balance(id)).credits).toBe(20_000); // the promotion is gone
+      now = START + 365 * DAY;
+      expect((await coordinator.ledger.balance(id)).credits).toBe(0);
+    } finally {
+      now = START;
+    }
+  });
+
+  it('bounds purchases to 1–1,000 whole dollars and the balance to 10,000 dollars of credits', async () => {
+    const { id } = await customer('Purchases');
+    for (const dollars of [0, 1001, 2.5, -1]) await expect(coordinator.ledger.purchase(id, dollars)).rejects.toMatchObject({ code: 'invalid_request' });
+    for (let i = 0; i < 10; i++) await coordinator.ledger.purchase(id, 1_000);
+    expect((await coordinator.ledger.balance(id)).credits).toBe(100_000_000);
+    await expect(coordinator.ledger.purchase(id, 1)).rejects.toThrow(/ceiling/);
+  });
+
+  it('refuses a session with 402 insufficient_credits when the account has none', async () => {
+    const { id, token } = await customer('Broke');
+    const refused = await createSession(token);
+    expect(refused.status).toBe(402);
+    expect(refused.body.code).toBe('insufficient_credits');
+    await coordinator.ledger.purchase(id, 1);
+    expect((await createSession(token)).status).toBe(200);
+  });
+
+  it('bills whole seconds from ready to termination, nothing while waiting, at the rate of creation', async () => {
+    const { id, token } = await customer('Meter');
+    await coordinator.ledger.grantPromotional(id, 10_000);
+    const { body } = await createSession(token);
+    const sessionId = body.session_id as string;
+    now += 30_000; // waiting for a GPU: not billed
+    await coordinator.meter.flush();
+    expect(await ticks(sessionId)).toEqual([]);
+    await coordinator.sessions.markReady(sessionId);
+    const readyAt = now;
+    now = readyAt + 10_500;
+    await coordinator.meter.flush();
+    now = readyAt + 12_900;
+    await coordinator.meter.flush();
+    expect(await ticks(sessionId)).toEqual([
+      { seq: 0, seconds: 10, credits: 50 },
+      { seq: 10, seconds: 2, credits: 10 },
+    ]);
+    now = readyAt + 15_200;
+    const ended = await fetch(`${coordinator.url}/sessions/${sessionId}`, { method: 'DELETE', headers: { authorization: `Bearer ${token}` } });
+    expect(ended.status).toBe(200);
+    expect((await ticks(sessionId)).at(-1)).toEqual({ seq: 12, seconds: 3, credits: 15 }); // charged at termination
+    now = readyAt + 60_000;
+    await coordinator.meter.flush();
+    expect((await ticks(sessionId)).reduce((sum, t) => sum + Number(t.seconds), 0)).toBe(15);
+    expect((await coordinator.ledger.balance(id)).credits).toBe(10_000 - 75);
+    now = START;
+  });
+
+  it('spends the earliest-expiring credits first', async () => {
+    const { id, token } = await customer('Order');
+    const bought = await coordinator.ledger.purchase(id, 1); // 10,000 credits, 365 days
+    now = START + 60_000; // a minute later (the token lives an hour)
+    const promo = await coordinator.ledger.grantPromotional(id, 100); // 90 days: expires first
+    const { status, body } = await createSession(token);
+    expect(status, JSON.stringify(body)).toBe(200);
+    await coordinator.sessions.markReady(body.session_id);
+    now += 30_000;
+    await coordinator.meter.flush(); // 150 credits
+    const grants = (await coordinator.ledger.balance(id)).grants;
+    expect(grants.map((g) => [g.id, g.remaining])).toEqual([
+      [promo.id, 0],
+      [bought.id, 9_950],
+    ]);
+    now = START;
+  });
+
+  it('never charges a second twice: retried and concurrent flushes write one tick per second', async () => {
+    const { id, token } = await customer('Retries');
+    await coordinator.ledger.grantPromotional(id, 100_000);
+    const { body } = await createSession(token);
+    await coordinator.sessions.markReady(body.session_id);
+    now += 20_000;
+    await Promise.all(Array.from({ length: 10 }, () => coordinator.meter.flush()));
+    await coordinator.meter.flushSession(body.session_id, id); // a retry
+    const written = await ticks(body.session_id);
+    expect(written.reduce((sum, t) => sum + Number(t.seconds), 0)).toBe(20);
+    const draws = await coordinator.storage.db.selectFrom('grant_draws').select('credits').where('session_id', '=', body.session_id).execute();
+    expect(draws.reduce((sum, d) => sum + Number(d.credits), 0)).toBe(100);
+    now = START;
+  });
+
+  it('stops at the session maximum duration and reports an account that ran dry', async () => {
+    const { id, token } = await customer('Dry');
+    await coordinator.ledger.grantPromotional(id, 20); // 4 seconds' worth
+    const { body } = await createSession(token);
+    await coordinator.sessions.markReady(body.session_id);
+    now += 10_000;
+    const { ranDry } = await coordinator.meter.flush();
+    expect(ranDry).toContainEqual({ sessionId: body.session_id, accountId: id });
+    const unpaid = await coordinator.storage.db.selectFrom('grant_draws').select('credits').where('session_id', '=', body.session_id).where('grant_id', 'is', null).execute();
+    expect(unpaid.map((d) => Number(d.credits))).toEqual([30]);
+    expect((await coordinator.ledger.balance(id)).credits).toBe(0);
+    now += 3_600_000; // far past the 1,200 s maximum
+    await coordinator.meter.flush();
+    expect((await ticks(body.session_id)).reduce((sum, t) => sum + Number(t.seconds), 0)).toBe(1200);
+    now = START;
+  });
+});
