@@ -86,6 +86,8 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     tokens,
     sessions,
     meter,
+    ledger,
+    storage,
     cluster: options.cluster ?? 'default',
     pricing,
     logError: (message, fields) => log.error(message, fields),

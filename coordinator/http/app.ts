@@ -9,13 +9,16 @@ import { ArclightError } from '../../protocol/errors.ts';
 import type { ApiKeyStore } from '../accounts/api-keys.ts';
 import type { ModelCatalog } from '../models/model-catalog.ts';
 import { pricingResponse, type PricingSettings } from '../pricing/pricing.ts';
+import type { CreditLedger } from '../billing/credit-ledger.ts';
 import type { SessionMeter } from '../billing/session-meter.ts';
+import type { CoordinatorStorage } from '../storage/database.ts';
 import type { SessionStore } from '../sessions/session-store.ts';
 import type { SigningKeyring } from '../tokens/signing-keyring.ts';
 import { parseTokenRequest } from '../tokens/token-request.ts';
 import type { TokenService } from '../tokens/token-service.ts';
 import { createBearerAuthenticator } from './bearer-auth.ts';
 import { createErrorHandler, notFound, readJson, type ErrorLogger } from './errors.ts';
+import { registerPlatformRoutes } from './platform-routes.ts';
 import { registerSessionRoutes } from './session-routes.ts';
 
 export interface CoordinatorServices {
@@ -25,6 +28,8 @@ export interface CoordinatorServices {
   readonly tokens: TokenService;
   readonly sessions: SessionStore;
   readonly meter: SessionMeter;
+  readonly ledger: CreditLedger;
+  readonly storage: CoordinatorStorage;
   readonly cluster: string;
   readonly pricing: PricingSettings;
   readonly logError: ErrorLogger;
@@ -44,8 +49,10 @@ export function createCoordinatorApp(services: CoordinatorServices): Hono {
     return c.json(await services.tokens.mint(owner, request), 200);
   });
 
+  const auth = createBearerAuthenticator(services.tokens, services.apiKeys);
+  registerPlatformRoutes(app, { auth, catalog: services.catalog, ledger: services.ledger, storage: services.storage });
   registerSessionRoutes(app, {
-    auth: createBearerAuthenticator(services.tokens, services.apiKeys),
+    auth,
     sessions: services.sessions,
     meter: services.meter,
     catalog: services.catalog,

@@ -55,6 +55,18 @@ export class ModelCatalog {
     return rows.map((r) => ({ id: r.id, name: r.name, rateCreditsPerSecond: r.rate_credits_per_second, public: true }));
   }
 
+  /** Every model `accountId` may use: the public catalog and its granted private models. */
+  async listVisible(accountId: string): Promise<CatalogModel[]> {
+    const rows = await this.#db
+      .selectFrom('models')
+      .leftJoin('model_grants', (join) => join.onRef('model_grants.model_id', '=', 'models.id').on('model_grants.account_id', '=', accountId))
+      .select(['models.id', 'models.name', 'models.rate_credits_per_second', 'models.public', 'model_grants.account_id as granted'])
+      .where((eb) => eb.or([eb('models.public', '=', 1), eb('model_grants.account_id', 'is not', null)]))
+      .orderBy('models.name')
+      .execute();
+    return rows.map((r) => ({ id: r.id, name: r.name, rateCreditsPerSecond: r.rate_credits_per_second, public: r.public === 1 }));
+  }
+
   /** Of `names`, the models `accountId` may use (public, or granted to it), keyed by name. */
   async visibleTo(accountId: string, names: readonly string[]): Promise<Map<string, CatalogModel>> {
     if (names.length === 0) return new Map();

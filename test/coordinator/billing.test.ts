@@ -158,4 +158,39 @@ describe.each(ENGINES)('billing on %s', (engine) => {
     expect((await ticks(body.session_id)).reduce((sum, t) => sum + Number(t.seconds), 0)).toBe(1200);
     now = START;
   });
+  describe('platform API', () => {
+    const read = (path: string, credential?: string) =>
+      fetch(`${coordinator.url}${path}`, { headers: credential ? { authorization: `Bearer ${credential}` } : {} }).then(async (r) => ({
+        status: r.status,
+        body: (await r.json()) as Record<string, any>,
+      }));
+
+    it('reads models, balance and usage with the API key; refuses session tokens (403) and anonymous calls (401)', async () => {
+      const { id, key, token } = await customer('Platform');
+      const secret = await coordinator.catalog.add('platform-secret', 9, { public: false });
+      await coordinator.catalog.grant(id, secret.id);
+      await coordinator.ledger.grantPromotional(id, 1_000);
+      const { body } = await createSession(token);
+      await coordinator.sessions.markReady(body.session_id);
+      now += 7_000;
+      await coordinator.meter.flush();
+
+      const models = await read('/platform/models', key);
+      expect(models.status).toBe(200);
+      expect(models.body.models.map((m: { name: string }) => m.name)).toEqual(['pattern', 'platform-secret']);
+      const balance = await read('/platform/balance', key);
+      expect(balance.body.credits).toBe(1_000 - 35);
+      expect(balance.body.grants[0]).toMatchObject({ kind: 'promotional', credits: 1_000, remaining: 965 });
+      const usage = await read(`/platform/usage?since=${START}`, key);
+      expect(usage.body.sessions).toEqual([expect.objectContaining({ session_id: body.session_id, model: 'pattern', billed_seconds: 7, credits: 35 })]);
+      expect(usage.body.total).toEqual({ billed_seconds: 7, credits: 35 });
+
+      for (const path of ['/platform/models', '/platform/balance', '/platform/usage']) {
+        expect((await read(path, token)).status, path).toBe(403);
+        expect((await read(path)).status, path).toBe(401);
+      }
+      expect((await read('/platform/usage?since=soon', key)).status).toBe(400);
+      now = START;
+    });
+  });
 });
