@@ -1,0 +1,169 @@
+/**
+ * Coordinator throughput and latency: `POST /tokens` and `POST /sessions` on SQLite and on a
+ * real PostgreSQL server (test/support/postgres.ts), and hono vs bare node:http on `POST /tokens`.
+ *
+ *   node --conditions=source --import tsx bench/coordinator-throughput.ts [--seconds 8] [--concurrency 32] [--rounds 3] [--json out.json]
+ *
+ * The coordinator runs in a child process (bench/support/coordinator-server.ts); this process
+ * only generates load: `--concurrency` requests in flight on keep-alive connections for
+ * `--seconds` per phase, after a 1 s warm-up. Per phase: requests/s and latency percentiles.
+ * Each round measures every phase once (interleaved), figures are medians over rounds.
+ * Goals (issue 4): ≥ 5,000 tokens/s, ≥ 1,000 sessions/s on SQLite, p99 ≤ 20 ms.
+ */
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { AccountStore } from '../coordinator/accounts/account-store.ts';
+import { ApiKeyStore } from '../coordinator/accounts/api-keys.ts';
+import { CreditLedger } from '../coordinator/billing/credit-ledger.ts';
+import { ModelCatalog } from '../coordinator/models/model-catalog.ts';
+import { DEFAULT_PRICING } from '../coordinator/pricing/pricing.ts';
+import { openStorage } from '../coordinator/storage/database.ts';
+import { startPostgres } from '../test/support/postgres.ts';
+import { loadavg, median, summarise, type Summary } from './support/measure.ts';
+import { finishReport, runBench, runInfo } from './support/report.ts';
+
+const ROOT = fileURLToPath(new URL('../', import.meta.url));
+const { values: args } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '8' },
+    concurrency: { type: 'string', default: '32' },
+    rounds: { type: 'string', default: '3' },
+    json: { type: 'string' },
+  },
+});
+const SECONDS = Number(args.seconds);
+const CONCURRENCY = Number(args.concurrency);
+const ROUNDS = Number(args.rounds);
+
+interface Setup {
+  key: string;
+}
+
+/** An account with quotas out of the way, a key, a model and credits. */
+async function setUp(database: string): Promise<Setup> {
+  const storage = await openStorage(database);
+  try {
+    const account = await new AccountStore(storage.db).create('bench', { concurrentSessions: 1e9, sessionsPerMinute: 1e9 });
+    await new ModelCatalog(storage.db).add('pattern', 5);
+    await new CreditLedger(storage.db, storage.engine, DEFAULT_PRICING).grantPromotional(account.id, 1e12);
+    return { key: (await new ApiKeyStore(storage.db).create(account.id)).key };
+  } finally {
+    await storage.close();
+  }
+}
+
+async function startServer(database: string, mode: 'hono' | 'raw'): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', 'bench/support/coordinator-server.ts', '--database', database, '--mode', mode], {
+    cwd: ROOT,
+    env: { ...process.env, ARCLIGHT_LOG: 'warn' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`coordinator did not start: ${out}`)), 60_000);
+    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+      out += chunk;
+      const match = /listening on (http:\/\/\S+)/.exec(out);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1]!);
+      }
+    });
+  });
+  return { url, child };
+}
+
+interface PhaseResult {
+  perSecond: number;
+  latencyMs: Summary;
+  errors: number;
+}
+
+/** `CONCURRENCY` loops sending `request` back to back for `SECONDS` (after a 1 s warm-up). */
+async function load(request: () => Promise<Response>, expectStatus: number): Promise<PhaseResult> {
+  const run = async (ms: number, record: boolean) => {
+    const latencies: number[] = [];
+    let errors = 0;
+    const end = performance.now() + ms;
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (performance.now() < end) {
+          const t0 = performance.now();
+          const response = await request();
+          await response.arrayBuffer();
+          if (response.status !== expectStatus) errors++;
+          if (record) latencies.push(performance.now() - t0);
+        }
+      }),
+    );
+    return { latencies, errors };
+  };
+  await run(1000, false);
+  const { latencies, errors } = await run(SECONDS * 1000, true);
+  return { perSecond: latencies.length / SECONDS, latencyMs: summarise(latencies), errors };
+}
+
+async function measureEngine(engine: string, database: string, withRaw: boolean): Promise<Record<string, PhaseResult[]>> {
+  const { key } = await setUp(database);
+  const servers = { hono: await startServer(database, 'hono'), ...(withRaw ? { raw: await startServer(database, 'raw') } : {}) };
+  const tokenBody = JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } } }] });
+  const mintAt = (url: string) => () => fetch(`${url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': key, 'content-type': 'application/json' }, body: tokenBody });
+  // An unscoped token creates without a max_sessions cap, so a phase can create as many as it can.
+  const unscoped = (await (await fetch(`${servers.hono.url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': key } })).json()) as { token: string };
+  const sessionBody = JSON.stringify({ model: { name: 'pattern' } });
+  const create = () => fetch(`${servers.hono.url}/sessions`, { method: 'POST', headers: { authorization: `Bearer ${unscoped.token}`, 'content-type': 'application/json' }, body: sessionBody });
+  const results: Record<string, PhaseResult[]> = {};
+  const note = (name: string, r: PhaseResult) => {
+    (results[name] ??= []).push(r);
+    process.stdout.write(
+      `  ${engine.padEnd(8)} ${name.padEnd(22)} ${r.perSecond.toFixed(0).padStart(6)}/s  p50 ${r.latencyMs.p50.toFixed(2)}  p99 ${r.latencyMs.p99.toFixed(2)}  max ${r.latencyMs.max.toFixed(1)} ms${r.errors ? `  ERRORS ${r.errors}` : ''}\n`,
+    );
+  };
+  try {
+    for (let round = 1; round <= ROUNDS; round++) {
+      process.stdout.write(`round ${round}\n`);
+      note('POST /tokens (hono)', await load(mintAt(servers.hono.url), 200));
+      if ('raw' in servers) note('POST /tokens (node:http)', await load(mintAt(servers.raw!.url), 200));
+      note('POST /sessions', await load(create, 200));
+    }
+  } finally {
+    for (const server of Object.values(servers)) server.child.kill('SIGKILL');
+  }
+  return results;
+}
+
+await runBench('coordinator-throughput', async () => {
+  const info = runInfo();
+  process.stdout.write(`coordinator-throughput: ${ROUNDS} rounds × ${SECONDS} s per phase, ${CONCURRENCY} requests in flight\n${JSON.stringify(info)}\n`);
+  const sqlite = join(mkdtempSync(join(tmpdir(), 'arclight-bench-')), 'coordinator.db');
+  const all: Record<string, Record<string, PhaseResult[]>> = { sqlite: await measureEngine('sqlite', sqlite, true) };
+  const postgres = await startPostgres();
+  try {
+    all['postgres'] = await measureEngine('postgres', await postgres.createDatabase('bench'), false);
+  } finally {
+    await postgres.stop();
+  }
+  process.stdout.write('\nmedians over rounds (min–max):\n');
+  const summary: Record<string, unknown> = {};
+  for (const [engine, phases] of Object.entries(all)) {
+    for (const [name, runs] of Object.entries(phases)) {
+      const rate = runs.map((r) => r.perSecond);
+      const p99 = runs.map((r) => r.latencyMs.p99);
+      const p50 = runs.map((r) => r.latencyMs.p50);
+      summary[`${engine} ${name}`] = { perSecond: median(rate), p50: median(p50), p99: median(p99), rounds: runs };
+      process.stdout.write(
+        `  ${engine.padEnd(8)} ${name.padEnd(26)} ${median(rate).toFixed(0)}/s (${Math.min(...rate).toFixed(0)}–${Math.max(...rate).toFixed(0)})  p50 ${median(p50).toFixed(2)} ms  p99 ${median(p99).toFixed(2)} ms (${Math.min(...p99).toFixed(2)}–${Math.max(...p99).toFixed(2)})\n`,
+      );
+    }
+  }
+  const hono = all['sqlite']!['POST /tokens (hono)']!.map((r) => r.perSecond);
+  const raw = all['sqlite']!['POST /tokens (node:http)']!.map((r) => r.perSecond);
+  const ratios = hono.map((h, i) => h / raw[i]!);
+  process.stdout.write(`  hono / node:http on POST /tokens (SQLite): ${median(ratios).toFixed(2)} (per round ${ratios.map((r) => r.toFixed(2)).join(', ')})\n`);
+  finishReport(info, loadavg(), args.json, { summary, honoOverRaw: ratios });
+});
