@@ -58,6 +58,8 @@ export interface Coordinator {
   readonly sessions: SessionStore;
   readonly ledger: CreditLedger;
   readonly meter: SessionMeter;
+  /** One pass of what the timer does: end sessions at max duration, bill, end dry accounts' sessions. */
+  housekeeping(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -106,22 +108,23 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   const { port } = server.address() as AddressInfo;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
   log.info('coordinator listening', { url, database: storage.engine });
-  // The meter: charge running sessions; a session whose account ran dry is ended.
-  let flushing: Promise<void> | undefined;
+  /**
+   * Ends sessions at their maximum duration, charges running sessions, and ends those whose
+   * account ran dry. On a timer (`meterFlushMs`); tests call it directly.
+   */
+  const housekeeping = async (): Promise<void> => {
+    await sessions.endExpired();
+    const { ranDry } = await meter.flush();
+    for (const { sessionId } of ranDry) await sessions.end(sessionId, 'The account ran out of credits.');
+  };
+  let flushing: Promise<unknown> | undefined;
   const flushMs = options.meterFlushMs ?? 5000;
   const timer =
     flushMs > 0
       ? setInterval(() => {
-          flushing ??= (async () => {
-            try {
-              const { ranDry } = await meter.flush();
-              for (const { sessionId } of ranDry) await sessions.end(sessionId, 'The account ran out of credits.');
-            } catch (error) {
-              log.error('billing meter flush failed', { error });
-            } finally {
-              flushing = undefined;
-            }
-          })();
+          flushing ??= housekeeping()
+            .catch((error: unknown) => log.error('housekeeping failed', { error }))
+            .finally(() => (flushing = undefined));
         }, flushMs)
       : undefined;
   timer?.unref();
@@ -136,6 +139,7 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     sessions,
     ledger,
     meter,
+    housekeeping,
     async close() {
       clearInterval(timer);
       await flushing;

@@ -150,6 +150,33 @@ export class SessionStore {
       .execute();
   }
 
+  /**
+   * Ends every ready session that has reached its maximum duration, as of the moment it did (so
+   * the meter stops exactly there). Returns the ended sessions.
+   */
+  async endExpired(): Promise<SessionRecord[]> {
+    const now = this.#now();
+    const due = await this.#db
+      .selectFrom('sessions')
+      .selectAll()
+      .where('status', '=', 'ready')
+      .where((eb) => eb(eb('ready_at', '+', eb('max_duration_seconds', '*', 1000)), '<=', now))
+      .execute();
+    const ended: SessionRecord[] = [];
+    for (const session of due) {
+      const at = session.ready_at! + session.max_duration_seconds * 1000;
+      const reason = `The session reached its maximum duration (${session.max_duration_seconds} s).`;
+      const result = await this.#db
+        .updateTable('sessions')
+        .set({ status: 'ended', ended_at: at, end_reason: reason })
+        .where('id', '=', session.id)
+        .where('status', '=', 'ready')
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) === 1) ended.push({ ...session, status: 'ended', ended_at: at, end_reason: reason });
+    }
+    return ended;
+  }
+
   /** Ends an open session (idempotent: an ended one is returned as it is). */
   async end(sessionId: string, reason: string | undefined): Promise<SessionRecord> {
     const now = this.#now();

@@ -158,6 +158,32 @@ describe.each(ENGINES)('billing on %s', (engine) => {
     expect((await ticks(body.session_id)).reduce((sum, t) => sum + Number(t.seconds), 0)).toBe(1200);
     now = START;
   });
+  it('terminates a session at its maximum duration (the lower of token and account) and bills exactly that long', async () => {
+    const account = await coordinator.accounts.create('Capped');
+    const { key } = await coordinator.apiKeys.create(account.id);
+    await coordinator.ledger.grantPromotional(account.id, 100_000);
+    const minted = await fetch(`${coordinator.url}/tokens`, {
+      method: 'POST',
+      headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
+      body: JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } }, constraints: { max_session_duration_seconds: 90 } }] }),
+    });
+    const { token } = (await minted.json()) as { token: string };
+    const { body } = await createSession(token);
+    expect(body.max_duration_seconds).toBe(90);
+    await coordinator.sessions.markReady(body.session_id);
+    const readyAt = now;
+    now = readyAt + 89_000;
+    await coordinator.housekeeping();
+    const running = await fetch(`${coordinator.url}/sessions/${body.session_id}`, { headers: { authorization: `Bearer ${token}` } });
+    expect(((await running.json()) as { status: string }).status).toBe('ready');
+    now = readyAt + 95_000;
+    await coordinator.housekeeping();
+    const ended = (await (await fetch(`${coordinator.url}/sessions/${body.session_id}`, { headers: { authorization: `Bearer ${token}` } })).json()) as Record<string, any>;
+    expect(ended).toMatchObject({ state: 'CLOSED', ended_at: readyAt + 90_000, end_reason: expect.stringMatching(/maximum duration \(90 s\)/) });
+    expect((await ticks(body.session_id)).reduce((sum, t) => sum + Number(t.seconds), 0)).toBe(90);
+    now = START;
+  });
+
   describe('platform API', () => {
     const read = (path: string, credential?: string) =>
       fetch(`${coordinator.url}${path}`, { headers: credential ? { authorization: `Bearer ${credential}` } : {} }).then(async (r) => ({
