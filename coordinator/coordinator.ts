@@ -18,6 +18,7 @@ import { ModelCatalog } from './models/model-catalog.ts';
 import { DEFAULT_PRICING, type PricingSettings } from './pricing/pricing.ts';
 import { CreditLedger } from './billing/credit-ledger.ts';
 import { SessionMeter } from './billing/session-meter.ts';
+import { RuntimeRegistry } from './runtimes/runtime-registry.ts';
 import { SessionStore } from './sessions/session-store.ts';
 import { openStorage, type CoordinatorStorage } from './storage/database.ts';
 import { SigningKeyring } from './tokens/signing-keyring.ts';
@@ -35,6 +36,11 @@ export interface CoordinatorOptions {
   /** Token `aud`; default `arclight`. */
   readonly audience?: string;
   readonly pricing?: Partial<PricingSettings>;
+  /**
+   * The secret runtimes present to register and heartbeat (header `Arclight-Runtime-Secret`).
+   * Default `$ARCLIGHT_RUNTIME_SECRET`; unset = registration off.
+   */
+  readonly runtimeSecret?: string;
   /** The `cluster` named in session records; default `default`. */
   readonly cluster?: string;
   readonly logger?: Logger;
@@ -58,6 +64,7 @@ export interface Coordinator {
   readonly sessions: SessionStore;
   readonly ledger: CreditLedger;
   readonly meter: SessionMeter;
+  readonly registry: RuntimeRegistry;
   /** One pass of what the timer does: end sessions at max duration, bill, end dry accounts' sessions. */
   housekeeping(): Promise<void>;
   close(): Promise<void>;
@@ -80,6 +87,7 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   const ledger = new CreditLedger(db, storage.engine, pricing, options.now);
   const meter = new SessionMeter(db, ledger, options.now);
   const sessions = new SessionStore(db, storage.engine, ledger, options.now);
+  const registry = new RuntimeRegistry(db, storage.engine, options.now);
   await keyring.current(); // first start: create the signing key before serving
   const app = createCoordinatorApp({
     apiKeys,
@@ -90,6 +98,9 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     meter,
     ledger,
     storage,
+    registry,
+    runtimeSecret: options.runtimeSecret ?? process.env['ARCLIGHT_RUNTIME_SECRET'],
+    onCapacity: () => void registry.assignWaiting().catch((error: unknown) => log.error('assigning waiting sessions failed', { error })),
     cluster: options.cluster ?? 'default',
     pricing,
     logError: (message, fields) => log.error(message, fields),
@@ -109,11 +120,14 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
   log.info('coordinator listening', { url, database: storage.engine });
   /**
-   * Ends sessions at their maximum duration, charges running sessions, and ends those whose
+   * Ends the sessions of runtimes that stopped heartbeating and those at their maximum duration,
+   * places waiting sessions on free slots, charges running sessions, and ends those whose
    * account ran dry. On a timer (`meterFlushMs`); tests call it directly.
    */
   const housekeeping = async (): Promise<void> => {
+    await registry.reapStale();
     await sessions.endExpired();
+    await registry.assignWaiting();
     const { ranDry } = await meter.flush();
     for (const { sessionId } of ranDry) await sessions.end(sessionId, 'The account ran out of credits.');
   };
@@ -139,6 +153,7 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     sessions,
     ledger,
     meter,
+    registry,
     housekeeping,
     async close() {
       clearInterval(timer);

@@ -11,6 +11,7 @@ import type { ModelCatalog } from '../models/model-catalog.ts';
 import { pricingResponse, type PricingSettings } from '../pricing/pricing.ts';
 import type { CreditLedger } from '../billing/credit-ledger.ts';
 import type { SessionMeter } from '../billing/session-meter.ts';
+import type { RuntimeRegistry } from '../runtimes/runtime-registry.ts';
 import type { CoordinatorStorage } from '../storage/database.ts';
 import type { SessionStore } from '../sessions/session-store.ts';
 import type { SigningKeyring } from '../tokens/signing-keyring.ts';
@@ -19,6 +20,7 @@ import type { TokenService } from '../tokens/token-service.ts';
 import { createBearerAuthenticator } from './bearer-auth.ts';
 import { createErrorHandler, notFound, readJson, type ErrorLogger } from './errors.ts';
 import { registerPlatformRoutes } from './platform-routes.ts';
+import { registerRuntimeRoutes } from './runtime-routes.ts';
 import { registerSessionRoutes } from './session-routes.ts';
 
 export interface CoordinatorServices {
@@ -30,6 +32,10 @@ export interface CoordinatorServices {
   readonly meter: SessionMeter;
   readonly ledger: CreditLedger;
   readonly storage: CoordinatorStorage;
+  readonly registry: RuntimeRegistry;
+  readonly runtimeSecret: string | undefined;
+  /** Runs housekeeping soon (a runtime registered or freed capacity). */
+  readonly onCapacity: () => void;
   readonly cluster: string;
   readonly pricing: PricingSettings;
   readonly logError: ErrorLogger;
@@ -51,7 +57,9 @@ export function createCoordinatorApp(services: CoordinatorServices): Hono {
 
   const auth = createBearerAuthenticator(services.tokens, services.apiKeys);
   registerPlatformRoutes(app, { auth, catalog: services.catalog, ledger: services.ledger, storage: services.storage });
+  registerRuntimeRoutes(app, { registry: services.registry, catalog: services.catalog, runtimeSecret: services.runtimeSecret, onCapacity: services.onCapacity });
   registerSessionRoutes(app, {
+    registry: services.registry,
     auth,
     sessions: services.sessions,
     meter: services.meter,

@@ -7,8 +7,10 @@
 
 import type { Hono } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
-import { API_VERSION_HEADER, SERVER_VERSION, checkApiVersionHeader } from '../../protocol/versions.ts';
+import type { Capabilities } from '../../protocol/capabilities.ts';
+import { API_VERSION_HEADER, SERVER_VERSION, WEBRTC_VERSION, checkApiVersionHeader } from '../../protocol/versions.ts';
 import type { SessionMeter } from '../billing/session-meter.ts';
+import type { RuntimeRegistry } from '../runtimes/runtime-registry.ts';
 import type { ModelCatalog } from '../models/model-catalog.ts';
 import type { SessionRecord, SessionStore } from '../sessions/session-store.ts';
 import type { SessionStatus } from '../storage/schema.ts';
@@ -24,6 +26,7 @@ export interface SessionRouteServices {
   readonly auth: BearerAuthenticator;
   readonly sessions: SessionStore;
   readonly meter: SessionMeter;
+  readonly registry: RuntimeRegistry;
   readonly catalog: ModelCatalog;
   /** The `cluster` every session record names (2.9.0 requires the field). */
   readonly cluster: string;
@@ -58,6 +61,17 @@ export function registerSessionRoutes(app: Hono, services: SessionRouteServices)
       max_duration_seconds: session.max_duration_seconds,
       ...(session.ready_at !== null ? { ready_at: session.ready_at } : {}),
       ...(session.ended_at !== null ? { ended_at: session.ended_at, end_reason: session.end_reason } : {}),
+      ...(await assignment(session)),
+    };
+  };
+  /** Once a runtime holds the session: its capabilities and the transport (what 2.9.0 polls for). */
+  const assignment = async (session: SessionRecord) => {
+    if (session.runtime_id === null || session.status === 'ended') return {};
+    const runtime = await services.registry.get(session.runtime_id);
+    if (!runtime) return {};
+    return {
+      selected_transport: { protocol: 'webrtc' as const, version: WEBRTC_VERSION },
+      capabilities: JSON.parse(runtime.capabilities) as Capabilities,
     };
   };
 
@@ -74,14 +88,17 @@ export function registerSessionRoutes(app: Hono, services: SessionRouteServices)
     if (!model || (token.models !== undefined && !token.models.includes(name))) {
       throw new ArclightError('forbidden', `This token cannot open sessions of model "${name}".`);
     }
-    return c.json(await record(await sessions.create(token, model)), 200);
+    const created = await sessions.create(token, model);
+    // A free slot now, if there is one; otherwise it waits and housekeeping places it later.
+    const runtime = await services.registry.assign(created.id);
+    return c.json(await record(runtime ? { ...created, runtime_id: runtime.id } : created), 200);
   });
 
   app.get('/sessions/:id', async (c) => {
     const actor = await auth.actor(c, { allowApiKey: true });
     const session = await sessions.authorize(actor, c.req.param('id'));
     // 202 while no GPU is assigned: 2.9.0 keeps polling until capabilities appear.
-    const pending = session.status === 'connecting' || session.status === 'waiting';
+    const pending = (session.status === 'connecting' || session.status === 'waiting') && session.runtime_id === null;
     return c.json(await record(session), pending ? 202 : 200);
   });
 

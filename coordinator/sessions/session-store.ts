@@ -110,6 +110,7 @@ export class SessionStore {
         max_duration_seconds: maxDuration,
         rate_credits_per_second: model.rateCreditsPerSecond,
         billed_seconds: 0,
+        runtime_id: null,
       };
       await tx.insertInto('sessions').values(session).execute();
       return session;

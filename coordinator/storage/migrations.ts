@@ -133,10 +133,33 @@ const billing: Migration = {
   },
 };
 
+const runtimes: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    await db.schema
+      .createTable('runtimes')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('url', 'text', (c) => c.notNull())
+      .addColumn('model_id', 'text', (c) => c.notNull().references('models.id'))
+      .addColumn('slots', 'integer', (c) => c.notNull())
+      .addColumn('capabilities', 'text', (c) => c.notNull())
+      .addColumn('registered_at', 'bigint', (c) => c.notNull())
+      .addColumn('heartbeat_at', 'bigint', (c) => c.notNull())
+      .addColumn('draining', 'integer', (c) => c.notNull().defaultTo(0))
+      .addColumn('gone', 'integer', (c) => c.notNull().defaultTo(0))
+      .execute();
+    await db.schema.alterTable('sessions').addColumn('runtime_id', 'text').execute();
+    await db.schema.createIndex('sessions_runtime').on('sessions').columns(['runtime_id', 'status']).execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await sql`drop table if exists runtimes`.execute(db);
+  },
+};
+
 /** Every migration, oldest first; names sort in order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0001_initial': initial,
   '0002_billing': billing,
+  '0003_runtimes': runtimes,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...MIGRATIONS }) };

@@ -100,6 +100,8 @@ export interface SessionTable {
   rate_credits_per_second: Generated<number>;
   /** Seconds the meter has charged so far (the meter_ticks rows are the record). */
   billed_seconds: Generated<number>;
+  /** The runtime serving it, once assigned. */
+  runtime_id: Generated<string | null>;
 }
 
 export type GrantKind = 'promotional' | 'purchased';
@@ -139,7 +141,27 @@ export interface GrantDrawTable {
   credits: number;
 }
 
+/** A runtime process (one GPU) that registered to serve one model. */
+export interface RuntimeTable {
+  /** Chosen by the runtime (stable across its restarts if it wants its sessions back). */
+  id: string;
+  /** Where the coordinator reaches it (relays, session start/stop). */
+  url: string;
+  model_id: string;
+  /** Sessions it can hold at once (one per GPU). */
+  slots: number;
+  /** Its capabilities document (JSON), served to clients once a session is assigned to it. */
+  capabilities: string;
+  registered_at: number;
+  heartbeat_at: number;
+  /** 1 after SIGTERM: no new sessions; live ones run to their end. */
+  draining: number;
+  /** 1 once it stopped heartbeating (its sessions were ended) or deregistered. */
+  gone: number;
+}
+
 export interface CoordinatorDatabase {
+  runtimes: RuntimeTable;
   credit_grants: CreditGrantTable;
   meter_ticks: MeterTickTable;
   grant_draws: GrantDrawTable;

@@ -1,0 +1,73 @@
+/**
+ * The runtimes' side of the coordinator: registration and heartbeats, authenticated with the
+ * deployment's shared runtime secret (header `Arclight-Runtime-Secret`). Without a configured
+ * secret these routes refuse everyone: no runtime can join an unconfigured coordinator.
+ */
+
+import { timingSafeEqual } from 'node:crypto';
+import type { Context, Hono } from 'hono';
+import type { Capabilities } from '../../protocol/capabilities.ts';
+import { ArclightError } from '../../protocol/errors.ts';
+import type { ModelCatalog } from '../models/model-catalog.ts';
+import { HEARTBEAT_INTERVAL_MS, type RuntimeRegistry } from '../runtimes/runtime-registry.ts';
+import { readJson } from './errors.ts';
+
+export const RUNTIME_SECRET_HEADER = 'Arclight-Runtime-Secret';
+
+export interface RuntimeRouteServices {
+  readonly registry: RuntimeRegistry;
+  readonly catalog: ModelCatalog;
+  /** Undefined: runtime registration is off. */
+  readonly runtimeSecret: string | undefined;
+  /** Called after a registration or heartbeat: waiting sessions may now fit. */
+  readonly onCapacity: () => void;
+}
+
+const RUNTIME_ID = /^[A-Za-z0-9._-]{1,128}$/;
+const MAX_SLOTS = 64;
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+export function registerRuntimeRoutes(app: Hono, services: RuntimeRouteServices): void {
+  const expected = services.runtimeSecret === undefined ? undefined : Buffer.from(services.runtimeSecret);
+  const authenticate = (c: Context): void => {
+    if (!expected) throw new ArclightError('forbidden', 'Runtime registration is not enabled on this coordinator (no runtime secret configured).');
+    const given = Buffer.from(c.req.header(RUNTIME_SECRET_HEADER) ?? '');
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+      throw new ArclightError('unauthorized', `Send the runtime secret in the ${RUNTIME_SECRET_HEADER} header.`);
+    }
+  };
+
+  app.post('/runtimes', async (c) => {
+    authenticate(c);
+    const body = await readJson(c);
+    if (!isObject(body)) throw new ArclightError('invalid_request', 'The body must be a JSON object.', { field: '' });
+    const { id, url, model, slots = 1, capabilities } = body;
+    if (typeof id !== 'string' || !RUNTIME_ID.test(id)) throw new ArclightError('invalid_request', 'id must be 1–128 letters, digits, ".", "_" or "-".', { field: '/id' });
+    if (typeof url !== 'string' || !/^https?:\/\/[^\s/]+/.test(url)) throw new ArclightError('invalid_request', 'url must be the runtime\'s http(s) base URL.', { field: '/url' });
+    if (typeof slots !== 'number' || !Number.isInteger(slots) || slots < 1 || slots > MAX_SLOTS) {
+      throw new ArclightError('invalid_request', `slots must be an integer from 1 to ${MAX_SLOTS}.`, { field: '/slots' });
+    }
+    if (!isObject(capabilities) || !Array.isArray(capabilities['tracks'])) {
+      throw new ArclightError('invalid_request', 'capabilities must be the runtime\'s capabilities document.', { field: '/capabilities' });
+    }
+    const catalogModel = typeof model === 'string' ? await services.catalog.byName(model) : undefined;
+    if (!catalogModel) throw new ArclightError('invalid_request', `model must name a model in the catalog; "${String(model)}" is not one.`, { field: '/model' });
+    await services.registry.register({ id, url: url.replace(/\/+$/, ''), modelId: catalogModel.id, slots, capabilities: capabilities as unknown as Capabilities });
+    services.onCapacity();
+    return c.json({ id, heartbeat_interval_ms: HEARTBEAT_INTERVAL_MS }, 200);
+  });
+
+  app.post('/runtimes/:id/heartbeat', async (c) => {
+    authenticate(c);
+    const body = await readJson(c);
+    const draining = isObject(body) && body['draining'] === true;
+    if (!(await services.registry.heartbeat(c.req.param('id'), draining))) {
+      throw new ArclightError('not_found', 'This runtime is not registered (or was declared gone); register again.');
+    }
+    services.onCapacity();
+    return c.json({ heartbeat_interval_ms: HEARTBEAT_INTERVAL_MS }, 200);
+  });
+}

@@ -1,0 +1,166 @@
+/**
+ * The runtimes (one per GPU) that serve sessions: they register with the model they host, their
+ * slots and capabilities, and heartbeat. A waiting session is assigned to a live, non-draining
+ * runtime of its model with a free slot (the least loaded); a runtime that misses heartbeats for
+ * `staleAfterMs` is gone — its open sessions are ended and their meters stop at its last
+ * heartbeat, the last moment it is known to have served them.
+ *
+ * Assignment locks the runtime rows it considers (PostgreSQL `FOR UPDATE`), so two replicas never
+ * put two sessions in one slot.
+ */
+
+import type { Kysely, Selectable } from 'kysely';
+import type { Capabilities } from '../../protocol/capabilities.ts';
+import type { DatabaseEngine } from '../storage/database.ts';
+import type { CoordinatorDatabase, RuntimeTable } from '../storage/schema.ts';
+
+export type RuntimeRecord = Selectable<RuntimeTable>;
+
+export interface RuntimeRegistration {
+  readonly id: string;
+  readonly url: string;
+  readonly modelId: string;
+  readonly slots: number;
+  readonly capabilities: Capabilities;
+}
+
+/** Heartbeats expected this often; three missed and the runtime is gone. */
+export const HEARTBEAT_INTERVAL_MS = 5_000;
+
+export class RuntimeRegistry {
+  readonly #db: Kysely<CoordinatorDatabase>;
+  readonly #engine: DatabaseEngine;
+  readonly #now: () => number;
+  readonly #staleAfterMs: number;
+
+  constructor(db: Kysely<CoordinatorDatabase>, engine: DatabaseEngine, now: () => number = Date.now, staleAfterMs = 3 * HEARTBEAT_INTERVAL_MS) {
+    this.#db = db;
+    this.#engine = engine;
+    this.#now = now;
+    this.#staleAfterMs = staleAfterMs;
+  }
+
+  /** Registers (or re-registers after a restart: same id, fresh state). */
+  async register(registration: RuntimeRegistration): Promise<RuntimeRecord> {
+    const now = this.#now();
+    const row = {
+      id: registration.id,
+      url: registration.url,
+      model_id: registration.modelId,
+      slots: registration.slots,
+      capabilities: JSON.stringify(registration.capabilities),
+      registered_at: now,
+      heartbeat_at: now,
+      draining: 0,
+      gone: 0,
+    };
+    await this.#db
+      .insertInto('runtimes')
+      .values(row)
+      .onConflict((oc) =>
+        oc.column('id').doUpdateSet({ url: row.url, model_id: row.model_id, slots: row.slots, capabilities: row.capabilities, registered_at: now, heartbeat_at: now, draining: 0, gone: 0 }),
+      )
+      .execute();
+    return row;
+  }
+
+  /** Records a heartbeat; false when the runtime is unknown or already declared gone (re-register). */
+  async heartbeat(id: string, draining: boolean): Promise<boolean> {
+    const result = await this.#db
+      .updateTable('runtimes')
+      .set({ heartbeat_at: this.#now(), draining: draining ? 1 : 0 })
+      .where('id', '=', id)
+      .where('gone', '=', 0)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  }
+
+  async get(id: string): Promise<RuntimeRecord | undefined> {
+    return this.#db.selectFrom('runtimes').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  /**
+   * Assigns a free slot to the waiting session, if a live runtime of its model has one; returns
+   * the runtime, or undefined (the session keeps waiting; `assignWaiting` retries).
+   */
+  async assign(sessionId: string): Promise<RuntimeRecord | undefined> {
+    return this.#db.transaction().execute(async (tx) => {
+      const session = await tx.selectFrom('sessions').select(['model_id', 'runtime_id', 'status']).where('id', '=', sessionId).executeTakeFirst();
+      if (!session || session.status === 'ended') return undefined;
+      if (session.runtime_id !== null) return tx.selectFrom('runtimes').selectAll().where('id', '=', session.runtime_id).executeTakeFirst();
+      let candidates = tx
+        .selectFrom('runtimes')
+        .selectAll()
+        .where('model_id', '=', session.model_id)
+        .where('gone', '=', 0)
+        .where('draining', '=', 0)
+        .where('heartbeat_at', '>', this.#now() - this.#staleAfterMs)
+        .orderBy('id');
+      if (this.#engine === 'postgres') candidates = candidates.forUpdate();
+      let best: { runtime: RuntimeRecord; used: number } | undefined;
+      for (const runtime of await candidates.execute()) {
+        const used = await tx
+          .selectFrom('sessions')
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .where('runtime_id', '=', runtime.id)
+          .where('status', '!=', 'ended')
+          .executeTakeFirstOrThrow();
+        const n = Number(used.n);
+        if (n < runtime.slots && (best === undefined || n < best.used)) best = { runtime, used: n };
+      }
+      if (!best) return undefined;
+      await tx.updateTable('sessions').set({ runtime_id: best.runtime.id }).where('id', '=', sessionId).execute();
+      return best.runtime;
+    });
+  }
+
+  /** Tries to place every waiting, unassigned session (oldest first); returns those placed. */
+  async assignWaiting(): Promise<Array<{ sessionId: string; runtime: RuntimeRecord }>> {
+    const waiting = await this.#db
+      .selectFrom('sessions')
+      .select('id')
+      .where('status', 'in', ['connecting', 'waiting'])
+      .where('runtime_id', 'is', null)
+      .orderBy('created_at')
+      .execute();
+    const placed: Array<{ sessionId: string; runtime: RuntimeRecord }> = [];
+    for (const { id } of waiting) {
+      const runtime = await this.assign(id);
+      if (runtime) placed.push({ sessionId: id, runtime });
+    }
+    return placed;
+  }
+
+  /**
+   * Declares runtimes without a heartbeat for `staleAfterMs` gone and ends their open sessions as
+   * of the last heartbeat. Returns the sessions ended.
+   */
+  async reapStale(): Promise<string[]> {
+    const stale = await this.#db
+      .selectFrom('runtimes')
+      .select(['id', 'heartbeat_at'])
+      .where('gone', '=', 0)
+      .where('heartbeat_at', '<=', this.#now() - this.#staleAfterMs)
+      .execute();
+    const ended: string[] = [];
+    for (const runtime of stale) {
+      await this.#db.updateTable('runtimes').set({ gone: 1 }).where('id', '=', runtime.id).execute();
+      const sessions = await this.#db.selectFrom('sessions').select(['id', 'ready_at']).where('runtime_id', '=', runtime.id).where('status', '!=', 'ended').execute();
+      for (const session of sessions) {
+        await this.#db
+          .updateTable('sessions')
+          .set({
+            status: 'ended',
+            // Billing stops at the last moment the runtime was known to serve the session.
+            ended_at: Math.max(runtime.heartbeat_at, session.ready_at ?? runtime.heartbeat_at),
+            end_reason: 'The GPU serving this session stopped responding.',
+          })
+          .where('id', '=', session.id)
+          .where('status', '!=', 'ended')
+          .execute();
+        ended.push(session.id);
+      }
+    }
+    return ended;
+  }
+}
