@@ -13,7 +13,7 @@ import type { SdpOfferRequest } from '../../protocol/transport.ts';
 import type { Logger } from '../log.ts';
 import type { ConnectionHandle } from '../model/model-session.ts';
 import { answerOffer, type TrackBinding } from '../webrtc/answer-offer.ts';
-import { applyPeerFaults, createRuntimePeer, type PeerFactoryOptions } from '../webrtc/peer-factory.ts';
+import { applyPeerFaults, blackholePeer, createRuntimePeer, type PeerFactoryOptions } from '../webrtc/peer-factory.ts';
 import { RtpTrackSender, type RtpTrackSenderOptions } from '../webrtc/rtp-track-sender.ts';
 import { FrameTimesReporter } from './frame-times.ts';
 import { MediaStatsReporter, type OutputTrackCounters } from '../quality/media-stats-reporter.ts';
@@ -205,6 +205,14 @@ export class Connection {
     this.#teardownPeer();
     this.#state = 'closed';
     if (wasLive) this.#owner.connectionLost(this);
+  }
+
+  /**
+   * Tests only: every datagram this connection's peer sends from now on is dropped, as in a
+   * network break (see blackholePeer). A renegotiation (the client's reconnect) replaces the peer.
+   */
+  simulateNetworkLoss(): void {
+    if (this.#pc) blackholePeer(this.#pc);
   }
 
   /** Closes the peer without firing lifecycle events (the session is ending). */

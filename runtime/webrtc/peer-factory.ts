@@ -137,3 +137,20 @@ export function applyPeerFaults(pc: RTCPeerConnection, faults: PeerFaults | unde
 export function rtpLossFault(transport: object): (() => boolean) | undefined {
   return (transport as FaultyTransport)[RTP_LOSS];
 }
+
+/**
+ * Test fault switch (the idea of LiveKit's `simulateScenario`): from now on every datagram this
+ * peer sends — STUN, DTLS, SCTP, SRTP — is dropped, as when the network between runtime and
+ * client breaks. The client's ICE then sees no answers and goes `disconnected`, which is how a
+ * real, recoverable network drop looks to it (closing the peer instead makes the client's next
+ * packets draw ICMP port-unreachable errors, which libwebrtc may turn into a fatal `failed`).
+ */
+export function blackholePeer(pc: RTCPeerConnection): void {
+  for (const transport of pc.dtlsTransports) (transport as FaultyTransport)[RTP_LOSS] = () => true;
+  for (const ice of pc.iceTransports) {
+    const protocols = (ice.connection as unknown as { protocols?: Array<{ transport?: { send?: unknown } }> }).protocols ?? [];
+    for (const protocol of protocols) {
+      if (protocol.transport && typeof protocol.transport.send === 'function') protocol.transport.send = async () => {};
+    }
+  }
+}
