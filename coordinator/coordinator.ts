@@ -18,7 +18,9 @@ import { ModelCatalog } from './models/model-catalog.ts';
 import { DEFAULT_PRICING, type PricingSettings } from './pricing/pricing.ts';
 import { CreditLedger } from './billing/credit-ledger.ts';
 import { SessionMeter } from './billing/session-meter.ts';
+import { RuntimeClient } from './runtimes/runtime-client.ts';
 import { RuntimeRegistry } from './runtimes/runtime-registry.ts';
+import { SessionLifecycle } from './sessions/session-lifecycle.ts';
 import { SessionStore } from './sessions/session-store.ts';
 import { openStorage, type CoordinatorStorage } from './storage/database.ts';
 import { SigningKeyring } from './tokens/signing-keyring.ts';
@@ -88,6 +90,8 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   const meter = new SessionMeter(db, ledger, options.now);
   const sessions = new SessionStore(db, storage.engine, ledger, options.now);
   const registry = new RuntimeRegistry(db, storage.engine, options.now);
+  const runtimeSecret = options.runtimeSecret ?? process.env['ARCLIGHT_RUNTIME_SECRET'];
+  const lifecycle = new SessionLifecycle(sessions, registry, new RuntimeClient(runtimeSecret), meter, log);
   await keyring.current(); // first start: create the signing key before serving
   const app = createCoordinatorApp({
     apiKeys,
@@ -99,8 +103,9 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     ledger,
     storage,
     registry,
-    runtimeSecret: options.runtimeSecret ?? process.env['ARCLIGHT_RUNTIME_SECRET'],
-    onCapacity: () => void registry.assignWaiting().catch((error: unknown) => log.error('assigning waiting sessions failed', { error })),
+    lifecycle,
+    runtimeSecret,
+    onCapacity: () => void lifecycle.placeWaiting().catch((error: unknown) => log.error('placing waiting sessions failed', { error })),
     cluster: options.cluster ?? 'default',
     pricing,
     logError: (message, fields) => log.error(message, fields),
@@ -126,10 +131,10 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
    */
   const housekeeping = async (): Promise<void> => {
     await registry.reapStale();
-    await sessions.endExpired();
-    await registry.assignWaiting();
+    await lifecycle.ended(await sessions.endExpired());
+    await lifecycle.placeWaiting();
     const { ranDry } = await meter.flush();
-    for (const { sessionId } of ranDry) await sessions.end(sessionId, 'The account ran out of credits.');
+    for (const { sessionId } of ranDry) await lifecycle.end(sessionId, 'The account ran out of credits.');
   };
   let flushing: Promise<unknown> | undefined;
   const flushMs = options.meterFlushMs ?? 5000;

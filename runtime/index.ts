@@ -32,4 +32,5 @@ export { videoFrameByteLength } from './media/frames.ts';
 export { startRuntime, capabilitiesOf } from './server.ts';
 export type { Runtime, RuntimeOptions, RuntimeState } from './server.ts';
 export type { IcePolicyOptions } from './webrtc/ice-policy.ts';
+export type { HostedOptions } from './hosted/coordinator-link.ts';
 export type { LatencyMode } from '../protocol/messages.ts';

@@ -38,6 +38,8 @@ import type { ModelDefinition } from './model/definition.ts';
 import { validateModelDefinition } from './model/validate-definition.ts';
 import { buildOpenApi } from './openapi.ts';
 import { LocalSessionHost } from './session/local-session-host.ts';
+import { CoordinatorLink, type HostedOptions } from './hosted/coordinator-link.ts';
+import { hostedRoutes, localSessionsClosed, requireRuntimeSecret } from './http/hosted-routes.ts';
 import { IcePolicy, type IcePolicyOptions } from './webrtc/ice-policy.ts';
 import type { PeerFaults, VideoCodecPreference } from './webrtc/peer-factory.ts';
 import { describeEncoderBackendSelection, listEncoderBackends } from './media/encoder-backends.ts';
@@ -77,6 +79,12 @@ export interface RuntimeOptions {
    * Default: H.264 then VP8, with H.265 first when a hardware H.265 encoder was found.
    */
   readonly videoCodecs?: readonly VideoCodecPreference[];
+  /**
+   * Hosted mode: register with a coordinator, which opens sessions here and relays clients'
+   * transport calls (docs/coordinator.md). The local session endpoints close, and session paths
+   * need the runtime secret. Default: local mode.
+   */
+  readonly hosted?: HostedOptions;
 }
 
 export type RuntimeState = 'loading' | 'available' | 'serving' | 'terminated';
@@ -107,6 +115,8 @@ const ROUTE_METHODS: Readonly<Record<string, readonly string[]>> = {
   '/sessions/:sid/transport/webrtc/connections/:cid': ['DELETE'],
   '/sessions/:sid/transport/webrtc/connections/:cid/sdp_params': ['GET', 'POST', 'PUT'],
   '/sessions/:sid/transport/webrtc/sdp_params': ['GET', 'POST', 'PUT'],
+  '/hosted/sessions': ['POST'],
+  '/hosted/sessions/:sid': ['DELETE'],
 };
 
 function rejectOtherMethods(app: Hono, playground: boolean): void {
@@ -169,7 +179,17 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     ...(options.maxSessionSeconds === undefined ? {} : { maxDurationMs: options.maxSessionSeconds * 1000 }),
     maxMessageBytes: options.maxMessageBytes ?? MAX_MESSAGE_BYTES,
     latencyMode: options.latencyMode ?? model.latencyMode ?? 'smooth',
+    ...(options.hosted
+      ? {
+          events: {
+            connectionReady: (session) => link?.sessionReady(session.id),
+            ended: (session, reason) => link?.sessionEnded(session.id, reason),
+          },
+        }
+      : {}),
   });
+  // Created once the server listens (it registers the runtime's URL).
+  let link: CoordinatorLink | undefined;
 
   let loadState: 'loading' | 'loaded' | 'failed' = 'loading';
   let closed = false;
@@ -210,13 +230,21 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   const openApi = buildOpenApi(model, capabilities);
   app.get('/schema', (c) => c.json(openApi));
   app.get('/capabilities', (c) => c.json(capabilities));
-  app.route('/', sessionRoutes(host, {
+  const readiness = {
     assertReady: () => {
       if (loadState === 'loading') throw new ArclightError('model_not_ready', 'The model is still loading; retry shortly.');
       if (loadState === 'failed') throw new ArclightError('model_not_ready', 'The model failed to load; see the runtime log.');
       if (closed) throw new ArclightError('model_not_ready', 'The runtime is shutting down.');
     },
-  }));
+  };
+  if (options.hosted) {
+    for (const path of ['/start_session', '/stop_session', '/session']) app.use(path, localSessionsClosed);
+    const secret = requireRuntimeSecret(options.hosted.secret);
+    app.use('/sessions/*', secret);
+    app.use('/hosted/*', secret);
+    app.route('/', hostedRoutes(host, readiness));
+  }
+  app.route('/', sessionRoutes(host, readiness));
   app.route('/', transportRoutes(host, iceServers));
   if (options.playground ?? true) app.route('/', playgroundRoutes());
   rejectOtherMethods(app, options.playground ?? true);
@@ -229,6 +257,15 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   const port = (server.address() as AddressInfo).port;
   const urlHost = listenHost.includes(':') ? `[${listenHost}]` : listenHost === '0.0.0.0' ? '127.0.0.1' : listenHost;
   log.info('runtime listening', { url: `http://${urlHost}:${port}` });
+  if (options.hosted) {
+    const hosted = options.hosted;
+    // Register once the model is loaded: a runtime that cannot serve must not be given sessions.
+    void loaded.then(() => {
+      if (closed || loadState !== 'loaded') return;
+      link = new CoordinatorLink(hosted, { url: `http://${urlHost}:${port}`, model: model.name, capabilities }, log);
+      link.start();
+    });
+  }
 
   return {
     url: `http://${urlHost}:${port}`,
@@ -242,6 +279,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     async close() {
       if (closed) return;
       closed = true;
+      link?.stop();
       await host.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());

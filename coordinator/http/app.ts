@@ -12,6 +12,7 @@ import { pricingResponse, type PricingSettings } from '../pricing/pricing.ts';
 import type { CreditLedger } from '../billing/credit-ledger.ts';
 import type { SessionMeter } from '../billing/session-meter.ts';
 import type { RuntimeRegistry } from '../runtimes/runtime-registry.ts';
+import type { SessionLifecycle } from '../sessions/session-lifecycle.ts';
 import type { CoordinatorStorage } from '../storage/database.ts';
 import type { SessionStore } from '../sessions/session-store.ts';
 import type { SigningKeyring } from '../tokens/signing-keyring.ts';
@@ -33,6 +34,7 @@ export interface CoordinatorServices {
   readonly ledger: CreditLedger;
   readonly storage: CoordinatorStorage;
   readonly registry: RuntimeRegistry;
+  readonly lifecycle: SessionLifecycle;
   readonly runtimeSecret: string | undefined;
   /** Runs housekeeping soon (a runtime registered or freed capacity). */
   readonly onCapacity: () => void;
@@ -57,9 +59,18 @@ export function createCoordinatorApp(services: CoordinatorServices): Hono {
 
   const auth = createBearerAuthenticator(services.tokens, services.apiKeys);
   registerPlatformRoutes(app, { auth, catalog: services.catalog, ledger: services.ledger, storage: services.storage });
-  registerRuntimeRoutes(app, { registry: services.registry, catalog: services.catalog, runtimeSecret: services.runtimeSecret, onCapacity: services.onCapacity });
+  registerRuntimeRoutes(app, {
+    registry: services.registry,
+    catalog: services.catalog,
+    sessions: services.sessions,
+    lifecycle: services.lifecycle,
+    runtimeSecret: services.runtimeSecret,
+    onCapacity: services.onCapacity,
+  });
   registerSessionRoutes(app, {
     registry: services.registry,
+    lifecycle: services.lifecycle,
+    runtimes: services.lifecycle.runtimes,
     auth,
     sessions: services.sessions,
     meter: services.meter,

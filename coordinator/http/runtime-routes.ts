@@ -10,6 +10,8 @@ import type { Capabilities } from '../../protocol/capabilities.ts';
 import { ArclightError } from '../../protocol/errors.ts';
 import type { ModelCatalog } from '../models/model-catalog.ts';
 import { HEARTBEAT_INTERVAL_MS, type RuntimeRegistry } from '../runtimes/runtime-registry.ts';
+import type { SessionLifecycle } from '../sessions/session-lifecycle.ts';
+import type { SessionStore } from '../sessions/session-store.ts';
 import { readJson } from './errors.ts';
 
 export const RUNTIME_SECRET_HEADER = 'Arclight-Runtime-Secret';
@@ -17,6 +19,8 @@ export const RUNTIME_SECRET_HEADER = 'Arclight-Runtime-Secret';
 export interface RuntimeRouteServices {
   readonly registry: RuntimeRegistry;
   readonly catalog: ModelCatalog;
+  readonly sessions: SessionStore;
+  readonly lifecycle: SessionLifecycle;
   /** Undefined: runtime registration is off. */
   readonly runtimeSecret: string | undefined;
   /** Called after a registration or heartbeat: waiting sessions may now fit. */
@@ -58,6 +62,32 @@ export function registerRuntimeRoutes(app: Hono, services: RuntimeRouteServices)
     await services.registry.register({ id, url: url.replace(/\/+$/, ''), modelId: catalogModel.id, slots, capabilities: capabilities as unknown as Capabilities });
     services.onCapacity();
     return c.json({ id, heartbeat_interval_ms: HEARTBEAT_INTERVAL_MS }, 200);
+  });
+
+  /** A session this runtime holds, or 404. */
+  const heldSession = async (runtimeId: string, sessionId: string) => {
+    const session = await services.sessions.get(sessionId);
+    if (!session || session.runtime_id !== runtimeId) throw new ArclightError('session_not_found', 'This runtime holds no such session.');
+    return session;
+  };
+
+  // The runtime's first ready client: the session is ready and its meter starts.
+  app.post('/runtimes/:id/sessions/:sid/ready', async (c) => {
+    authenticate(c);
+    const session = await heldSession(c.req.param('id'), c.req.param('sid'));
+    await services.sessions.markReady(session.id);
+    return c.json({ session_id: session.id }, 200);
+  });
+
+  // The runtime ended the session itself (idle timeout after a disconnect, the model ended it).
+  app.post('/runtimes/:id/sessions/:sid/ended', async (c) => {
+    authenticate(c);
+    const session = await heldSession(c.req.param('id'), c.req.param('sid'));
+    const body = await readJson(c);
+    const reason = isObject(body) && typeof body['reason'] === 'string' ? body['reason'].slice(0, 256) : 'ended by the runtime';
+    await services.lifecycle.end(session.id, reason, { fromRuntime: true });
+    services.onCapacity();
+    return c.json({ session_id: session.id }, 200);
   });
 
   app.post('/runtimes/:id/heartbeat', async (c) => {

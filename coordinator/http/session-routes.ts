@@ -8,9 +8,18 @@
 import type { Hono } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
 import type { Capabilities } from '../../protocol/capabilities.ts';
-import { API_VERSION_HEADER, SERVER_VERSION, WEBRTC_VERSION, checkApiVersionHeader } from '../../protocol/versions.ts';
+import {
+  API_VERSION_HEADER,
+  SERVER_VERSION,
+  WEBRTC_VERSION,
+  WEBRTC_VERSION_HEADER,
+  checkApiVersionHeader,
+  checkWebrtcVersionHeader,
+} from '../../protocol/versions.ts';
 import type { SessionMeter } from '../billing/session-meter.ts';
+import type { RuntimeClient } from '../runtimes/runtime-client.ts';
 import type { RuntimeRegistry } from '../runtimes/runtime-registry.ts';
+import type { SessionLifecycle } from '../sessions/session-lifecycle.ts';
 import type { ModelCatalog } from '../models/model-catalog.ts';
 import type { SessionRecord, SessionStore } from '../sessions/session-store.ts';
 import type { SessionStatus } from '../storage/schema.ts';
@@ -27,6 +36,8 @@ export interface SessionRouteServices {
   readonly sessions: SessionStore;
   readonly meter: SessionMeter;
   readonly registry: RuntimeRegistry;
+  readonly lifecycle: SessionLifecycle;
+  readonly runtimes: RuntimeClient;
   readonly catalog: ModelCatalog;
   /** The `cluster` every session record names (2.9.0 requires the field). */
   readonly cluster: string;
@@ -42,6 +53,17 @@ export function registerSessionRoutes(app: Hono, services: SessionRouteServices)
   app.use('/sessions/*', async (c, next) => {
     checkApiVersionHeader(c.req.header(API_VERSION_HEADER));
     await next();
+  });
+
+  // Transport calls (ICE servers, SDP offers and answers) go to the runtime holding the session.
+  app.all('/sessions/:id/transport/webrtc/*', async (c) => {
+    checkWebrtcVersionHeader(c.req.header(WEBRTC_VERSION_HEADER));
+    const actor = await auth.actor(c);
+    const session = await sessions.authorize(actor, c.req.param('id'));
+    if (session.status === 'ended') throw new ArclightError('session_ended', `Session ${session.id} has ended${session.end_reason ? ` (${session.end_reason})` : ''}.`);
+    const runtime = session.runtime_id === null ? undefined : await services.registry.get(session.runtime_id);
+    if (!runtime) throw new ArclightError('not_ready', 'No GPU is serving this session yet; poll GET /sessions/{id} until it has capabilities.');
+    return services.runtimes.relay(runtime, c.req.raw, new URL(c.req.url).pathname);
   });
   const modelNames = new Map<string, string>();
   const record = async (session: SessionRecord) => {
@@ -90,7 +112,7 @@ export function registerSessionRoutes(app: Hono, services: SessionRouteServices)
     }
     const created = await sessions.create(token, model);
     // A free slot now, if there is one; otherwise it waits and housekeeping places it later.
-    const runtime = await services.registry.assign(created.id);
+    const runtime = await services.lifecycle.place(created);
     return c.json(await record(runtime ? { ...created, runtime_id: runtime.id } : created), 200);
   });
 
@@ -110,9 +132,8 @@ export function registerSessionRoutes(app: Hono, services: SessionRouteServices)
     if (reason !== undefined && (typeof reason !== 'string' || reason.length > MAX_REASON_LENGTH)) {
       throw new ArclightError('invalid_request', `reason must be a string of at most ${MAX_REASON_LENGTH} characters.`, { field: '/reason' });
     }
-    const ended = await sessions.end(session.id, reason);
-    // The meter stops at termination: charge the last seconds now, not at the next flush.
-    await services.meter.flushSession(ended.id, ended.account_id);
+    // The meter stops at termination (its last seconds are charged now); the runtime tells every client why.
+    const ended = await services.lifecycle.end(session.id, reason ?? 'The session was ended by its owner.');
     return c.json(await record(ended), 200);
   });
 }

@@ -114,17 +114,33 @@ export class RuntimeRegistry {
     });
   }
 
-  /** Tries to place every waiting, unassigned session (oldest first); returns those placed. */
-  async assignWaiting(): Promise<Array<{ sessionId: string; runtime: RuntimeRecord }>> {
-    const waiting = await this.#db
+  /** Takes a session off its runtime (it could not be opened there); it waits again. */
+  async unassign(sessionId: string, runtimeId: string): Promise<void> {
+    await this.#db
+      .updateTable('sessions')
+      .set({ runtime_id: null })
+      .where('id', '=', sessionId)
+      .where('runtime_id', '=', runtimeId)
+      .where('status', '!=', 'ended')
+      .execute();
+  }
+
+  /** Waiting sessions without a runtime, oldest first. */
+  async unplaced(): Promise<string[]> {
+    const rows = await this.#db
       .selectFrom('sessions')
       .select('id')
       .where('status', 'in', ['connecting', 'waiting'])
       .where('runtime_id', 'is', null)
       .orderBy('created_at')
       .execute();
+    return rows.map((r) => r.id);
+  }
+
+  /** Tries to place every waiting, unassigned session (oldest first); returns those placed. */
+  async assignWaiting(): Promise<Array<{ sessionId: string; runtime: RuntimeRecord }>> {
     const placed: Array<{ sessionId: string; runtime: RuntimeRecord }> = [];
-    for (const { id } of waiting) {
+    for (const id of await this.unplaced()) {
       const runtime = await this.assign(id);
       if (runtime) placed.push({ sessionId: id, runtime });
     }

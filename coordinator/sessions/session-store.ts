@@ -139,6 +139,10 @@ export class SessionStore {
     return session!;
   }
 
+  async get(sessionId: string): Promise<SessionRecord | undefined> {
+    return this.#db.selectFrom('sessions').selectAll().where('id', '=', sessionId).executeTakeFirst();
+  }
+
   /**
    * Marks a waiting session ready (a GPU is serving it): the billing meter starts now. Idempotent.
    */

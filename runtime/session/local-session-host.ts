@@ -32,6 +32,13 @@ export interface SessionHostOptions {
   readonly maxDurationMs?: number;
   readonly maxMessageBytes: number;
   readonly latencyMode: LatencyMode;
+  /** Hosted mode: told when a session gets a ready client and when it ends. */
+  readonly events?: SessionHostEvents;
+}
+
+export interface SessionHostEvents {
+  connectionReady(session: Session): void;
+  ended(session: Session, reason: string): void;
 }
 
 export class LocalSessionHost {
@@ -48,7 +55,8 @@ export class LocalSessionHost {
     return this.#current;
   }
 
-  async start(): Promise<Session> {
+  /** Opens a session (`id`: the coordinator's, in hosted mode). */
+  async start(id?: string): Promise<Session> {
     const existing = this.#current;
     if (existing && !existing.ended) {
       if (existing.liveConnections.length > 0) {
@@ -56,12 +64,16 @@ export class LocalSessionHost {
       }
       await existing.end('replaced');
     }
+    const events = this.#options.events;
     const session = new Session({
       ...this.#options,
+      ...(id === undefined ? {} : { id }),
       onEnded: (ended, reason) => {
         this.#remember(ended.id, reason);
         if (this.#current === ended) this.#current = undefined;
+        events?.ended(ended, reason);
       },
+      ...(events ? { onConnectionReady: (ready: Session) => events.connectionReady(ready) } : {}),
     });
     this.#current = session;
     await session.start();

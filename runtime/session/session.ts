@@ -50,6 +50,10 @@ export interface SessionOptions {
   /** Largest accepted data-channel message in bytes. */
   readonly maxMessageBytes: number;
   readonly onEnded?: (session: Session, reason: string) => void;
+  /** Called when a client connection becomes ready (hosted mode: the coordinator starts billing). */
+  readonly onConnectionReady?: (session: Session) => void;
+  /** The session id; default a fresh UUID (hosted mode: the coordinator's id). */
+  readonly id?: string;
 }
 
 /** What one connection has attached to the session's tracks, so it can be detached as a unit. */
@@ -60,7 +64,7 @@ interface MediaAttachment {
 }
 
 export class Session implements ConnectionOwner {
-  readonly id = randomUUID();
+  readonly id: string;
   readonly createdAt = Date.now();
   readonly log: Logger;
   readonly tracks: readonly TrackCapability[];
@@ -91,6 +95,7 @@ export class Session implements ConnectionOwner {
   #endedPromise: Promise<void> | undefined;
 
   constructor(options: SessionOptions) {
+    this.id = options.id ?? randomUUID();
     this.#options = options;
     this.log = options.log.child({ session: this.id });
     this.tracks = options.capabilities.tracks;
@@ -232,6 +237,7 @@ export class Session implements ConnectionOwner {
       this.#outputVideo.get(name)?.sinkReady(sink as VideoSink);
     }
     connection.sendMessage('runtime', { type: 'connection_info', data: { session_id: this.id, connection_id: connection.id } });
+    this.#options.onConnectionReady?.(this);
     const hook = this.#options.model.hooks?.connected;
     if (hook) void callAuthorCode(this.log, 'hook connected', () => hook(this.#facade, connection.handle), DEFAULT_HOOK_DEADLINE_MS);
   }

@@ -14,6 +14,7 @@ import wrtc from '@roamhq/wrtc';
 import type { Reactor as ReactorType, ReactorStatus } from '@reactor-team/js-sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
+import { startHostedStack, type HostedStack } from '../support/hosted-stack.ts';
 import pattern, { PATCH } from '../../models/examples/pattern/index.ts';
 import { rgbToYuv } from '../../models/examples/shared/i420-canvas.ts';
 
@@ -306,10 +307,12 @@ describe('@reactor-team/js-sdk@2.9.0 (Node + wrtc) against the runtime in local 
     expect(firstConnection).toBeDefined();
     await waitFor(() => (h.watchers.get('main_video')?.frames ?? 0) > 3, 20_000, 'first frames');
 
-    // Drop the transport from the server side: the runtime closes that connection's peer.
-    // 2.9.0 treats a peer that goes 'disconnected'/'closed' as recoverable: status goes to
-    // 'disconnected' but the session id is kept for reconnect().
-    session.connection(firstConnection)!.close();
+    // Break the network between runtime and client: the runtime's peer goes silent. 2.9.0 treats
+    // a peer that goes 'disconnected'/'closed' as recoverable: status goes to 'disconnected' but
+    // the session id is kept for reconnect(). (Closing the runtime's peer instead was flaky: the
+    // client's packets to the closed port draw ICMP errors and libwebrtc sometimes reports
+    // 'failed', which 2.9.0 treats as fatal.)
+    session.connection(firstConnection)!.simulateNetworkLoss();
     await waitFor(() => reactor.getStatus() === 'disconnected', 30_000, 'the SDK to notice the drop', () => ({
       statuses: h.statuses,
       errors: h.errors,
@@ -337,5 +340,49 @@ describe('@reactor-team/js-sdk@2.9.0 (Node + wrtc) against the runtime in local 
 
     await reactor.disconnect();
     await waitFor(async () => (await getSession()).status === 404, 10_000, 'GET /session to answer 404');
+  });
+});
+
+describe('@reactor-team/js-sdk@2.9.0 (Node + wrtc) through the coordinator (hosted mode)', () => {
+  let stack: HostedStack;
+  let Reactor: typeof ReactorType;
+
+  beforeAll(async () => {
+    stack = await startHostedStack({ runtimeId: 'gpu-sdk' });
+    ({ Reactor } = await import('@reactor-team/js-sdk'));
+  });
+  afterAll(async () => stack?.close());
+
+  it('connects with a server-minted token, streams, runs a command, and its disconnect ends the session', { timeout: 90_000 }, async () => {
+    const { coordinator, runtime } = stack;
+    const token = await stack.mintToken();
+    const reactor = new Reactor({ modelName: 'pattern', apiUrl: coordinator.url });
+    const statuses: ReactorStatus[] = [];
+    const messages: Message[] = [];
+    const errors: unknown[] = [];
+    let watcher: FrameWatcher | undefined;
+    reactor.on('statusChanged', (s: ReactorStatus) => statuses.push(s));
+    reactor.on('message', (m: Message) => messages.push(m));
+    reactor.on('error', (e: unknown) => errors.push(e));
+    reactor.on('trackReceived', (name: string, track: { kind: string }) => {
+      if (name === 'main_video' && track.kind === 'video') watcher = new FrameWatcher(track);
+    });
+    try {
+      await reactor.connect(token);
+      await waitFor(() => reactor.getStatus() === 'ready', 30_000, 'status ready', () => ({ statuses, errors }));
+      const sessionId = reactor.getSessionId()!;
+      expect(runtime.sessions.current?.id).toBe(sessionId);
+      await waitFor(() => (watcher?.frames ?? 0) > 5, 20_000, 'frames through the coordinator');
+      await waitFor(async () => (await coordinator.sessions.get(sessionId))?.status === 'ready', 10_000, 'the coordinator to see ready');
+      await reactor.sendCommand('set_color', { color: '#00ff00' });
+      await waitFor(() => messages.some((m) => m.type === 'color_changed'), 10_000, 'color_changed');
+      await reactor.disconnect();
+      await waitFor(async () => (await coordinator.sessions.get(sessionId))?.status === 'ended', 10_000, 'the coordinator to end the session');
+      await waitFor(() => runtime.sessions.current === undefined, 10_000, 'the runtime to end the session');
+      expect(errors).toEqual([]);
+    } finally {
+      watcher?.stop();
+      if (reactor.getStatus() !== 'disconnected') await reactor.disconnect().catch(() => {});
+    }
   });
 });

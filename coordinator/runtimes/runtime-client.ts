@@ -1,0 +1,63 @@
+/**
+ * The coordinator's calls to a runtime: open a session there (with the coordinator's session id),
+ * end it, and relay a client's transport call. All carry the runtime secret.
+ */
+
+import { ArclightError } from '../../protocol/errors.ts';
+import type { RuntimeRecord } from './runtime-registry.ts';
+
+export const RUNTIME_SECRET_HEADER = 'Arclight-Runtime-Secret';
+/** Headers passed through on a relayed transport call, both ways. */
+const RELAYED_REQUEST_HEADERS = ['content-type', 'reactor-webrtc-version'];
+const CALL_TIMEOUT_MS = 10_000;
+
+export class RuntimeClient {
+  readonly #secret: string | undefined;
+
+  constructor(secret: string | undefined) {
+    this.#secret = secret;
+  }
+
+  /** Opens the session on the runtime; throws when the runtime refuses or cannot be reached. */
+  async startSession(runtime: RuntimeRecord, sessionId: string, maxDurationSeconds: number): Promise<void> {
+    const response = await this.#call(runtime, 'POST', '/hosted/sessions', JSON.stringify({ session_id: sessionId, max_duration_seconds: maxDurationSeconds }));
+    if (!response.ok) throw new Error(`runtime ${runtime.id} refused session ${sessionId}: ${response.status} ${await response.text()}`);
+  }
+
+  /** Ends the session on the runtime, which tells its clients `reason` first. Best effort. */
+  async endSession(runtime: RuntimeRecord, sessionId: string, reason: string): Promise<void> {
+    await this.#call(runtime, 'DELETE', `/hosted/sessions/${encodeURIComponent(sessionId)}`, JSON.stringify({ reason }))
+      .then((r) => r.arrayBuffer())
+      .catch(() => undefined);
+  }
+
+  /** Relays a client's transport call (`/sessions/{id}/transport/webrtc/…`) and returns the runtime's answer as is. */
+  async relay(runtime: RuntimeRecord, request: Request, path: string): Promise<Response> {
+    const headers: Record<string, string> = {};
+    for (const name of RELAYED_REQUEST_HEADERS) {
+      const value = request.headers.get(name);
+      if (value !== null) headers[name] = value;
+    }
+    const body = request.method === 'GET' || request.method === 'HEAD' ? undefined : await request.text();
+    let response: Response;
+    try {
+      response = await this.#call(runtime, request.method, path, body, headers);
+    } catch (error) {
+      throw new ArclightError('internal_error', 'The GPU serving this session could not be reached.', { cause: error, retryable: true });
+    }
+    const text = await response.text();
+    return new Response(text === '' && (response.status === 202 || response.status === 204) ? null : text, {
+      status: response.status,
+      headers: { 'content-type': response.headers.get('content-type') ?? 'application/json' },
+    });
+  }
+
+  #call(runtime: RuntimeRecord, method: string, path: string, body?: string, headers: Record<string, string> = {}): Promise<Response> {
+    return fetch(`${runtime.url}${path}`, {
+      method,
+      headers: { 'content-type': 'application/json', ...headers, ...(this.#secret ? { [RUNTIME_SECRET_HEADER]: this.#secret } : {}) },
+      ...(body === undefined ? {} : { body }),
+      signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
+    });
+  }
+}

@@ -1,0 +1,128 @@
+/**
+ * Hosted mode, the runtime's side: it registers with the coordinator (its model, one slot, its
+ * capabilities), heartbeats, re-registers when the coordinator has forgotten it, and reports when
+ * a session gets its first ready client (the coordinator starts billing then) and when a session
+ * ends here (idle timeout, the model's end). Every call carries the deployment's runtime secret.
+ */
+
+import { randomUUID } from 'node:crypto';
+import type { Capabilities } from '../../protocol/capabilities.ts';
+import type { Logger } from '../log.ts';
+
+export const RUNTIME_SECRET_HEADER = 'Arclight-Runtime-Secret';
+
+export interface HostedOptions {
+  /** The coordinator's base URL. */
+  readonly coordinatorUrl: string;
+  /** The deployment's shared runtime secret. */
+  readonly secret: string;
+  /** Stable id of this runtime; default a fresh UUID per process. */
+  readonly runtimeId?: string;
+  /** Where the coordinator reaches this runtime; default the runtime's own URL. */
+  readonly advertiseUrl?: string;
+}
+
+const RETRY_MIN_MS = 500;
+const RETRY_MAX_MS = 10_000;
+
+export class CoordinatorLink {
+  readonly id: string;
+  readonly #options: HostedOptions;
+  readonly #registration: { url: string; model: string; capabilities: Capabilities };
+  readonly #log: Logger;
+  #timer: NodeJS.Timeout | undefined;
+  #stopped = false;
+  #draining = false;
+  readonly #reportedReady = new Set<string>();
+
+  constructor(options: HostedOptions, registration: { url: string; model: string; capabilities: Capabilities }, log: Logger) {
+    this.id = options.runtimeId ?? randomUUID();
+    this.#options = options;
+    this.#registration = { ...registration, url: options.advertiseUrl ?? registration.url };
+    this.#log = log.child({ runtime_id: this.id });
+  }
+
+  /** Registers, retrying with backoff until the coordinator answers; then heartbeats. */
+  start(): void {
+    void this.#register(RETRY_MIN_MS);
+  }
+
+  /** No new sessions from now on (SIGTERM); the next heartbeat tells the coordinator. */
+  drain(): void {
+    this.#draining = true;
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+  }
+
+  sessionReady(sessionId: string): void {
+    if (this.#reportedReady.has(sessionId)) return;
+    this.#reportedReady.add(sessionId);
+    void this.#report(`/runtimes/${encodeURIComponent(this.id)}/sessions/${encodeURIComponent(sessionId)}/ready`, {});
+  }
+
+  sessionEnded(sessionId: string, reason: string): void {
+    this.#reportedReady.delete(sessionId);
+    void this.#report(`/runtimes/${encodeURIComponent(this.id)}/sessions/${encodeURIComponent(sessionId)}/ended`, { reason });
+  }
+
+  async #register(retryMs: number): Promise<void> {
+    if (this.#stopped) return;
+    try {
+      const response = await this.#post('/runtimes', { id: this.id, url: this.#registration.url, model: this.#registration.model, slots: 1, capabilities: this.#registration.capabilities });
+      if (!response.ok) throw new Error(`registration answered ${response.status}: ${await response.text()}`);
+      const { heartbeat_interval_ms: interval } = (await response.json()) as { heartbeat_interval_ms: number };
+      this.#log.info('registered with the coordinator', { coordinator: this.#options.coordinatorUrl });
+      this.#schedule(interval);
+    } catch (error) {
+      this.#log.warn('coordinator registration failed; retrying', { error, retry_ms: retryMs });
+      this.#timer = setTimeout(() => void this.#register(Math.min(retryMs * 2, RETRY_MAX_MS)), retryMs);
+      this.#timer.unref();
+    }
+  }
+
+  #schedule(intervalMs: number): void {
+    if (this.#stopped) return;
+    this.#timer = setTimeout(() => void this.#heartbeat(intervalMs), intervalMs);
+    this.#timer.unref();
+  }
+
+  async #heartbeat(intervalMs: number): Promise<void> {
+    if (this.#stopped) return;
+    try {
+      const response = await this.#post(`/runtimes/${encodeURIComponent(this.id)}/heartbeat`, { draining: this.#draining });
+      if (response.status === 404) {
+        this.#log.warn('the coordinator forgot this runtime; registering again');
+        return void this.#register(RETRY_MIN_MS);
+      }
+      if (!response.ok) this.#log.warn('heartbeat refused', { status: response.status });
+    } catch (error) {
+      this.#log.warn('heartbeat failed', { error });
+    }
+    this.#schedule(intervalMs);
+  }
+
+  async #report(path: string, body: object): Promise<void> {
+    for (let attempt = 0; attempt < 3 && !this.#stopped; attempt++) {
+      try {
+        const response = await this.#post(path, body);
+        if (response.ok || response.status < 500) return;
+      } catch {
+        // retried below
+      }
+      await new Promise((resolve) => setTimeout(resolve, RETRY_MIN_MS * 2 ** attempt));
+    }
+    this.#log.warn('could not report to the coordinator', { path });
+  }
+
+  #post(path: string, body: object): Promise<Response> {
+    return fetch(`${this.#options.coordinatorUrl.replace(/\/+$/, '')}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', [RUNTIME_SECRET_HEADER]: this.#options.secret },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(5_000),
+    });
+  }
+}

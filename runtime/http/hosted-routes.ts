@@ -1,0 +1,48 @@
+/**
+ * Hosted mode, the routes: the coordinator opens and ends sessions here, and relays the clients'
+ * transport calls, all with the runtime secret. The local-mode session endpoints are closed —
+ * sessions come from the coordinator, which admits and bills them — and so is every other
+ * session path without the secret, so a client cannot reach the runtime around the coordinator.
+ */
+
+import { timingSafeEqual } from 'node:crypto';
+import { Hono, type MiddlewareHandler } from 'hono';
+import { ArclightError } from '../../protocol/errors.ts';
+import { RUNTIME_SECRET_HEADER } from '../hosted/coordinator-link.ts';
+import type { LocalSessionHost } from '../session/local-session-host.ts';
+import type { ModelReadiness } from './session-routes.ts';
+
+export function requireRuntimeSecret(secret: string): MiddlewareHandler {
+  const expected = Buffer.from(secret);
+  return async (c, next) => {
+    const given = Buffer.from(c.req.header(RUNTIME_SECRET_HEADER) ?? '');
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+      throw new ArclightError('unauthorized', 'This runtime is hosted: reach it through the coordinator.');
+    }
+    await next();
+  };
+}
+
+export const localSessionsClosed: MiddlewareHandler = async () => {
+  throw new ArclightError('forbidden', 'This runtime is hosted: sessions are opened through the coordinator (POST /sessions).');
+};
+
+export function hostedRoutes(host: LocalSessionHost, readiness: ModelReadiness): Hono {
+  const app = new Hono();
+  app.post('/hosted/sessions', async (c) => {
+    const body = (await c.req.json().catch(() => ({}))) as { session_id?: unknown };
+    if (typeof body.session_id !== 'string' || body.session_id.length === 0 || body.session_id.length > 128) {
+      throw new ArclightError('invalid_request', 'session_id is required.', { field: '/session_id' });
+    }
+    readiness.assertReady();
+    const session = await host.start(body.session_id);
+    return c.json(host.describe(session), 200);
+  });
+  app.delete('/hosted/sessions/:sid', async (c) => {
+    const body = (await c.req.json().catch(() => ({}))) as { reason?: unknown };
+    const reason = typeof body.reason === 'string' && body.reason ? body.reason.slice(0, 256) : 'ended by the coordinator';
+    const session = await host.stop(c.req.param('sid'), reason);
+    return c.json({ session_id: session.id, state: 'CLOSED' as const }, 200);
+  });
+  return app;
+}

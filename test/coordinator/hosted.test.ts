@@ -1,0 +1,80 @@
+/**
+ * Hosted mode end to end, all real: a coordinator (SQLite), a runtime in hosted mode serving
+ * `pattern` that registers itself, and our Node client (wrtc) with a token minted by a server
+ * holding the API key. The client creates a session through the coordinator, which places it on
+ * the runtime and relays the transport calls; video arrives; the runtime's first ready client
+ * makes the session `ready` and starts the meter; the client's disconnect ends the session on
+ * both sides and stops billing. The runtime refuses clients that go around the coordinator.
+ */
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ArclightClient } from '../../client/node.ts';
+import type { Coordinator } from '../../coordinator/index.ts';
+import type { Runtime } from '../../runtime/index.ts';
+import { startHostedStack, type HostedStack } from '../support/hosted-stack.ts';
+import { VideoProbe, waitUntil } from '../support/video-probe.ts';
+
+describe('hosted mode: client → coordinator → runtime', () => {
+  let stack: HostedStack;
+  let coordinator: Coordinator;
+  let runtime: Runtime;
+  let accountId: string;
+  const probes: VideoProbe[] = [];
+  const mintToken = () => stack.mintToken();
+
+  beforeAll(async () => {
+    stack = await startHostedStack({ runtimeId: 'gpu-0' });
+    ({ coordinator, runtime, accountId } = stack);
+  });
+  afterAll(async () => {
+    for (const probe of probes) probe.stop();
+    await stack?.close();
+  });
+
+  it('streams through a placed session, bills from ready, and ends on both sides at disconnect', async () => {
+    const client = new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url });
+    const probe = new Promise<VideoProbe>((resolve) => {
+      client.on('trackReceived', (name, track) => {
+        if (name === 'main_video' && track.kind === 'video') {
+          const p = new VideoProbe(track);
+          probes.push(p);
+          resolve(p);
+        }
+      });
+    });
+    await client.connect(await mintToken());
+    const sessionId = client.getSessionId()!;
+    expect(runtime.sessions.current?.id).toBe(sessionId); // the coordinator's id, on the runtime
+    const video = await probe;
+    await waitUntil(() => video.frames >= 10, 20_000, 'ten frames through the hosted path');
+
+    await waitUntil(async () => (await coordinator.sessions.get(sessionId))?.status === 'ready', 10_000, 'the runtime to report ready');
+    const session = (await coordinator.sessions.get(sessionId))!;
+    expect(session.runtime_id).toBe('gpu-0');
+    expect(session.ready_at).not.toBeNull();
+    // Commands flow over the relayed connection's data channel.
+    expect((await client.sendCommand('set_color', { color: '#00ff00' }))?.type).toBe('color_changed');
+
+    await new Promise((resolve) => setTimeout(resolve, 2_100));
+    await coordinator.housekeeping();
+    expect(Number((await coordinator.sessions.get(sessionId))!.billed_seconds)).toBeGreaterThanOrEqual(2);
+
+    await client.disconnect(); // the creator ends its session
+    await waitUntil(() => runtime.sessions.current === undefined, 10_000, 'the runtime to end the session');
+    const ended = (await coordinator.sessions.get(sessionId))!;
+    expect(ended.status).toBe('ended');
+    const billedAtEnd = Number(ended.billed_seconds);
+    expect(billedAtEnd).toBe(Math.floor((ended.ended_at! - ended.ready_at!) / 1000));
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    await coordinator.housekeeping();
+    expect(Number((await coordinator.sessions.get(sessionId))!.billed_seconds)).toBe(billedAtEnd); // the meter stopped
+    expect((await coordinator.ledger.balance(accountId)).credits).toBe(100_000 - billedAtEnd * 5);
+  }, 90_000);
+
+  it('the runtime refuses local-mode sessions and transport calls without the runtime secret', async () => {
+    expect((await fetch(`${runtime.url}/start_session`, { method: 'POST' })).status).toBe(403);
+    const transport = await fetch(`${runtime.url}/sessions/anything/transport/webrtc/ice_servers`);
+    expect(transport.status).toBe(401);
+    expect((await fetch(`${runtime.url}/hosted/sessions`, { method: 'POST', body: '{}' })).status).toBe(401);
+  });
+});

@@ -1,0 +1,60 @@
+/**
+ * Hosted mode for tests, all real: a coordinator on a fresh SQLite file with the `pattern` model
+ * (5 credits/s), an account with credits and an API key, and a runtime in hosted mode serving
+ * `pattern` on 127.0.0.1 that has registered with it.
+ */
+
+import { startCoordinator, type Coordinator } from '../../coordinator/index.ts';
+import pattern from '../../models/examples/pattern/index.ts';
+import { startRuntime, type Runtime } from '../../runtime/index.ts';
+import { freshDatabase } from '../coordinator/storage-engines.ts';
+import { waitUntil } from './video-probe.ts';
+
+const LOOPBACK = '127.0.0.1';
+
+export interface HostedStack {
+  readonly coordinator: Coordinator;
+  readonly runtime: Runtime;
+  readonly accountId: string;
+  /** The account's API key (what an app's server holds). */
+  readonly key: string;
+  /** A token for `pattern`, minted with the key as an app's server would. */
+  mintToken(): Promise<string>;
+  close(): Promise<void>;
+}
+
+export async function startHostedStack(options: { runtimeId: string; credits?: number }): Promise<HostedStack> {
+  const secret = `secret-${options.runtimeId}`;
+  const coordinator = await startCoordinator({ database: await freshDatabase('sqlite'), port: 0, meterFlushMs: 0, runtimeSecret: secret });
+  await coordinator.catalog.add('pattern', 5);
+  const account = await coordinator.accounts.create('Acme');
+  await coordinator.ledger.grantPromotional(account.id, options.credits ?? 100_000);
+  const { key } = await coordinator.apiKeys.create(account.id);
+  const runtime = await startRuntime({
+    model: pattern as never,
+    port: 0,
+    host: LOOPBACK,
+    ice: { hostAddresses: [LOOPBACK] },
+    playground: false,
+    hosted: { coordinatorUrl: coordinator.url, secret, runtimeId: options.runtimeId },
+  });
+  await waitUntil(async () => (await coordinator.registry.get(options.runtimeId)) !== undefined, 20_000, 'the runtime to register');
+  return {
+    coordinator,
+    runtime,
+    accountId: account.id,
+    key,
+    async mintToken() {
+      const response = await fetch(`${coordinator.url}/tokens`, {
+        method: 'POST',
+        headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
+        body: JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } } }] }),
+      });
+      return ((await response.json()) as { token: string }).token;
+    },
+    async close() {
+      await runtime.close();
+      await coordinator.close();
+    },
+  };
+}
