@@ -19,7 +19,7 @@ const MAX_BUFFERED_MS = 200;
 
 export interface AudioSink {
   readonly connectionId: number;
-  /** `mediaTimeMs`: when (ms of `performance.now()`) the frame's first sample is due to play. */
+  /** `mediaTimeMs`: the moment (ms of `performance.now()`) the frame's first sample stands for: when the model emitted it. */
   sendFrame(payloads: readonly Buffer[], rtpTimestamp: number, mediaTimeMs: number): void;
 }
 
@@ -29,8 +29,12 @@ export class OutputAudioTrack {
   readonly #log: Logger;
   readonly #metrics: RuntimeMetrics | undefined;
   readonly #sinks = new Map<AudioSink, { paused: boolean }>();
-  /** Interleaved samples not yet played. */
-  #pending: Int16Array[] = [];
+  /**
+   * Interleaved samples not yet played, each chunk with the moment (ms of `performance.now()`)
+   * its first sample stands for: when the model emitted it (a chunk cut by a frame boundary
+   * moves on by the samples taken).
+   */
+  #pending: Array<{ samples: Int16Array; atMs: number }> = [];
   #pendingSamples = 0;
   #roomWaiters: Array<() => void> = [];
   #encoder: Promise<OpusEncoder> | undefined;
@@ -62,7 +66,7 @@ export class OutputAudioTrack {
       await new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
     }
     if (this.#closed) return;
-    this.#pending.push(samples);
+    this.#pending.push({ samples, atMs: performance.now() });
     this.#pendingSamples += samples.length;
   }
 
@@ -113,32 +117,41 @@ export class OutputAudioTrack {
     }
     while (frames-- > 0) {
       this.#ticks++;
-      this.#playFrame(this.#takeFrame());
+      const { samples, atMs } = this.#takeFrame();
+      this.#playFrame(samples, atMs);
     }
     for (const resolve of this.#roomWaiters.splice(0)) resolve();
     this.#schedule();
   }
 
-  #takeFrame(): Int16Array {
+  /** The next 20 ms, and the moment its first sample stands for (undefined: it starts with silence). */
+  #takeFrame(): { samples: Int16Array; atMs: number | undefined } {
     const needed = SAMPLES_PER_FRAME * this.channels;
     const out = new Int16Array(needed); // zero = silence for whatever the model did not fill
     let filled = 0;
+    const atMs = this.#pending[0]?.atMs;
     while (filled < needed && this.#pending.length > 0) {
       const head = this.#pending[0]!;
-      const take = Math.min(head.length, needed - filled);
-      out.set(head.subarray(0, take), filled);
+      const take = Math.min(head.samples.length, needed - filled);
+      out.set(head.samples.subarray(0, take), filled);
       filled += take;
-      if (take === head.length) this.#pending.shift();
-      else this.#pending[0] = head.subarray(take);
+      if (take === head.samples.length) this.#pending.shift();
+      else this.#pending[0] = { samples: head.samples.subarray(take), atMs: head.atMs + (take / this.channels / AUDIO_SAMPLE_RATE) * 1000 };
     }
     this.#pendingSamples -= filled;
-    return out;
+    return { samples: out, atMs };
   }
 
-  #playFrame(samples: Int16Array): void {
+  /**
+   * `emittedAtMs`: when the model emitted the frame's first sample. That, not the tick it leaves
+   * on, is the moment the frame stands for in sender reports: a model that emits a click with a
+   * flash means them together, and the audio waits in its queue (one or two 20 ms frames) longer
+   * than the video waits for its pacer — stamped by send time, audio lagged video by ~40 ms. A
+   * frame of silence the model did not fill stands for its tick.
+   */
+  #playFrame(samples: Int16Array, emittedAtMs: number | undefined): void {
     const timestamp = this.#rtpTimestamp;
-    // The tick this frame leaves on: like a video frame, it stands for the moment it is sent.
-    const mediaTimeMs = this.#startedAt + this.#ticks * FRAME_MS;
+    const mediaTimeMs = emittedAtMs ?? this.#startedAt + this.#ticks * FRAME_MS;
     this.#rtpTimestamp = (this.#rtpTimestamp + SAMPLES_PER_FRAME) >>> 0;
     const listeners = [...this.#sinks.entries()].filter(([, s]) => !s.paused).map(([sink]) => sink);
     if (listeners.length === 0) return;

@@ -47,7 +47,7 @@ describe('A/V sync through RTCP sender reports', () => {
     await runtime?.close();
   });
 
-  it('puts each flash and its click at the same sender time (|Δ| < 40 ms)', async () => {
+  it('puts each flash and its click at the same sender time (|Δ| < 20 ms)', async () => {
     peer = await openWeriftPeer(runtime.url, { videoMime: 'video/H264' });
     const video = peer.transceiver('main_video');
     const audio = peer.transceiver('main_audio');
@@ -102,6 +102,8 @@ describe('A/V sync through RTCP sender reports', () => {
       .filter((offset) => Math.abs(offset) < 500);
     const context = JSON.stringify({ offsets: offsets.map((o) => Math.round(o)), flashes: flashes.map(Math.round), clicks: clicks.map(Math.round) });
     expect(offsets.length, context).toBeGreaterThanOrEqual(3);
-    for (const offset of offsets) expect(Math.abs(offset), context).toBeLessThan(40);
+    // 0 ms here since audio is stamped with its emit time; 40 ms when both were stamped by send time
+    // (the audio waits in its queue longer than the video for its pacer).
+    for (const offset of offsets) expect(Math.abs(offset), context).toBeLessThan(20);
   }, 40_000);
 });
