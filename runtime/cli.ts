@@ -24,6 +24,12 @@ Options:
                           model's choice, else smooth)
   --no-playground         do not serve the playground page at /
   --grace <seconds>       end a session this long after its last client leaves (default 60)
+  --coordinator <url>     hosted mode: register with this coordinator, which opens sessions here
+                          (the runtime secret comes from $ARCLIGHT_RUNTIME_SECRET)
+  --runtime-id <id>       hosted mode: this runtime's id (default a fresh one per start)
+  --advertise-url <url>   hosted mode: where the coordinator reaches this runtime (default its own URL)
+  --drain-seconds <s>     hosted mode: on SIGTERM, take no new sessions and let the open one run this
+                          long before closing (default 300; a second signal closes at once)
   -h, --help              show this help
 
 The hosted service's coordinator has its own commands: arclight coordinator, arclight admin
@@ -43,6 +49,10 @@ export async function main(argv: readonly string[]): Promise<number> {
         latency: { type: 'string' },
         'no-playground': { type: 'boolean' },
         grace: { type: 'string' },
+        coordinator: { type: 'string' },
+        'runtime-id': { type: 'string' },
+        'advertise-url': { type: 'string' },
+        'drain-seconds': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -83,6 +93,20 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write(`arclight: --grace must be a positive number of seconds\n`);
     return 2;
   }
+  const secret = process.env['ARCLIGHT_RUNTIME_SECRET'];
+  if (values.coordinator !== undefined && !/^https?:\/\/\S+$/.test(values.coordinator)) {
+    process.stderr.write(`arclight: --coordinator must be an http(s) URL\n`);
+    return 2;
+  }
+  if (values.coordinator !== undefined && !secret) {
+    process.stderr.write(`arclight: --coordinator needs the runtime secret in $ARCLIGHT_RUNTIME_SECRET\n`);
+    return 2;
+  }
+  const drainSeconds = values['drain-seconds'] === undefined ? 300 : /^\d+$/.test(values['drain-seconds']) ? Number(values['drain-seconds']) : NaN;
+  if (Number.isNaN(drainSeconds)) {
+    process.stderr.write(`arclight: --drain-seconds must be a whole number of seconds\n`);
+    return 2;
+  }
 
   let model;
   try {
@@ -105,6 +129,16 @@ export async function main(argv: readonly string[]): Promise<number> {
       ...(values.latency ? { latencyMode: values.latency as 'realtime' | 'smooth' } : {}),
       playground: !values['no-playground'],
       ...(grace === undefined ? {} : { reconnectGraceSeconds: grace }),
+      ...(values.coordinator
+        ? {
+            hosted: {
+              coordinatorUrl: values.coordinator,
+              secret: secret!,
+              ...(values['runtime-id'] ? { runtimeId: values['runtime-id'] } : {}),
+              ...(values['advertise-url'] ? { advertiseUrl: values['advertise-url'] } : {}),
+            },
+          }
+        : {}),
     });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
@@ -115,10 +149,16 @@ export async function main(argv: readonly string[]): Promise<number> {
     throw error;
   }
   process.stdout.write(`arclight: serving model "${model.name}" on ${runtime.url.replace('127.0.0.1', 'localhost')}\n`);
-  await new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
-  });
+  const signalled = () =>
+    new Promise<void>((resolve) => {
+      process.once('SIGINT', resolve);
+      process.once('SIGTERM', resolve);
+    });
+  await signalled();
+  if (values.coordinator && drainSeconds > 0) {
+    process.stdout.write(`arclight: draining (no new sessions; up to ${drainSeconds} s for the open one)\n`);
+    await Promise.race([runtime.drain(drainSeconds * 1000), signalled()]);
+  }
   process.stdout.write('arclight: shutting down\n');
   await runtime.close();
   return 0;

@@ -97,6 +97,11 @@ export interface Runtime {
   readonly state: RuntimeState;
   /** Resolves when the model's `load()` has finished (or failed). */
   readonly loaded: Promise<void>;
+  /**
+   * Hosted mode, on SIGTERM: takes no new sessions (the coordinator hears at once) and resolves
+   * when the open session has ended or after `deadlineMs`. Local mode: resolves at once.
+   */
+  drain(deadlineMs: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -276,6 +281,14 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
       return state();
     },
     loaded,
+    async drain(deadlineMs) {
+      if (!options.hosted) return;
+      await link?.drain();
+      const deadline = performance.now() + deadlineMs;
+      while (host.current !== undefined && !closed && performance.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    },
     async close() {
       if (closed) return;
       closed = true;

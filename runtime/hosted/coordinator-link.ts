@@ -33,6 +33,8 @@ export class CoordinatorLink {
   #timer: NodeJS.Timeout | undefined;
   #stopped = false;
   #draining = false;
+  /** The heartbeat interval the coordinator asked for, once registered. */
+  #interval: number | undefined;
   readonly #reportedReady = new Set<string>();
 
   constructor(options: HostedOptions, registration: { url: string; model: string; capabilities: Capabilities }, log: Logger) {
@@ -47,9 +49,12 @@ export class CoordinatorLink {
     void this.#register(RETRY_MIN_MS);
   }
 
-  /** No new sessions from now on (SIGTERM); the next heartbeat tells the coordinator. */
-  drain(): void {
+  /** No new sessions from now on (SIGTERM): tells the coordinator at once with a heartbeat. */
+  async drain(): Promise<void> {
     this.#draining = true;
+    if (this.#interval === undefined || this.#stopped) return; // not registered yet: it never gets sessions
+    clearTimeout(this.#timer);
+    await this.#heartbeat(this.#interval);
   }
 
   stop(): void {
@@ -84,6 +89,7 @@ export class CoordinatorLink {
   }
 
   #schedule(intervalMs: number): void {
+    this.#interval = intervalMs;
     if (this.#stopped) return;
     this.#timer = setTimeout(() => void this.#heartbeat(intervalMs), intervalMs);
     this.#timer.unref();

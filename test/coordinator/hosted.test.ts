@@ -77,4 +77,26 @@ describe('hosted mode: client → coordinator → runtime', () => {
     expect(transport.status).toBe(401);
     expect((await fetch(`${runtime.url}/hosted/sessions`, { method: 'POST', body: '{}' })).status).toBe(401);
   });
+  // Last: the runtime stays draining afterwards.
+  it('drains on request (SIGTERM in the CLI): the coordinator hears at once, the open session runs to its end', async () => {
+    const client = new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url });
+    await client.connect(await mintToken());
+    const sessionId = client.getSessionId()!;
+    let drained = false;
+    const draining = runtime.drain(30_000).then(() => (drained = true));
+    await waitUntil(async () => (await coordinator.registry.get('gpu-0'))?.draining === 1, 5_000, 'the coordinator to see the runtime draining');
+    // A new session is not placed on a draining runtime.
+    const waiting = await fetch(`${coordinator.url}/sessions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${await mintToken()}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: { name: 'pattern' } }),
+    });
+    expect(((await waiting.json()) as { capabilities?: unknown }).capabilities).toBeUndefined();
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(drained).toBe(false); // the open session is still running
+    expect(runtime.sessions.current?.id).toBe(sessionId);
+    await client.disconnect();
+    await draining;
+    expect(runtime.sessions.current).toBeUndefined();
+  }, 60_000);
 });

@@ -113,6 +113,15 @@ describe('arclight serve: argument errors → exit 2', () => {
     expect(result.stderr).toContain('Usage: arclight serve');
   });
 
+  it('--coordinator without $ARCLIGHT_RUNTIME_SECRET, or not a URL → exit 2', { timeout: START_TIMEOUT_MS }, async () => {
+    const noSecret = await runCli(['serve', 'models/examples/pattern', '--coordinator', 'http://127.0.0.1:9']);
+    expect(noSecret.code, describeResult(noSecret)).toBe(2);
+    expect(noSecret.stderr).toContain('ARCLIGHT_RUNTIME_SECRET');
+    const notUrl = await runCli(['serve', 'models/examples/pattern', '--coordinator', 'coordinator.local']);
+    expect(notUrl.code, describeResult(notUrl)).toBe(2);
+    expect(notUrl.stderr).toContain('--coordinator must be an http(s) URL');
+  });
+
   it('--port abc → exit 2', { timeout: START_TIMEOUT_MS }, async () => {
     const result = await runCli(['serve', 'models/examples/pattern', '--port', 'abc']);
     expect(result.code, describeResult(result)).toBe(2);
