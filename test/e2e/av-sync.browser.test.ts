@@ -28,7 +28,9 @@ it('plays audio and video at the same sender time, steadily (estimatedPlayoutTim
     });
     await client.connect();
     const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-    await sleep(4000); // sender reports (every 0.5–1.5 s) and the sync loop settle
+    // Sender reports (every 0.5–1.5 s) arrive and Chromium's A/V sync loop (which moves the delay
+    // in steps, about one a second) converges: 4 s was not always enough (diffs still at 80 ms).
+    await sleep(8000);
     const out: Array<{ audio: number | null; video: number | null }> = [];
     for (let i = 0; i < 20; i++) {
       const report = await client.getPeerConnection()!.getStats();
