@@ -99,7 +99,6 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     keyring,
     tokens,
     sessions,
-    meter,
     ledger,
     storage,
     registry,

@@ -3,6 +3,12 @@
  * docs/coordinator.md describes the rules in words.
  */
 
+/**
+ * Header carrying the deployment's shared runtime secret, on every call between a runtime and
+ * its coordinator (registration, heartbeats, session start/end, relayed transport calls).
+ */
+export const RUNTIME_SECRET_HEADER = 'Arclight-Runtime-Secret';
+
 /** Header carrying the API key on `POST /tokens`. */
 export const API_KEY_HEADER = 'Service-API-Key';
 

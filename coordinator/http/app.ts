@@ -10,7 +10,6 @@ import type { ApiKeyStore } from '../accounts/api-keys.ts';
 import type { ModelCatalog } from '../models/model-catalog.ts';
 import { pricingResponse, type PricingSettings } from '../pricing/pricing.ts';
 import type { CreditLedger } from '../billing/credit-ledger.ts';
-import type { SessionMeter } from '../billing/session-meter.ts';
 import type { RuntimeRegistry } from '../runtimes/runtime-registry.ts';
 import type { SessionLifecycle } from '../sessions/session-lifecycle.ts';
 import type { CoordinatorStorage } from '../storage/database.ts';
@@ -30,7 +29,6 @@ export interface CoordinatorServices {
   readonly keyring: SigningKeyring;
   readonly tokens: TokenService;
   readonly sessions: SessionStore;
-  readonly meter: SessionMeter;
   readonly ledger: CreditLedger;
   readonly storage: CoordinatorStorage;
   readonly registry: RuntimeRegistry;
@@ -73,7 +71,6 @@ export function createCoordinatorApp(services: CoordinatorServices): Hono {
     runtimes: services.lifecycle.runtimes,
     auth,
     sessions: services.sessions,
-    meter: services.meter,
     catalog: services.catalog,
     cluster: services.cluster,
   });

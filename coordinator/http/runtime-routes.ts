@@ -7,14 +7,13 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { Context, Hono } from 'hono';
 import type { Capabilities } from '../../protocol/capabilities.ts';
+import { RUNTIME_SECRET_HEADER } from '../../protocol/coordinator.ts';
 import { ArclightError } from '../../protocol/errors.ts';
 import type { ModelCatalog } from '../models/model-catalog.ts';
 import { HEARTBEAT_INTERVAL_MS, type RuntimeRegistry } from '../runtimes/runtime-registry.ts';
 import type { SessionLifecycle } from '../sessions/session-lifecycle.ts';
 import type { SessionStore } from '../sessions/session-store.ts';
 import { readJson } from './errors.ts';
-
-export const RUNTIME_SECRET_HEADER = 'Arclight-Runtime-Secret';
 
 export interface RuntimeRouteServices {
   readonly registry: RuntimeRegistry;

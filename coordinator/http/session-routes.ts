@@ -16,7 +16,6 @@ import {
   checkApiVersionHeader,
   checkWebrtcVersionHeader,
 } from '../../protocol/versions.ts';
-import type { SessionMeter } from '../billing/session-meter.ts';
 import type { RuntimeClient } from '../runtimes/runtime-client.ts';
 import type { RuntimeRegistry } from '../runtimes/runtime-registry.ts';
 import type { SessionLifecycle } from '../sessions/session-lifecycle.ts';
@@ -34,7 +33,6 @@ const MAX_REASON_LENGTH = 256;
 export interface SessionRouteServices {
   readonly auth: BearerAuthenticator;
   readonly sessions: SessionStore;
-  readonly meter: SessionMeter;
   readonly registry: RuntimeRegistry;
   readonly lifecycle: SessionLifecycle;
   readonly runtimes: RuntimeClient;

@@ -3,10 +3,10 @@
  * end it, and relay a client's transport call. All carry the runtime secret.
  */
 
+import { RUNTIME_SECRET_HEADER } from '../../protocol/coordinator.ts';
 import { ArclightError } from '../../protocol/errors.ts';
 import type { RuntimeRecord } from './runtime-registry.ts';
 
-export const RUNTIME_SECRET_HEADER = 'Arclight-Runtime-Secret';
 /** Headers passed through on a relayed transport call, both ways. */
 const RELAYED_REQUEST_HEADERS = ['content-type', 'reactor-webrtc-version'];
 const CALL_TIMEOUT_MS = 10_000;

@@ -81,7 +81,7 @@ export class RuntimeRegistry {
 
   /**
    * Assigns a free slot to the waiting session, if a live runtime of its model has one; returns
-   * the runtime, or undefined (the session keeps waiting; `assignWaiting` retries).
+   * the runtime, or undefined (the session keeps waiting; housekeeping retries).
    */
   async assign(sessionId: string): Promise<RuntimeRecord | undefined> {
     return this.#db.transaction().execute(async (tx) => {
@@ -135,16 +135,6 @@ export class RuntimeRegistry {
       .orderBy('created_at')
       .execute();
     return rows.map((r) => r.id);
-  }
-
-  /** Tries to place every waiting, unassigned session (oldest first); returns those placed. */
-  async assignWaiting(): Promise<Array<{ sessionId: string; runtime: RuntimeRecord }>> {
-    const placed: Array<{ sessionId: string; runtime: RuntimeRecord }> = [];
-    for (const id of await this.unplaced()) {
-      const runtime = await this.assign(id);
-      if (runtime) placed.push({ sessionId: id, runtime });
-    }
-    return placed;
   }
 
   /**

@@ -7,9 +7,8 @@
 
 import { randomUUID } from 'node:crypto';
 import type { Capabilities } from '../../protocol/capabilities.ts';
+import { RUNTIME_SECRET_HEADER } from '../../protocol/coordinator.ts';
 import type { Logger } from '../log.ts';
-
-export const RUNTIME_SECRET_HEADER = 'Arclight-Runtime-Secret';
 
 export interface HostedOptions {
   /** The coordinator's base URL. */

@@ -8,7 +8,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import { Hono, type MiddlewareHandler } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
-import { RUNTIME_SECRET_HEADER } from '../hosted/coordinator-link.ts';
+import { RUNTIME_SECRET_HEADER } from '../../protocol/coordinator.ts';
 import type { LocalSessionHost } from '../session/local-session-host.ts';
 import type { ModelReadiness } from './session-routes.ts';
 

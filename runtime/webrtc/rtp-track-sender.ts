@@ -134,10 +134,6 @@ export class RtpTrackSender {
     return mime?.split('/')[1]?.toLowerCase();
   }
 
-  get sender(): RTCRtpSender {
-    return this.#sender;
-  }
-
   /**
    * Sends one frame's payloads; the marker bit goes on the last one. Returns the RTP timestamp
    * as the client sees it (with werift's per-sender random offset), or undefined when nothing

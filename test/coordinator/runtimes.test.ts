@@ -48,6 +48,10 @@ describe.each(ENGINES)('runtime registry on %s', (engine) => {
     fetch(`${coordinator.url}/sessions`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: { name: 'pattern' } }) }).then(json);
   const get = (id: string) => fetch(`${coordinator.url}/sessions/${id}`, { headers: { authorization: `Bearer ${token}` } }).then(json);
   const end = (id: string) => fetch(`${coordinator.url}/sessions/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${token}` } }).then(json);
+  /** Slot placement alone (these runtimes cannot open sessions): every waiting session, oldest first. */
+  const placeWaiting = async () => {
+    for (const id of await coordinator.registry.unplaced()) await coordinator.registry.assign(id);
+  };
   const runtimeOf = async (sessionId: string) =>
     (await coordinator.storage.db.selectFrom('sessions').select('runtime_id').where('id', '=', sessionId).executeTakeFirstOrThrow()).runtime_id;
 
@@ -79,7 +83,7 @@ describe.each(ENGINES)('runtime registry on %s', (engine) => {
     const registered = await register('r-1');
     expect(registered).toEqual({ status: 200, body: { id: 'r-1', heartbeat_interval_ms: 5000 } });
     await new Promise((resolve) => setTimeout(resolve, 500)); // the background placement pass (see below)
-    await coordinator.registry.assignWaiting();
+    await placeWaiting();
     const placed = await get(first.body.session_id);
     expect(placed.status).toBe(200);
     expect(placed.body).toMatchObject({ state: 'WAITING', selected_transport: { protocol: 'webrtc', version: '1.0' }, capabilities: CAPABILITIES });
@@ -87,10 +91,10 @@ describe.each(ENGINES)('runtime registry on %s', (engine) => {
 
     const second = await create(); // r-1 is full
     expect(second.body.capabilities).toBeUndefined();
-    await coordinator.registry.assignWaiting();
+    await placeWaiting();
     expect(await runtimeOf(second.body.session_id)).toBeNull();
     await end(first.body.session_id);
-    await coordinator.registry.assignWaiting();
+    await placeWaiting();
     expect(await runtimeOf(second.body.session_id)).toBe('r-1');
     await end(second.body.session_id);
   });
@@ -103,7 +107,7 @@ describe.each(ENGINES)('runtime registry on %s', (engine) => {
     // Registration also starts a placement pass in the background, which cannot open the session
     // on this address (nothing listens) and takes it back off; let it finish first.
     await new Promise((resolve) => setTimeout(resolve, 500));
-    await coordinator.registry.assignWaiting();
+    await placeWaiting();
     expect(await runtimeOf(waiting.body.session_id)).toBe('r-2');
     const placed = await create();
     expect((await coordinator.registry.assign(placed.body.session_id))?.id).toBe('r-2');
