@@ -19,6 +19,7 @@ export default defineConfig({
       { find: /^arclight\/runtime$/, replacement: src('./runtime/index.ts') },
       { find: /^arclight\/client$/, replacement: src('./client/index.ts') },
       { find: /^arclight\/client\/node$/, replacement: src('./client/node.ts') },
+      { find: /^arclight\/client\/server$/, replacement: src('./client/server.ts') },
       { find: /^arclight\/protocol$/, replacement: src('./protocol/index.ts') },
       { find: /^arclight\/coordinator$/, replacement: src('./coordinator/index.ts') },
     ],

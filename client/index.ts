@@ -28,6 +28,7 @@ export type { ClientStats, MediaQuality } from './stats.ts';
 export type { LatencySummary } from './latency-tracker.ts';
 export type { RtcImplementation } from './peer-link.ts';
 export type { TokenSource } from './token.ts';
+export { cacheToken, type ExpiringToken, type TokenCacheOptions } from './token-cache.ts';
 export { ArclightError } from '../protocol/errors.ts';
 export type { Capabilities, TrackCapability, CommandCapability } from '../protocol/capabilities.ts';
 export type { SessionResponse } from '../protocol/session.ts';

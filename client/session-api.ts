@@ -4,7 +4,7 @@
  * as 2.9.0 does); hosted mode talks to the coordinator with the JWT.
  */
 
-import { ArclightError, type ErrorBody } from '../protocol/errors.ts';
+import { ArclightError } from '../protocol/errors.ts';
 import type { SessionResponse } from '../protocol/session.ts';
 import type { IceServersResponse, RegisterConnectionResponse, SdpAnswerResponse, SdpOfferRequest } from '../protocol/transport.ts';
 import {
@@ -14,6 +14,7 @@ import {
   WEBRTC_VERSION,
   WEBRTC_VERSION_HEADER,
 } from '../protocol/versions.ts';
+import { errorFromResponse } from './http-errors.ts';
 import { resolveToken, type TokenSource } from './token.ts';
 
 export interface SessionApiOptions {
@@ -98,7 +99,7 @@ export class SessionApi {
     for (let attempt = 1; attempt <= maxAttempts; attempt++) {
       const response = await this.#fetch('GET', `${transport(sessionId)}/connections/${connectionId}/sdp_params`, {});
       if (response.status === 200) return ((await response.json()) as SdpAnswerResponse).sdp_answer;
-      if (response.status !== 202) throw await toError(response);
+      if (response.status !== 202) throw await errorFromResponse(response);
       if (attempt < maxAttempts) await sleep(delay, this.#options.signal);
       delay = Math.min(delay * 2, 5_000);
     }
@@ -119,7 +120,7 @@ export class SessionApi {
 
   async #request<T = unknown>(method: string, path: string, options: { body?: unknown; api?: boolean; allow?: number[] }): Promise<T> {
     const response = await this.#fetch(method, path, options);
-    if (!response.ok && !(options.allow ?? []).includes(response.status)) throw await toError(response);
+    if (!response.ok && !(options.allow ?? []).includes(response.status)) throw await errorFromResponse(response);
     const text = await response.text();
     return (text ? JSON.parse(text) : undefined) as T;
   }
@@ -152,33 +153,6 @@ export class SessionApi {
 
 function transport(sessionId: string): string {
   return `/sessions/${encodeURIComponent(sessionId)}/transport/webrtc`;
-}
-
-async function toError(response: Response): Promise<ArclightError> {
-  let body: Partial<ErrorBody> = {};
-  try {
-    body = (await response.json()) as Partial<ErrorBody>;
-  } catch {
-    // not JSON: fall through to a generic error
-  }
-  const code = typeof body.code === 'string' ? body.code : codeForStatus(response.status);
-  const message = typeof body.message === 'string' ? body.message : `HTTP ${response.status} ${response.statusText}`;
-  return new ArclightError(code, message, { status: response.status, ...(body.field ? { field: body.field } : {}) });
-}
-
-function codeForStatus(status: number): string {
-  switch (status) {
-    case 401: return 'unauthorized';
-    case 402: return 'payment_required';
-    case 403: return 'forbidden';
-    case 404: return 'not_found';
-    case 409: return 'session_conflict';
-    case 410: return 'session_ended';
-    case 426: return 'unsupported_version';
-    case 429: return 'rate_limited';
-    case 501: return 'version_not_implemented';
-    default: return status >= 500 ? 'internal_error' : 'invalid_request';
-  }
 }
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
