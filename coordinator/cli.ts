@@ -20,11 +20,14 @@ import { openStorage } from './storage/database.ts';
 
 export const COORDINATOR_USAGE = `Usage:
   arclight coordinator [--port 8090] [--host 127.0.0.1] [--database <file|postgres://…>]
+                       [--reconnect-window 30] [--meter-flush-ms 5000]
   arclight admin <verb> [arguments] [--database <file|postgres://…>]
 
 Admin verbs (each prints one JSON object):
-  create-account <name> [--concurrent-sessions n] [--sessions-per-minute n] [--max-session-duration s]
-  set-quotas <account-id> [--concurrent-sessions n] [--sessions-per-minute n] [--max-session-duration s]
+  create-account <name> [quotas]
+  set-quotas <account-id> [quotas]
+      quotas: --concurrent-sessions n  --sessions-per-minute n  --max-session-duration s
+              --monthly-credit-cap credits (billing cap per calendar month, UTC; 0 = none)
   create-key <account-id>           a new rk_ API key (shown once)
   rotate-key <key-id>               a new key for the same account; the old one stops working
   revoke-key <key-id>
@@ -51,6 +54,11 @@ function quotasFrom(values: Record<string, string | boolean | undefined>): Parti
   const concurrent = count(values['concurrent-sessions'] as string | undefined, '--concurrent-sessions');
   const perMinute = count(values['sessions-per-minute'] as string | undefined, '--sessions-per-minute');
   const duration = count(values['max-session-duration'] as string | undefined, '--max-session-duration');
+  const cap = values['monthly-credit-cap'] as string | undefined;
+  if (cap !== undefined) {
+    if (!/^\d{1,15}$/.test(cap)) throw new UsageError('--monthly-credit-cap must be a whole number of credits (0 = no cap)');
+    quotas.monthlyCreditCap = Number(cap);
+  }
   if (concurrent !== undefined) quotas.concurrentSessions = concurrent;
   if (perMinute !== undefined) quotas.sessionsPerMinute = perMinute;
   if (duration !== undefined) quotas.maxSessionDurationSeconds = duration;
@@ -71,6 +79,9 @@ export async function main(argv: readonly string[]): Promise<number> {
         'concurrent-sessions': { type: 'string' },
         'sessions-per-minute': { type: 'string' },
         'max-session-duration': { type: 'string' },
+        'monthly-credit-cap': { type: 'string' },
+        'reconnect-window': { type: 'string' },
+        'meter-flush-ms': { type: 'string' },
         rate: { type: 'string' },
         private: { type: 'boolean' },
         open: { type: 'boolean' },
@@ -93,7 +104,15 @@ export async function main(argv: readonly string[]): Promise<number> {
       if (verb !== undefined) throw new UsageError(`unexpected argument "${verb}"`);
       const port = values.port === undefined ? 8090 : /^\d{1,5}$/.test(values.port) && Number(values.port) < 65536 ? Number(values.port) : NaN;
       if (Number.isNaN(port)) throw new UsageError('--port must be 0–65535');
-      const coordinator = await startCoordinator({ database, port, host: values.host ?? '127.0.0.1' });
+      const reconnectWindow = count(values['reconnect-window'] as string | undefined, '--reconnect-window');
+      const flushMs = count(values['meter-flush-ms'] as string | undefined, '--meter-flush-ms');
+      const coordinator = await startCoordinator({
+        database,
+        port,
+        host: values.host ?? '127.0.0.1',
+        ...(reconnectWindow === undefined ? {} : { reconnectWindowSeconds: reconnectWindow }),
+        ...(flushMs === undefined ? {} : { meterFlushMs: flushMs }),
+      });
       process.stdout.write(`coordinator listening on ${coordinator.url}\n`);
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);

@@ -17,7 +17,7 @@ import { createCoordinatorApp } from './http/app.ts';
 import { ModelCatalog } from './models/model-catalog.ts';
 import { DEFAULT_PRICING, type PricingSettings } from './pricing/pricing.ts';
 import { CreditLedger } from './billing/credit-ledger.ts';
-import { SessionMeter } from './billing/session-meter.ts';
+import { SessionMeter, type MeterStop } from './billing/session-meter.ts';
 import { RuntimeClient } from './runtimes/runtime-client.ts';
 import { RuntimeRegistry } from './runtimes/runtime-registry.ts';
 import { SessionLifecycle } from './sessions/session-lifecycle.ts';
@@ -51,6 +51,17 @@ export interface CoordinatorOptions {
    * of the seconds (they are computed from the database); 0 turns the timer off (tests flush).
    */
   readonly meterFlushMs?: number;
+  /**
+   * How long a session outlives its last client's connection (a recoverable disconnect, a network
+   * drop), seconds: the GPU stays held and billing continues so the client can reconnect; then
+   * the runtime ends it. Default 30.
+   */
+  readonly reconnectWindowSeconds?: number;
+  /**
+   * Browser origins allowed to call the session API and /pricing (CORS): `'*'` (the default —
+   * those calls carry bearer tokens, never cookies) or a list of origins.
+   */
+  readonly corsOrigins?: '*' | readonly string[];
   /** Milliseconds since the epoch (tests move time). Default `Date.now`. */
   readonly now?: () => number;
 }
@@ -72,6 +83,19 @@ export interface Coordinator {
   close(): Promise<void>;
 }
 
+const DEFAULT_RECONNECT_WINDOW_SECONDS = 30;
+/** What clients are told when the meter ends their session. */
+const METER_STOP_REASONS: Record<MeterStop, string> = {
+  out_of_credits: 'The account ran out of credits.',
+  billing_cap: 'The account reached its monthly billing cap.',
+};
+
+function reconnectWindow(seconds: number | undefined): number {
+  const value = seconds ?? DEFAULT_RECONNECT_WINDOW_SECONDS;
+  if (!Number.isInteger(value) || value < 1 || value > 3600) throw new RangeError(`reconnectWindowSeconds must be a whole number from 1 to 3600 (got ${value})`);
+  return value;
+}
+
 export async function startCoordinator(options: CoordinatorOptions = {}): Promise<Coordinator> {
   const log = options.logger ?? createLogger({ process: 'coordinator' });
   const storage = await openStorage(options.database ?? 'data/coordinator.db');
@@ -91,7 +115,8 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   const sessions = new SessionStore(db, storage.engine, ledger, options.now);
   const registry = new RuntimeRegistry(db, storage.engine, options.now);
   const runtimeSecret = options.runtimeSecret ?? process.env['ARCLIGHT_RUNTIME_SECRET'];
-  const lifecycle = new SessionLifecycle(sessions, registry, new RuntimeClient(runtimeSecret), meter, log);
+  const inFlight = new Set<Promise<unknown>>();
+  const lifecycle = new SessionLifecycle(sessions, registry, new RuntimeClient(runtimeSecret, reconnectWindow(options.reconnectWindowSeconds)), meter, log);
   await keyring.current(); // first start: create the signing key before serving
   const app = createCoordinatorApp({
     apiKeys,
@@ -104,10 +129,18 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     registry,
     lifecycle,
     runtimeSecret,
-    onCapacity: () => void lifecycle.placeWaiting().catch((error: unknown) => log.error('placing waiting sessions failed', { error })),
+    onCapacity: () => {
+      // Tracked so close() waits for it rather than pulling the database from under it.
+      const placing = lifecycle
+        .placeWaiting()
+        .catch((error: unknown) => log.error('placing waiting sessions failed', { error }))
+        .finally(() => inFlight.delete(placing));
+      inFlight.add(placing);
+    },
     cluster: options.cluster ?? 'default',
     pricing,
     logError: (message, fields) => log.error(message, fields),
+    corsOrigins: options.corsOrigins ?? '*',
   });
   const host = options.host ?? '127.0.0.1';
   let server: ServerType;
@@ -132,8 +165,8 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     await registry.reapStale();
     await lifecycle.ended(await sessions.endExpired());
     await lifecycle.placeWaiting();
-    const { ranDry } = await meter.flush();
-    for (const { sessionId } of ranDry) await lifecycle.end(sessionId, 'The account ran out of credits.');
+    const { mustEnd } = await meter.flush();
+    for (const { sessionId, stop } of mustEnd) await lifecycle.end(sessionId, METER_STOP_REASONS[stop]);
   };
   let flushing: Promise<unknown> | undefined;
   const flushMs = options.meterFlushMs ?? 5000;
@@ -161,8 +194,9 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     housekeeping,
     async close() {
       clearInterval(timer);
-      await flushing;
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      await flushing;
+      await Promise.all(inFlight);
       await storage.close();
     },
   };

@@ -11,10 +11,15 @@ export interface AccountQuotas {
   readonly sessionsPerMinute: number;
   /** Ceiling on a session's duration in seconds. */
   readonly maxSessionDurationSeconds: number;
+  /**
+   * Billing cap: credits the account may spend per calendar month (UTC); 0 = none. Reaching it
+   * refuses new paid sessions (402 `billing_cap_reached`) and ends running ones.
+   */
+  readonly monthlyCreditCap: number;
 }
 
 /** The spec's defaults; support raises them per account (`arclight admin set-quotas`). */
-export const DEFAULT_QUOTAS: AccountQuotas = { concurrentSessions: 5, sessionsPerMinute: 50, maxSessionDurationSeconds: 1200 };
+export const DEFAULT_QUOTAS: AccountQuotas = { concurrentSessions: 5, sessionsPerMinute: 50, maxSessionDurationSeconds: 1200, monthlyCreditCap: 0 };
 
 export interface Account {
   readonly id: string;
@@ -32,6 +37,7 @@ export function accountFromRow(row: Selectable<AccountTable>): Account {
       concurrentSessions: row.concurrent_sessions,
       sessionsPerMinute: row.sessions_per_minute,
       maxSessionDurationSeconds: row.max_session_duration_seconds,
+      monthlyCreditCap: Number(row.monthly_credit_cap),
     },
   };
 }
@@ -52,6 +58,7 @@ export class AccountStore {
       concurrent_sessions: q.concurrentSessions,
       sessions_per_minute: q.sessionsPerMinute,
       max_session_duration_seconds: q.maxSessionDurationSeconds,
+      monthly_credit_cap: q.monthlyCreditCap,
     };
     await this.#db.insertInto('accounts').values(row).execute();
     return accountFromRow(row);
@@ -63,10 +70,11 @@ export class AccountStore {
   }
 
   async setQuotas(id: string, quotas: Partial<AccountQuotas>): Promise<void> {
-    const values: Partial<Record<'concurrent_sessions' | 'sessions_per_minute' | 'max_session_duration_seconds', number>> = {};
+    const values: Partial<Record<'concurrent_sessions' | 'sessions_per_minute' | 'max_session_duration_seconds' | 'monthly_credit_cap', number>> = {};
     if (quotas.concurrentSessions !== undefined) values.concurrent_sessions = quotas.concurrentSessions;
     if (quotas.sessionsPerMinute !== undefined) values.sessions_per_minute = quotas.sessionsPerMinute;
     if (quotas.maxSessionDurationSeconds !== undefined) values.max_session_duration_seconds = quotas.maxSessionDurationSeconds;
+    if (quotas.monthlyCreditCap !== undefined) values.monthly_credit_cap = quotas.monthlyCreditCap;
     if (Object.keys(values).length > 0) await this.#db.updateTable('accounts').set(values).where('id', '=', id).execute();
   }
 }

@@ -140,11 +140,32 @@ export class CreditLedger {
     return { charged: true, unpaid: owed };
   }
 
-  /** Serializes ledger writes per account (PostgreSQL row lock; SQLite runs one transaction at a time). */
-  async lockAccount(tx: Transaction<CoordinatorDatabase>, accountId: string): Promise<void> {
-    let query = tx.selectFrom('accounts').select('id').where('id', '=', accountId);
+  /**
+   * Credits charged to the account since the start of this calendar month (UTC) — what a billing
+   * cap limits. Summed from the ticks (indexed by account and time), so it cannot drift.
+   */
+  async spentThisMonth(accountId: string, db: Db = this.#db): Promise<number> {
+    const now = new Date(this.#now());
+    const monthStart = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1);
+    const row = await db
+      .selectFrom('meter_ticks')
+      .select((eb) => eb.fn.sum<number | string | null>('credits').as('spent'))
+      .where('account_id', '=', accountId)
+      .where('created_at', '>=', monthStart)
+      .executeTakeFirst();
+    return Number(row?.spent ?? 0);
+  }
+
+  /**
+   * Serializes ledger writes per account (PostgreSQL row lock; SQLite runs one transaction at a
+   * time). Returns the account's monthly billing cap (0 = none), read under the lock.
+   */
+  async lockAccount(tx: Transaction<CoordinatorDatabase>, accountId: string): Promise<{ monthlyCreditCap: number }> {
+    let query = tx.selectFrom('accounts').select(['id', 'monthly_credit_cap']).where('id', '=', accountId);
     if (this.#engine === 'postgres') query = query.forUpdate();
-    if (!(await query.executeTakeFirst())) throw new ArclightError('invalid_request', `No account ${accountId}.`);
+    const account = await query.executeTakeFirst();
+    if (!account) throw new ArclightError('invalid_request', `No account ${accountId}.`);
+    return { monthlyCreditCap: Number(account.monthly_credit_cap) };
   }
 
   async #insertGrant(tx: Transaction<CoordinatorDatabase>, accountId: string, kind: GrantKind, credits: number, paidCents: number | null): Promise<GrantBalance> {

@@ -12,11 +12,22 @@ import type { Kysely } from 'kysely';
 import type { CoordinatorDatabase } from '../storage/schema.ts';
 import type { CreditLedger } from './credit-ledger.ts';
 
+/** Why the meter says a running session must end. */
+export type MeterStop = 'out_of_credits' | 'billing_cap';
+
+export interface SessionCharge {
+  readonly charged: boolean;
+  /** Credits the account's grants could not cover. */
+  readonly unpaid: number;
+  /** Set when the session must end: its account ran dry, or spent its monthly cap. */
+  readonly stop?: MeterStop;
+}
+
 export interface FlushResult {
   /** Ticks written. */
   readonly ticks: number;
-  /** Sessions whose account could not pay for the seconds just charged. */
-  readonly ranDry: ReadonlyArray<{ readonly sessionId: string; readonly accountId: string }>;
+  /** Sessions whose account ran dry or reached its billing cap with the seconds just charged. */
+  readonly mustEnd: ReadonlyArray<{ readonly sessionId: string; readonly accountId: string; readonly stop: MeterStop }>;
 }
 
 export class SessionMeter {
@@ -44,19 +55,19 @@ export class SessionMeter {
       )
       .execute();
     let ticks = 0;
-    const ranDry: Array<{ sessionId: string; accountId: string }> = [];
+    const mustEnd: Array<{ sessionId: string; accountId: string; stop: MeterStop }> = [];
     for (const { id, account_id: accountId } of candidates) {
       const result = await this.flushSession(id, accountId);
       if (result.charged) ticks++;
-      if (result.unpaid > 0) ranDry.push({ sessionId: id, accountId });
+      if (result.stop) mustEnd.push({ sessionId: id, accountId, stop: result.stop });
     }
-    return { ticks, ranDry };
+    return { ticks, mustEnd };
   }
 
   /** Charges one session's accrued seconds (also called when a session ends). */
-  async flushSession(sessionId: string, accountId: string): Promise<{ charged: boolean; unpaid: number }> {
+  async flushSession(sessionId: string, accountId: string): Promise<SessionCharge> {
     return this.#db.transaction().execute(async (tx) => {
-      await this.#ledger.lockAccount(tx, accountId);
+      const { monthlyCreditCap } = await this.#ledger.lockAccount(tx, accountId);
       // Read under the lock: a concurrent flush that committed first has moved billed_seconds.
       const session = await tx.selectFrom('sessions').selectAll().where('id', '=', sessionId).executeTakeFirstOrThrow();
       if (session.ready_at === null) return { charged: false, unpaid: 0 };
@@ -73,6 +84,9 @@ export class SessionMeter {
         credits: seconds * session.rate_credits_per_second,
       });
       await tx.updateTable('sessions').set({ billed_seconds: due }).where('id', '=', sessionId).execute();
+      if (!result.charged || session.status !== 'ready') return result;
+      if (result.unpaid > 0) return { ...result, stop: 'out_of_credits' as const };
+      if (monthlyCreditCap > 0 && (await this.#ledger.spentThisMonth(accountId, tx)) >= monthlyCreditCap) return { ...result, stop: 'billing_cap' as const };
       return result;
     });
   }

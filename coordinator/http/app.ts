@@ -4,7 +4,9 @@
  */
 
 import { Hono } from 'hono';
+import { cors } from 'hono/cors';
 import { API_KEY_HEADER } from '../../protocol/coordinator.ts';
+import { API_ACCEPT_VERSION_HEADER, API_VERSION_HEADER, WEBRTC_VERSION_HEADER } from '../../protocol/versions.ts';
 import { ArclightError } from '../../protocol/errors.ts';
 import type { ApiKeyStore } from '../accounts/api-keys.ts';
 import type { ModelCatalog } from '../models/model-catalog.ts';
@@ -39,12 +41,31 @@ export interface CoordinatorServices {
   readonly cluster: string;
   readonly pricing: PricingSettings;
   readonly logError: ErrorLogger;
+  /** Browser origins allowed on the session API and /pricing: `'*'` (default) or a list. */
+  readonly corsOrigins: '*' | readonly string[];
 }
+
+/**
+ * CORS only where browsers belong: the session API (a bearer token, never a cookie, so `*` leaks
+ * nothing) and the public pricing. `/tokens`, `/platform/*` and `/runtimes/*` take API keys and
+ * runtime secrets, which live on servers; they answer no preflight.
+ */
+const BROWSER_PATHS = ['/sessions', '/sessions/*', '/pricing'];
+const BROWSER_REQUEST_HEADERS = ['Authorization', 'Content-Type', API_VERSION_HEADER, API_ACCEPT_VERSION_HEADER, WEBRTC_VERSION_HEADER];
+const BROWSER_EXPOSED_HEADERS = ['Retry-After'];
 
 export function createCoordinatorApp(services: CoordinatorServices): Hono {
   const app = new Hono();
   app.onError(createErrorHandler(services.logError));
   app.notFound(notFound);
+  const browserCors = cors({
+    origin: services.corsOrigins === '*' ? '*' : [...services.corsOrigins],
+    allowMethods: ['GET', 'POST', 'PATCH', 'PUT', 'DELETE'],
+    allowHeaders: BROWSER_REQUEST_HEADERS,
+    exposeHeaders: BROWSER_EXPOSED_HEADERS,
+    maxAge: 600,
+  });
+  for (const path of BROWSER_PATHS) app.use(path, browserCors);
 
   app.post('/tokens', async (c) => {
     const key = c.req.header(API_KEY_HEADER);

@@ -124,7 +124,7 @@ export function registerSessionRoutes(app: Hono, services: SessionRouteServices)
 
   app.delete('/sessions/:id', async (c) => {
     const actor = await auth.actor(c, { allowApiKey: true });
-    const session = await sessions.authorize(actor, c.req.param('id'));
+    const session = await sessions.authorize(actor, c.req.param('id'), 'end');
     const body = await readJson(c);
     const reason = typeof body === 'object' && body !== null ? (body as { reason?: unknown }).reason : undefined;
     if (reason !== undefined && (typeof reason !== 'string' || reason.length > MAX_REASON_LENGTH)) {

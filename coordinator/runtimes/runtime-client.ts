@@ -13,14 +13,18 @@ const CALL_TIMEOUT_MS = 10_000;
 
 export class RuntimeClient {
   readonly #secret: string | undefined;
+  readonly #reconnectWindowSeconds: number;
 
-  constructor(secret: string | undefined) {
+  /** `reconnectWindowSeconds`: how long a runtime keeps a session after its last client left. */
+  constructor(secret: string | undefined, reconnectWindowSeconds: number) {
     this.#secret = secret;
+    this.#reconnectWindowSeconds = reconnectWindowSeconds;
   }
 
   /** Opens the session on the runtime; throws when the runtime refuses or cannot be reached. */
   async startSession(runtime: RuntimeRecord, sessionId: string, maxDurationSeconds: number): Promise<void> {
-    const response = await this.#call(runtime, 'POST', '/hosted/sessions', JSON.stringify({ session_id: sessionId, max_duration_seconds: maxDurationSeconds }));
+    const body = { session_id: sessionId, max_duration_seconds: maxDurationSeconds, reconnect_window_seconds: this.#reconnectWindowSeconds };
+    const response = await this.#call(runtime, 'POST', '/hosted/sessions', JSON.stringify(body));
     if (!response.ok) throw new Error(`runtime ${runtime.id} refused session ${sessionId}: ${response.status} ${await response.text()}`);
   }
 

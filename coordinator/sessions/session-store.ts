@@ -58,6 +58,10 @@ export class SessionStore {
       if (model.rateCreditsPerSecond > 0 && (await this.#ledger.balance(token.accountId, tx)).credits <= 0) {
         throw new ArclightError('insufficient_credits', 'The account has no credits left; top up, then retry.');
       }
+      const cap = Number(account.monthly_credit_cap);
+      if (model.rateCreditsPerSecond > 0 && cap > 0 && (await this.#ledger.spentThisMonth(token.accountId, tx)) >= cap) {
+        throw new ArclightError('billing_cap_reached', `The account has spent its billing cap of ${cap} credits this month; raise the cap or wait for next month.`);
+      }
       if (token.scoped) {
         // Counts every session the token ever created or was bound to; closing gives nothing back.
         const taken = await tx
@@ -121,8 +125,13 @@ export class SessionStore {
    * The session, if `actor` may act on it: a scoped token on its bound set (created by it or bound
    * at minting), an unscoped token or an API key on any session of its account. Otherwise 403 —
    * the same for a session that does not exist.
+   *
+   * `purpose: 'end'` asks for more: the session's creator — the token that created it, or the
+   * account itself (its API key, an unscoped token). A token holding it only through `bind` is an
+   * adopter of a shared session, and an adopter leaving must not stop its creator's session (nor
+   * its meter): 403 with its own message (the session is in its bound set, so nothing is probed).
    */
-  async authorize(actor: SessionActor, sessionId: string): Promise<SessionRecord> {
+  async authorize(actor: SessionActor, sessionId: string, purpose: 'act' | 'end' = 'act'): Promise<SessionRecord> {
     const session = await this.#db.selectFrom('sessions').selectAll().where('id', '=', sessionId).executeTakeFirst();
     const accountId = actor.kind === 'token' ? actor.token.accountId : actor.accountId;
     let allowed = session !== undefined && session.account_id === accountId;
@@ -134,6 +143,9 @@ export class SessionStore {
         .where('session_id', '=', sessionId)
         .executeTakeFirst();
       allowed = binding !== undefined;
+      if (allowed && purpose === 'end') {
+        throw new ArclightError('forbidden', 'This token adopted the session (bind) and cannot end it: only its creator can. Close your connection to leave it running.');
+      }
     }
     if (!allowed) throw new ArclightError('forbidden', OUTSIDE_BOUND_SET);
     return session!;

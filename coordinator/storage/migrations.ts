@@ -155,11 +155,25 @@ const runtimes: Migration = {
   },
 };
 
+const billingCap: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    // Credits the account may spend per calendar month (UTC); 0 = no cap.
+    await db.schema.alterTable('accounts').addColumn('monthly_credit_cap', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+    // The month's spend is summed from the ticks: index them by account and time.
+    await db.schema.createIndex('meter_ticks_account_time').on('meter_ticks').columns(['account_id', 'created_at']).execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await sql`drop index if exists meter_ticks_account_time`.execute(db);
+    await db.schema.alterTable('accounts').dropColumn('monthly_credit_cap').execute();
+  },
+};
+
 /** Every migration, oldest first; names sort in order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0001_initial': initial,
   '0002_billing': billing,
   '0003_runtimes': runtimes,
+  '0004_billing_cap': billingCap,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...MIGRATIONS }) };

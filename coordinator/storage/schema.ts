@@ -18,6 +18,8 @@ export interface AccountTable {
   sessions_per_minute: Generated<number>;
   /** Ceiling on every session's duration; a token's constraint can only lower it. */
   max_session_duration_seconds: Generated<number>;
+  /** Credits the account may spend per calendar month (UTC); 0 = no cap. */
+  monthly_credit_cap: Generated<number>;
 }
 
 /** `rk_` keys, stored as SHA-256 of the whole key (high-entropy secrets need no slow hash). */

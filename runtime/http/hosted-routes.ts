@@ -12,6 +12,9 @@ import { RUNTIME_SECRET_HEADER } from '../../protocol/coordinator.ts';
 import type { LocalSessionHost } from '../session/local-session-host.ts';
 import type { ModelReadiness } from './session-routes.ts';
 
+/** The coordinator's reconnect window, at most an hour (a GPU held longer for nobody is waste). */
+const MAX_RECONNECT_WINDOW_SECONDS = 3600;
+
 export function requireRuntimeSecret(secret: string): MiddlewareHandler {
   const expected = Buffer.from(secret);
   return async (c, next) => {
@@ -30,12 +33,16 @@ export const localSessionsClosed: MiddlewareHandler = async () => {
 export function hostedRoutes(host: LocalSessionHost, readiness: ModelReadiness): Hono {
   const app = new Hono();
   app.post('/hosted/sessions', async (c) => {
-    const body = (await c.req.json().catch(() => ({}))) as { session_id?: unknown };
+    const body = (await c.req.json().catch(() => ({}))) as { session_id?: unknown; reconnect_window_seconds?: unknown };
     if (typeof body.session_id !== 'string' || body.session_id.length === 0 || body.session_id.length > 128) {
       throw new ArclightError('invalid_request', 'session_id is required.', { field: '/session_id' });
     }
+    const window = body.reconnect_window_seconds;
+    if (window !== undefined && !(typeof window === 'number' && Number.isInteger(window) && window >= 1 && window <= MAX_RECONNECT_WINDOW_SECONDS)) {
+      throw new ArclightError('invalid_request', `reconnect_window_seconds must be a whole number of seconds, 1 to ${MAX_RECONNECT_WINDOW_SECONDS}.`, { field: '/reconnect_window_seconds' });
+    }
     readiness.assertReady();
-    const session = await host.start(body.session_id);
+    const session = await host.start(body.session_id, window === undefined ? {} : { reconnectGraceMs: window * 1000 });
     return c.json(host.describe(session), 200);
   });
   app.delete('/hosted/sessions/:sid', async (c) => {

@@ -55,8 +55,11 @@ export class LocalSessionHost {
     return this.#current;
   }
 
-  /** Opens a session (`id`: the coordinator's, in hosted mode). */
-  async start(id?: string): Promise<Session> {
+  /**
+   * Opens a session. Hosted mode gives the coordinator's `id` and its reconnect window (how long
+   * the session outlives its last client), which override the runtime's own.
+   */
+  async start(id?: string, overrides: { readonly reconnectGraceMs?: number } = {}): Promise<Session> {
     const existing = this.#current;
     if (existing && !existing.ended) {
       if (existing.liveConnections.length > 0) {
@@ -68,6 +71,7 @@ export class LocalSessionHost {
     const session = new Session({
       ...this.#options,
       ...(id === undefined ? {} : { id }),
+      ...(overrides.reconnectGraceMs === undefined ? {} : { reconnectGraceMs: overrides.reconnectGraceMs }),
       onEnded: (ended, reason) => {
         this.#remember(ended.id, reason);
         if (this.#current === ended) this.#current = undefined;

@@ -148,8 +148,8 @@ describe.each(ENGINES)('billing on %s', (engine) => {
     const { body } = await createSession(token);
     await coordinator.sessions.markReady(body.session_id);
     now += 10_000;
-    const { ranDry } = await coordinator.meter.flush();
-    expect(ranDry).toContainEqual({ sessionId: body.session_id, accountId: id });
+    const { mustEnd } = await coordinator.meter.flush();
+    expect(mustEnd).toContainEqual({ sessionId: body.session_id, accountId: id, stop: 'out_of_credits' });
     const unpaid = await coordinator.storage.db.selectFrom('grant_draws').select('credits').where('session_id', '=', body.session_id).where('grant_id', 'is', null).execute();
     expect(unpaid.map((d) => Number(d.credits))).toEqual([30]);
     expect((await coordinator.ledger.balance(id)).credits).toBe(0);
@@ -158,6 +158,42 @@ describe.each(ENGINES)('billing on %s', (engine) => {
     expect((await ticks(body.session_id)).reduce((sum, t) => sum + Number(t.seconds), 0)).toBe(1200);
     now = START;
   });
+  it('a monthly billing cap: a running session ends when the month\'s spend reaches it, then 402 billing_cap_reached until next month', async () => {
+    const { id, key, token } = await customer('Cap');
+    await coordinator.ledger.grantPromotional(id, 100_000);
+    await coordinator.accounts.setQuotas(id, { monthlyCreditCap: 100 }); // 20 seconds of pattern
+    const { body } = await createSession(token);
+    await coordinator.sessions.markReady(body.session_id);
+    const readyAt = now;
+    now = readyAt + 15_000;
+    await coordinator.housekeeping(); // 75 credits: under the cap
+    expect((await coordinator.sessions.get(body.session_id))?.status).toBe('ready');
+    now = readyAt + 25_000;
+    await coordinator.housekeeping(); // 125: over it — ended now, billed to now
+    const ended = await coordinator.sessions.get(body.session_id);
+    expect(ended).toMatchObject({ status: 'ended', ended_at: readyAt + 25_000, end_reason: expect.stringMatching(/billing cap/) });
+    expect(await coordinator.ledger.spentThisMonth(id)).toBe(125);
+    const refused = await createSession(token);
+    expect(refused.status).toBe(402);
+    expect(refused.body.code).toBe('billing_cap_reached');
+    try {
+      now = Date.UTC(2026, 11, 1, 0, 0, 1); // a new month: the cap starts over (a fresh token: the old one expired)
+      const minted = await fetch(`${coordinator.url}/tokens`, {
+        method: 'POST',
+        headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
+        body: JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } } }] }),
+      });
+      const fresh = (await minted.json()) as { token: string };
+      expect(await coordinator.ledger.spentThisMonth(id)).toBe(0);
+      const admitted = await createSession(fresh.token);
+      expect(admitted.status, JSON.stringify(admitted.body)).toBe(200);
+      await coordinator.accounts.setQuotas(id, { monthlyCreditCap: 0 }); // no cap
+      await fetch(`${coordinator.url}/sessions/${admitted.body.session_id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } });
+    } finally {
+      now = START;
+    }
+  });
+
   it('terminates a session at its maximum duration (the lower of token and account) and bills exactly that long', async () => {
     const account = await coordinator.accounts.create('Capped');
     const { key } = await coordinator.apiKeys.create(account.id);

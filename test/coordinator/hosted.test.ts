@@ -14,16 +14,19 @@ import type { Runtime } from '../../runtime/index.ts';
 import { startHostedStack, type HostedStack } from '../support/hosted-stack.ts';
 import { VideoProbe, waitUntil } from '../support/video-probe.ts';
 
+/** The coordinator's reconnect window here (default 30 s), short so the test sees it pass. */
+const RECONNECT_WINDOW_SECONDS = 3;
+
 describe('hosted mode: client → coordinator → runtime', () => {
   let stack: HostedStack;
   let coordinator: Coordinator;
   let runtime: Runtime;
   let accountId: string;
   const probes: VideoProbe[] = [];
-  const mintToken = () => stack.mintToken();
+  const mintToken = (bind?: readonly string[]) => stack.mintToken(bind);
 
   beforeAll(async () => {
-    stack = await startHostedStack({ runtimeId: 'gpu-0' });
+    stack = await startHostedStack({ runtimeId: 'gpu-0', reconnectWindowSeconds: RECONNECT_WINDOW_SECONDS });
     ({ coordinator, runtime, accountId } = stack);
   });
   afterAll(async () => {
@@ -70,6 +73,61 @@ describe('hosted mode: client → coordinator → runtime', () => {
     expect(Number((await coordinator.sessions.get(sessionId))!.billed_seconds)).toBe(billedAtEnd); // the meter stopped
     expect((await coordinator.ledger.balance(accountId)).credits).toBe(100_000 - billedAtEnd * 5);
   }, 90_000);
+
+  it('a recoverable disconnect keeps the session, its GPU and its meter for the reconnect window; then it ends and billing stops there', async () => {
+    const client = new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url });
+    await client.connect(await mintToken());
+    const sessionId = client.getSessionId()!;
+    await waitUntil(async () => (await coordinator.sessions.get(sessionId))?.status === 'ready', 10_000, 'the session to be ready');
+    const readyAt = (await coordinator.sessions.get(sessionId))!.ready_at!;
+
+    await client.disconnect(true); // recoverable: the network "drops"
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect((await coordinator.sessions.get(sessionId))!.status).toBe('ready'); // held, and billed
+    expect(runtime.sessions.current?.id).toBe(sessionId);
+    await client.reconnect();
+    expect(client.getStatus()).toBe('ready');
+    expect(client.getSessionId()).toBe(sessionId);
+
+    await client.disconnect(true);
+    const leftAt = Date.now();
+    await waitUntil(() => runtime.sessions.current === undefined, 15_000, 'the reconnect window to pass');
+    await waitUntil(async () => (await coordinator.sessions.get(sessionId))?.status === 'ended', 5_000, 'the coordinator to hear the end');
+    const ended = (await coordinator.sessions.get(sessionId))!;
+    // Ended one window after the client left (not at the drop), and billed until then.
+    expect(ended.ended_at! - leftAt).toBeGreaterThanOrEqual(RECONNECT_WINDOW_SECONDS * 1000 - 500);
+    expect(ended.ended_at! - leftAt).toBeLessThan(RECONNECT_WINDOW_SECONDS * 1000 + 4_000);
+    expect(Number(ended.billed_seconds)).toBe(Math.floor((ended.ended_at! - readyAt) / 1000));
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    await coordinator.housekeeping();
+    expect(Number((await coordinator.sessions.get(sessionId))!.billed_seconds)).toBe(Math.floor((ended.ended_at! - readyAt) / 1000));
+  }, 60_000);
+
+  it('a shared session: an adopter leaving changes nothing (session, GPU, meter); the creator leaving ends it', async () => {
+    const creator = new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url });
+    await creator.connect(await mintToken());
+    const sessionId = creator.getSessionId()!;
+    await waitUntil(async () => (await coordinator.sessions.get(sessionId))?.status === 'ready', 10_000, 'the session to be ready');
+    const adopter = new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url });
+    await adopter.connect(await mintToken([sessionId]), { sessionId });
+    expect(adopter.getStatus()).toBe('ready');
+    await adopter.disconnect(); // not recoverable — but an adopter's leaving ends nothing
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    await coordinator.housekeeping();
+    const running = (await coordinator.sessions.get(sessionId))!;
+    expect(running.status).toBe('ready');
+    expect(runtime.sessions.current?.id).toBe(sessionId);
+    expect(Number(running.billed_seconds)).toBeGreaterThanOrEqual(1); // the meter runs on
+    expect((await creator.sendCommand('set_color', { color: '#0000ff' }))?.type).toBe('color_changed');
+
+    await creator.disconnect();
+    const ended = (await coordinator.sessions.get(sessionId))!;
+    expect(ended.status).toBe('ended');
+    await waitUntil(() => runtime.sessions.current === undefined, 10_000, 'the runtime to end the session');
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    await coordinator.housekeeping();
+    expect(Number((await coordinator.sessions.get(sessionId))!.billed_seconds)).toBe(Math.floor((ended.ended_at! - ended.ready_at!) / 1000));
+  }, 60_000);
 
   it('the runtime refuses local-mode sessions and transport calls without the runtime secret', async () => {
     expect((await fetch(`${runtime.url}/start_session`, { method: 'POST' })).status).toBe(403);

@@ -114,6 +114,39 @@ describe.each(ENGINES)('sessions on %s', (engine) => {
     expect((await create(roomy)).status).toBe(403);
   });
 
+  it('a shared session: an adopter (bound by bind) cannot end it; its creator and the API key can', async () => {
+    const creator = await mint(models('pattern'));
+    const { body: created } = await create(creator);
+    const adopter = await mint({ resources: { models: { match: ['pattern'] }, sessions: { bind: [created.session_id] } } });
+    const refused = await end(created.session_id, adopter);
+    expect(refused.status).toBe(403);
+    expect(refused.body).toMatchObject({ code: 'forbidden', message: expect.stringMatching(/only its creator/) });
+    expect((await get(created.session_id, adopter)).status).toBe(202); // still open, still in its bound set
+    expect((await end(created.session_id, creator)).body).toMatchObject({ status: 'ended' });
+    const second = (await create(await mint(models('pattern')))).body;
+    const adopterOfSecond = await mint({ resources: { models: { match: ['pattern'] }, sessions: { bind: [second.session_id] } } });
+    expect((await end(second.session_id, adopterOfSecond)).status).toBe(403);
+    expect((await end(second.session_id, key)).body).toMatchObject({ status: 'ended' }); // the account (server side) may
+  });
+
+  it('answers CORS preflights on the session API and /pricing only (browsers never hold API keys)', async () => {
+    const preflight = (path: string, method: string) =>
+      fetch(`${coordinator.url}${path}`, {
+        method: 'OPTIONS',
+        headers: { origin: 'https://app.example', 'access-control-request-method': method, 'access-control-request-headers': 'authorization,content-type' },
+      });
+    const sessionsPreflight = await preflight('/sessions', 'POST');
+    expect(sessionsPreflight.status).toBe(204);
+    expect(sessionsPreflight.headers.get('access-control-allow-origin')).toBe('*');
+    expect(sessionsPreflight.headers.get('access-control-allow-headers')).toMatch(/Authorization/);
+    expect((await preflight(`/sessions/${randomUUID()}/transport/webrtc/sdp_params`, 'POST')).headers.get('access-control-allow-origin')).toBe('*');
+    expect((await fetch(`${coordinator.url}/pricing`, { headers: { origin: 'https://app.example' } })).headers.get('access-control-allow-origin')).toBe('*');
+    const tokens = await preflight('/tokens', 'POST');
+    expect(tokens.headers.get('access-control-allow-origin')).toBeNull();
+    const answer = await fetch(`${coordinator.url}/sessions/${randomUUID()}`, { headers: { origin: 'https://app.example' } });
+    expect(answer.headers.get('access-control-expose-headers')).toMatch(/Retry-After/); // 429s tell browsers when to retry
+  });
+
   it('refuses a model outside the token\'s match, and unknown models, with 403', async () => {
     const token = await mint(models('pattern'));
     const outside = await create(token, 'webcam-fx');

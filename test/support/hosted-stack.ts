@@ -18,14 +18,20 @@ export interface HostedStack {
   readonly accountId: string;
   /** The account's API key (what an app's server holds). */
   readonly key: string;
-  /** A token for `pattern`, minted with the key as an app's server would. */
-  mintToken(): Promise<string>;
+  /** A token for `pattern`, minted with the key as an app's server would; `bind`: adopt these sessions. */
+  mintToken(bind?: readonly string[]): Promise<string>;
   close(): Promise<void>;
 }
 
-export async function startHostedStack(options: { runtimeId: string; credits?: number }): Promise<HostedStack> {
+export async function startHostedStack(options: { runtimeId: string; credits?: number; reconnectWindowSeconds?: number }): Promise<HostedStack> {
   const secret = `secret-${options.runtimeId}`;
-  const coordinator = await startCoordinator({ database: await freshDatabase('sqlite'), port: 0, meterFlushMs: 0, runtimeSecret: secret });
+  const coordinator = await startCoordinator({
+    database: await freshDatabase('sqlite'),
+    port: 0,
+    meterFlushMs: 0,
+    runtimeSecret: secret,
+    ...(options.reconnectWindowSeconds === undefined ? {} : { reconnectWindowSeconds: options.reconnectWindowSeconds }),
+  });
   await coordinator.catalog.add('pattern', 5);
   const account = await coordinator.accounts.create('Acme');
   await coordinator.ledger.grantPromotional(account.id, options.credits ?? 100_000);
@@ -44,11 +50,12 @@ export async function startHostedStack(options: { runtimeId: string; credits?: n
     runtime,
     accountId: account.id,
     key,
-    async mintToken() {
+    async mintToken(bind) {
+      const resources = { models: { match: ['pattern'] }, ...(bind ? { sessions: { bind } } : {}) };
       const response = await fetch(`${coordinator.url}/tokens`, {
         method: 'POST',
         headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
-        body: JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } } }] }),
+        body: JSON.stringify({ authorization_details: [{ type: 'session', resources }] }),
       });
       return ((await response.json()) as { token: string }).token;
     },
