@@ -33,4 +33,5 @@ export { startRuntime, capabilitiesOf } from './server.ts';
 export type { Runtime, RuntimeOptions, RuntimeState } from './server.ts';
 export type { IcePolicyOptions } from './webrtc/ice-policy.ts';
 export type { HostedOptions } from './hosted/coordinator-link.ts';
+export type { PlaygroundHostedOptions } from './http/playground-routes.ts';
 export type { LatencyMode } from '../protocol/messages.ts';

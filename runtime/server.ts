@@ -27,7 +27,7 @@ import {
   WEBRTC_VERSION_HEADER,
 } from '../protocol/versions.ts';
 import { createErrorHandler, notFound } from './http/errors.ts';
-import { playgroundRoutes } from './http/playground-routes.ts';
+import { playgroundRoutes, type PlaygroundHostedOptions } from './http/playground-routes.ts';
 import { sessionRoutes } from './http/session-routes.ts';
 import { transportRoutes } from './http/transport-routes.ts';
 import { createLogger, type Logger } from './log.ts';
@@ -65,6 +65,12 @@ export interface RuntimeOptions {
   readonly corsOrigins?: '*' | readonly string[];
   /** Serve the playground at `/`. Default true. */
   readonly playground?: boolean;
+  /**
+   * Lets the playground also connect in hosted mode, through this coordinator, with tokens the
+   * runtime mints for the page (`POST /playground/token`; the API key stays in this process).
+   * Default: local mode only. `arclight stack` sets it (dev/local-stack.ts).
+   */
+  readonly playgroundHosted?: PlaygroundHostedOptions;
   /** A session with no connected client ends after this long. Default 60 s. */
   readonly reconnectGraceSeconds?: number;
   /** Ends every session this long after it starts. Default: no limit in local mode. */
@@ -251,7 +257,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   }
   app.route('/', sessionRoutes(host, readiness));
   app.route('/', transportRoutes(host, iceServers));
-  if (options.playground ?? true) app.route('/', playgroundRoutes());
+  if (options.playground ?? true) app.route('/', playgroundRoutes(options.playgroundHosted ? { hosted: options.playgroundHosted } : {}));
   rejectOtherMethods(app, options.playground ?? true);
 
   const listenHost = options.host ?? '127.0.0.1';

@@ -1,15 +1,33 @@
 /**
- * The playground (local mode): a page at `/` that drives the model through the client library.
- * Its files live in runtime/playground/; the client library is bundled for the browser from
- * client/browser.ts with esbuild on first request and kept in memory.
+ * The playground: a page at `/` that drives the model through the client library — straight
+ * to this runtime (local mode), or, when `hosted` is given, also through a coordinator with a
+ * token this runtime mints for the page (the API key stays on the server). Its files live in
+ * runtime/playground/; the client library is bundled for the browser from client/browser.ts with
+ * esbuild on first request and kept in memory.
  */
 
 import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Hono } from 'hono';
+import { Hono, type Context } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
+
+/** The playground's hosted mode (`RuntimeOptions.playgroundHosted`). */
+export interface PlaygroundHostedOptions {
+  /** The coordinator the page connects to (cross-origin: its session API answers CORS). */
+  readonly coordinatorUrl: string;
+  /**
+   * Mints a session-scoped token for this model on the server, once per Connect in the page
+   * (e.g. `mintToken` from `arclight/client/server` with an API key). `expiresAt`: ms since the epoch.
+   */
+  mintToken(): Promise<{ readonly token: string; readonly expiresAt: number }>;
+}
+
+/** `GET /playground/config`: what the page offers besides local mode. */
+export interface PlaygroundConfig {
+  readonly hosted: { readonly coordinator_url: string } | null;
+}
 
 /** The package root: the nearest folder above this file holding package.json. */
 function packageRoot(): string {
@@ -28,9 +46,10 @@ const STATIC_FILES: Record<string, string> = {
   'playground.css': 'text/css; charset=utf-8',
 };
 
-export function playgroundRoutes(): Hono {
+export function playgroundRoutes(options: { hosted?: PlaygroundHostedOptions } = {}): Hono {
   const app = new Hono();
   const root = packageRoot();
+  const { hosted } = options;
   let bundle: Promise<string> | undefined;
 
   const serveStatic = async (name: string): Promise<Response> => {
@@ -46,8 +65,41 @@ export function playgroundRoutes(): Hono {
     bundle.catch(() => (bundle = undefined));
     return new Response(await bundle, { headers: { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache' } });
   });
+  const config: PlaygroundConfig = { hosted: hosted ? { coordinator_url: hosted.coordinatorUrl } : null };
+  app.get('/playground/config', (c) => c.json(config, 200, { 'cache-control': 'no-cache' }));
+  if (hosted) {
+    // Only with the option: without it there is no key to mint with, and no route.
+    app.post('/playground/token', async (c) => {
+      assertSameOrigin(c);
+      let minted;
+      try {
+        minted = await hosted.mintToken();
+      } catch (error) {
+        if (!(error instanceof ArclightError)) throw error;
+        throw new ArclightError(error.code, `The runtime could not mint a playground token: ${error.message}`, {
+          cause: error,
+          ...(error.status === undefined ? {} : { status: error.status }),
+        });
+      }
+      return c.json({ token: minted.token, token_type: 'Bearer', expires_at: Math.floor(minted.expiresAt / 1000) }, 200, { 'cache-control': 'no-store' });
+    });
+  }
   app.get('/playground/:file', (c) => serveStatic(c.req.param('file')));
   return app;
+}
+
+/**
+ * Tokens go to the playground's own page only. The runtime answers CORS `*` (it is a development
+ * server), so without this any site open in the same browser could read a token billed to the
+ * account behind the runtime's key. Browsers send `Origin` on every POST; tools such as curl send
+ * none and pass (they can reach the port anyway).
+ */
+function assertSameOrigin(c: Context): void {
+  const origin = c.req.header('origin');
+  const host = c.req.header('host');
+  if (origin !== undefined && origin !== `http://${host}` && origin !== `https://${host}`) {
+    throw new ArclightError('forbidden', 'Playground tokens are only given to pages this runtime serves.');
+  }
 }
 
 async function bundleClient(root: string): Promise<string> {

@@ -1,19 +1,25 @@
 /**
- * Arclight playground (local mode). Plain browser ES module, no build step.
+ * Arclight playground. Plain browser ES module, no build step.
+ *
+ * Connects straight to the runtime that serves it (local mode), or — when the runtime was
+ * started with `playgroundHosted` (`arclight stack`) — also through the coordinator (hosted
+ * mode): the page asks its runtime for a session-scoped token (POST /playground/token; the API
+ * key stays on the server) and connects the client library to the coordinator with it.
  *
  * Reads the model's interface from GET /schema (OpenAPI 3.1 with an `x-arclight` extension),
  * renders one player per output track, a publish toggle per input track and a form per command
  * (generated from the command's JSON schema), and drives the model through the client library.
  *
  * Stable hooks for tests and tooling:
- *   #connect, #disconnect, #status[data-status], #status-detail
+ *   #connect, #disconnect, #status[data-status], #status-detail, #mode (local | hosted; shown
+ *   only when the runtime offers hosted mode)
  *   video[data-track=NAME], audio[data-track=NAME], [data-pause=NAME], [data-unmute=NAME]
  *   [data-publish=NAME], video[data-preview=NAME]
  *   form[data-command=NAME] (inputs named after the params), [data-error-for=PARAM], [data-result]
  *   #log (li[data-kind][data-type]), #stats [data-stat=fps|rtt|bitrate|framesDecoded|framesDropped|packetLoss|latency]
  */
 
-import { ArclightClient } from '/playground/arclight-client.js';
+import { ArclightClient, ArclightError, cacheToken } from '/playground/arclight-client.js';
 
 const LOG_LIMIT = 200;
 /** Runtime messages that are pure plumbing: not worth a log line. */
@@ -61,6 +67,14 @@ const app = {
   paused: new Set(),
   /** The last error already written to the log (the client emits `error` and also rejects). */
   lastLoggedError: undefined,
+  /** From GET /playground/config: `{coordinator_url}` when hosted mode is on offer, else null. */
+  hosted: null,
+  /** The mode of the current (or next) connection: 'local' or 'hosted'. */
+  mode: 'local',
+  /** The mode `client` was created in. */
+  clientMode: 'local',
+  /** Hosted mode: the token the current client uses (to end its session when the page goes away). */
+  token: undefined,
 };
 
 // ---------------------------------------------------------------------------
@@ -134,6 +148,7 @@ function setStatus(status) {
   $('#disconnect').disabled = status === 'disconnected';
   for (const button of $$('[data-pause], [data-publish]')) button.disabled = !ready;
   $('#latency-mode').disabled = !ready;
+  $('#mode').disabled = status !== 'disconnected';
   if (ready) $('#latency-mode').value = app.client?.getSessionInfo()?.latency_mode ?? 'smooth';
   for (const button of $$('form[data-command] button[type="submit"]')) {
     button.disabled = !ready;
@@ -827,27 +842,57 @@ function wire(client) {
 async function connect() {
   if (!app.modelName || app.status !== 'disconnected') return;
   setProblem(undefined);
+  const hosted = app.mode === 'hosted' && app.hosted ? app.hosted : undefined;
   let client;
   try {
-    client = new ArclightClient({ modelName: app.modelName, local: true, localRuntimeUrl: location.origin });
+    client = hosted
+      ? new ArclightClient({ modelName: app.modelName, apiUrl: hosted.coordinator_url })
+      : new ArclightClient({ modelName: app.modelName, local: true, localRuntimeUrl: location.origin });
   } catch (error) {
     logError(error, 'connect');
     setProblem(describeError(error).message);
     return;
   }
   app.client = client;
+  app.clientMode = hosted ? 'hosted' : 'local';
+  app.token = undefined;
   wire(client);
   renderStats(undefined);
+  if (hosted) log('info', `hosted mode: through the coordinator at ${hosted.coordinator_url}`);
   try {
-    await client.connect();
+    await client.connect(hosted ? playgroundToken(client) : undefined);
   } catch (error) {
     if (app.client !== client) return;
     const { code, message } = describeError(error);
     logError(error, 'connect');
-    const hint = code === 'session_conflict' ? ' Another client holds the runtime\u2019s session; close it (or wait for it to time out) and try again.' : '';
+    let hint = '';
+    if (code === 'session_conflict') hint = ' Another client holds the runtime\u2019s session; close it (or wait for it to time out) and try again.';
+    else if (hosted && code === 'timeout') hint = ' The coordinator found no free GPU slot in time: each hosted runtime serves one session at a time.';
     setProblem(`Connect failed — ${code}: ${message}${hint}`);
     setStatus(client.getStatus());
   }
+}
+
+/**
+ * Hosted mode: the token resolver for one connect. The client asks for a token before every
+ * request of the session, and only the token that created the session may act on it, so the
+ * token is minted once (by this page's runtime, which holds the API key) and again only near
+ * expiry. A new connect gets a new token: a token may create at most max_sessions sessions.
+ */
+function playgroundToken(client) {
+  const resolve = cacheToken(async () => {
+    const response = await fetch('/playground/token', { method: 'POST' });
+    const body = await response.json().catch(() => ({}));
+    if (!response.ok || typeof body.token !== 'string') {
+      throw new ArclightError(typeof body.code === 'string' ? body.code : 'internal_error', body.message ?? `POST /playground/token answered ${response.status}.`, { status: response.status });
+    }
+    return { token: body.token, expiresAt: body.expires_at * 1000 };
+  });
+  return async () => {
+    const token = await resolve();
+    if (app.client === client) app.token = token;
+    return token;
+  };
 }
 
 async function disconnect() {
@@ -869,6 +914,16 @@ function endOnPageHide() {
   const sessionId = app.client?.getSessionId();
   if (!sessionId) return;
   try {
+    if (app.clientMode === 'hosted') {
+      // The coordinator ends it on the runtime too (and stops billing).
+      if (!app.token || !app.hosted) return;
+      void fetch(`${app.hosted.coordinator_url}/sessions/${encodeURIComponent(sessionId)}`, {
+        method: 'DELETE',
+        keepalive: true,
+        headers: { authorization: `Bearer ${app.token}` },
+      }).catch(() => {});
+      return;
+    }
     void fetch('/stop_session', {
       method: 'POST',
       keepalive: true,
@@ -899,6 +954,28 @@ async function loadSchema() {
   return response.json();
 }
 
+/** What the runtime offers besides local mode; a runtime without the route offers nothing more. */
+async function loadConfig() {
+  try {
+    const response = await fetch('/playground/config', { headers: { accept: 'application/json' } });
+    return response.ok ? await response.json() : { hosted: null };
+  } catch {
+    return { hosted: null };
+  }
+}
+
+function renderModePicker() {
+  const picker = $('#mode-picker');
+  picker.hidden = !app.hosted;
+  if (!app.hosted) return;
+  picker.title = `${picker.title} Coordinator: ${app.hosted.coordinator_url}`;
+  $('#mode').value = app.mode;
+  $('#mode').addEventListener('change', (event) => {
+    app.mode = event.target.value === 'hosted' ? 'hosted' : 'local';
+    log('info', app.mode === 'hosted' ? `mode: hosted, through ${app.hosted.coordinator_url}` : 'mode: local runtime');
+  });
+}
+
 async function boot() {
   $('#connect').addEventListener('click', () => void connect());
   $('#disconnect').addEventListener('click', () => void disconnect());
@@ -915,6 +992,8 @@ async function boot() {
   });
   $('#log-clear').addEventListener('click', () => $('#log').replaceChildren());
   window.addEventListener('pagehide', endOnPageHide);
+  app.hosted = (await loadConfig()).hosted ?? null;
+  renderModePicker();
   try {
     app.schema = await loadSchema();
   } catch (error) {
