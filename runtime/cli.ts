@@ -33,7 +33,8 @@ Options:
   -h, --help              show this help
 
 The hosted service's coordinator has its own commands: arclight coordinator, arclight admin
-(see arclight admin --help).`;
+(see arclight admin --help); arclight stack runs a coordinator, a hosted runtime and this
+playground together (see arclight stack --help).`;
 
 export async function main(argv: readonly string[]): Promise<number> {
   let parsed;
