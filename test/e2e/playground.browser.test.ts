@@ -266,6 +266,7 @@ describe('playground with the pattern model', () => {
     expect(await page.textContent('#model-name')).toBe('pattern');
     expect(await page.textContent('#model-version')).toBe('v1.0.0');
     expect(await page.getAttribute('#status', 'data-status')).toBe('disconnected');
+    expect(await page.isHidden('#mode-picker')).toBe(true); // no playgroundHosted: local mode only, as before
     for (const command of ['set_color', 'set_speed', 'set_text', 'set_tone', 'get_state']) {
       expect(await page.locator(`form[data-command="${command}"]`).count(), command).toBe(1);
     }
