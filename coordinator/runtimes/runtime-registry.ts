@@ -97,15 +97,20 @@ export class RuntimeRegistry {
         .where('heartbeat_at', '>', this.#now() - this.#staleAfterMs)
         .orderBy('id');
       if (this.#engine === 'postgres') candidates = candidates.forUpdate();
+      const runtimes = await candidates.execute();
+      if (runtimes.length === 0) return undefined;
+      // Open sessions per candidate, in one query.
+      const counts = await tx
+        .selectFrom('sessions')
+        .select((eb) => ['runtime_id', eb.fn.countAll<number>().as('n')])
+        .where('runtime_id', 'in', runtimes.map((r) => r.id))
+        .where('status', '!=', 'ended')
+        .groupBy('runtime_id')
+        .execute();
+      const used = new Map(counts.map((c) => [c.runtime_id, Number(c.n)]));
       let best: { runtime: RuntimeRecord; used: number } | undefined;
-      for (const runtime of await candidates.execute()) {
-        const used = await tx
-          .selectFrom('sessions')
-          .select((eb) => eb.fn.countAll<number>().as('n'))
-          .where('runtime_id', '=', runtime.id)
-          .where('status', '!=', 'ended')
-          .executeTakeFirstOrThrow();
-        const n = Number(used.n);
+      for (const runtime of runtimes) {
+        const n = used.get(runtime.id) ?? 0;
         if (n < runtime.slots && (best === undefined || n < best.used)) best = { runtime, used: n };
       }
       if (!best) return undefined;

@@ -85,17 +85,21 @@ export class SessionStore {
           retryAfterSeconds: CONCURRENCY_RETRY_SECONDS,
         });
       }
-      const recent = await tx
-        .selectFrom('sessions')
-        .select('created_at')
-        .where('account_id', '=', token.accountId)
-        .where('model_id', '=', model.id)
-        .where('created_at', '>', now - RATE_WINDOW_MS)
-        .orderBy('created_at', 'asc')
-        .execute();
-      if (recent.length >= account.sessions_per_minute) {
+      const inWindow = (query: typeof tx) =>
+        query
+          .selectFrom('sessions')
+          .where('account_id', '=', token.accountId)
+          .where('model_id', '=', model.id)
+          .where('created_at', '>', now - RATE_WINDOW_MS);
+      const recent = await inWindow(tx).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+      if (Number(recent.n) >= account.sessions_per_minute) {
         // The window frees a slot when the oldest of the last `limit` creations turns a minute old.
-        const oldest = recent[recent.length - account.sessions_per_minute]!.created_at;
+        const { created_at: oldest } = await inWindow(tx)
+          .select('created_at')
+          .orderBy('created_at', 'desc')
+          .limit(1)
+          .offset(account.sessions_per_minute - 1)
+          .executeTakeFirstOrThrow();
         throw new ArclightError('session_rate_limited', `At most ${account.sessions_per_minute} sessions of this model per minute; retry shortly.`, {
           retryAfterSeconds: (oldest + RATE_WINDOW_MS - now) / 1000,
         });

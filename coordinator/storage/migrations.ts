@@ -168,12 +168,23 @@ const billingCap: Migration = {
   },
 };
 
+const sessionRateIndex: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    // Admission counts an account's sessions of a model created in the last minute.
+    await db.schema.createIndex('sessions_account_model_created').on('sessions').columns(['account_id', 'model_id', 'created_at']).execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await sql`drop index if exists sessions_account_model_created`.execute(db);
+  },
+};
+
 /** Every migration, oldest first; names sort in order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0001_initial': initial,
   '0002_billing': billing,
   '0003_runtimes': runtimes,
   '0004_billing_cap': billingCap,
+  '0005_session_rate_index': sessionRateIndex,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...MIGRATIONS }) };

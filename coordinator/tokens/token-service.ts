@@ -38,6 +38,17 @@ export interface AuthenticatedToken {
   readonly expiresAt: number;
 }
 
+/** The claims a verified signature vouches for. */
+interface VerifiedClaims {
+  readonly jti: string;
+  readonly sub: string;
+  /** Seconds since the epoch. */
+  readonly exp: number;
+}
+
+/** Token strings whose signatures stay remembered (~0.5 KB each). */
+const VERIFIED_CACHE_ENTRIES = 10_000;
+
 /**
  * One message for every refused model or bind id, so a caller cannot tell an unknown session
  * from a foreign or closed one (or a private model from a missing one).
@@ -50,6 +61,7 @@ export class TokenService {
   readonly #catalog: ModelCatalog;
   readonly #options: TokenServiceOptions;
   readonly #now: () => number;
+  readonly #verifiedClaims = new Map<string, VerifiedClaims>();
 
   constructor(db: Kysely<CoordinatorDatabase>, keyring: SigningKeyring, catalog: ModelCatalog, options: TokenServiceOptions) {
     this.#db = db;
@@ -89,26 +101,27 @@ export class TokenService {
         },
       };
     }
-    await this.#db.transaction().execute(async (tx) => {
-      await tx
-        .insertInto('tokens')
-        .values({
-          id: tokenId,
-          account_id: key.accountId,
-          api_key_id: key.keyId,
-          scoped: grant ? 1 : 0,
-          models: grant ? JSON.stringify(grant.models) : null,
-          max_sessions: detail ? detail.constraints.max_sessions : null,
-          bound_sessions: grant ? grant.bind.length : 0,
-          max_session_duration_seconds: grant?.maxSessionDurationSeconds ?? null,
-          created_at: now,
-          expires_at: expiresAtSeconds * 1000,
-        })
-        .execute();
-      if (grant && grant.bind.length > 0) {
+    const record = {
+      id: tokenId,
+      account_id: key.accountId,
+      api_key_id: key.keyId,
+      scoped: grant ? 1 : 0,
+      models: grant ? JSON.stringify(grant.models) : null,
+      max_sessions: detail ? detail.constraints.max_sessions : null,
+      bound_sessions: grant ? grant.bind.length : 0,
+      max_session_duration_seconds: grant?.maxSessionDurationSeconds ?? null,
+      created_at: now,
+      expires_at: expiresAtSeconds * 1000,
+    };
+    if (grant && grant.bind.length > 0) {
+      // The token and its bindings appear together or not at all.
+      await this.#db.transaction().execute(async (tx) => {
+        await tx.insertInto('tokens').values(record).execute();
         await tx.insertInto('token_bindings').values(grant.bind.map((sessionId) => ({ token_id: tokenId, session_id: sessionId }))).execute();
-      }
-    });
+      });
+    } else {
+      await this.#db.insertInto('tokens').values(record).execute(); // one statement: no transaction needed
+    }
     const signing = await this.#keyring.current();
     const header: JWTHeaderParameters = { alg: TOKEN_ALGORITHM, kid: signing.kid, typ: 'JWT' };
     const token = await new SignJWT({ scp: grant ? 'session' : 'unscoped' })
@@ -125,6 +138,28 @@ export class TokenService {
 
   /** Verifies signature, issuer, audience and expiry, then loads the token's record. */
   async verify(jwt: string): Promise<AuthenticatedToken> {
+    const claims = this.#verifiedClaims.get(jwt) ?? (await this.#verifySignature(jwt));
+    if (claims.exp * 1000 <= this.#now()) throw new ArclightError('token_expired', 'The token has expired; mint a new one with POST /tokens.');
+    const row = await this.#db.selectFrom('tokens').selectAll().where('id', '=', claims.jti).executeTakeFirst();
+    if (!row || row.account_id !== claims.sub) throw new ArclightError('unauthorized', 'The bearer token is not valid.');
+    return {
+      tokenId: row.id,
+      accountId: row.account_id,
+      scoped: row.scoped === 1,
+      models: row.models === null ? undefined : (JSON.parse(row.models) as string[]),
+      maxSessions: row.max_sessions ?? undefined,
+      maxSessionDurationSeconds: row.max_session_duration_seconds ?? undefined,
+      expiresAt: row.expires_at,
+    };
+  }
+
+  /**
+   * The signature check (jose), remembered per token string: a browser presents one token many
+   * times (session polling, SDP, ICE), and the same string verifies the same way as long as its
+   * key verifies — keys are retired from signing, never from verifying, so nothing invalidates
+   * an entry but expiry (checked on every use). Bounded; the oldest entries go first.
+   */
+  async #verifySignature(jwt: string): Promise<VerifiedClaims> {
     let payload;
     try {
       ({ payload } = await jwtVerify(
@@ -147,16 +182,9 @@ export class TokenService {
       if (error instanceof ArclightError) throw error;
       throw new ArclightError('unauthorized', 'The bearer token is not valid.', { cause: error });
     }
-    const row = await this.#db.selectFrom('tokens').selectAll().where('id', '=', payload.jti!).executeTakeFirst();
-    if (!row || row.account_id !== payload.sub) throw new ArclightError('unauthorized', 'The bearer token is not valid.');
-    return {
-      tokenId: row.id,
-      accountId: row.account_id,
-      scoped: row.scoped === 1,
-      models: row.models === null ? undefined : (JSON.parse(row.models) as string[]),
-      maxSessions: row.max_sessions ?? undefined,
-      maxSessionDurationSeconds: row.max_session_duration_seconds ?? undefined,
-      expiresAt: row.expires_at,
-    };
+    const claims: VerifiedClaims = { jti: payload.jti!, sub: payload.sub!, exp: payload.exp! };
+    if (this.#verifiedClaims.size >= VERIFIED_CACHE_ENTRIES) this.#verifiedClaims.delete(this.#verifiedClaims.keys().next().value!);
+    this.#verifiedClaims.set(jwt, claims);
+    return claims;
   }
 }
