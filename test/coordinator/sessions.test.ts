@@ -92,6 +92,20 @@ describe.each(ENGINES)('sessions on %s', (engine) => {
     expect(polled.body.capabilities).toBeUndefined(); // 2.9.0 keeps polling
   });
 
+  it('an ended session reads as CLOSED (200) and its transport answers 410 session_ended', async () => {
+    const token = await mint(models('pattern'));
+    const { body } = await create(token);
+    const transport = (path: string) => call(`${coordinator.url}/sessions/${body.session_id}/transport/webrtc/${path}`, 'GET', token);
+    expect((await transport('ice_servers')).body.code).toBe('not_ready'); // no GPU yet
+    await end(body.session_id, token, { reason: 'done' });
+    const closed = await get(body.session_id, token);
+    expect(closed.status).toBe(200);
+    expect(closed.body).toMatchObject({ state: 'CLOSED', status: 'ended', end_reason: 'done' });
+    const gone = await transport('ice_servers');
+    expect(gone.status).toBe(410);
+    expect(gone.body).toMatchObject({ code: 'session_ended', message: expect.stringMatching(/has ended \(done\)/) });
+  });
+
   it('max_sessions counts every session the token created; ending one gives nothing back', async () => {
     const token = await mint({ ...models('pattern'), constraints: { max_sessions: 2 } });
     const a = await create(token);
