@@ -9,19 +9,16 @@
  * while it ran, the meter was never more than one flush interval (plus the restart) behind.
  */
 
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
-import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ArclightClient } from '../../client/node.ts';
 import { startCoordinator } from '../../coordinator/index.ts';
 import { openStorage, type CoordinatorStorage } from '../../coordinator/storage/database.ts';
 import pattern from '../../models/examples/pattern/index.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
+import { freePort, killProcess, startCoordinatorProcess } from '../support/coordinator-process.ts';
 import { waitUntil } from '../support/video-probe.ts';
 import { ENGINES, freshDatabase } from './storage-engines.ts';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const LOOPBACK = '127.0.0.1';
 const SECRET = 'crash-test-secret';
 const FLUSH_MS = 400;
@@ -30,43 +27,8 @@ const KILLS = 4;
 const RATE = 5;
 const GRANTED = 1_000_000;
 
-const children = new Set<ChildProcess>();
-afterAll(() => {
-  for (const child of children) child.kill('SIGKILL');
-});
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, LOOPBACK, resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
-/** `arclight coordinator` as an operator runs it; resolves once it serves. */
-async function startCoordinatorProcess(database: string, port: number): Promise<ChildProcess> {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('VITEST') && k !== 'DATABASE_URL') env[k] = v;
-  env['ARCLIGHT_RUNTIME_SECRET'] = SECRET;
-  env['ARCLIGHT_LOG'] = 'warn';
-  const args = ['--conditions=source', '--import', 'tsx', 'bin/arclight.js', 'coordinator', '--port', String(port), '--database', database, '--meter-flush-ms', String(FLUSH_MS)];
-  const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'inherit'] });
-  children.add(child);
-  child.once('exit', () => children.delete(child));
-  await waitUntil(
-    () => fetch(`http://${LOOPBACK}:${port}/pricing`).then((r) => r.ok, () => false),
-    20_000,
-    'the coordinator process to serve',
-  );
-  return child;
-}
-
-async function kill(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGKILL');
-  await exited;
-}
+const startCoordinatorAt = async (database: string, port: number) =>
+  (await startCoordinatorProcess({ database, port, runtimeSecret: SECRET, extraArgs: ['--meter-flush-ms', String(FLUSH_MS)] })).child;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -83,7 +45,7 @@ describe.each(ENGINES)('SIGKILL the coordinator mid-session on %s', (engine) => 
 
     const port = await freePort();
     const url = `http://${LOOPBACK}:${port}`;
-    let coordinator = await startCoordinatorProcess(database, port);
+    let coordinator = await startCoordinatorAt(database, port);
     let runtime: Runtime | undefined;
     let client: ArclightClient | undefined;
     let reader: CoordinatorStorage | undefined;
@@ -113,9 +75,9 @@ describe.each(ENGINES)('SIGKILL the coordinator mid-session on %s', (engine) => 
 
       for (let i = 0; i < KILLS; i++) {
         await sleep(300 + Math.random() * 1_700); // anywhere in or between flushes
-        await kill(coordinator);
+        await killProcess(coordinator);
         await sleep(Math.random() * 800);
-        coordinator = await startCoordinatorProcess(database, port);
+        coordinator = await startCoordinatorAt(database, port);
         const restartedAt = Date.now();
         await sleep(FLUSH_MS * 2 + 200); // one flush after the restart has surely run
         // Never more than a flush interval (and the second in progress) behind.
@@ -149,7 +111,7 @@ describe.each(ENGINES)('SIGKILL the coordinator mid-session on %s', (engine) => 
       await client?.disconnect().catch(() => undefined);
       await runtime?.close();
       await reader?.close();
-      await kill(coordinator);
+      await killProcess(coordinator);
     }
   }, 120_000);
 });
