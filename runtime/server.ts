@@ -111,6 +111,9 @@ export interface Runtime {
   close(): Promise<void>;
 }
 
+/** How long close() lets a hosted runtime's last reports (its session's end) reach the coordinator. */
+const CLOSE_REPORT_GRACE_MS = 2_000;
+
 /** Every route and its methods: any other method on these paths gets 405 with an Allow header. */
 const ROUTE_METHODS: Readonly<Record<string, readonly string[]>> = {
   '/health': ['GET'],
@@ -298,8 +301,9 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     async close() {
       if (closed) return;
       closed = true;
-      link?.stop();
+      // End the session first, so its end is reported to the coordinator before the link stops.
       await host.close();
+      await link?.stop(CLOSE_REPORT_GRACE_MS);
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         // Keep-alive sockets would hold close() open for seconds.

@@ -35,6 +35,8 @@ export class CoordinatorLink {
   /** The heartbeat interval the coordinator asked for, once registered. */
   #interval: number | undefined;
   readonly #reportedReady = new Set<string>();
+  /** Reports still being delivered. */
+  readonly #reports = new Set<Promise<void>>();
 
   constructor(options: HostedOptions, registration: { url: string; model: string; capabilities: Capabilities }, log: Logger) {
     this.id = options.runtimeId ?? randomUUID();
@@ -56,7 +58,18 @@ export class CoordinatorLink {
     await this.#heartbeat(this.#interval);
   }
 
-  stop(): void {
+  /**
+   * Stops heartbeating, after the reports in flight (a session ended by the shutdown itself) have
+   * gone out or `graceMs` passed — so the coordinator stops billing at shutdown, not one
+   * heartbeat timeout later.
+   */
+  async stop(graceMs = 0): Promise<void> {
+    clearTimeout(this.#timer);
+    if (graceMs > 0 && this.#reports.size > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([Promise.all(this.#reports), new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
+      clearTimeout(timer);
+    }
     this.#stopped = true;
     clearTimeout(this.#timer);
   }
@@ -64,12 +77,17 @@ export class CoordinatorLink {
   sessionReady(sessionId: string): void {
     if (this.#reportedReady.has(sessionId)) return;
     this.#reportedReady.add(sessionId);
-    void this.#report(`/runtimes/${encodeURIComponent(this.id)}/sessions/${encodeURIComponent(sessionId)}/ready`, {});
+    this.#track(this.#report(`/runtimes/${encodeURIComponent(this.id)}/sessions/${encodeURIComponent(sessionId)}/ready`, {}));
   }
 
   sessionEnded(sessionId: string, reason: string): void {
     this.#reportedReady.delete(sessionId);
-    void this.#report(`/runtimes/${encodeURIComponent(this.id)}/sessions/${encodeURIComponent(sessionId)}/ended`, { reason });
+    this.#track(this.#report(`/runtimes/${encodeURIComponent(this.id)}/sessions/${encodeURIComponent(sessionId)}/ended`, { reason }));
+  }
+
+  #track(report: Promise<void>): void {
+    this.#reports.add(report);
+    void report.finally(() => this.#reports.delete(report));
   }
 
   async #register(retryMs: number): Promise<void> {

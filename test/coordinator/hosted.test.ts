@@ -10,7 +10,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ArclightClient } from '../../client/node.ts';
 import type { Coordinator } from '../../coordinator/index.ts';
-import type { Runtime } from '../../runtime/index.ts';
+import pattern from '../../models/examples/pattern/index.ts';
+import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import { startHostedStack, type HostedStack } from '../support/hosted-stack.ts';
 import { VideoProbe, waitUntil } from '../support/video-probe.ts';
 
@@ -156,5 +157,31 @@ describe('hosted mode: client → coordinator → runtime', () => {
     await client.disconnect();
     await draining;
     expect(runtime.sessions.current).toBeUndefined();
+  }, 60_000);
+  // After the drain test: gpu-0 takes nothing new, so this session lands on a second runtime.
+  it('a runtime that closes with a session open reports its end at once (billing stops then, not a heartbeat timeout later)', async () => {
+    const second = await startRuntime({
+      model: pattern as never,
+      port: 0,
+      host: '127.0.0.1',
+      ice: { hostAddresses: ['127.0.0.1'] },
+      playground: false,
+      hosted: { coordinatorUrl: coordinator.url, secret: 'secret-gpu-0', runtimeId: 'gpu-1' },
+    });
+    try {
+      await waitUntil(async () => (await coordinator.registry.get('gpu-1')) !== undefined, 20_000, 'the second runtime to register');
+      const client = new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url });
+      await client.connect(await mintToken());
+      const sessionId = client.getSessionId()!;
+      await waitUntil(async () => (await coordinator.sessions.get(sessionId))?.status === 'ready', 10_000, 'the session to be ready');
+      const closing = Date.now();
+      await second.close();
+      const ended = (await coordinator.sessions.get(sessionId))!;
+      expect(ended.status).toBe('ended');
+      expect(ended.ended_at! - closing).toBeLessThan(3_000);
+      await client.disconnect().catch(() => undefined);
+    } finally {
+      await second.close();
+    }
   }, 60_000);
 });
