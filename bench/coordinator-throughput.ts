@@ -12,7 +12,7 @@
  */
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -40,21 +40,43 @@ const SECONDS = Number(args.seconds);
 const CONCURRENCY = Number(args.concurrency);
 const ROUNDS = Number(args.rounds);
 
+/** Accounts the POST /sessions load is spread over: a service's traffic comes from many tenants. */
+const TENANTS = 2_000;
+
 interface Setup {
-  key: string;
+  /** API keys, one per tenant account. */
+  keys: string[];
 }
 
-/** An account with quotas out of the way, a key, a model and credits. */
+/**
+ * `TENANTS` accounts with a key and credits each, quotas out of the way, and a model. Spreading
+ * session creation over many accounts keeps each account's open sessions as few as real
+ * quotas would (the default is 5): one account with a million open sessions would measure
+ * counting them, not admitting.
+ */
 async function setUp(database: string): Promise<Setup> {
   const storage = await openStorage(database);
   try {
-    const account = await new AccountStore(storage.db).create('bench', { concurrentSessions: 1e9, sessionsPerMinute: 1e9 });
+    const accounts = new AccountStore(storage.db);
+    const apiKeys = new ApiKeyStore(storage.db);
+    const ledger = new CreditLedger(storage.db, storage.engine, DEFAULT_PRICING);
     await new ModelCatalog(storage.db).add('pattern', 5);
-    await new CreditLedger(storage.db, storage.engine, DEFAULT_PRICING).grantPromotional(account.id, 1e12);
-    return { key: (await new ApiKeyStore(storage.db).create(account.id)).key };
+    const keys: string[] = [];
+    for (let i = 0; i < TENANTS; i++) {
+      const account = await accounts.create(`bench-${i}`, { concurrentSessions: 1e9, sessionsPerMinute: 1e9 });
+      await ledger.grantPromotional(account.id, 1e12);
+      keys.push((await apiKeys.create(account.id)).key);
+    }
+    return { keys };
   } finally {
     await storage.close();
   }
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc (Linux). */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (100/s)
 }
 
 async function startServer(database: string, mode: 'hono' | 'raw'): Promise<{ url: string; child: ChildProcess }> {
@@ -82,10 +104,12 @@ interface PhaseResult {
   perSecond: number;
   latencyMs: Summary;
   errors: number;
+  /** The coordinator process's CPU time per request, µs: what one server core costs per request. */
+  serverCpuMicros: number;
 }
 
 /** `CONCURRENCY` loops sending `request` back to back for `SECONDS` (after a 1 s warm-up). */
-async function load(request: () => Promise<Response>, expectStatus: number): Promise<PhaseResult> {
+async function load(server: ChildProcess, request: () => Promise<Response>, expectStatus: number): Promise<PhaseResult> {
   const run = async (ms: number, record: boolean) => {
     const latencies: number[] = [];
     let errors = 0;
@@ -104,32 +128,44 @@ async function load(request: () => Promise<Response>, expectStatus: number): Pro
     return { latencies, errors };
   };
   await run(1000, false);
+  const cpuBefore = cpuSeconds(server.pid!);
   const { latencies, errors } = await run(SECONDS * 1000, true);
-  return { perSecond: latencies.length / SECONDS, latencyMs: summarise(latencies), errors };
+  const serverCpuMicros = ((cpuSeconds(server.pid!) - cpuBefore) / latencies.length) * 1e6;
+  return { perSecond: latencies.length / SECONDS, latencyMs: summarise(latencies), errors, serverCpuMicros };
 }
 
 async function measureEngine(engine: string, database: string, withRaw: boolean): Promise<Record<string, PhaseResult[]>> {
-  const { key } = await setUp(database);
+  const { keys } = await setUp(database);
+  const key = keys[0]!;
   const servers = { hono: await startServer(database, 'hono'), ...(withRaw ? { raw: await startServer(database, 'raw') } : {}) };
   const tokenBody = JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } } }] });
   const mintAt = (url: string) => () => fetch(`${url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': key, 'content-type': 'application/json' }, body: tokenBody });
-  // An unscoped token creates without a max_sessions cap, so a phase can create as many as it can.
-  const unscoped = (await (await fetch(`${servers.hono.url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': key } })).json()) as { token: string };
+  // Unscoped tokens create without a max_sessions cap, so a phase can create as many as it can;
+  // one per tenant, taken in turn.
+  const unscoped = await Promise.all(
+    keys.map(async (k) => ((await (await fetch(`${servers.hono.url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': k } })).json()) as { token: string }).token),
+  );
+  let turn = 0;
   const sessionBody = JSON.stringify({ model: { name: 'pattern' } });
-  const create = () => fetch(`${servers.hono.url}/sessions`, { method: 'POST', headers: { authorization: `Bearer ${unscoped.token}`, 'content-type': 'application/json' }, body: sessionBody });
+  const create = () =>
+    fetch(`${servers.hono.url}/sessions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${unscoped[turn++ % unscoped.length]}`, 'content-type': 'application/json' },
+      body: sessionBody,
+    });
   const results: Record<string, PhaseResult[]> = {};
   const note = (name: string, r: PhaseResult) => {
     (results[name] ??= []).push(r);
     process.stdout.write(
-      `  ${engine.padEnd(8)} ${name.padEnd(22)} ${r.perSecond.toFixed(0).padStart(6)}/s  p50 ${r.latencyMs.p50.toFixed(2)}  p99 ${r.latencyMs.p99.toFixed(2)}  max ${r.latencyMs.max.toFixed(1)} ms${r.errors ? `  ERRORS ${r.errors}` : ''}\n`,
+      `  ${engine.padEnd(8)} ${name.padEnd(22)} ${r.perSecond.toFixed(0).padStart(6)}/s  p50 ${r.latencyMs.p50.toFixed(2)}  p99 ${r.latencyMs.p99.toFixed(2)}  max ${r.latencyMs.max.toFixed(1)} ms  server ${r.serverCpuMicros.toFixed(0)} µs CPU/req${r.errors ? `  ERRORS ${r.errors}` : ''}\n`,
     );
   };
   try {
     for (let round = 1; round <= ROUNDS; round++) {
       process.stdout.write(`round ${round}\n`);
-      note('POST /tokens (hono)', await load(mintAt(servers.hono.url), 200));
-      if ('raw' in servers) note('POST /tokens (node:http)', await load(mintAt(servers.raw!.url), 200));
-      note('POST /sessions', await load(create, 200));
+      note('POST /tokens (hono)', await load(servers.hono.child, mintAt(servers.hono.url), 200));
+      if ('raw' in servers) note('POST /tokens (node:http)', await load(servers.raw!.child, mintAt(servers.raw!.url), 200));
+      note('POST /sessions', await load(servers.hono.child, create, 200));
     }
   } finally {
     for (const server of Object.values(servers)) server.child.kill('SIGKILL');
@@ -155,9 +191,10 @@ await runBench('coordinator-throughput', async () => {
       const rate = runs.map((r) => r.perSecond);
       const p99 = runs.map((r) => r.latencyMs.p99);
       const p50 = runs.map((r) => r.latencyMs.p50);
-      summary[`${engine} ${name}`] = { perSecond: median(rate), p50: median(p50), p99: median(p99), rounds: runs };
+      const cpu = runs.map((r) => r.serverCpuMicros);
+      summary[`${engine} ${name}`] = { perSecond: median(rate), p50: median(p50), p99: median(p99), serverCpuMicros: median(cpu), rounds: runs };
       process.stdout.write(
-        `  ${engine.padEnd(8)} ${name.padEnd(26)} ${median(rate).toFixed(0)}/s (${Math.min(...rate).toFixed(0)}–${Math.max(...rate).toFixed(0)})  p50 ${median(p50).toFixed(2)} ms  p99 ${median(p99).toFixed(2)} ms (${Math.min(...p99).toFixed(2)}–${Math.max(...p99).toFixed(2)})\n`,
+        `  ${engine.padEnd(8)} ${name.padEnd(26)} ${median(rate).toFixed(0)}/s (${Math.min(...rate).toFixed(0)}–${Math.max(...rate).toFixed(0)})  p50 ${median(p50).toFixed(2)} ms  p99 ${median(p99).toFixed(2)} ms (${Math.min(...p99).toFixed(2)}–${Math.max(...p99).toFixed(2)})  server ${median(cpu).toFixed(0)} µs CPU/req → ${(1e6 / median(cpu)).toFixed(0)}/s per core\n`,
       );
     }
   }

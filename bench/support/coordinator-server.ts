@@ -21,6 +21,8 @@ import { ArclightError } from '../../protocol/errors.ts';
 
 const { values } = parseArgs({ options: { database: { type: 'string' }, mode: { type: 'string', default: 'hono' } } });
 const database = values.database!;
+// A clean exit on SIGTERM, so `node --cpu-prof` writes its profile.
+process.once('SIGTERM', () => process.exit(0));
 
 if (values.mode === 'hono') {
   const coordinator = await startCoordinator({ database, port: 0, meterFlushMs: 0 });

@@ -10,6 +10,7 @@ import SQLite from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
 import pg from 'pg';
 import { migrateToLatest } from './migrations.ts';
+import { withStatementCache } from './statement-cache.ts';
 import type { CoordinatorDatabase } from './schema.ts';
 
 export type DatabaseEngine = 'sqlite' | 'postgres';
@@ -47,7 +48,7 @@ export async function openStorage(url: string, options: { poolSize?: number } = 
     file.pragma('synchronous = NORMAL');
     file.pragma('foreign_keys = ON');
     file.pragma('busy_timeout = 5000');
-    const db = new Kysely<CoordinatorDatabase>({ dialect: new SqliteDialect({ database: file }) });
+    const db = new Kysely<CoordinatorDatabase>({ dialect: new SqliteDialect({ database: withStatementCache(file) }) });
     storage = { db, engine: 'sqlite', close: () => db.destroy() };
   }
   try {
