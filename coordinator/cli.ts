@@ -13,6 +13,7 @@ import { parseArgs } from 'node:util';
 import { AccountStore, type AccountQuotas } from './accounts/account-store.ts';
 import { CreditLedger } from './billing/credit-ledger.ts';
 import { DEFAULT_PRICING } from './pricing/pricing.ts';
+import { DEFAULT_USAGE_WINDOW_MS, usageReport } from './billing/usage-report.ts';
 import { ApiKeyStore } from './accounts/api-keys.ts';
 import { startCoordinator } from './coordinator.ts';
 import { ModelCatalog } from './models/model-catalog.ts';
@@ -38,6 +39,8 @@ Admin verbs (each prints one JSON object):
   grant-credits <account-id> <credits>   promotional credits (expire after 90 days)
   buy-credits <account-id> <dollars>     a purchase, 1–1,000 whole dollars (credits expire after 365 days)
   balance <account-id>                   unspent credits, per grant, in spending order
+  usage <account-id> [--since <date|ms>] sessions with seconds and credits charged (default: 30 days),
+                                         totals, and this month's spend against the billing cap
 
 The database is --database, else $DATABASE_URL, else data/coordinator.db.`;
 
@@ -80,6 +83,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         'sessions-per-minute': { type: 'string' },
         'max-session-duration': { type: 'string' },
         'monthly-credit-cap': { type: 'string' },
+        since: { type: 'string' },
         'reconnect-window': { type: 'string' },
         'meter-flush-ms': { type: 'string' },
         rate: { type: 'string' },
@@ -208,6 +212,15 @@ async function runAdmin(database: string, verb: string, args: readonly string[],
         need(2, '<account-id> <dollars>');
         await account(args[0]!);
         return await ledger.purchase(args[0]!, count(args[1], 'dollars')!);
+      }
+      case 'usage': {
+        need(1, '<account-id>');
+        await account(args[0]!);
+        const sinceText = values['since'] as string | undefined;
+        const since = sinceText === undefined ? Date.now() - DEFAULT_USAGE_WINDOW_MS : /^\d+$/.test(sinceText) ? Number(sinceText) : Date.parse(sinceText);
+        if (!Number.isSafeInteger(since)) throw new UsageError('--since must be a date (2026-11-01) or ms since the epoch');
+        const { monthlyCreditCap } = (await account(args[0]!)).quotas;
+        return { ...(await usageReport(storage.db, args[0]!, since)), month: { spent_credits: await ledger.spentThisMonth(args[0]!), cap_credits: monthlyCreditCap } };
       }
       case 'balance':
         need(1, '<account-id>');

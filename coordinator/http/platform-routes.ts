@@ -8,6 +8,7 @@
 import type { Hono } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
 import type { CreditLedger } from '../billing/credit-ledger.ts';
+import { DEFAULT_USAGE_WINDOW_MS, usageReport } from '../billing/usage-report.ts';
 import type { ModelCatalog } from '../models/model-catalog.ts';
 import type { CoordinatorStorage } from '../storage/database.ts';
 import type { BearerAuthenticator } from './bearer-auth.ts';
@@ -18,9 +19,6 @@ export interface PlatformRouteServices {
   readonly ledger: CreditLedger;
   readonly storage: CoordinatorStorage;
 }
-
-/** Usage rows per request, newest first. */
-const MAX_USAGE_ROWS = 1000;
 
 export function registerPlatformRoutes(app: Hono, services: PlatformRouteServices): void {
   const accountOf = async (c: Parameters<BearerAuthenticator['actor']>[0]): Promise<string> => {
@@ -51,43 +49,8 @@ export function registerPlatformRoutes(app: Hono, services: PlatformRouteService
   app.get('/platform/usage', async (c) => {
     const accountId = await accountOf(c);
     const sinceParam = c.req.query('since');
-    const since = sinceParam === undefined ? Date.now() - 30 * 86_400_000 : Number(sinceParam);
+    const since = sinceParam === undefined ? Date.now() - DEFAULT_USAGE_WINDOW_MS : Number(sinceParam);
     if (!Number.isSafeInteger(since) || since < 0) throw new ArclightError('invalid_request', 'since must be a time in ms since the epoch.', { field: 'since' });
-    const { db } = services.storage;
-    const rows = await db
-      .selectFrom('sessions as s')
-      .innerJoin('models as m', 'm.id', 's.model_id')
-      .leftJoin('meter_ticks as t', 't.session_id', 's.id')
-      .select((eb) => [
-        's.id',
-        'm.name',
-        's.status',
-        's.created_at',
-        's.ready_at',
-        's.ended_at',
-        eb.fn.sum<number | string | null>('t.seconds').as('seconds'),
-        eb.fn.sum<number | string | null>('t.credits').as('credits'),
-      ])
-      .where('s.account_id', '=', accountId)
-      .where('s.created_at', '>=', since)
-      .groupBy(['s.id', 'm.name', 's.status', 's.created_at', 's.ready_at', 's.ended_at'])
-      .orderBy('s.created_at', 'desc')
-      .limit(MAX_USAGE_ROWS)
-      .execute();
-    const sessions = rows.map((r) => ({
-      session_id: r.id,
-      model: r.name,
-      status: r.status,
-      created_at: r.created_at,
-      ready_at: r.ready_at,
-      ended_at: r.ended_at,
-      billed_seconds: Number(r.seconds ?? 0),
-      credits: Number(r.credits ?? 0),
-    }));
-    return c.json({
-      since,
-      sessions,
-      total: { billed_seconds: sessions.reduce((s, r) => s + r.billed_seconds, 0), credits: sessions.reduce((s, r) => s + r.credits, 0) },
-    });
+    return c.json(await usageReport(services.storage.db, accountId, since));
   });
 }

@@ -68,6 +68,14 @@ describe('arclight admin / arclight coordinator', () => {
     expect(await admin(database, 'grant-credits', account.id, '500')).toMatchObject({ kind: 'promotional', credits: 500 });
     expect(await admin(database, 'buy-credits', account.id, '3')).toMatchObject({ kind: 'purchased', credits: 30_000 });
     expect((await admin(database, 'balance', account.id)).credits).toBe(30_500);
+    expect((await admin(database, 'set-quotas', account.id, '--monthly-credit-cap', '250000')).quotas.monthlyCreditCap).toBe(250_000);
+    expect(await admin(database, 'usage', account.id, '--since', '2026-01-01')).toMatchObject({
+      since: Date.parse('2026-01-01'),
+      sessions: [],
+      total: { billed_seconds: 0, credits: 0 },
+      month: { spent_credits: 0, cap_credits: 250_000 },
+    });
+    expect((await run(['admin', 'usage', account.id, '--since', 'yesterday-ish', '--database', database])).code).toBe(2);
 
     const server = start(['coordinator', '--port', '0', '--database', database]);
     let out = '';
