@@ -76,6 +76,8 @@ export class Session implements ConnectionOwner {
   readonly #outputVideo = new Map<string, OutputVideoTrack>();
   readonly #outputAudio = new Map<string, OutputAudioTrack>();
   readonly #inputVideo = new Map<string, InputVideoTrack>();
+  /** Per input track, connections that unpublished it explicitly: their late packets claim nothing. */
+  readonly #unpublished = new Map<string, Set<number>>();
   readonly #inputAudio = new Map<string, InputAudioTrack>();
   readonly #messages: MessageHandler;
   readonly #facade: ModelSession<unknown>;
@@ -326,6 +328,7 @@ export class Session implements ConnectionOwner {
       throw new ArclightError('track_busy', `Input track "${trackName}" is published by connection ${holder}.`);
     }
     track.publisher = connectionId;
+    this.#unpublished.get(trackName)?.delete(connectionId);
     if (track instanceof InputVideoTrack) track.expectAnnotations(frameMetadata);
   }
 
@@ -343,6 +346,10 @@ export class Session implements ConnectionOwner {
     const track = this.#inputVideo.get(trackName) ?? this.#inputAudio.get(trackName);
     if (!track) throw new ArclightError('unknown_track', `The model has no input track "${trackName}".`);
     if (track.publisher === connectionId) track.publisher = undefined;
+    // Its packets still in flight (or resent on NACK) must not claim the track back.
+    let unpublished = this.#unpublished.get(trackName);
+    if (!unpublished) this.#unpublished.set(trackName, (unpublished = new Set()));
+    unpublished.add(connectionId);
   }
 
   releaseInputs(connectionId: number): void {
@@ -419,8 +426,9 @@ export class Session implements ConnectionOwner {
     const onRtp = (rtp: { header: { payloadType: number; marker: boolean; sequenceNumber: number; timestamp: number; ssrc: number }; payload: Buffer }): void => {
       const input = inputVideo ?? inputAudio;
       if (!input || this.ended) return;
-      // A client that publishes without claiming (2.9.0) claims the track with its first packet.
-      if (input.publisher === undefined) input.publisher = connection.id;
+      // A client that publishes without claiming (2.9.0) claims the track with its first packet —
+      // unless it unpublished the track explicitly (then only publish_track claims it again).
+      if (input.publisher === undefined && !this.#unpublished.get(track.name)?.has(connection.id)) input.publisher = connection.id;
       if (input.publisher !== connection.id) return;
       if (!receiver) {
         receiver = this.#createReceiver(connection, transceiver, track, rtp.header.payloadType, rtp.header.ssrc, spec);
