@@ -12,7 +12,7 @@
  */
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -73,14 +73,20 @@ async function setUp(database: string): Promise<Setup> {
   }
 }
 
-/** CPU seconds (user + system) a process has used so far, from /proc (Linux). */
+/** CPU seconds (user + system) a process and its live children have used so far, from /proc (Linux). */
 function cpuSeconds(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (100/s)
+  let seconds = (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (100/s)
+  for (const task of readdirSync(`/proc/${pid}/task`)) {
+    for (const child of readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').split(' ').filter(Boolean)) seconds += cpuSeconds(Number(child));
+  }
+  return seconds;
 }
 
-async function startServer(database: string, mode: 'hono' | 'raw'): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', 'bench/support/coordinator-server.ts', '--database', database, '--mode', mode], {
+async function startServer(database: string, mode: 'hono' | 'raw' | 'workers'): Promise<{ url: string; child: ChildProcess }> {
+  // `workers`: the real CLI with two worker processes sharing the port (one per core here).
+  const script = mode === 'workers' ? ['bin/arclight.js', 'coordinator', '--port', '0', '--workers', '2', '--meter-flush-ms', '600000'] : ['bench/support/coordinator-server.ts', '--mode', mode];
+  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', ...script, '--database', database], {
     cwd: ROOT,
     env: { ...process.env, ARCLIGHT_LOG: 'warn' },
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -134,10 +140,14 @@ async function load(server: ChildProcess, request: () => Promise<Response>, expe
   return { perSecond: latencies.length / SECONDS, latencyMs: summarise(latencies), errors, serverCpuMicros };
 }
 
-async function measureEngine(engine: string, database: string, withRaw: boolean): Promise<Record<string, PhaseResult[]>> {
+async function measureEngine(engine: string, database: string, withRaw: boolean, withWorkers: boolean): Promise<Record<string, PhaseResult[]>> {
   const { keys } = await setUp(database);
   const key = keys[0]!;
-  const servers = { hono: await startServer(database, 'hono'), ...(withRaw ? { raw: await startServer(database, 'raw') } : {}) };
+  const servers = {
+    hono: await startServer(database, 'hono'),
+    ...(withRaw ? { raw: await startServer(database, 'raw') } : {}),
+    ...(withWorkers ? { workers: await startServer(database, 'workers') } : {}),
+  };
   const tokenBody = JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } } }] });
   const mintAt = (url: string) => () => fetch(`${url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': key, 'content-type': 'application/json' }, body: tokenBody });
   // Unscoped tokens create without a max_sessions cap, so a phase can create as many as it can;
@@ -147,8 +157,8 @@ async function measureEngine(engine: string, database: string, withRaw: boolean)
   );
   let turn = 0;
   const sessionBody = JSON.stringify({ model: { name: 'pattern' } });
-  const create = () =>
-    fetch(`${servers.hono.url}/sessions`, {
+  const createAt = (url: string) => () =>
+    fetch(`${url}/sessions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${unscoped[turn++ % unscoped.length]}`, 'content-type': 'application/json' },
       body: sessionBody,
@@ -165,7 +175,9 @@ async function measureEngine(engine: string, database: string, withRaw: boolean)
       process.stdout.write(`round ${round}\n`);
       note('POST /tokens (hono)', await load(servers.hono.child, mintAt(servers.hono.url), 200));
       if ('raw' in servers) note('POST /tokens (node:http)', await load(servers.raw!.child, mintAt(servers.raw!.url), 200));
-      note('POST /sessions', await load(servers.hono.child, create, 200));
+      if ('workers' in servers) note('POST /tokens (2 workers)', await load(servers.workers!.child, mintAt(servers.workers!.url), 200));
+      note('POST /sessions', await load(servers.hono.child, createAt(servers.hono.url), 200));
+      if ('workers' in servers) note('POST /sessions (2 workers)', await load(servers.workers!.child, createAt(servers.workers!.url), 200));
     }
   } finally {
     for (const server of Object.values(servers)) server.child.kill('SIGKILL');
@@ -177,10 +189,10 @@ await runBench('coordinator-throughput', async () => {
   const info = runInfo();
   process.stdout.write(`coordinator-throughput: ${ROUNDS} rounds × ${SECONDS} s per phase, ${CONCURRENCY} requests in flight\n${JSON.stringify(info)}\n`);
   const sqlite = join(mkdtempSync(join(tmpdir(), 'arclight-bench-')), 'coordinator.db');
-  const all: Record<string, Record<string, PhaseResult[]>> = { sqlite: await measureEngine('sqlite', sqlite, true) };
+  const all: Record<string, Record<string, PhaseResult[]>> = { sqlite: await measureEngine('sqlite', sqlite, true, true) };
   const postgres = await startPostgres();
   try {
-    all['postgres'] = await measureEngine('postgres', await postgres.createDatabase('bench'), false);
+    all['postgres'] = await measureEngine('postgres', await postgres.createDatabase('bench'), false, false);
   } finally {
     await postgres.stop();
   }

@@ -15,13 +15,17 @@ import { CreditLedger } from './billing/credit-ledger.ts';
 import { DEFAULT_PRICING } from './pricing/pricing.ts';
 import { DEFAULT_USAGE_WINDOW_MS, usageReport } from './billing/usage-report.ts';
 import { ApiKeyStore } from './accounts/api-keys.ts';
+import { coordinatorWorkerIndex, reportListening, startCoordinatorWorkers } from './cluster.ts';
 import { startCoordinator } from './coordinator.ts';
 import { ModelCatalog } from './models/model-catalog.ts';
 import { openStorage } from './storage/database.ts';
 
 export const COORDINATOR_USAGE = `Usage:
   arclight coordinator [--port 8090] [--host 127.0.0.1] [--database <file|postgres://…>]
-                       [--reconnect-window 30] [--meter-flush-ms 5000]
+                       [--reconnect-window 30] [--meter-flush-ms 5000] [--workers 1]
+      --reconnect-window  seconds a session outlives its last client (GPU held, still billed)
+      --meter-flush-ms    how often running sessions are charged and housekeeping runs
+      --workers           processes sharing the port (one per core); all decide in the database
   arclight admin <verb> [arguments] [--database <file|postgres://…>]
 
 Admin verbs (each prints one JSON object):
@@ -86,6 +90,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         since: { type: 'string' },
         'reconnect-window': { type: 'string' },
         'meter-flush-ms': { type: 'string' },
+        workers: { type: 'string' },
         rate: { type: 'string' },
         private: { type: 'boolean' },
         open: { type: 'boolean' },
@@ -110,17 +115,27 @@ export async function main(argv: readonly string[]): Promise<number> {
       if (Number.isNaN(port)) throw new UsageError('--port must be 0–65535');
       const reconnectWindow = count(values['reconnect-window'] as string | undefined, '--reconnect-window');
       const flushMs = count(values['meter-flush-ms'] as string | undefined, '--meter-flush-ms');
-      const coordinator = await startCoordinator({
-        database,
-        port,
-        host: values.host ?? '127.0.0.1',
-        ...(reconnectWindow === undefined ? {} : { reconnectWindowSeconds: reconnectWindow }),
-        ...(flushMs === undefined ? {} : { meterFlushMs: flushMs }),
-      });
-      process.stdout.write(`coordinator listening on ${coordinator.url}\n`);
+      const workers = count(values['workers'] as string | undefined, '--workers') ?? 1;
+      const workerIndex = coordinatorWorkerIndex();
+      // Several workers: this is the primary, which forks them (each runs this command again).
+      const coordinator =
+        workers > 1 && workerIndex === undefined
+          ? await startCoordinatorWorkers(database, workers)
+          : await startCoordinator({
+              database,
+              port,
+              host: values.host ?? '127.0.0.1',
+              ...(reconnectWindow === undefined ? {} : { reconnectWindowSeconds: reconnectWindow }),
+              // Housekeeping runs in one worker: the others would find nothing left to do.
+              ...(workerIndex !== undefined && workerIndex > 0 ? { meterFlushMs: 0 } : flushMs === undefined ? {} : { meterFlushMs: flushMs }),
+            });
+      if (workerIndex !== undefined) reportListening(coordinator.url);
+      else process.stdout.write(`coordinator listening on ${coordinator.url}${workers > 1 ? ` (${workers} workers)` : ''}\n`);
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);
         process.once('SIGTERM', resolve);
+        // A worker whose primary died (even SIGKILLed) loses its IPC channel: it stops too.
+        if (workerIndex !== undefined) process.once('disconnect', resolve);
       });
       await coordinator.close();
       return 0;

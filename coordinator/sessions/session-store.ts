@@ -4,9 +4,9 @@
  *
  * Why one transaction that locks the account row (PostgreSQL `SELECT … FOR UPDATE`): two requests
  * — on one coordinator or on two replicas sharing the database — must not both see "4 of 5
- * open" and both insert. The lock serializes admissions per account and nothing else. SQLite
- * needs no row lock: one coordinator process owns the file and Kysely runs its transactions one
- * at a time.
+ * open" and both insert. The lock serializes admissions per account and nothing else. On SQLite
+ * every transaction begins IMMEDIATE (storage/sqlite-dialect.ts): it takes the file's write lock
+ * first, which serializes admissions across processes sharing the file (`--workers`).
  */
 
 import { randomUUID } from 'node:crypto';

@@ -7,9 +7,10 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
+import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { migrateToLatest } from './migrations.ts';
+import { WriteLockingSqliteDialect } from './sqlite-dialect.ts';
 import { withStatementCache } from './statement-cache.ts';
 import type { CoordinatorDatabase } from './schema.ts';
 
@@ -48,7 +49,7 @@ export async function openStorage(url: string, options: { poolSize?: number } = 
     file.pragma('synchronous = NORMAL');
     file.pragma('foreign_keys = ON');
     file.pragma('busy_timeout = 5000');
-    const db = new Kysely<CoordinatorDatabase>({ dialect: new SqliteDialect({ database: withStatementCache(file) }) });
+    const db = new Kysely<CoordinatorDatabase>({ dialect: new WriteLockingSqliteDialect({ database: withStatementCache(file) }) });
     storage = { db, engine: 'sqlite', close: () => db.destroy() };
   }
   try {

@@ -130,6 +130,27 @@ describe('hosted mode: client → coordinator → runtime', () => {
     expect(Number((await coordinator.sessions.get(sessionId))!.billed_seconds)).toBe(Math.floor((ended.ended_at! - ended.ready_at!) / 1000));
   }, 60_000);
 
+  it('the maximum duration ends the session, and every client hears why', async () => {
+    const minted = await fetch(`${coordinator.url}/tokens`, {
+      method: 'POST',
+      headers: { 'Service-API-Key': stack.key, 'content-type': 'application/json' },
+      body: JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } }, constraints: { max_session_duration_seconds: 2 } }] }),
+    });
+    const { token } = (await minted.json()) as { token: string };
+    const client = new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url });
+    const heard = new Promise<string>((resolve) => client.on('sessionEnded', resolve));
+    await client.connect(token);
+    const sessionId = client.getSessionId()!;
+    await waitUntil(async () => (await coordinator.sessions.get(sessionId))?.status === 'ready', 10_000, 'the session to be ready');
+    await new Promise((resolve) => setTimeout(resolve, 2_200));
+    await coordinator.housekeeping(); // the timer's pass (off in this stack): ends it at ready + 2 s
+    expect(await heard).toMatch(/maximum duration \(2 s\)/);
+    const ended = (await coordinator.sessions.get(sessionId))!;
+    expect(ended.ended_at! - ended.ready_at!).toBe(2_000);
+    expect(Number(ended.billed_seconds)).toBe(2);
+    await waitUntil(() => client.getStatus() === 'disconnected', 5_000, 'the client to disconnect');
+  }, 60_000);
+
   it('the runtime refuses local-mode sessions and transport calls without the runtime secret', async () => {
     expect((await fetch(`${runtime.url}/start_session`, { method: 'POST' })).status).toBe(403);
     const transport = await fetch(`${runtime.url}/sessions/anything/transport/webrtc/ice_servers`);
