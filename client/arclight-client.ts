@@ -23,11 +23,17 @@ import type { SessionResponse } from '../protocol/session.ts';
 import { PeerLink, type RtcImplementation } from './peer-link.ts';
 import { PendingCommands, type CommandReply } from './pending-commands.ts';
 import { SessionApi } from './session-api.ts';
+import { FileRef } from './file-ref.ts';
+import { errorFromResponse } from './http-errors.ts';
+import { FILE_UPLOADED_MESSAGE, type UploadReference } from '../protocol/uploads.ts';
 import { StatsSampler, type ClientStats, type MediaQuality } from './stats.ts';
 import type { TokenSource } from './token.ts';
 import { TypedEmitter } from './typed-emitter.ts';
 
 export type ClientStatus = 'disconnected' | 'connecting' | 'waiting' | 'ready';
+
+/** Command data: JSON values, and `FileRef`s (from `uploadFile()`) for file parameters. */
+export type CommandData = { readonly [key: string]: JsonValue | FileRef };
 
 export const DEFAULT_API_URL = 'https://api.arclight.dev';
 export const DEFAULT_LOCAL_RUNTIME_URL = 'http://localhost:8080';
@@ -280,7 +286,7 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
    * carrying the failure code (`invalid_params`, `unknown_command`, `internal_error`, a
    * model-defined code, `timeout`, ...).
    */
-  async sendCommand(command: string, data: JsonObject = {}): Promise<CommandReply | undefined> {
+  async sendCommand(command: string, data: CommandData = {}): Promise<CommandReply | undefined> {
     this.#assertReady('sendCommand');
     const known = this.#session?.capabilities.commands;
     if (known && !known.some((c) => c.name === command)) {
@@ -289,7 +295,41 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     if (data === null || typeof data !== 'object' || Array.isArray(data)) {
       throw new ArclightError('invalid_params', 'Command data must be a JSON object.');
     }
-    return this.#request('application', command, data);
+    // File parameters travel apart from the scalar data, in `uploads` (as 2.9.0 sends them).
+    const scalars: JsonObject = {};
+    const uploads: Record<string, UploadReference> = {};
+    for (const [key, value] of Object.entries(data)) {
+      if (value instanceof FileRef) uploads[key] = value.toReference();
+      else scalars[key] = value as JsonValue;
+    }
+    return this.#request('application', command, scalars, Object.keys(uploads).length > 0 ? uploads : undefined);
+  }
+
+  // ---- uploads ----
+
+  /**
+   * Uploads a file to the session (status `ready` only) and returns a reference to pass as a
+   * command parameter. The bytes go straight to a presigned URL (no token needed for the PUT);
+   * the model's `file_uploaded` hook has run when this resolves. `name` defaults to the File's
+   * name, or `upload` for a Blob.
+   */
+  async uploadFile(file: Blob, options: { readonly name?: string } = {}): Promise<FileRef> {
+    this.#assertReady('uploadFile');
+    const sessionId = this.#sessionId!;
+    const name = options.name ?? (typeof (file as { name?: unknown }).name === 'string' && (file as File).name !== '' ? (file as File).name : 'upload');
+    const mimeType = file.type || 'application/octet-stream';
+    if (file.size === 0) throw new ArclightError('invalid_request', 'The file is empty.');
+    const api = new SessionApi({ baseUrl: this.#baseUrl, local: this.#options.local ?? false, modelName: this.#options.modelName, token: this.#token });
+    const slot = await api.createUpload(sessionId, { name, size: file.size, mime_type: mimeType });
+    let put: Response;
+    try {
+      put = await fetch(slot.presigned_url, { method: 'PUT', body: file, headers: { 'Content-Type': mimeType } });
+    } catch (error) {
+      throw new ArclightError('connection_failed', `The upload could not be sent: ${(error as Error).message}`, { cause: error });
+    }
+    if (!put.ok) throw await errorFromResponse(put);
+    await this.#request('runtime', FILE_UPLOADED_MESSAGE, { upload_id: slot.presigned_id, name, mime_type: mimeType, size: file.size });
+    return new FileRef(slot.presigned_id, name, mimeType, file.size, slot.download_url, slot.download_expires_at);
   }
 
   // ---- tracks ----
@@ -626,9 +666,9 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     this.#setStatus('disconnected');
   }
 
-  #request(scope: 'application' | 'runtime', type: string, data: JsonObject): Promise<CommandReply | undefined> {
+  #request(scope: 'application' | 'runtime', type: string, data: JsonObject, uploads?: Record<string, UploadReference>): Promise<CommandReply | undefined> {
     const requestId = this.#pending.nextId();
-    const text = JSON.stringify({ scope, data: { type, data, request_id: requestId } });
+    const text = JSON.stringify({ scope, data: { type, data, request_id: requestId, ...(uploads ? { uploads } : {}) } });
     const limit = MAX_MESSAGE_BYTES;
     const bytes = new TextEncoder().encode(text).byteLength;
     if (bytes > limit) {

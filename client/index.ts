@@ -11,6 +11,7 @@
  */
 export { ArclightClient, DEFAULT_API_URL, DEFAULT_LOCAL_RUNTIME_URL } from './arclight-client.ts';
 export type {
+  CommandData,
   ArclightClientOptions,
   ClientEvents,
   ClientState,
@@ -29,6 +30,7 @@ export type { LatencySummary } from './latency-tracker.ts';
 export type { RtcImplementation } from './peer-link.ts';
 export type { TokenSource } from './token.ts';
 export { cacheToken, type ExpiringToken, type TokenCacheOptions } from './token-cache.ts';
+export { FileRef } from './file-ref.ts';
 export { ArclightError } from '../protocol/errors.ts';
 export type { Capabilities, TrackCapability, CommandCapability } from '../protocol/capabilities.ts';
 export type { SessionResponse } from '../protocol/session.ts';

@@ -14,6 +14,7 @@ import {
   WEBRTC_VERSION,
   WEBRTC_VERSION_HEADER,
 } from '../protocol/versions.ts';
+import type { CreateUploadRequest, CreateUploadResponse } from '../protocol/uploads.ts';
 import { errorFromResponse } from './http-errors.ts';
 import { resolveToken, type TokenSource } from './token.ts';
 
@@ -83,6 +84,11 @@ export class SessionApi {
 
   async registerConnection(sessionId: string): Promise<RegisterConnectionResponse> {
     return this.#request<RegisterConnectionResponse>('POST', `${transport(sessionId)}/connections`, {});
+  }
+
+  /** Reserves an upload slot: presigned PUT and GET URLs (201). */
+  async createUpload(sessionId: string, request: CreateUploadRequest): Promise<CreateUploadResponse> {
+    return this.#request<CreateUploadResponse>('POST', `/sessions/${encodeURIComponent(sessionId)}/uploads`, { body: request, api: true });
   }
 
   async closeConnection(sessionId: string, connectionId: number): Promise<void> {

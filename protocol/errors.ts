@@ -11,6 +11,8 @@ export const ERROR_CODES = {
   invalid_json: { status: 400, retryable: false, summary: 'The body is not valid JSON.' },
   invalid_request: { status: 400, retryable: false, summary: 'The body or a parameter breaks the schema.' },
   payload_too_large: { status: 413, retryable: false, summary: 'The body or message exceeds the size limit.' },
+  unsupported_media_type: { status: 415, retryable: false, summary: 'The file type is not accepted here.' },
+  url_expired: { status: 403, retryable: false, summary: 'A presigned URL has expired; request a new one.' },
   not_found: { status: 404, retryable: false, summary: 'No such route.' },
   method_not_allowed: { status: 405, retryable: false, summary: 'The route exists but not with this method.' },
   unsupported_version: { status: 426, retryable: false, summary: 'The client protocol version is older than the server accepts.' },

@@ -19,3 +19,4 @@ export * from './transport.ts';
 export * from './messages.ts';
 export * from './schemas.ts';
 export * from './frame-metadata.ts';
+export * from './uploads.ts';

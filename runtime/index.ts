@@ -35,3 +35,6 @@ export type { IcePolicyOptions } from './webrtc/ice-policy.ts';
 export type { HostedOptions } from './hosted/coordinator-link.ts';
 export type { PlaygroundHostedOptions } from './http/playground-routes.ts';
 export type { LatencyMode } from '../protocol/messages.ts';
+export type { UploadedFile, UploadLimits } from './uploads/upload-store.ts';
+/** A command parameter that is a file: `params: { type: 'object', properties: { image: FILE_PARAMETER_SCHEMA } }`. */
+export { FILE_PARAMETER_SCHEMA } from '../protocol/uploads.ts';

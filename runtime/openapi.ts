@@ -88,6 +88,24 @@ export function buildOpenApi(model: ModelDefinition<unknown>, capabilities: Capa
       '/sessions/{sid}/transport/webrtc/connections/{cid}': { delete: { summary: 'Close a connection for good.', parameters: [sid, cid], responses: { '200': json({ type: 'object' }, 'Closed.') } } },
       '/sessions/{sid}/transport/webrtc/connections/{cid}/sdp_params': { parameters: [sid, cid], post: offerOp('Offer on a registered connection.'), put: offerOp('Renegotiate a connection.'), get: answerOp },
       '/sessions/{sid}/transport/webrtc/sdp_params': { parameters: [sid], post: offerOp('Offer (2.9.0 signalling; opens a connection).'), put: offerOp('Renegotiate (2.9.0 reconnect).'), get: answerOp },
+      '/sessions/{sid}/uploads': {
+        post: {
+          summary: 'Reserve an upload (session ready): presigned PUT (15 min) and GET (5 min) URLs.',
+          parameters: [sid],
+          requestBody: { content: { 'application/json': { schema: { type: 'object', required: ['name', 'size', 'mime_type'], properties: { name: { type: 'string' }, size: { type: 'integer', minimum: 1 }, mime_type: { type: 'string' } } } } } },
+          responses: {
+            '201': json({ type: 'object', required: ['presigned_id', 'presigned_url', 'path', 'download_url', 'expires_at', 'download_expires_at'] }, 'The slot and its URLs.'),
+            '409': errorResponse('The session is not ready.'),
+            '413': errorResponse('Over the size limit.'),
+            '415': errorResponse('A refused file type.'),
+          },
+        },
+      },
+      '/sessions/{sid}/uploads/{id}': {
+        parameters: [sid, { name: 'id', in: 'path', required: true, schema: { type: 'string' } }],
+        put: { summary: 'The bytes, exactly the reserved size (presigned: ?expires&signature).', requestBody: { content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } }, responses: { '200': json({ type: 'object' }, 'Stored.'), '403': errorResponse('Forged or expired URL.'), '413': errorResponse('More bytes than reserved.') } },
+        get: { summary: 'The bytes back (presigned).', responses: { '200': { description: 'The file.' }, '403': errorResponse('Forged or expired URL.') } },
+      },
     },
     components: {
       schemas: {

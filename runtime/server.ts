@@ -12,7 +12,10 @@
  * ```
  */
 
+import { mkdtemp, rm } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { serve, type ServerType } from '@hono/node-server';
 import { Hono } from 'hono';
 import { cors } from 'hono/cors';
@@ -30,6 +33,9 @@ import { createErrorHandler, notFound } from './http/errors.ts';
 import { playgroundRoutes, type PlaygroundHostedOptions } from './http/playground-routes.ts';
 import { sessionRoutes } from './http/session-routes.ts';
 import { transportRoutes } from './http/transport-routes.ts';
+import { uploadRoutes } from './http/upload-routes.ts';
+import { UploadStore, type UploadLimits } from './uploads/upload-store.ts';
+import { UrlSigner } from './uploads/url-signer.ts';
 import { createLogger, type Logger } from './log.ts';
 import { RuntimeMetrics } from './metrics.ts';
 import { callAuthorCode, installProcessGuards } from './model/author-code.ts';
@@ -91,6 +97,15 @@ export interface RuntimeOptions {
    * need the runtime secret. Default: local mode.
    */
   readonly hosted?: HostedOptions;
+  /**
+   * Uploads (`POST /sessions/{id}/uploads`, presigned PUT/GET): size and type limits, and where
+   * files are kept (default a fresh folder under the OS temp dir, removed at close).
+   */
+  readonly uploads?: UploadLimits & {
+    readonly directory?: string;
+    /** Milliseconds since the epoch for URL expiry; default `Date.now` (tests move it). */
+    readonly now?: () => number;
+  };
 }
 
 export type RuntimeState = 'loading' | 'available' | 'serving' | 'terminated';
@@ -129,6 +144,8 @@ const ROUTE_METHODS: Readonly<Record<string, readonly string[]>> = {
   '/sessions/:sid/transport/webrtc/connections/:cid': ['DELETE'],
   '/sessions/:sid/transport/webrtc/connections/:cid/sdp_params': ['GET', 'POST', 'PUT'],
   '/sessions/:sid/transport/webrtc/sdp_params': ['GET', 'POST', 'PUT'],
+  '/sessions/:sid/uploads': ['POST'],
+  '/sessions/:sid/uploads/:id': ['GET', 'PUT'],
   '/hosted/sessions': ['POST'],
   '/hosted/sessions/:sid': ['DELETE'],
 };
@@ -177,7 +194,11 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   log.info('encoder backends', { selection: backends.map(describeEncoderBackendSelection) });
   const hardwareH265 = backends.some((b) => b.codec === 'h265' && b.backend?.hardware);
   const videoCodecs = options.videoCodecs ?? (hardwareH265 ? ['h265', 'h264', 'vp8'] : ['h264', 'vp8']);
+  const uploadDirectory = options.uploads?.directory ?? (await mkdtemp(join(tmpdir(), 'arclight-uploads-')));
+  const uploads = new UploadStore(uploadDirectory, options.uploads);
+  const urlSigner = new UrlSigner(options.uploads?.now ? { now: options.uploads.now } : {});
   const host = new LocalSessionHost({
+    uploads,
     model,
     router,
     capabilities,
@@ -259,6 +280,13 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     app.route('/', hostedRoutes(host, readiness));
   }
   app.route('/', sessionRoutes(host, readiness));
+  app.route('/', uploadRoutes({
+    host,
+    store: uploads,
+    signer: urlSigner,
+    trustPublicUrlHeader: options.hosted !== undefined,
+    ...(options.uploads?.now ? { now: options.uploads.now } : {}),
+  }));
   app.route('/', transportRoutes(host, iceServers));
   if (options.playground ?? true) app.route('/', playgroundRoutes(options.playgroundHosted ? { hosted: options.playgroundHosted } : {}));
   rejectOtherMethods(app, options.playground ?? true);
@@ -304,6 +332,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
       // End the session first, so its end is reported to the coordinator before the link stops.
       await host.close();
       await link?.stop(CLOSE_REPORT_GRACE_MS);
+      if (options.uploads?.directory === undefined) await rm(uploadDirectory, { recursive: true, force: true });
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         // Keep-alive sockets would hold close() open for seconds.

@@ -5,7 +5,7 @@
  * the session has `capabilities` and `selected_transport`, and ends with a bodiless DELETE.
  */
 
-import type { Hono } from 'hono';
+import type { Context, Hono } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
 import type { Capabilities } from '../../protocol/capabilities.ts';
 import {
@@ -63,6 +63,29 @@ export function registerSessionRoutes(app: Hono, services: SessionRouteServices)
     if (!runtime) throw new ArclightError('not_ready', 'No GPU is serving this session yet; poll GET /sessions/{id} until it has capabilities.');
     return services.runtimes.relay(runtime, c.req.raw, new URL(c.req.url).pathname);
   });
+  // Uploads: the reservation is the session's (bearer token, bound set); the presigned PUT and
+  // GET carry their own credential (the runtime checks the signature), so they need no token.
+  const runtimeOf = async (session: SessionRecord) => {
+    if (session.status === 'ended') throw new ArclightError('session_ended', `Session ${session.id} has ended.`);
+    const runtime = session.runtime_id === null ? undefined : await services.registry.get(session.runtime_id);
+    if (!runtime) throw new ArclightError('not_ready', 'No GPU is serving this session yet.');
+    return runtime;
+  };
+  app.post('/sessions/:id/uploads', async (c) => {
+    const session = await sessions.authorize(await auth.actor(c), c.req.param('id'));
+    const url = new URL(c.req.url);
+    return services.runtimes.relayUpload(await runtimeOf(session), c.req.raw, url.pathname, url.origin);
+  });
+  const relaySigned = async (c: Context) => {
+    const session = await sessions.get(c.req.param('id') ?? '');
+    // Unknown and foreign ids alike: the runtime would refuse the signature anyway.
+    if (!session) throw new ArclightError('forbidden', 'This URL is not a valid presigned URL.');
+    const url = new URL(c.req.url);
+    return services.runtimes.relayUpload(await runtimeOf(session), c.req.raw, url.pathname + url.search, url.origin);
+  };
+  app.put('/sessions/:id/uploads/:upload', relaySigned);
+  app.get('/sessions/:id/uploads/:upload', relaySigned);
+
   const modelNames = new Map<string, string>();
   const record = async (session: SessionRecord) => {
     let name = modelNames.get(session.model_id);

@@ -4,12 +4,16 @@
  */
 
 import { RUNTIME_SECRET_HEADER } from '../../protocol/coordinator.ts';
+import { PUBLIC_URL_HEADER } from '../../protocol/uploads.ts';
+import { API_VERSION_HEADER } from '../../protocol/versions.ts';
 import { ArclightError } from '../../protocol/errors.ts';
 import type { RuntimeRecord } from './runtime-registry.ts';
 
 /** Headers passed through on a relayed transport call, both ways. */
 const RELAYED_REQUEST_HEADERS = ['content-type', 'reactor-webrtc-version'];
 const CALL_TIMEOUT_MS = 10_000;
+/** A file upload or download through the coordinator may take a while on a slow link. */
+const UPLOAD_TIMEOUT_MS = 10 * 60_000;
 
 export class RuntimeClient {
   readonly #secret: string | undefined;
@@ -54,6 +58,38 @@ export class RuntimeClient {
       status: response.status,
       headers: { 'content-type': response.headers.get('content-type') ?? 'application/json' },
     });
+  }
+
+  /**
+   * Relays an upload call (reserve, or the presigned PUT/GET) with its body and answer streamed —
+   * a file is never held whole in the coordinator. `publicUrl`: the coordinator's origin as the
+   * client reached it, so the runtime's presigned URLs point back here.
+   */
+  async relayUpload(runtime: RuntimeRecord, request: Request, pathAndQuery: string, publicUrl: string): Promise<Response> {
+    const headers: Record<string, string> = { [PUBLIC_URL_HEADER]: publicUrl };
+    for (const name of ['content-type', 'content-length', API_VERSION_HEADER.toLowerCase()]) {
+      const value = request.headers.get(name);
+      if (value !== null) headers[name] = value;
+    }
+    if (this.#secret) headers[RUNTIME_SECRET_HEADER] = this.#secret;
+    const hasBody = request.method !== 'GET' && request.method !== 'HEAD' && request.body !== null;
+    let response: Response;
+    try {
+      response = await fetch(`${runtime.url}${pathAndQuery}`, {
+        method: request.method,
+        headers,
+        ...(hasBody ? { body: request.body, duplex: 'half' } : {}),
+        signal: AbortSignal.timeout(UPLOAD_TIMEOUT_MS),
+      } as RequestInit);
+    } catch (error) {
+      throw new ArclightError('internal_error', 'The GPU serving this session could not be reached.', { cause: error, retryable: true });
+    }
+    const passed = new Headers();
+    for (const name of ['content-type', 'content-length', 'content-disposition', 'cache-control']) {
+      const value = response.headers.get(name);
+      if (value !== null) passed.set(name, value);
+    }
+    return new Response(response.body, { status: response.status, headers: passed });
   }
 
   #call(runtime: RuntimeRecord, method: string, path: string, body?: string, headers: Record<string, string> = {}): Promise<Response> {

@@ -74,10 +74,13 @@ export class CommandRouter {
     }));
   }
 
-  /** Never throws: every failure, the model's included, becomes a `failed` outcome. */
-  async dispatch(name: string, data: unknown, context: CommandContext<unknown>): Promise<CommandOutcome> {
+  /**
+   * Never throws: every failure, the model's included, becomes a `failed` outcome. `files`: file
+   * parameters, validated as references within `data` and handed to the handler as these.
+   */
+  async dispatch(name: string, data: unknown, context: CommandContext<unknown>, files?: Readonly<Record<string, unknown>>): Promise<CommandOutcome> {
     const started = performance.now();
-    const outcome = await this.#run(name, data, context);
+    const outcome = await this.#run(name, data, context, files);
     const known = this.#commands.has(name);
     // Unknown names are not used as label values: a client must not be able to grow the metric set.
     const label = known ? name : '(unknown)';
@@ -86,7 +89,7 @@ export class CommandRouter {
     return outcome;
   }
 
-  async #run(name: string, data: unknown, context: CommandContext<unknown>): Promise<CommandOutcome> {
+  async #run(name: string, data: unknown, context: CommandContext<unknown>, files: Readonly<Record<string, unknown>> | undefined): Promise<CommandOutcome> {
     const command = this.#commands.get(name);
     if (!command) {
       return { kind: 'failed', code: 'unknown_command', message: `The model has no command "${name}". Known: ${this.names.join(', ') || '(none)'}.` };
@@ -95,6 +98,7 @@ export class CommandRouter {
     if (!command.validateParams(params)) {
       return { kind: 'failed', code: 'invalid_params', ...describeSchemaError(command.validateParams.errors) };
     }
+    if (files) Object.assign(params as Record<string, unknown>, files);
     // A CommandError is the model answering on purpose, not a fault: it is not logged as one.
     const result = await callAuthorCode(this.#log, `command ${name}`, () => command.spec.handler(params, context), undefined, isCommandError);
     if (!result.ok) {

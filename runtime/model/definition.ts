@@ -24,6 +24,7 @@ import type { FromSchema, JSONSchema } from 'json-schema-to-ts';
 import type { JsonValue } from '../../protocol/json-schema.ts';
 import type { LatencyMode } from '../../protocol/messages.ts';
 import type { AudioFrame, PixelFormat, VideoFrame } from '../media/frames.ts';
+import type { UploadedFile } from '../uploads/upload-store.ts';
 import type { ModelSession, ConnectionHandle } from './model-session.ts';
 
 /**
@@ -136,6 +137,8 @@ export interface ModelHooks<State> {
   readonly connected?: (session: ModelSession<State>, connection: ConnectionHandle) => void | Promise<void>;
   /** Once per client connection, when it goes away while the session lives on. */
   readonly disconnected?: (session: ModelSession<State>, connection: ConnectionHandle) => void | Promise<void>;
+  /** A client finished uploading `file` (it may pass it to a command next). */
+  readonly file_uploaded?: (session: ModelSession<State>, file: UploadedFile, connection: ConnectionHandle) => void | Promise<void>;
 }
 
 export interface ModelDefinition<State = Record<string, unknown>> {

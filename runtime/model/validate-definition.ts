@@ -82,7 +82,7 @@ export function validateModelDefinition(value: unknown, source: string): ModelDe
   }
   const hooks = model['hooks'];
   if (hooks !== undefined) {
-    const known = ['connected', 'disconnected', 'session_started', 'session_ended'];
+    const known = ['connected', 'disconnected', 'session_started', 'session_ended', 'file_uploaded'];
     if (typeof hooks !== 'object' || hooks === null) problems.push('hooks must be an object');
     else {
       for (const [name, fn] of Object.entries(hooks)) {

@@ -19,6 +19,7 @@ import type { RuntimeMetrics } from '../metrics.ts';
 import type { CommandRouter } from '../model/command-router.ts';
 import type { ModelDefinition } from '../model/definition.ts';
 import type { PeerFactoryOptions } from '../webrtc/peer-factory.ts';
+import type { UploadStore } from '../uploads/upload-store.ts';
 import { Session } from './session.ts';
 
 export interface SessionHostOptions {
@@ -34,6 +35,8 @@ export interface SessionHostOptions {
   readonly latencyMode: LatencyMode;
   /** Hosted mode: told when a session gets a ready client and when it ends. */
   readonly events?: SessionHostEvents;
+  /** Where sessions keep uploaded files. */
+  readonly uploads?: UploadStore;
 }
 
 export interface SessionHostEvents {

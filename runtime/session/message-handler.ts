@@ -22,6 +22,8 @@ import type { LatencyMode } from '../../protocol/messages.ts';
 import type { Logger } from '../log.ts';
 import type { CommandOutcome, CommandRouter } from '../model/command-router.ts';
 import { describeSchemaError } from '../model/command-router.ts';
+import { FILE_UPLOADED_MESSAGE } from '../../protocol/uploads.ts';
+import type { UploadedFile } from '../uploads/upload-store.ts';
 import type { Connection } from './connection.ts';
 import type { Session } from './session.ts';
 
@@ -77,16 +79,58 @@ export class MessageHandler {
     }
     const envelope = parsed as Envelope;
     if (envelope.scope === 'application') await this.#command(connection, envelope.data);
+    else if (envelope.data.type === FILE_UPLOADED_MESSAGE) await this.#fileUploaded(connection, envelope.data);
     else this.#runtime(connection, envelope.data);
   }
 
   async #command(connection: Connection, body: EnvelopeBody): Promise<void> {
-    const outcome = await this.#router.dispatch(body.type, body.data, {
-      session: this.#session.model,
-      connection: connection.handle,
-      requestId: body.request_id,
-    });
+    let files: Record<string, UploadedFile> | undefined;
+    let data = body.data;
+    if (body.uploads !== undefined && Object.keys(body.uploads).length > 0) {
+      // 2.9.0 sends file parameters apart from `data`: each is validated with the rest (as the
+      // reference the schema describes), then handed to the handler as the uploaded file.
+      try {
+        files = this.#resolveUploads(body.uploads);
+      } catch (error) {
+        const e = error instanceof ArclightError ? error : new ArclightError('invalid_params', 'Bad uploads section.');
+        this.#send(connection, body, { kind: 'failed', code: 'invalid_params', message: e.message, ...(e.field ? { field: e.field } : {}) });
+        return;
+      }
+      data = { ...(typeof data === 'object' && data !== null && !Array.isArray(data) ? data : {}), ...body.uploads };
+    }
+    const outcome = await this.#router.dispatch(
+      body.type,
+      data,
+      { session: this.#session.model, connection: connection.handle, requestId: body.request_id },
+      files,
+    );
     this.#send(connection, body, outcome);
+  }
+
+  #resolveUploads(uploads: Record<string, unknown>): Record<string, UploadedFile> {
+    const files: Record<string, UploadedFile> = {};
+    for (const [key, reference] of Object.entries(uploads)) {
+      const uploadId = typeof reference === 'object' && reference !== null ? (reference as { upload_id?: unknown }).upload_id : undefined;
+      if (typeof uploadId !== 'string') throw new ArclightError('invalid_params', `uploads.${key} must be a file reference {upload_id, …}.`, { field: `/${key}` });
+      try {
+        files[key] = this.#session.uploadedFile(uploadId);
+      } catch (error) {
+        throw new ArclightError('invalid_params', `"${key}": ${(error as Error).message}`, { field: `/${key}` });
+      }
+    }
+    return files;
+  }
+
+  async #fileUploaded(connection: Connection, body: EnvelopeBody): Promise<void> {
+    const uploadId = typeof body.data === 'object' && body.data !== null ? (body.data as { upload_id?: unknown }).upload_id : undefined;
+    try {
+      if (typeof uploadId !== 'string') throw new ArclightError('invalid_message', `${FILE_UPLOADED_MESSAGE} needs data.upload_id.`, { field: '/upload_id' });
+      await this.#session.fileUploaded(connection, this.#session.uploadedFile(uploadId));
+      this.#send(connection, body, { kind: 'ack' });
+    } catch (error) {
+      const e = error instanceof ArclightError ? error : new ArclightError('internal_error', 'The upload could not be announced.');
+      this.#send(connection, body, { kind: 'failed', code: e.code, message: e.message, ...(e.field ? { field: e.field } : {}) });
+    }
   }
 
   #runtime(connection: Connection, body: EnvelopeBody): void {

@@ -13,6 +13,7 @@ import type { EnvelopeBody, LatencyMode } from '../../protocol/messages.ts';
 import type { Logger } from '../log.ts';
 import type { RuntimeMetrics } from '../metrics.ts';
 import { callAuthorCode, DEFAULT_HOOK_DEADLINE_MS, isSessionEnded } from '../model/author-code.ts';
+import type { UploadedFile, UploadStore } from '../uploads/upload-store.ts';
 import type { CommandRouter } from '../model/command-router.ts';
 import type { ModelDefinition, TrackSpec } from '../model/definition.ts';
 import type { ConnectionHandle, EmitOptions, InputAudio, InputVideo, ModelSession } from '../model/model-session.ts';
@@ -54,6 +55,8 @@ export interface SessionOptions {
   readonly onConnectionReady?: (session: Session) => void;
   /** The session id; default a fresh UUID (hosted mode: the coordinator's id). */
   readonly id?: string;
+  /** Where the session's uploaded files are kept (deleted when it ends). */
+  readonly uploads?: UploadStore;
 }
 
 /** What one connection has attached to the session's tracks, so it can be detached as a unit. */
@@ -223,8 +226,21 @@ export class Session implements ConnectionOwner {
     if (hooks?.session_ended) {
       await callAuthorCode(this.log, 'hook session_ended', () => hooks.session_ended!(this.#facade, reason), DEFAULT_HOOK_DEADLINE_MS);
     }
+    await this.#options.uploads?.dropSession(this.id).catch((error: unknown) => this.log.warn('deleting the session\'s uploads failed', { error }));
     this.#options.metrics?.sessions.dec();
     this.#options.onEnded?.(this, reason);
+  }
+
+  /** The session's uploaded file `uploadId` (throws not_found / not_ready ArclightErrors). */
+  uploadedFile(uploadId: string): UploadedFile {
+    if (!this.#options.uploads) throw new ArclightError('not_found', 'This runtime takes no uploads.');
+    return this.#options.uploads.file(this.id, uploadId);
+  }
+
+  /** A client announced a finished upload: the model's `file_uploaded` hook runs (isolated, bounded). */
+  async fileUploaded(connection: Connection, file: UploadedFile): Promise<void> {
+    const hook = this.#options.model.hooks?.file_uploaded;
+    if (hook) await callAuthorCode(this.log, 'hook file_uploaded', () => hook(this.#facade, file, connection.handle), DEFAULT_HOOK_DEADLINE_MS);
   }
 
   // ---- ConnectionOwner ----

@@ -16,6 +16,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import { startHostedStack, type HostedStack } from '../support/hosted-stack.ts';
 import pattern, { PATCH } from '../../models/examples/pattern/index.ts';
+import uploadModel, { uploadedFiles } from '../fixtures/upload-model.ts';
+import { createHash } from 'node:crypto';
 import { rgbToYuv } from '../../models/examples/shared/i420-canvas.ts';
 
 const LOOPBACK = '127.0.0.1';
@@ -340,6 +342,41 @@ describe('@reactor-team/js-sdk@2.9.0 (Node + wrtc) against the runtime in local 
 
     await reactor.disconnect();
     await waitFor(async () => (await getSession()).status === 404, 10_000, 'GET /session to answer 404');
+  });
+});
+
+describe('@reactor-team/js-sdk@2.9.0 (Node + wrtc) uploads in local mode', () => {
+  let runtime: Runtime;
+  let Reactor: typeof ReactorType;
+
+  beforeAll(async () => {
+    runtime = await startRuntime({ model: uploadModel as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false });
+    await runtime.loaded;
+    ({ Reactor } = await import('@reactor-team/js-sdk'));
+  });
+  afterAll(async () => runtime?.close());
+
+  it('uploadFile → FileRef → sendCommand with it: the hook fires and the handler reads the bytes', { timeout: 60_000 }, async () => {
+    const reactor = new Reactor({ modelName: 'upload-model', local: true, apiUrl: runtime.url });
+    const messages: Message[] = [];
+    const runtimeMessages: Message[] = [];
+    reactor.on('message', (m: Message) => messages.push(m));
+    reactor.on('runtimeMessage', (m: Message) => runtimeMessages.push(m));
+    try {
+      await reactor.connect();
+      await waitFor(() => reactor.getStatus() === 'ready', 20_000, 'status ready');
+      const bytes = new Uint8Array(50_000).map((_, i) => (i * 7) % 256);
+      const ref = await reactor.uploadFile(new Blob([bytes], { type: 'image/png' }), { name: 'sdk.png' });
+      expect(ref).toMatchObject({ name: 'sdk.png', mimeType: 'image/png', size: 50_000 });
+      await waitFor(() => uploadedFiles.some((f) => f.name === 'sdk.png'), 10_000, 'the file_uploaded hook');
+      await reactor.sendCommand('inspect', { file: ref, label: 'sdk' });
+      await waitFor(() => messages.some((m) => m.type === 'inspect_result'), 10_000, 'the reply', () => ({ messages, runtimeMessages }));
+      const sha = createHash('sha256').update(bytes).digest('hex');
+      expect(messages.find((m) => m.type === 'inspect_result')?.data).toEqual({ label: 'sdk', name: 'sdk.png', mime_type: 'image/png', size: 50_000, sha256: sha });
+      expect(runtimeMessages.filter((m) => m.type === 'command_failed')).toEqual([]);
+    } finally {
+      await reactor.disconnect().catch(() => {});
+    }
   });
 });
 

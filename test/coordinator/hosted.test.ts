@@ -151,6 +151,25 @@ describe('hosted mode: client → coordinator → runtime', () => {
     await waitUntil(() => client.getStatus() === 'disconnected', 5_000, 'the client to disconnect');
   }, 60_000);
 
+  it('uploads through the coordinator: presigned URLs point at it, the bytes reach the runtime and come back', async () => {
+    const client = new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url });
+    await client.connect(await mintToken());
+    const sessionId = client.getSessionId()!;
+    await waitUntil(async () => (await coordinator.sessions.get(sessionId))?.status === 'ready', 10_000, 'the session to be ready');
+    const bytes = new Uint8Array(300_000).map((_, i) => (i * 31) % 251);
+    const ref = await client.uploadFile(new Blob([bytes], { type: 'application/octet-stream' }), { name: 'weights.bin' });
+    expect(new URL(ref.downloadUrl!).origin).toBe(new URL(coordinator.url).origin); // never the runtime's address
+    const back = await fetch(ref.downloadUrl!);
+    expect(back.status).toBe(200);
+    expect(Buffer.from(await back.arrayBuffer()).equals(Buffer.from(bytes))).toBe(true);
+    // Reserving needs the session's token; the signed URLs need nothing else, and a tampered one fails.
+    expect((await fetch(`${coordinator.url}/sessions/${sessionId}/uploads`, { method: 'POST', body: '{}' })).status).toBe(401);
+    const tampered = new URL(ref.downloadUrl!);
+    tampered.searchParams.set('signature', '0'.repeat(64));
+    expect((await fetch(tampered)).status).toBe(403);
+    await client.disconnect();
+  }, 60_000);
+
   it('the runtime refuses local-mode sessions and transport calls without the runtime secret', async () => {
     expect((await fetch(`${runtime.url}/start_session`, { method: 'POST' })).status).toBe(403);
     const transport = await fetch(`${runtime.url}/sessions/anything/transport/webrtc/ice_servers`);

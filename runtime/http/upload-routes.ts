@@ -1,0 +1,96 @@
+/**
+ * Uploads over HTTP (shaped for `@reactor-team/js-sdk@2.9.0`):
+ *
+ *   POST /sessions/{sid}/uploads              reserve a slot (session ready) → 201 presigned PUT and GET URLs
+ *   PUT  /sessions/{sid}/uploads/{id}?expires&signature   the bytes (exactly the reserved size)
+ *   GET  /sessions/{sid}/uploads/{id}?expires&signature   the bytes back
+ *
+ * The PUT and GET need no other credentials: the signed URL is the credential (url-signer.ts).
+ * The URLs point at whoever the client reached: this runtime in local mode, or — when the
+ * coordinator relays the reservation with the runtime secret — the coordinator's public address,
+ * which relays the PUT and GET here in turn.
+ */
+
+import { Hono, type Context } from 'hono';
+import { ArclightError } from '../../protocol/errors.ts';
+import { DOWNLOAD_URL_LIFETIME_SECONDS, PUBLIC_URL_HEADER, UPLOAD_URL_LIFETIME_SECONDS, type CreateUploadResponse } from '../../protocol/uploads.ts';
+import type { LocalSessionHost } from '../session/local-session-host.ts';
+import type { UploadStore } from '../uploads/upload-store.ts';
+import type { UrlSigner } from '../uploads/url-signer.ts';
+import { checkApiVersion } from './versions.ts';
+
+export interface UploadRouteOptions {
+  readonly host: LocalSessionHost;
+  readonly store: UploadStore;
+  readonly signer: UrlSigner;
+  /** Hosted mode: every request here carries the runtime secret, so the coordinator's public URL header is trusted. */
+  readonly trustPublicUrlHeader: boolean;
+  readonly now?: () => number;
+}
+
+export function uploadRoutes(options: UploadRouteOptions): Hono {
+  const { host, store, signer } = options;
+  const now = options.now ?? Date.now;
+  const app = new Hono();
+  app.use('/sessions/:sid/uploads', checkApiVersion);
+
+  app.post('/sessions/:sid/uploads', async (c) => {
+    const session = host.get(c.req.param('sid'));
+    if (!session.connections.some((connection) => connection.state === 'ready')) {
+      throw new ArclightError('not_ready', 'Uploads need the session to be ready (a client connected).');
+    }
+    const body: unknown = await c.req.json().catch(() => {
+      throw new ArclightError('invalid_json', 'The body must be JSON: {name, size, mime_type}.');
+    });
+    const slot = store.reserve(session.id, body);
+    const path = `/sessions/${encodeURIComponent(session.id)}/uploads/${slot.upload_id}`;
+    const base = publicBase(c, options.trustPublicUrlHeader);
+    const expiresAt = now() + UPLOAD_URL_LIFETIME_SECONDS * 1000;
+    const downloadExpiresAt = now() + DOWNLOAD_URL_LIFETIME_SECONDS * 1000;
+    const response: CreateUploadResponse = {
+      presigned_id: slot.upload_id,
+      presigned_url: base + signer.sign('PUT', path, expiresAt),
+      path: `uploads/${slot.upload_id}`,
+      download_url: base + signer.sign('GET', path, downloadExpiresAt),
+      expires_at: Math.floor(expiresAt / 1000) * 1000,
+      download_expires_at: Math.floor(downloadExpiresAt / 1000) * 1000,
+    };
+    return c.json(response, 201);
+  });
+
+  app.put('/sessions/:sid/uploads/:id', async (c) => {
+    checkSignature(c, signer, 'PUT');
+    const session = host.get(c.req.param('sid'));
+    const reference = await store.receive(session.id, c.req.param('id'), c.req.raw.body as never);
+    return c.json(reference, 200);
+  });
+
+  app.get('/sessions/:sid/uploads/:id', (c) => {
+    checkSignature(c, signer, 'GET');
+    const session = host.get(c.req.param('sid'));
+    const file = store.file(session.id, c.req.param('id'));
+    return new Response(file.stream() as unknown as ReadableStream, {
+      headers: {
+        'content-type': file.mimeType,
+        'content-length': String(file.size),
+        'content-disposition': `attachment; filename*=UTF-8''${encodeURIComponent(file.name)}`,
+        'cache-control': 'private, no-store',
+      },
+    });
+  });
+  return app;
+}
+
+function checkSignature(c: Context, signer: UrlSigner, method: 'GET' | 'PUT'): void {
+  const path = new URL(c.req.url).pathname;
+  const verdict = signer.check(method, path, c.req.query('expires'), c.req.query('signature'));
+  if (verdict === 'expired') throw new ArclightError('url_expired', 'This presigned URL has expired; request a new one (POST /sessions/{id}/uploads).');
+  if (verdict === 'forged') throw new ArclightError('forbidden', 'This URL is not a valid presigned URL.');
+}
+
+/** The origin the client reached: the coordinator's (relayed, hosted) or this runtime's. */
+function publicBase(c: Context, trustHeader: boolean): string {
+  const relayed = trustHeader ? c.req.header(PUBLIC_URL_HEADER) : undefined;
+  if (relayed && /^https?:\/\/[^/?#]+$/.test(relayed)) return relayed;
+  return new URL(c.req.url).origin;
+}
