@@ -1,0 +1,70 @@
+/**
+ * The fMP4 writer against FFmpeg (node-av): H.264 from the runtime's own encoder, an init segment
+ * and two media segments, joined into one file that FFmpeg demuxes with every sample at its time
+ * and decodes frame for frame — what HLS players and a clip download rely on.
+ */
+
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Decoder, Demuxer } from 'node-av/api';
+import { describe, expect, it } from 'vitest';
+import { solidI420 } from '../media/frame-convert.ts';
+import { VideoEncoder } from '../media/video-encoder.ts';
+import { TIMESCALE, initSegment, mediaSegment, parameterSets, splitAnnexB, type H264Sample } from './fmp4.ts';
+
+const W = 320;
+const H = 240;
+const FPS = 30;
+
+describe('fMP4 (H.264)', () => {
+  it('splits Annex-B with 3- and 4-byte start codes', () => {
+    const au = Buffer.from([0, 0, 0, 1, 0x67, 1, 2, 0, 0, 1, 0x68, 3, 0, 0, 0, 1, 0x65, 4, 5, 6]);
+    expect(splitAnnexB(au).map((u) => [...u])).toEqual([[0x67, 1, 2], [0x68, 3], [0x65, 4, 5, 6]]);
+  });
+
+  it('init + segments form an MP4 that FFmpeg demuxes at the right times and decodes', async () => {
+    const encoder = await VideoEncoder.create({ codec: 'h264', width: W, height: H, fps: FPS, profile: 'high' });
+    const samples: H264Sample[] = [];
+    const duration = TIMESCALE / FPS;
+    for (let i = 0; i < 2 * FPS; i++) {
+      if (i % FPS === 0) encoder.requestKeyframe(); // a segment per second
+      const shade = 40 + i * 3;
+      for (const unit of await encoder.encode(solidI420(W, H, shade, 128, 128))) {
+        samples.push({ data: unit.data, keyframe: unit.keyframe, time: i * duration, duration });
+      }
+    }
+    encoder.close();
+    expect(samples.filter((s) => s.keyframe).length).toBe(2);
+    const sets = parameterSets(samples[0]!.data)!;
+    expect(sets.sps[0]! & 0x1f).toBe(7);
+    const file = Buffer.concat([initSegment(W, H, sets), mediaSegment(1, samples.slice(0, FPS)), mediaSegment(2, samples.slice(FPS))]);
+    const path = join(mkdtempSync(join(tmpdir(), 'fmp4-')), 'joined.mp4');
+    writeFileSync(path, file);
+
+    const demuxer = await Demuxer.open(path);
+    const stream = demuxer.video()!;
+    expect(stream.codecpar.width).toBe(W);
+    expect(stream.codecpar.height).toBe(H);
+    const decoder = await Decoder.create(stream);
+    const times: number[] = [];
+    let decoded = 0;
+    for (const packet of demuxer.packetsSync()) {
+      if (!packet) continue;
+      times.push(Number(packet.pts) * stream.timeBase.num / stream.timeBase.den);
+      for (const frame of await decoder.decodeAll(packet)) {
+        decoded++;
+        frame.free();
+      }
+      packet.free();
+    }
+    for (const frame of await decoder.decodeAll(null)) {
+      decoded++;
+      frame.free();
+    }
+    await demuxer.close();
+    expect(times).toHaveLength(2 * FPS);
+    times.forEach((t, i) => expect(t).toBeCloseTo(i / FPS, 3));
+    expect(decoded).toBe(2 * FPS);
+  });
+});
