@@ -20,3 +20,4 @@ export * from './messages.ts';
 export * from './schemas.ts';
 export * from './frame-metadata.ts';
 export * from './uploads.ts';
+export * from './moderation.ts';

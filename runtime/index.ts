@@ -38,3 +38,9 @@ export type { LatencyMode } from '../protocol/messages.ts';
 export type { UploadedFile, UploadLimits } from './uploads/upload-store.ts';
 /** A command parameter that is a file: `params: { type: 'object', properties: { image: FILE_PARAMETER_SCHEMA } }`. */
 export { FILE_PARAMETER_SCHEMA } from '../protocol/uploads.ts';
+/** Moderation: `moderated()` opts a free-text parameter in; a `Moderator` checks it (docs/model-authors.md "Moderation"). */
+export { moderated } from './moderation/moderated-fields.ts';
+export { MODERATED_KEYWORD } from '../protocol/moderation.ts';
+export type { Moderator, ModerationRequest, ModerationVerdict, ModerationOptions } from './moderation/moderator.ts';
+export { HttpModerator, type HttpModeratorOptions } from './moderation/http-moderator.ts';
+export { WordListModerator } from './moderation/word-list-moderator.ts';

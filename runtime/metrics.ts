@@ -85,6 +85,18 @@ export class RuntimeMetrics {
     labelNames: ['codec', 'backend', 'hardware'] as const,
     registers: [this.registry],
   });
+  readonly moderationChecks = new Counter({
+    name: 'arclight_moderation_checks_total',
+    help: 'Commands with moderated text, by outcome: allowed, rejected, timeout (no verdict within the admission delay: run unchecked), error (the moderator failed: run unchecked)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly moderationCheckDuration = new Histogram({
+    name: 'arclight_moderation_check_duration_seconds',
+    help: 'How long the moderator took to answer a check (answers and failures; abandoned checks are not observed)',
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2],
+    registers: [this.registry],
+  });
   readonly modelLoadDuration = new Gauge({
     name: 'arclight_model_load_seconds',
     help: 'How long the model load() took',

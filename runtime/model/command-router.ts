@@ -9,9 +9,13 @@ import type { CommandCapability } from '../../protocol/capabilities.ts';
 import type { JsonSchema, JsonValue } from '../../protocol/json-schema.ts';
 import type { Logger } from '../log.ts';
 import type { RuntimeMetrics } from '../metrics.ts';
+import { moderatedFieldPointers, moderatedValues } from '../moderation/moderated-fields.ts';
+import { ModerationGate } from '../moderation/moderation-gate.ts';
+import { resolveModerationOptions, type ModerationOptions } from '../moderation/moderator.ts';
 import { callAuthorCode } from './author-code.ts';
 import { isCommandError } from './command-error.ts';
 import type { CommandContext, CommandSpec } from './definition.ts';
+import type { ModelSession } from './model-session.ts';
 
 export type CommandOutcome =
   | { readonly kind: 'reply'; readonly type: string; readonly data: JsonValue }
@@ -24,6 +28,8 @@ interface CompiledCommand {
   readonly validateParams: ValidateFunction;
   readonly validateReply: ValidateFunction | undefined;
   readonly replyType: string;
+  /** JSON pointers of its `x-arclight-moderated` parameters; only these reach a moderator. */
+  readonly moderatedFields: readonly string[];
 }
 
 const ANY_OBJECT: JsonSchema = { type: 'object' };
@@ -32,11 +38,15 @@ export class CommandRouter {
   readonly #commands = new Map<string, CompiledCommand>();
   readonly #log: Logger;
   readonly #metrics: RuntimeMetrics | undefined;
+  readonly #moderation: Required<ModerationOptions> | undefined;
+  /** One moderation queue per session, made at its first moderated command and gone with it. */
+  readonly #gates = new WeakMap<ModelSession<unknown>, ModerationGate>();
 
   /** @throws TypeError when a schema does not compile — a model bug reported at load time. */
-  constructor(commands: Readonly<Record<string, CommandSpec<never, never>>>, log: Logger, metrics?: RuntimeMetrics) {
+  constructor(commands: Readonly<Record<string, CommandSpec<never, never>>>, log: Logger, metrics?: RuntimeMetrics, moderation?: ModerationOptions) {
     this.#log = log;
     this.#metrics = metrics;
+    this.#moderation = moderation === undefined ? undefined : resolveModerationOptions(moderation);
     // useDefaults fills schema defaults into params so handlers see them.
     const ajv = new Ajv2020({ allErrors: false, strict: false, useDefaults: true });
     addFormats.default(ajv);
@@ -50,6 +60,7 @@ export class CommandRouter {
           validateParams: ajv.compile((spec.params ?? ANY_OBJECT) as object),
           validateReply: spec.reply?.schema === undefined ? undefined : ajv.compile(spec.reply.schema as object),
           replyType: spec.reply?.type ?? `${name}_result`,
+          moderatedFields: moderatedFieldPointers(spec.params),
         });
       } catch (error) {
         throw new TypeError(`command "${name}" has an invalid JSON Schema: ${(error as Error).message}`);
@@ -98,6 +109,8 @@ export class CommandRouter {
     if (!command.validateParams(params)) {
       return { kind: 'failed', code: 'invalid_params', ...describeSchemaError(command.validateParams.errors) };
     }
+    const refused = await this.#moderate(command, params, context);
+    if (refused) return refused;
     if (files) Object.assign(params as Record<string, unknown>, files);
     // A CommandError is the model answering on purpose, not a fault: it is not logged as one.
     const result = await callAuthorCode(this.#log, `command ${name}`, () => command.spec.handler(params, context), undefined, isCommandError);
@@ -112,6 +125,44 @@ export class CommandRouter {
       return { kind: 'failed', code: 'internal_error', message: `Command "${name}" produced an invalid reply.` };
     }
     return { kind: 'reply', type: command.replyType, data: result.value as JsonValue };
+  }
+
+  /**
+   * The moderation step (runtime/moderation/moderation-gate.ts): waits for the moderator when
+   * the runtime has one and the call carries moderated text; a failed outcome when it refuses.
+   */
+  async #moderate(command: CompiledCommand, params: unknown, context: CommandContext<unknown>): Promise<CommandOutcome | undefined> {
+    if (!this.#moderation || command.moderatedFields.length === 0) return undefined;
+    const fields = moderatedValues(params, command.moderatedFields);
+    if (Object.keys(fields).length === 0) return undefined;
+    const decision = await this.#gateFor(context.session).check(command.name, fields);
+    if (decision.admitted) return undefined;
+    if (decision.outcome === 'ended') {
+      return { kind: 'failed', code: 'session_ended', message: `The session ended before "${command.name}" was moderated.` };
+    }
+    const because = [decision.category && `category: ${decision.category}`, decision.reason].filter(Boolean).join('; ');
+    return {
+      kind: 'failed',
+      code: 'moderation_rejected',
+      message: `Moderation rejected "${command.name}"${because ? ` (${because})` : ''}.`,
+      ...(decision.field ? { field: decision.field } : {}),
+    };
+  }
+
+  #gateFor(session: ModelSession<unknown>): ModerationGate {
+    let gate = this.#gates.get(session);
+    if (!gate) {
+      gate = new ModerationGate({
+        sessionId: session.id,
+        moderator: this.#moderation!.moderator,
+        admitAfterMs: this.#moderation!.admitAfterMs,
+        signal: session.signal,
+        log: this.#log.child({ session: session.id }),
+        ...(this.#metrics ? { metrics: this.#metrics } : {}),
+      });
+      this.#gates.set(session, gate);
+    }
+    return gate;
   }
 }
 
