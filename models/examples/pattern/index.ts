@@ -5,7 +5,7 @@
  * the tone. It is what `npm start` serves, and what the end-to-end tests and benchmarks watch.
  */
 
-import { commandFor, CommandError, defineModel, type ModelSession } from 'arclight/runtime';
+import { commandFor, CommandError, defineModel, moderated, type ModelSession } from 'arclight/runtime';
 import { drawFrameStamp, I420Canvas, parseHexColor, rgbToYuv, type Yuv } from '../shared/i420-canvas.ts';
 
 export const WIDTH = 1280;
@@ -86,7 +86,8 @@ export default defineModel<PatternState>({
       description: 'Caption drawn under the patch (letters, digits and punctuation; at most 40 characters).',
       params: {
         type: 'object',
-        properties: { text: { type: 'string', maxLength: 40 } },
+        // Viewers' free text: checked by the runtime's moderator, when it has one.
+        properties: { text: moderated({ type: 'string', maxLength: 40 }) },
         required: ['text'],
         additionalProperties: false,
       },
