@@ -42,6 +42,9 @@ export const ERROR_CODES = {
   unknown_track: { status: 404, retryable: false, summary: 'The model has no track with this name and direction.' },
   track_busy: { status: 409, retryable: true, summary: 'Another connection publishes this input track.' },
   not_ready: { status: 409, retryable: true, summary: 'The operation needs status ready.' },
+  recording_error: { status: 409, retryable: true, summary: 'A clip or recording could not be made (invalid input, nothing recorded, timeout, disconnection).' },
+  recording_gone: { status: 410, retryable: false, summary: 'The recording is no longer kept (more than five minutes after its session ended).' },
+  moderation_rejected: { status: 422, retryable: false, summary: "The runtime's moderator refused the command's text; the handler did not run." },
   // Client-side
   unsupported: { status: 501, retryable: false, summary: 'This client or platform lacks a feature the operation needs.' },
   timeout: { status: 504, retryable: true, summary: 'No answer arrived in time (a command reply, an SDP answer, the connection).' },

@@ -2,10 +2,12 @@
  * The `arclight` command.
  *
  *   arclight serve <module> [--port 8080] [--host 127.0.0.1] [--ice-host ADDR]... [--latency realtime|smooth] [--no-playground]
+ *                           [--moderator-url URL]
  */
 
 import { parseArgs } from 'node:util';
 import { startRuntime } from './server.ts';
+import { HttpModerator } from './moderation/http-moderator.ts';
 import { loadModelModule, ModelModuleError } from './model/load-model-module.ts';
 import { ModelDefinitionError } from './model/validate-definition.ts';
 
@@ -23,6 +25,8 @@ Options:
                           latency); smooth: bounded buffering for lossy networks (default: the
                           model's choice, else smooth)
   --no-playground         do not serve the playground page at /
+  --no-recording          do not record sessions (requestClip/requestRecording then fail); recording
+                          costs one more H.264 encode per frame
   --grace <seconds>       end a session this long after its last client leaves (default 60)
   --coordinator <url>     hosted mode: register with this coordinator, which opens sessions here
                           (the runtime secret comes from $ARCLIGHT_RUNTIME_SECRET)
@@ -30,6 +34,9 @@ Options:
   --advertise-url <url>   hosted mode: where the coordinator reaches this runtime (default its own URL)
   --drain-seconds <s>     hosted mode: on SIGTERM, take no new sessions and let the open one run this
                           long before closing (default 300; a second signal closes at once)
+  --moderator-url <url>   check the model's moderated text parameters with this HTTP service before
+                          each command runs (POST {session_id, command, fields} → {allowed, reason?});
+                          a bearer token comes from $ARCLIGHT_MODERATOR_TOKEN. Default: no moderation
   -h, --help              show this help
 
 The hosted service's coordinator has its own commands: arclight coordinator, arclight admin
@@ -49,11 +56,13 @@ export async function main(argv: readonly string[]): Promise<number> {
         'ice-port-range': { type: 'string' },
         latency: { type: 'string' },
         'no-playground': { type: 'boolean' },
+        'no-recording': { type: 'boolean' },
         grace: { type: 'string' },
         coordinator: { type: 'string' },
         'runtime-id': { type: 'string' },
         'advertise-url': { type: 'string' },
         'drain-seconds': { type: 'string' },
+        'moderator-url': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -109,6 +118,17 @@ export async function main(argv: readonly string[]): Promise<number> {
     return 2;
   }
 
+  let moderator: HttpModerator | undefined;
+  if (values['moderator-url'] !== undefined) {
+    const token = process.env['ARCLIGHT_MODERATOR_TOKEN'];
+    try {
+      moderator = new HttpModerator({ url: values['moderator-url'], ...(token ? { token } : {}) });
+    } catch {
+      process.stderr.write(`arclight: --moderator-url must be an http(s) URL\n`);
+      return 2;
+    }
+  }
+
   let model;
   try {
     model = await loadModelModule(modulePath);
@@ -129,7 +149,10 @@ export async function main(argv: readonly string[]): Promise<number> {
       ice: { ...(values['ice-host'] ? { hostAddresses: values['ice-host'] } : {}), ...(portRange ? { portRange } : {}) },
       ...(values.latency ? { latencyMode: values.latency as 'realtime' | 'smooth' } : {}),
       playground: !values['no-playground'],
+      // Recording (for clips) is on for served models: it is what the spec promises clients.
+      ...(values['no-recording'] ? {} : { recording: {} }),
       ...(grace === undefined ? {} : { reconnectGraceSeconds: grace }),
+      ...(moderator ? { moderation: { moderator } } : {}),
       ...(values.coordinator
         ? {
             hosted: {

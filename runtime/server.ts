@@ -34,12 +34,16 @@ import { playgroundRoutes, type PlaygroundHostedOptions } from './http/playgroun
 import { sessionRoutes } from './http/session-routes.ts';
 import { transportRoutes } from './http/transport-routes.ts';
 import { uploadRoutes } from './http/upload-routes.ts';
+import { clipRoutes } from './http/clip-routes.ts';
+import { RecordingRegistry, type RecordingSettings } from './recording/recording-registry.ts';
+import { LocalDiskStorage, type RecordingStorage } from './recording/recording-storage.ts';
 import { UploadStore, type UploadLimits } from './uploads/upload-store.ts';
 import { UrlSigner } from './uploads/url-signer.ts';
 import { createLogger, type Logger } from './log.ts';
 import { RuntimeMetrics } from './metrics.ts';
 import { callAuthorCode, installProcessGuards } from './model/author-code.ts';
 import { CommandRouter } from './model/command-router.ts';
+import type { ModerationOptions } from './moderation/moderator.ts';
 import type { ModelDefinition } from './model/definition.ts';
 import { validateModelDefinition } from './model/validate-definition.ts';
 import { buildOpenApi } from './openapi.ts';
@@ -106,6 +110,25 @@ export interface RuntimeOptions {
     /** Milliseconds since the epoch for URL expiry; default `Date.now` (tests move it). */
     readonly now?: () => number;
   };
+  /**
+   * Checks the free-text parameters a model marked `moderated()` with this moderator before
+   * the command runs (docs/model-authors.md "Moderation"). Default: nothing is moderated.
+   */
+  readonly moderation?: ModerationOptions;
+  /**
+   * Records each session's first output video track as fMP4 HLS segments (H.264, ~4 s) for
+   * requestClip/requestRecording. It costs one more encode per frame, so it is opt-in here;
+   * `arclight serve` turns it on (`--no-recording` to skip). Default: off.
+   */
+  readonly recording?: RecordingOptions;
+}
+
+export interface RecordingOptions extends Omit<RecordingSettings, 'storage'> {
+  /** Default: local disk under `directory` (default a fresh folder in the OS temp dir, removed at close). */
+  readonly storage?: RecordingStorage;
+  readonly directory?: string;
+  /** Milliseconds since the epoch (the 5-minute window after a session ends); tests move it. */
+  readonly now?: () => number;
 }
 
 export type RuntimeState = 'loading' | 'available' | 'serving' | 'terminated';
@@ -146,6 +169,8 @@ const ROUTE_METHODS: Readonly<Record<string, readonly string[]>> = {
   '/sessions/:sid/transport/webrtc/sdp_params': ['GET', 'POST', 'PUT'],
   '/sessions/:sid/uploads': ['POST'],
   '/sessions/:sid/uploads/:id': ['GET', 'PUT'],
+  '/sessions/:sid/clips/:clip/playlist.m3u8': ['GET'],
+  '/sessions/:sid/recording/:track/:file': ['GET'],
   '/hosted/sessions': ['POST'],
   '/hosted/sessions/:sid': ['DELETE'],
 };
@@ -181,7 +206,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   const log = (options.logger ?? createLogger()).child({ model: model.name });
   installProcessGuards(log);
   const metrics = new RuntimeMetrics();
-  const router = new CommandRouter(model.commands ?? {}, log, metrics);
+  const router = new CommandRouter(model.commands ?? {}, log, metrics, options.moderation);
   const capabilities = capabilitiesOf(model, router);
   const iceServers = options.ice?.servers ?? [];
   // Which encoder serves each codec is decided once, here, by opening the candidates.
@@ -197,8 +222,21 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   const uploadDirectory = options.uploads?.directory ?? (await mkdtemp(join(tmpdir(), 'arclight-uploads-')));
   const uploads = new UploadStore(uploadDirectory, options.uploads);
   const urlSigner = new UrlSigner(options.uploads?.now ? { now: options.uploads.now } : {});
+  const recording = options.recording;
+  const recordingDirectory = recording && !recording.storage ? (recording.directory ?? (await mkdtemp(join(tmpdir(), 'arclight-recordings-')))) : undefined;
+  // One signer for the clip URLs it issues and checks (its own clock when the recording has one).
+  const clipSigner = recording?.now ? new UrlSigner({ now: recording.now }) : urlSigner;
+  const recordings = recording
+    ? new RecordingRegistry(
+        { ...recording, storage: recording.storage ?? new LocalDiskStorage(recordingDirectory!) },
+        clipSigner,
+        log.child({ component: 'recording' }),
+        recording.now,
+      )
+    : undefined;
   const host = new LocalSessionHost({
     uploads,
+    ...(recordings ? { recordings } : {}),
     model,
     router,
     capabilities,
@@ -287,6 +325,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     trustPublicUrlHeader: options.hosted !== undefined,
     ...(options.uploads?.now ? { now: options.uploads.now } : {}),
   }));
+  if (recordings) app.route('/', clipRoutes(recordings, clipSigner));
   app.route('/', transportRoutes(host, iceServers));
   if (options.playground ?? true) app.route('/', playgroundRoutes(options.playgroundHosted ? { hosted: options.playgroundHosted } : {}));
   rejectOtherMethods(app, options.playground ?? true);
@@ -333,6 +372,8 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
       await host.close();
       await link?.stop(CLOSE_REPORT_GRACE_MS);
       if (options.uploads?.directory === undefined) await rm(uploadDirectory, { recursive: true, force: true });
+      await recordings?.close();
+      if (recordingDirectory && recording?.directory === undefined) await rm(recordingDirectory, { recursive: true, force: true });
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         // Keep-alive sockets would hold close() open for seconds.

@@ -122,6 +122,12 @@ describe('arclight serve: argument errors → exit 2', () => {
     expect(notUrl.stderr).toContain('--coordinator must be an http(s) URL');
   });
 
+  it('--moderator-url that is not an http(s) URL → exit 2', { timeout: START_TIMEOUT_MS }, async () => {
+    const result = await runCli(['serve', 'models/examples/pattern', '--moderator-url', 'ftp://moderation.local/check']);
+    expect(result.code, describeResult(result)).toBe(2);
+    expect(result.stderr).toContain('--moderator-url must be an http(s) URL');
+  });
+
   it('--port abc → exit 2', { timeout: START_TIMEOUT_MS }, async () => {
     const result = await runCli(['serve', 'models/examples/pattern', '--port', 'abc']);
     expect(result.code, describeResult(result)).toBe(2);
