@@ -24,6 +24,7 @@ import { PeerLink, type RtcImplementation } from './peer-link.ts';
 import { PendingCommands, type CommandReply } from './pending-commands.ts';
 import { SessionApi } from './session-api.ts';
 import { FileRef } from './file-ref.ts';
+import { DEFAULT_CLIP_FILENAME, downloadClipAsFile, type DownloadClipOptions } from './clip-download.ts';
 import { errorFromResponse } from './http-errors.ts';
 import { FILE_UPLOADED_MESSAGE, type UploadReference } from '../protocol/uploads.ts';
 import { StatsSampler, type ClientStats, type MediaQuality } from './stats.ts';
@@ -31,6 +32,16 @@ import type { TokenSource } from './token.ts';
 import { TypedEmitter } from './typed-emitter.ts';
 
 export type ClientStatus = 'disconnected' | 'connecting' | 'waiting' | 'ready';
+
+/** A recorded clip: an HLS (fMP4) playlist, presigned. */
+export interface Clip {
+  readonly clipId: string;
+  /** The playlist; its segment URLs are presigned too. Valid until `expiresAt`. */
+  readonly playlistUrl: string;
+  readonly durationSeconds: number;
+  /** ms since the epoch. */
+  readonly expiresAt: number;
+}
 
 /** Command data: JSON values, and `FileRef`s (from `uploadFile()`) for file parameters. */
 export type CommandData = { readonly [key: string]: JsonValue | FileRef };
@@ -303,6 +314,50 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
       else scalars[key] = value as JsonValue;
     }
     return this.#request('application', command, scalars, Object.keys(uploads).length > 0 ? uploads : undefined);
+  }
+
+  // ---- clips ----
+
+  /**
+   * A clip of the session's last `durationSeconds` (status `ready` only): resolves with its HLS
+   * playlist URL (valid 24 hours; the recording itself stays five minutes after the session
+   * ends). The runtime caps the length (300 s by default) and starts the clip at a segment
+   * boundary, so it may run up to one segment (~4 s) longer. Fails with `recording_error` on
+   * invalid input, when nothing is recorded, on timeout or disconnection.
+   */
+  async requestClip(durationSeconds: number): Promise<Clip> {
+    this.#assertReady('requestClip');
+    if (typeof durationSeconds !== 'number' || !Number.isFinite(durationSeconds) || durationSeconds <= 0) {
+      throw new ArclightError('recording_error', 'requestClip needs a positive number of seconds.');
+    }
+    return this.#clip('request_clip', { duration_seconds: durationSeconds });
+  }
+
+  /**
+   * Fetches a clip's segments and joins them into one MP4 Blob; in a browser a non-null
+   * `filename` (default `arclight-clip.mp4`) also saves it. `jwt` defaults to this client's token.
+   */
+  downloadClipAsFile(clip: Clip, filename: string | null = DEFAULT_CLIP_FILENAME, options: DownloadClipOptions = {}): Promise<Blob> {
+    return downloadClipAsFile(clip, filename, { ...(this.#token !== undefined ? { jwt: this.#token } : {}), ...options });
+  }
+
+  /** The whole recording so far, from its start until now (see requestClip). */
+  async requestRecording(): Promise<Clip> {
+    this.#assertReady('requestRecording');
+    return this.#clip('request_recording', {});
+  }
+
+  async #clip(type: 'request_clip' | 'request_recording', data: JsonObject): Promise<Clip> {
+    let reply: CommandReply | undefined;
+    try {
+      reply = await this.#request('runtime', type, data);
+    } catch (error) {
+      const e = asError(error, 'recording_error');
+      throw e.code === 'recording_error' ? e : new ArclightError('recording_error', `The clip could not be made: ${e.message}`, { cause: e });
+    }
+    const body = (reply?.data ?? {}) as { clip_id?: string; playlist_url?: string; duration_seconds?: number; expires_at?: number };
+    if (typeof body.playlist_url !== 'string' || typeof body.clip_id !== 'string') throw new ArclightError('recording_error', 'The runtime answered without a clip.');
+    return { clipId: body.clip_id, playlistUrl: body.playlist_url, durationSeconds: body.duration_seconds ?? 0, expiresAt: body.expires_at ?? 0 };
   }
 
   // ---- uploads ----

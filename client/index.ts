@@ -12,6 +12,7 @@
 export { ArclightClient, DEFAULT_API_URL, DEFAULT_LOCAL_RUNTIME_URL } from './arclight-client.ts';
 export type {
   CommandData,
+  Clip,
   ArclightClientOptions,
   ClientEvents,
   ClientState,
@@ -31,6 +32,7 @@ export type { RtcImplementation } from './peer-link.ts';
 export type { TokenSource } from './token.ts';
 export { cacheToken, type ExpiringToken, type TokenCacheOptions } from './token-cache.ts';
 export { FileRef } from './file-ref.ts';
+export { downloadClipAsFile, DEFAULT_CLIP_FILENAME, type DownloadClipOptions } from './clip-download.ts';
 export { ArclightError } from '../protocol/errors.ts';
 export type { Capabilities, TrackCapability, CommandCapability } from '../protocol/capabilities.ts';
 export type { SessionResponse } from '../protocol/session.ts';

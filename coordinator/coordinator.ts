@@ -58,6 +58,11 @@ export interface CoordinatorOptions {
    */
   readonly reconnectWindowSeconds?: number;
   /**
+   * The origin clients reach this coordinator at (behind a load balancer: its public URL).
+   * Runtimes point presigned clip URLs here. Default: the URL it listens on.
+   */
+  readonly publicUrl?: string;
+  /**
    * Browser origins allowed to call the session API and /pricing (CORS): `'*'` (the default —
    * those calls carry bearer tokens, never cookies) or a list of origins.
    */
@@ -155,6 +160,7 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   }
   const { port } = server.address() as AddressInfo;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  lifecycle.runtimes.publicUrl = options.publicUrl ?? url;
   log.info('coordinator listening', { url, database: storage.engine });
   /**
    * Ends the sessions of runtimes that stopped heartbeating and those at their maximum duration,

@@ -98,6 +98,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       ...(options.ice ? { ice: options.ice } : {}),
       playground: false,
       logger: log.child({ process: 'hosted-runtime' }),
+      recording: {},
       hosted: { coordinatorUrl: coordinator.url, secret: runtimeSecret, runtimeId },
     });
     started.push(hostedRuntime);
@@ -109,6 +110,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       host,
       ...(options.ice ? { ice: options.ice } : {}),
       logger: log.child({ process: 'local-runtime' }),
+      recording: {},
       playgroundHosted: {
         coordinatorUrl: coordinator.url,
         // One session per token: the page mints a new one for each Connect.

@@ -106,6 +106,20 @@ export function buildOpenApi(model: ModelDefinition<unknown>, capabilities: Capa
         put: { summary: 'The bytes, exactly the reserved size (presigned: ?expires&signature).', requestBody: { content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } }, responses: { '200': json({ type: 'object' }, 'Stored.'), '403': errorResponse('Forged or expired URL.'), '413': errorResponse('More bytes than reserved.') } },
         get: { summary: 'The bytes back (presigned).', responses: { '200': { description: 'The file.' }, '403': errorResponse('Forged or expired URL.') } },
       },
+      '/sessions/{sid}/clips/{clip}/playlist.m3u8': {
+        get: {
+          summary: "A clip's HLS (fMP4) playlist, presigned for 24 h (request it on the data channel: request_clip / request_recording).",
+          parameters: [sid, { name: 'clip', in: 'path', required: true, schema: { type: 'string' } }],
+          responses: { '200': { description: 'application/vnd.apple.mpegurl' }, '403': errorResponse('Forged or expired URL.'), '410': errorResponse('More than five minutes after the session ended.') },
+        },
+      },
+      '/sessions/{sid}/recording/{track}/{file}': {
+        get: {
+          summary: 'A recording file (init.mp4, seg-NNNNN.m4s), presigned.',
+          parameters: [sid, { name: 'track', in: 'path', required: true, schema: { type: 'string' } }, { name: 'file', in: 'path', required: true, schema: { type: 'string' } }],
+          responses: { '200': { description: 'video/mp4 or video/iso.segment' }, '403': errorResponse('Forged or expired URL.'), '410': errorResponse('More than five minutes after the session ended.') },
+        },
+      },
     },
     components: {
       schemas: {

@@ -85,6 +85,17 @@ export function registerSessionRoutes(app: Hono, services: SessionRouteServices)
   };
   app.put('/sessions/:id/uploads/:upload', relaySigned);
   app.get('/sessions/:id/uploads/:upload', relaySigned);
+  // Clips: presigned like the downloads; relayed while the runtime keeps them (it answers 410 after).
+  const relayRecording = async (c: Context) => {
+    const session = await sessions.get(c.req.param('id') ?? '');
+    if (!session) throw new ArclightError('forbidden', 'This URL is not a valid presigned URL.');
+    const runtime = session.runtime_id === null ? undefined : await services.registry.get(session.runtime_id);
+    if (!runtime) throw new ArclightError('recording_gone', 'The GPU that recorded this session is gone.');
+    const url = new URL(c.req.url);
+    return services.runtimes.relayUpload(runtime, c.req.raw, url.pathname + url.search, url.origin);
+  };
+  app.get('/sessions/:id/clips/:clip/playlist.m3u8', relayRecording);
+  app.get('/sessions/:id/recording/:track/:file', relayRecording);
 
   const modelNames = new Map<string, string>();
   const record = async (session: SessionRecord) => {

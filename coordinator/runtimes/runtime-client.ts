@@ -19,15 +19,28 @@ export class RuntimeClient {
   readonly #secret: string | undefined;
   readonly #reconnectWindowSeconds: number;
 
+  #publicUrl: string | undefined;
+
   /** `reconnectWindowSeconds`: how long a runtime keeps a session after its last client left. */
   constructor(secret: string | undefined, reconnectWindowSeconds: number) {
     this.#secret = secret;
     this.#reconnectWindowSeconds = reconnectWindowSeconds;
   }
 
+  /** The coordinator's public origin (known once it listens, or configured). */
+  set publicUrl(url: string) {
+    this.#publicUrl = url.replace(/\/+$/, '');
+  }
+
   /** Opens the session on the runtime; throws when the runtime refuses or cannot be reached. */
   async startSession(runtime: RuntimeRecord, sessionId: string, maxDurationSeconds: number): Promise<void> {
-    const body = { session_id: sessionId, max_duration_seconds: maxDurationSeconds, reconnect_window_seconds: this.#reconnectWindowSeconds };
+    const body = {
+      session_id: sessionId,
+      max_duration_seconds: maxDurationSeconds,
+      reconnect_window_seconds: this.#reconnectWindowSeconds,
+      // Where clients reach the session over HTTP: the runtime's clip URLs point here.
+      ...(this.#publicUrl ? { public_url: this.#publicUrl } : {}),
+    };
     const response = await this.#call(runtime, 'POST', '/hosted/sessions', JSON.stringify(body));
     if (!response.ok) throw new Error(`runtime ${runtime.id} refused session ${sessionId}: ${response.status} ${await response.text()}`);
   }

@@ -33,11 +33,14 @@ export class RuntimeRegistry {
   readonly #now: () => number;
   readonly #staleAfterMs: number;
 
+  readonly #startedAt: number;
+
   constructor(db: Kysely<CoordinatorDatabase>, engine: DatabaseEngine, now: () => number = Date.now, staleAfterMs = 3 * HEARTBEAT_INTERVAL_MS) {
     this.#db = db;
     this.#engine = engine;
     this.#now = now;
     this.#staleAfterMs = staleAfterMs;
+    this.#startedAt = now();
   }
 
   /** Registers (or re-registers after a restart: same id, fresh state). */
@@ -147,6 +150,9 @@ export class RuntimeRegistry {
    * of the last heartbeat. Returns the sessions ended.
    */
   async reapStale(): Promise<string[]> {
+    // A coordinator that was down (a crash, a deploy) heard no heartbeats — the runtimes were not
+    // silent, it was. It judges nobody until a whole stale window has passed since it started.
+    if (this.#now() - this.#startedAt < this.#staleAfterMs) return [];
     const stale = await this.#db
       .selectFrom('runtimes')
       .select(['id', 'heartbeat_at'])

@@ -33,7 +33,7 @@ export const localSessionsClosed: MiddlewareHandler = async () => {
 export function hostedRoutes(host: LocalSessionHost, readiness: ModelReadiness): Hono {
   const app = new Hono();
   app.post('/hosted/sessions', async (c) => {
-    const body = (await c.req.json().catch(() => ({}))) as { session_id?: unknown; reconnect_window_seconds?: unknown };
+    const body = (await c.req.json().catch(() => ({}))) as { session_id?: unknown; reconnect_window_seconds?: unknown; public_url?: unknown };
     if (typeof body.session_id !== 'string' || body.session_id.length === 0 || body.session_id.length > 128) {
       throw new ArclightError('invalid_request', 'session_id is required.', { field: '/session_id' });
     }
@@ -42,7 +42,12 @@ export function hostedRoutes(host: LocalSessionHost, readiness: ModelReadiness):
       throw new ArclightError('invalid_request', `reconnect_window_seconds must be a whole number of seconds, 1 to ${MAX_RECONNECT_WINDOW_SECONDS}.`, { field: '/reconnect_window_seconds' });
     }
     readiness.assertReady();
-    const session = await host.start(body.session_id, window === undefined ? {} : { reconnectGraceMs: window * 1000 });
+    // Clients reach the session through the coordinator: its clip URLs point there.
+    const publicUrl = typeof body.public_url === 'string' && /^https?:\/\/[^/?#]+$/.test(body.public_url) ? body.public_url : undefined;
+    const session = await host.start(body.session_id, {
+      ...(window === undefined ? {} : { reconnectGraceMs: window * 1000 }),
+      ...(publicUrl ? { publicUrl } : {}),
+    });
     return c.json(host.describe(session), 200);
   });
   app.delete('/hosted/sessions/:sid', async (c) => {

@@ -30,7 +30,8 @@ export function sessionRoutes(host: LocalSessionHost, readiness: ModelReadiness)
   app.post('/start_session', async (c) => {
     await readJsonBody<StartSessionRequest>(c, startSessionRequestSchema, true);
     readiness.assertReady();
-    const session = await host.start();
+    // Clip URLs point at the origin the client used to open the session.
+    const session = await host.start(undefined, { publicUrl: new URL(c.req.url).origin });
     return c.json(host.describe(session), 200);
   });
 

@@ -16,7 +16,7 @@ import { ArclightError } from '../../protocol/errors.ts';
 import { DOWNLOAD_URL_LIFETIME_SECONDS, PUBLIC_URL_HEADER, UPLOAD_URL_LIFETIME_SECONDS, type CreateUploadResponse } from '../../protocol/uploads.ts';
 import type { LocalSessionHost } from '../session/local-session-host.ts';
 import type { UploadStore } from '../uploads/upload-store.ts';
-import type { UrlSigner } from '../uploads/url-signer.ts';
+import { requireSignature, type UrlSigner } from '../uploads/url-signer.ts';
 import { checkApiVersion } from './versions.ts';
 
 export interface UploadRouteOptions {
@@ -59,14 +59,14 @@ export function uploadRoutes(options: UploadRouteOptions): Hono {
   });
 
   app.put('/sessions/:sid/uploads/:id', async (c) => {
-    checkSignature(c, signer, 'PUT');
+    requireSignature(signer, 'PUT', new URL(c.req.url));
     const session = host.get(c.req.param('sid'));
     const reference = await store.receive(session.id, c.req.param('id'), c.req.raw.body as never);
     return c.json(reference, 200);
   });
 
   app.get('/sessions/:sid/uploads/:id', (c) => {
-    checkSignature(c, signer, 'GET');
+    requireSignature(signer, 'GET', new URL(c.req.url));
     const session = host.get(c.req.param('sid'));
     const file = store.file(session.id, c.req.param('id'));
     return new Response(file.stream() as unknown as ReadableStream, {
@@ -79,13 +79,6 @@ export function uploadRoutes(options: UploadRouteOptions): Hono {
     });
   });
   return app;
-}
-
-function checkSignature(c: Context, signer: UrlSigner, method: 'GET' | 'PUT'): void {
-  const path = new URL(c.req.url).pathname;
-  const verdict = signer.check(method, path, c.req.query('expires'), c.req.query('signature'));
-  if (verdict === 'expired') throw new ArclightError('url_expired', 'This presigned URL has expired; request a new one (POST /sessions/{id}/uploads).');
-  if (verdict === 'forged') throw new ArclightError('forbidden', 'This URL is not a valid presigned URL.');
 }
 
 /** The origin the client reached: the coordinator's (relayed, hosted) or this runtime's. */

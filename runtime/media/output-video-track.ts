@@ -116,6 +116,8 @@ export class OutputVideoTrack {
   readonly #dropPolicy: DropPolicy;
   /** When the pacer last let a frame go (performance.now()). */
   #lastSendAt = -Infinity;
+  /** Sees every frame the track sends (the session's recorder); must not keep `frame` (it is pooled). */
+  #frameTap: ((frame: VideoFrame, wallTimeMs: number) => void) | undefined;
   #activeWaiters: Array<() => void> = [];
   #wasActive = false;
   readonly #sinks = new Map<VideoSink, SinkState>();
@@ -318,6 +320,11 @@ export class OutputVideoTrack {
     }
   }
 
+  /** Lets the recorder see every frame sent (it copies what it keeps). */
+  setFrameTap(tap: ((frame: VideoFrame, wallTimeMs: number) => void) | undefined): void {
+    this.#frameTap = tap;
+  }
+
   async #encodeAndSend(frame: VideoFrame): Promise<void> {
     const active = [...this.#sinks.values()].filter((s) => s.ready && !s.paused);
     if (active.length === 0) {
@@ -325,6 +332,11 @@ export class OutputVideoTrack {
       this.#metrics?.framesDropped.inc({ track: this.name, reason: 'no_subscribers' });
       this.#framesDropped++;
       return;
+    }
+    try {
+      this.#frameTap?.(frame, Date.now());
+    } catch (error) {
+      this.#log.warn('the frame tap failed', { error });
     }
     // The send time, not the model's timestamp: RTP time must follow the wall clock the pacer
     // keeps (a batch may carry equal or no timestamps), so receivers and RTCP stay consistent.

@@ -20,6 +20,7 @@ import type { CommandRouter } from '../model/command-router.ts';
 import type { ModelDefinition } from '../model/definition.ts';
 import type { PeerFactoryOptions } from '../webrtc/peer-factory.ts';
 import type { UploadStore } from '../uploads/upload-store.ts';
+import type { RecordingRegistry } from '../recording/recording-registry.ts';
 import { Session } from './session.ts';
 
 export interface SessionHostOptions {
@@ -37,6 +38,8 @@ export interface SessionHostOptions {
   readonly events?: SessionHostEvents;
   /** Where sessions keep uploaded files. */
   readonly uploads?: UploadStore;
+  /** Records sessions for clips (absent: recording off). */
+  readonly recordings?: RecordingRegistry;
 }
 
 export interface SessionHostEvents {
@@ -62,7 +65,7 @@ export class LocalSessionHost {
    * Opens a session. Hosted mode gives the coordinator's `id` and its reconnect window (how long
    * the session outlives its last client), which override the runtime's own.
    */
-  async start(id?: string, overrides: { readonly reconnectGraceMs?: number } = {}): Promise<Session> {
+  async start(id?: string, overrides: { readonly reconnectGraceMs?: number; readonly publicUrl?: string } = {}): Promise<Session> {
     const existing = this.#current;
     if (existing && !existing.ended) {
       if (existing.liveConnections.length > 0) {
@@ -75,6 +78,7 @@ export class LocalSessionHost {
       ...this.#options,
       ...(id === undefined ? {} : { id }),
       ...(overrides.reconnectGraceMs === undefined ? {} : { reconnectGraceMs: overrides.reconnectGraceMs }),
+      ...(overrides.publicUrl === undefined ? {} : { publicUrl: overrides.publicUrl }),
       onEnded: (ended, reason) => {
         this.#remember(ended.id, reason);
         if (this.#current === ended) this.#current = undefined;

@@ -80,6 +80,7 @@ export class MessageHandler {
     const envelope = parsed as Envelope;
     if (envelope.scope === 'application') await this.#command(connection, envelope.data);
     else if (envelope.data.type === FILE_UPLOADED_MESSAGE) await this.#fileUploaded(connection, envelope.data);
+    else if (envelope.data.type === 'request_clip' || envelope.data.type === 'request_recording') await this.#clip(connection, envelope.data);
     else this.#runtime(connection, envelope.data);
   }
 
@@ -119,6 +120,26 @@ export class MessageHandler {
       }
     }
     return files;
+  }
+
+  /** `request_clip {duration_seconds}` / `request_recording {}` → `clip_ready` to this client alone. */
+  async #clip(connection: Connection, body: EnvelopeBody): Promise<void> {
+    try {
+      let duration: number | undefined;
+      if (body.type === 'request_clip') {
+        const value = typeof body.data === 'object' && body.data !== null ? (body.data as { duration_seconds?: unknown }).duration_seconds : undefined;
+        if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+          throw new ArclightError('recording_error', 'duration_seconds must be a positive number of seconds.', { field: '/duration_seconds' });
+        }
+        duration = value;
+      }
+      const clip = await this.#session.requestClip(duration);
+      this.#send(connection, body, { kind: 'reply', type: 'clip_ready', data: { ...clip } });
+    } catch (error) {
+      const e = error instanceof ArclightError ? error : new ArclightError('recording_error', 'The clip could not be made.');
+      if (!(error instanceof ArclightError)) this.#log.error('making a clip failed', { error });
+      this.#send(connection, body, { kind: 'failed', code: e.code, message: e.message, ...(e.field ? { field: e.field } : {}) });
+    }
   }
 
   async #fileUploaded(connection: Connection, body: EnvelopeBody): Promise<void> {

@@ -14,8 +14,9 @@ import type { Logger } from '../log.ts';
 import type { RuntimeMetrics } from '../metrics.ts';
 import { callAuthorCode, DEFAULT_HOOK_DEADLINE_MS, isSessionEnded } from '../model/author-code.ts';
 import type { UploadedFile, UploadStore } from '../uploads/upload-store.ts';
+import type { ClipReply, RecordingRegistry } from '../recording/recording-registry.ts';
 import type { CommandRouter } from '../model/command-router.ts';
-import type { ModelDefinition, TrackSpec } from '../model/definition.ts';
+import type { ModelDefinition, OutputVideoTrackSpec, TrackSpec } from '../model/definition.ts';
 import type { ConnectionHandle, EmitOptions, InputAudio, InputVideo, ModelSession } from '../model/model-session.ts';
 import { AudioReceiver } from '../media/audio-receiver.ts';
 import type { AudioFrame, VideoFrame } from '../media/frames.ts';
@@ -57,6 +58,10 @@ export interface SessionOptions {
   readonly id?: string;
   /** Where the session's uploaded files are kept (deleted when it ends). */
   readonly uploads?: UploadStore;
+  /** Records the first output video track for clips (off: no recording). */
+  readonly recordings?: RecordingRegistry;
+  /** Where clients reach this session over HTTP (clip URLs point there). */
+  readonly publicUrl?: string;
 }
 
 /** What one connection has attached to the session's tracks, so it can be detached as a unit. */
@@ -107,6 +112,15 @@ export class Session implements ConnectionOwner {
     this.peerOptions = options.peerOptions;
     this.#latencyMode = options.latencyMode;
     for (const spec of options.model.tracks) this.#createTrack(spec);
+    const recorded = options.model.tracks.find((t): t is OutputVideoTrackSpec => t.kind === 'video' && t.direction === 'recvonly');
+    if (options.recordings && recorded) {
+      const recording = options.recordings.begin(
+        this.id,
+        { name: recorded.name, width: recorded.width, height: recorded.height, fps: options.model.fps, ...(recorded.bitrateKbps ? { bitrateKbps: recorded.bitrateKbps } : {}) },
+        options.publicUrl ?? '',
+      );
+      this.#outputVideo.get(recorded.name)?.setFrameTap((frame, wallTimeMs) => recording.recorder.push(frame, wallTimeMs));
+    }
     this.#messages = new MessageHandler(this, options.router, options.maxMessageBytes, this.log);
     this.#facade = this.#createFacade(options.model.createSessionState?.() ?? ({} as unknown));
   }
@@ -226,9 +240,16 @@ export class Session implements ConnectionOwner {
     if (hooks?.session_ended) {
       await callAuthorCode(this.log, 'hook session_ended', () => hooks.session_ended!(this.#facade, reason), DEFAULT_HOOK_DEADLINE_MS);
     }
+    await this.#options.recordings?.ended(this.id);
     await this.#options.uploads?.dropSession(this.id).catch((error: unknown) => this.log.warn('deleting the session\'s uploads failed', { error }));
     this.#options.metrics?.sessions.dec();
     this.#options.onEnded?.(this, reason);
+  }
+
+  /** A clip of the last `durationSeconds` (undefined: the whole recording), for the requesting client. */
+  async requestClip(durationSeconds: number | undefined): Promise<ClipReply> {
+    if (!this.#options.recordings) throw new ArclightError('recording_error', 'Recording is off on this runtime.');
+    return this.#options.recordings.requestClip(this.id, durationSeconds);
   }
 
   /** The session's uploaded file `uploadId` (throws not_found / not_ready ArclightErrors). */

@@ -7,6 +7,7 @@
  */
 
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { ArclightError } from '../../protocol/errors.ts';
 
 export type SignatureCheck = 'valid' | 'expired' | 'forged';
 
@@ -37,4 +38,11 @@ export class UrlSigner {
   #mac(method: string, path: string, expires: number): Buffer {
     return createHmac('sha256', this.#key).update(`${method}\n${path}\n${expires}`).digest();
   }
+}
+
+/** Throws the HTTP answer for a request URL that is not validly signed for `method`: 403 forbidden or url_expired. */
+export function requireSignature(signer: UrlSigner, method: 'GET' | 'PUT', url: URL): void {
+  const verdict = signer.check(method, url.pathname, url.searchParams.get('expires') ?? undefined, url.searchParams.get('signature') ?? undefined);
+  if (verdict === 'expired') throw new ArclightError('url_expired', 'This presigned URL has expired; request a new one.');
+  if (verdict === 'forged') throw new ArclightError('forbidden', 'This URL is not a valid presigned URL.');
 }

@@ -83,7 +83,8 @@ describe.each(ENGINES)('SIGKILL the coordinator mid-session on %s', (engine) => 
         // Never more than a flush interval (and the second in progress) behind.
         const behind = Math.floor((Date.now() - readyAt) / 1000) - Number((await session()).billed_seconds);
         expect(behind, `after restart ${i + 1} at +${restartedAt - readyAt} ms`).toBeLessThanOrEqual(Math.ceil((FLUSH_MS * 3 + 200) / 1000) + 1);
-        expect((await session()).status).toBe('ready'); // the session lived through it
+        const live = await session();
+        expect(live.status, `ended: ${live.end_reason}`).toBe('ready'); // the session lived through it
       }
 
       await client.disconnect(); // the creator ends it: the meter stops

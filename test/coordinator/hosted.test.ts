@@ -225,3 +225,31 @@ describe('hosted mode: client → coordinator → runtime', () => {
     }
   }, 60_000);
 });
+
+describe('hosted mode: clips through the coordinator', () => {
+  let stack: HostedStack;
+  beforeAll(async () => {
+    stack = await startHostedStack({ runtimeId: 'gpu-clips', recording: true });
+  });
+  afterAll(async () => stack?.close());
+
+  it('clip URLs point at the coordinator, which relays the playlist and segments from the runtime', async () => {
+    const client = new ArclightClient({ modelName: 'pattern', apiUrl: stack.coordinator.url });
+    await client.connect(await stack.mintToken());
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const clip = await client.requestClip(2);
+    expect(new URL(clip.playlistUrl).origin).toBe(new URL(stack.coordinator.url).origin);
+    const playlist = await fetch(clip.playlistUrl);
+    expect(playlist.status).toBe(200);
+    const text = await playlist.text();
+    const init = new URL(/#EXT-X-MAP:URI="([^"]+)"/.exec(text)![1]!, clip.playlistUrl);
+    expect(init.origin).toBe(new URL(stack.coordinator.url).origin);
+    const initBytes = Buffer.from(await (await fetch(init)).arrayBuffer());
+    expect(initBytes.subarray(4, 8).toString()).toBe('ftyp');
+    const segment = new URL(text.split('\n').find((line) => line.startsWith('seg-') || line.includes('.m4s'))!, clip.playlistUrl);
+    const segmentBytes = Buffer.from(await (await fetch(segment)).arrayBuffer());
+    expect(segmentBytes.subarray(4, 8).toString()).toBe('moof');
+    await client.disconnect();
+  }, 60_000);
+});
+

@@ -137,6 +137,27 @@ describe.each(ENGINES)('runtime registry on %s', (engine) => {
     expect((await heartbeat('r-3')).status).toBe(200);
     now = START;
   });
+
+  it('a coordinator that was down judges no runtime until a stale window after it starts', async () => {
+    await register('r-4', { slots: 3 });
+    const { body } = await create();
+    await coordinator.registry.assign(body.session_id);
+    expect(await runtimeOf(body.session_id)).not.toBeNull();
+    // A replica starting 60 s later (the runtimes' heartbeats went nowhere meanwhile).
+    const restartedAt = now + 60_000;
+    let later = restartedAt;
+    const restarted = await startCoordinator({ database, port: 0, now: () => later, meterFlushMs: 0, runtimeSecret: SECRET });
+    try {
+      await restarted.housekeeping();
+      expect((await restarted.sessions.get(body.session_id))?.status).not.toBe('ended'); // not reaped at once
+      later = restartedAt + 16_000; // still silent a full window after the restart: gone
+      await restarted.housekeeping();
+      expect((await restarted.sessions.get(body.session_id))?.status).toBe('ended');
+    } finally {
+      await restarted.close();
+      now = START;
+    }
+  });
 });
 
 describe('two coordinators on one PostgreSQL place sessions', () => {

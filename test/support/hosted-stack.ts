@@ -23,7 +23,7 @@ export interface HostedStack {
   close(): Promise<void>;
 }
 
-export async function startHostedStack(options: { runtimeId: string; credits?: number; reconnectWindowSeconds?: number }): Promise<HostedStack> {
+export async function startHostedStack(options: { runtimeId: string; credits?: number; reconnectWindowSeconds?: number; recording?: boolean }): Promise<HostedStack> {
   const secret = `secret-${options.runtimeId}`;
   const coordinator = await startCoordinator({
     database: await freshDatabase('sqlite'),
@@ -43,6 +43,7 @@ export async function startHostedStack(options: { runtimeId: string; credits?: n
     ice: { hostAddresses: [LOOPBACK] },
     playground: false,
     hosted: { coordinatorUrl: coordinator.url, secret, runtimeId: options.runtimeId },
+    ...(options.recording ? { recording: {} } : {}),
   });
   await waitUntil(async () => (await coordinator.registry.get(options.runtimeId)) !== undefined, 20_000, 'the runtime to register');
   return {

@@ -1,0 +1,92 @@
+/**
+ * A session's recording and its clips. The session's first output video track is recorded
+ * (track-recorder.ts); a clip is a run of finished segments — the last N seconds (at least N,
+ * starting at a segment boundary, so up to one segment more), or everything recorded — taken
+ * after cutting the open segment so it ends with the newest frame.
+ */
+
+import { randomUUID } from 'node:crypto';
+import { ArclightError } from '../../protocol/errors.ts';
+import type { Logger } from '../log.ts';
+import type { RecordingStorage } from './recording-storage.ts';
+import { TrackRecorder, type RecordedSegment } from './track-recorder.ts';
+
+export interface Clip {
+  readonly id: string;
+  readonly initKey: string;
+  readonly segments: readonly RecordedSegment[];
+  readonly durationSeconds: number;
+}
+
+export interface SessionRecordingOptions {
+  readonly sessionId: string;
+  readonly storage: RecordingStorage;
+  readonly track: { readonly name: string; readonly width: number; readonly height: number; readonly fps: number; readonly bitrateKbps?: number };
+  readonly segmentSeconds?: number;
+  /** The longest clip (requestClip is capped to it); default 300 s. */
+  readonly maxClipSeconds?: number;
+  readonly log: Logger;
+}
+
+export const DEFAULT_MAX_CLIP_SECONDS = 300;
+
+export class SessionRecording {
+  readonly sessionId: string;
+  readonly trackName: string;
+  readonly recorder: TrackRecorder;
+  readonly maxClipSeconds: number;
+  readonly #clips = new Map<string, Clip>();
+
+  constructor(options: SessionRecordingOptions) {
+    this.sessionId = options.sessionId;
+    this.trackName = options.track.name;
+    this.maxClipSeconds = options.maxClipSeconds ?? DEFAULT_MAX_CLIP_SECONDS;
+    this.recorder = new TrackRecorder({
+      storage: options.storage,
+      prefix: `${options.sessionId}/${options.track.name}`,
+      width: options.track.width,
+      height: options.track.height,
+      fps: options.track.fps,
+      ...(options.track.bitrateKbps ? { bitrateKbps: options.track.bitrateKbps } : {}),
+      ...(options.segmentSeconds ? { segmentSeconds: options.segmentSeconds } : {}),
+      log: options.log,
+    });
+  }
+
+  /**
+   * A clip of the last `durationSeconds` (capped at `maxClipSeconds`), or of everything recorded
+   * when undefined. Throws `recording_error` when nothing has been recorded yet.
+   */
+  async clip(durationSeconds: number | undefined): Promise<Clip> {
+    await this.recorder.cut();
+    const all = this.recorder.segments;
+    const initKey = this.recorder.initKey;
+    if (!initKey || all.length === 0) {
+      throw new ArclightError('recording_error', 'Nothing has been recorded yet: the recording starts with the first frame a client receives.');
+    }
+    let segments: readonly RecordedSegment[] = all;
+    if (durationSeconds !== undefined) {
+      const wanted = Math.min(durationSeconds, this.maxClipSeconds) * 1000;
+      let covered = 0;
+      let first = all.length;
+      while (first > 0 && covered < wanted) covered += all[--first]!.durationMs;
+      segments = all.slice(first);
+    }
+    const clip: Clip = {
+      id: randomUUID(),
+      initKey,
+      segments,
+      durationSeconds: segments.reduce((sum, s) => sum + s.durationMs, 0) / 1000,
+    };
+    this.#clips.set(clip.id, clip);
+    return clip;
+  }
+
+  clipById(id: string): Clip | undefined {
+    return this.#clips.get(id);
+  }
+
+  async close(): Promise<void> {
+    await this.recorder.close();
+  }
+}

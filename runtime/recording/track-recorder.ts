@@ -1,0 +1,179 @@
+/**
+ * Records one output video track as fMP4 segments: every frame the track sends is copied (the
+ * live path keeps its own buffer), encoded by a separate H.264 encoder at the recording's quality
+ * (off the live encoder, so viewers' keyframes and bitrate adaptation never shape the archive),
+ * and cut into segments at keyframes it forces every `segmentSeconds` — or at once when a clip
+ * needs the newest frames (`cut()`). A segment is written when the next keyframe (or the end)
+ * closes it, so its duration is exact.
+ *
+ * Frames queue while the encoder works; past a few seconds of backlog new frames are dropped
+ * (counted), so a slow machine loses recording frames rather than memory.
+ */
+
+import type { VideoFrame } from '../media/frames.ts';
+import { VideoEncoder } from '../media/video-encoder.ts';
+import type { Logger } from '../log.ts';
+import { TIMESCALE, initSegment, mediaSegment, parameterSets, type H264Sample } from './fmp4.ts';
+import type { RecordingStorage } from './recording-storage.ts';
+
+export interface RecordedSegment {
+  /** From 1, in order. */
+  readonly sequence: number;
+  /** The storage key. */
+  readonly key: string;
+  /** Wall-clock time of its first frame, ms since the epoch. */
+  readonly startMs: number;
+  readonly durationMs: number;
+}
+
+export interface TrackRecorderOptions {
+  readonly storage: RecordingStorage;
+  /** Key prefix, e.g. `<session id>/main_video`. */
+  readonly prefix: string;
+  readonly width: number;
+  readonly height: number;
+  readonly fps: number;
+  readonly bitrateKbps?: number;
+  /** Target segment length; default 4 s. */
+  readonly segmentSeconds?: number;
+  readonly log: Logger;
+}
+
+/** Frames that may wait for the encoder: ~3 s at 30 fps. */
+const MAX_BACKLOG = 90;
+
+interface PendingFrame {
+  readonly frame: VideoFrame;
+  readonly timeMs: number;
+}
+
+export class TrackRecorder {
+  readonly #options: TrackRecorderOptions;
+  readonly #segmentMs: number;
+  #encoder: Promise<VideoEncoder> | undefined;
+  readonly #backlog: PendingFrame[] = [];
+  #working: Promise<void> = Promise.resolve();
+  #pumping = false;
+  /** The open segment's samples (times relative to the first frame recorded). */
+  #samples: Array<{ data: Buffer; keyframe: boolean; timeMs: number }> = [];
+  #segmentStartMs = 0;
+  #firstFrameMs: number | undefined;
+  #initKey: string | undefined;
+  #sequence = 0;
+  readonly #segments: RecordedSegment[] = [];
+  #cutRequested = false;
+  #closed = false;
+  #dropped = 0;
+
+  constructor(options: TrackRecorderOptions) {
+    this.#options = options;
+    this.#segmentMs = (options.segmentSeconds ?? 4) * 1000;
+  }
+
+  /** The init segment's key, once the first keyframe has been recorded. */
+  get initKey(): string | undefined {
+    return this.#initKey;
+  }
+
+  /** Finished segments, oldest first. */
+  get segments(): readonly RecordedSegment[] {
+    return this.#segments;
+  }
+
+  get framesDropped(): number {
+    return this.#dropped;
+  }
+
+  /** Takes a copy of `frame` (sent at wall-clock `timeMs`); never blocks the live path. */
+  push(frame: VideoFrame, timeMs: number): void {
+    if (this.#closed) return;
+    if (this.#backlog.length >= MAX_BACKLOG) {
+      this.#dropped++;
+      return;
+    }
+    this.#backlog.push({ frame: { width: frame.width, height: frame.height, format: frame.format, data: new Uint8Array(frame.data) }, timeMs });
+    if (!this.#pumping) {
+      this.#pumping = true;
+      this.#working = this.#pump().finally(() => (this.#pumping = false));
+    }
+  }
+
+  /**
+   * Ends the open segment at the next frame (a forced keyframe) and resolves once it is written
+   * — or at once when nothing is open. A clip then includes the newest frames.
+   */
+  async cut(timeoutMs = 5_000): Promise<void> {
+    if (this.#samples.length === 0 && this.#backlog.length === 0) return;
+    const target = this.#sequence + (this.#samples.length > 0 ? 1 : 0);
+    this.#cutRequested = true;
+    const deadline = Date.now() + timeoutMs;
+    while (this.#sequence < target && Date.now() < deadline && !this.#closed) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  /** Writes what is open and stops. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#working;
+    await this.#flushSegment(undefined);
+    if (this.#encoder) (await this.#encoder.catch(() => undefined))?.close();
+  }
+
+  async #pump(): Promise<void> {
+    for (let next = this.#backlog.shift(); next; next = this.#backlog.shift()) {
+      try {
+        await this.#record(next);
+      } catch (error) {
+        this.#dropped++;
+        this.#options.log.warn('recording a frame failed', { error });
+      }
+    }
+  }
+
+  async #record({ frame, timeMs }: PendingFrame): Promise<void> {
+    const { width, height, fps, bitrateKbps } = this.#options;
+    this.#encoder ??= VideoEncoder.create({ codec: 'h264', width, height, fps, profile: 'high', ...(bitrateKbps ? { bitrateKbps } : {}) });
+    const encoder = await this.#encoder;
+    this.#firstFrameMs ??= timeMs;
+    const due = this.#samples.length === 0 || this.#cutRequested || timeMs - this.#segmentStartMs >= this.#segmentMs;
+    if (due) encoder.requestKeyframe();
+    for (const unit of await encoder.encode(frame)) {
+      if (unit.keyframe) {
+        await this.#flushSegment(timeMs);
+        this.#cutRequested = false;
+        this.#segmentStartMs = timeMs;
+        if (this.#initKey === undefined) {
+          const sets = parameterSets(unit.data);
+          if (!sets) throw new Error('a keyframe without SPS/PPS');
+          const key = `${this.#options.prefix}/init.mp4`;
+          await this.#options.storage.write(key, initSegment(width, height, sets));
+          this.#initKey = key;
+        }
+      } else if (this.#samples.length === 0) {
+        continue; // a segment starts at a keyframe
+      }
+      this.#samples.push({ data: unit.data, keyframe: unit.keyframe, timeMs });
+    }
+  }
+
+  /** Writes the open segment; `endMs` is when the next one starts (undefined: the end, one frame on). */
+  async #flushSegment(endMs: number | undefined): Promise<void> {
+    const samples = this.#samples;
+    if (samples.length === 0) return;
+    this.#samples = [];
+    const frameMs = 1000 / this.#options.fps;
+    const end = endMs ?? samples.at(-1)!.timeMs + frameMs;
+    const origin = this.#firstFrameMs!;
+    const ticks = (ms: number) => Math.round((ms - origin) * (TIMESCALE / 1000));
+    const written: H264Sample[] = samples.map((s, i) => {
+      const next = i + 1 < samples.length ? samples[i + 1]!.timeMs : end;
+      return { data: s.data, keyframe: s.keyframe, time: ticks(s.timeMs), duration: Math.max(1, ticks(next) - ticks(s.timeMs)) };
+    });
+    const sequence = this.#sequence + 1;
+    const key = `${this.#options.prefix}/seg-${String(sequence).padStart(5, '0')}.m4s`;
+    await this.#options.storage.write(key, mediaSegment(sequence, written));
+    this.#segments.push({ sequence, key, startMs: samples[0]!.timeMs, durationMs: end - samples[0]!.timeMs });
+    this.#sequence = sequence;
+  }
+}

@@ -1,0 +1,142 @@
+/**
+ * Recording and clips in local mode, with real peers and real FFmpeg (node-av) on the other
+ * side: a ~10 s session of a model whose frames count; requestClip(5) gives an HLS playlist whose
+ * init + segments decode to about five seconds of frames; requestRecording() covers the whole
+ * span; bad input fails with recording_error; the files answer 410 once the session has been
+ * over for five minutes (an injected clock).
+ */
+
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Decoder, Demuxer } from 'node-av/api';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ArclightClient, type Clip } from '../../client/node.ts';
+import { startRuntime, type Runtime } from '../../runtime/index.ts';
+import counter, { COUNTER_SIZE } from '../fixtures/counter-model.ts';
+import { waitUntil } from '../support/video-probe.ts';
+
+const LOOPBACK = '127.0.0.1';
+const FPS = 30;
+
+interface ParsedPlaylist {
+  readonly init: string;
+  readonly segments: ReadonlyArray<{ url: string; duration: number }>;
+}
+
+function parsePlaylist(text: string, base: string): ParsedPlaylist {
+  const lines = text.split('\n');
+  expect(lines[0]).toBe('#EXTM3U');
+  expect(lines).toContain('#EXT-X-ENDLIST');
+  const init = /#EXT-X-MAP:URI="([^"]+)"/.exec(text)![1]!;
+  const segments: Array<{ url: string; duration: number }> = [];
+  lines.forEach((line, i) => {
+    const match = /^#EXTINF:([\d.]+),/.exec(line);
+    if (match) segments.push({ duration: Number(match[1]), url: new URL(lines[i + 1]!, base).href });
+  });
+  return { init: new URL(init, base).href, segments };
+}
+
+/** Fetches a clip's files, joins them into one MP4, and decodes it: frame count and duration. */
+async function decodeClip(clip: Clip): Promise<{ playlist: ParsedPlaylist; frames: number; seconds: number }> {
+  const response = await fetch(clip.playlistUrl);
+  expect(response.status).toBe(200);
+  expect(response.headers.get('content-type')).toBe('application/vnd.apple.mpegurl');
+  const playlist = parsePlaylist(await response.text(), clip.playlistUrl);
+  const parts = [Buffer.from(await (await fetch(playlist.init)).arrayBuffer())];
+  for (const segment of playlist.segments) {
+    const part = await fetch(segment.url);
+    expect(part.status).toBe(200);
+    parts.push(Buffer.from(await part.arrayBuffer()));
+  }
+  const path = join(mkdtempSync(join(tmpdir(), 'clip-')), 'clip.mp4');
+  writeFileSync(path, Buffer.concat(parts));
+  const demuxer = await Demuxer.open(path);
+  const stream = demuxer.video()!;
+  expect([stream.codecpar.width, stream.codecpar.height]).toEqual([COUNTER_SIZE.width, COUNTER_SIZE.height]);
+  const decoder = await Decoder.create(stream);
+  let frames = 0;
+  let first: number | undefined;
+  let last = 0;
+  for (const packet of demuxer.packetsSync()) {
+    if (!packet) continue;
+    const t = (Number(packet.pts) * stream.timeBase.num) / stream.timeBase.den;
+    first ??= t;
+    last = t;
+    frames += (await decoder.decodeAll(packet)).map((f) => f.free()).length;
+    packet.free();
+  }
+  frames += (await decoder.decodeAll(null)).map((f) => f.free()).length;
+  await demuxer.close();
+  return { playlist, frames, seconds: last - (first ?? 0) + 1 / FPS };
+}
+
+describe('recording and clips (local mode)', () => {
+  let runtime: Runtime;
+  let now = Date.now();
+
+  beforeAll(async () => {
+    runtime = await startRuntime({
+      model: counter as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+      recording: { now: () => now },
+    });
+  });
+  afterAll(async () => runtime?.close());
+
+  it('a 10 s session: requestClip(5) decodes to ~5 s of frames, requestRecording() to all of it; 410 five minutes after the end', async () => {
+    const client = new ArclightClient({ modelName: 'counter', local: true, localRuntimeUrl: runtime.url });
+    await expect(client.requestClip(5)).rejects.toMatchObject({ code: 'not_ready' });
+    await client.connect();
+    const started = Date.now();
+    await new Promise((resolve) => setTimeout(resolve, 10_000));
+
+    const clip = await client.requestClip(5);
+    expect(clip.expiresAt - now).toBeGreaterThan(23 * 3600_000); // the playlist URL lives 24 h
+    const five = await decodeClip(clip);
+    // At least 5 s, from a segment boundary: at most one ~4 s segment more.
+    expect(clip.durationSeconds).toBeGreaterThanOrEqual(4.9);
+    expect(clip.durationSeconds).toBeLessThanOrEqual(9.5);
+    expect(five.seconds).toBeCloseTo(clip.durationSeconds, 0);
+    expect(five.frames).toBeGreaterThanOrEqual(Math.floor(clip.durationSeconds * FPS * 0.8));
+    expect(five.playlist.segments.reduce((sum, s) => sum + s.duration, 0)).toBeCloseTo(clip.durationSeconds, 1);
+
+    const whole = await client.requestRecording();
+    const all = await decodeClip(whole);
+    const elapsed = (Date.now() - started) / 1000;
+    expect(whole.durationSeconds).toBeGreaterThan(elapsed - 2); // from the first frame until now
+    expect(all.frames).toBeGreaterThan(five.frames);
+    expect(all.seconds).toBeCloseTo(whole.durationSeconds, 0);
+
+    // downloadClipAsFile: one MP4 that FFmpeg opens at the clip's duration; progress rises; abort works.
+    const progress: Array<[number, number, number]> = [];
+    const blob = await client.downloadClipAsFile(clip, null, { onProgress: (fetched, total, bytes) => progress.push([fetched, total, bytes]) });
+    expect(blob.type).toBe('video/mp4');
+    const total = five.playlist.segments.length + 1;
+    expect(progress.map(([fetched]) => fetched)).toEqual(Array.from({ length: total }, (_, i) => i + 1));
+    expect(progress.every(([, t], i) => t === total && (i === 0 || progress[i]![2] > progress[i - 1]![2]))).toBe(true);
+    expect(progress.at(-1)![2]).toBe(blob.size);
+    const file = join(mkdtempSync(join(tmpdir(), 'download-')), 'arclight-clip.mp4');
+    writeFileSync(file, Buffer.from(await blob.arrayBuffer()));
+    const opened = await Demuxer.open(file);
+    expect(opened.duration).toBeCloseTo(clip.durationSeconds, 0);
+    await opened.close();
+    const abort = new AbortController();
+    const aborted = client.downloadClipAsFile(clip, null, { signal: abort.signal, onProgress: () => abort.abort() });
+    await expect(aborted).rejects.toMatchObject({ name: 'AbortError' });
+
+    for (const bad of [-1, 0, Number.NaN]) await expect(client.requestClip(bad)).rejects.toMatchObject({ code: 'recording_error' });
+
+    await client.disconnect(); // ends the session; the recording stays five minutes
+    await waitUntil(() => runtime.sessions.current === undefined, 10_000, 'the session to end');
+    expect((await fetch(clip.playlistUrl)).status).toBe(200);
+    now += 5 * 60_000 + 1_000;
+    const gone = await fetch(clip.playlistUrl);
+    expect(gone.status).toBe(410);
+    expect(((await gone.json()) as { code: string }).code).toBe('recording_gone');
+    expect((await fetch(five.playlist.segments[0]!.url)).status).toBe(410);
+  }, 90_000);
+});
