@@ -35,6 +35,13 @@ export class OutputAudioTrack {
    * moves on by the samples taken).
    */
   #pending: Array<{ samples: Int16Array; atMs: number }> = [];
+  /** Sees every 20 ms frame played to someone (the session's recorder), with its wall-clock time. */
+  #frameTap: ((samples: Int16Array, wallTimeMs: number) => void) | undefined;
+
+  /** Lets the recorder hear what is played (it copies what it keeps). */
+  setFrameTap(tap: ((samples: Int16Array, wallTimeMs: number) => void) | undefined): void {
+    this.#frameTap = tap;
+  }
   #pendingSamples = 0;
   #roomWaiters: Array<() => void> = [];
   #encoder: Promise<OpusEncoder> | undefined;
@@ -155,6 +162,11 @@ export class OutputAudioTrack {
     this.#rtpTimestamp = (this.#rtpTimestamp + SAMPLES_PER_FRAME) >>> 0;
     const listeners = [...this.#sinks.entries()].filter(([, s]) => !s.paused).map(([sink]) => sink);
     if (listeners.length === 0) return;
+    try {
+      this.#frameTap?.(samples, performance.timeOrigin + mediaTimeMs);
+    } catch (error) {
+      this.#log.warn('the audio tap failed', { error });
+    }
     const encoder = (this.#encoder ??= OpusEncoder.create({ sampleRate: AUDIO_SAMPLE_RATE, channels: this.channels }));
     this.#encodeChain = this.#encodeChain
       .then(() => encoder)

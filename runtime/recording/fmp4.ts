@@ -1,25 +1,14 @@
 /**
- * Fragmented MP4 (ISO BMFF, as HLS and MSE play it) for one H.264 track: an init segment (ftyp +
- * moov, the codec configuration from the stream's SPS/PPS) and media segments (moof + mdat, each
- * starting at a keyframe). Written here rather than through FFmpeg's HLS muxer so the recorder
+ * Fragmented MP4 (ISO BMFF, as HLS and MSE play it) for an H.264 track and an optional AAC track:
+ * an init segment (ftyp + moov: the video configuration from the stream's SPS/PPS, the audio's
+ * AudioSpecificConfig) and media segments (moof + mdat, each starting at a video keyframe). Written here rather than through FFmpeg's HLS muxer so the recorder
  * decides where a segment ends — at a keyframe it forces when a clip is asked for — and knows each
  * segment's exact start and duration; and because init + any run of segments is itself a playable
  * MP4, which is all a clip download has to join.
  */
 
-/** One encoded access unit (Annex-B, start codes included) and its time. */
-export interface H264Sample {
-  readonly data: Buffer;
-  readonly keyframe: boolean;
-  /** Decode (= presentation: no B-frames) time in TIMESCALE units. */
-  readonly time: number;
-  /** In TIMESCALE units. */
-  readonly duration: number;
-}
-
-/** Ticks per second of the track's media time (the MPEG 90 kHz clock). */
+/** Ticks per second of the video track's media time (the MPEG 90 kHz clock); audio counts samples. */
 export const TIMESCALE = 90_000;
-const TRACK_ID = 1;
 
 /** Splits an Annex-B access unit into its NAL units (without start codes). */
 export function splitAnnexB(data: Buffer): Buffer[] {
@@ -104,18 +93,50 @@ function u16(...values: number[]): Buffer {
 /** The unity matrix of mvhd/tkhd. */
 const MATRIX = u32(0x00010000, 0, 0, 0, 0x00010000, 0, 0, 0, 0x40000000);
 
-/** ftyp + moov for an H.264 track of `width`×`height`, configured from a keyframe's SPS/PPS. */
-export function initSegment(width: number, height: number, sets: { sps: Buffer; pps: Buffer }): Buffer {
-  const { sps, pps } = sets;
-  const avcC = box(
-    'avcC',
-    Buffer.from([1, sps[1]!, sps[2]!, sps[3]!, 0xff, 0xe1]),
-    u16(sps.length),
-    sps,
-    Buffer.from([1]),
-    u16(pps.length),
-    pps,
+/** What the init segment declares: an H.264 video track and, optionally, an AAC audio track. */
+export interface Fmp4Tracks {
+  readonly video: { readonly width: number; readonly height: number; readonly sps: Buffer; readonly pps: Buffer };
+  readonly audio?: { readonly sampleRate: number; readonly channels: number; readonly config: Buffer };
+}
+
+/** Track ids: video 1, audio 2. */
+export const VIDEO_TRACK_ID = 1;
+export const AUDIO_TRACK_ID = 2;
+
+function sampleTable(entry: Buffer): Buffer {
+  return box(
+    'stbl',
+    fullBox('stsd', 0, 0, u32(1), entry),
+    fullBox('stts', 0, 0, u32(0)),
+    fullBox('stsc', 0, 0, u32(0)),
+    fullBox('stsz', 0, 0, u32(0, 0)),
+    fullBox('stco', 0, 0, u32(0)),
   );
+}
+
+function track(id: number, timescale: number, handler: 'vide' | 'soun', header: Buffer, entry: Buffer, width = 0, height = 0): Buffer {
+  const minf = box('minf', header, box('dinf', fullBox('dref', 0, 0, u32(1), fullBox('url ', 0, 1))), sampleTable(entry));
+  const mdia = box(
+    'mdia',
+    fullBox('mdhd', 0, 0, u32(0, 0, timescale, 0), u16(0x55c4, 0)), // language "und"
+    fullBox('hdlr', 0, 0, u32(0), Buffer.from(handler), u32(0, 0, 0), Buffer.from(handler === 'vide' ? 'Arclight video\0' : 'Arclight audio\0')),
+    minf,
+  );
+  const volume = handler === 'soun' ? 0x0100 : 0;
+  return box('trak', fullBox('tkhd', 0, 3, u32(0, 0, id, 0, 0), u32(0, 0), u16(0, 0, volume, 0), MATRIX, u32(width << 16, height << 16)), mdia);
+}
+
+/** An MPEG-4 descriptor: tag, a 4-byte length, payload. */
+function descriptor(tag: number, ...payload: Buffer[]): Buffer {
+  const body = Buffer.concat(payload);
+  const n = body.length;
+  return Buffer.concat([Buffer.from([tag, 0x80 | ((n >> 21) & 0x7f), 0x80 | ((n >> 14) & 0x7f), 0x80 | ((n >> 7) & 0x7f), n & 0x7f]), body]);
+}
+
+/** ftyp + moov: the tracks' configurations (video from its SPS/PPS, audio from its AudioSpecificConfig). */
+export function initSegment(tracks: Fmp4Tracks): Buffer {
+  const { width, height, sps, pps } = tracks.video;
+  const avcC = box('avcC', Buffer.from([1, sps[1]!, sps[2]!, sps[3]!, 0xff, 0xe1]), u16(sps.length), sps, Buffer.from([1]), u16(pps.length), pps);
   const avc1 = box(
     'avc1',
     Buffer.alloc(6), // reserved
@@ -128,65 +149,75 @@ export function initSegment(width: number, height: number, sets: { sps: Buffer; 
     u16(0x0018, 0xffff), // depth, pre-defined
     avcC,
   );
-  const stbl = box(
-    'stbl',
-    fullBox('stsd', 0, 0, u32(1), avc1),
-    fullBox('stts', 0, 0, u32(0)),
-    fullBox('stsc', 0, 0, u32(0)),
-    fullBox('stsz', 0, 0, u32(0, 0)),
-    fullBox('stco', 0, 0, u32(0)),
-  );
-  const minf = box(
-    'minf',
-    fullBox('vmhd', 0, 1, u16(0, 0, 0, 0)),
-    box('dinf', fullBox('dref', 0, 0, u32(1), fullBox('url ', 0, 1))),
-    stbl,
-  );
-  const mdia = box(
-    'mdia',
-    fullBox('mdhd', 0, 0, u32(0, 0, TIMESCALE, 0), u16(0x55c4, 0)), // language "und"
-    fullBox('hdlr', 0, 0, u32(0), Buffer.from('vide'), u32(0, 0, 0), Buffer.from('Arclight video\0')),
-    minf,
-  );
-  const trak = box(
-    'trak',
-    fullBox('tkhd', 0, 3, u32(0, 0, TRACK_ID, 0, 0), u32(0, 0), u16(0, 0, 0, 0), MATRIX, u32(width << 16, height << 16)),
-    mdia,
-  );
+  const traks = [track(VIDEO_TRACK_ID, TIMESCALE, 'vide', fullBox('vmhd', 0, 1, u16(0, 0, 0, 0)), avc1, width, height)];
+  const trexes = [fullBox('trex', 0, 0, u32(VIDEO_TRACK_ID, 1, 0, 0, 0))];
+  if (tracks.audio) {
+    const { sampleRate, channels, config } = tracks.audio;
+    const esds = fullBox(
+      'esds',
+      0,
+      0,
+      descriptor(
+        0x03, // ES_Descriptor
+        u16(AUDIO_TRACK_ID),
+        Buffer.from([0]),
+        descriptor(0x04, Buffer.from([0x40, 0x15, 0, 0, 0]), u32(0, 0), descriptor(0x05, config)), // AAC, audio stream
+        descriptor(0x06, Buffer.from([0x02])), // SL config: predefined
+      ),
+    );
+    const mp4a = box('mp4a', Buffer.alloc(6), u16(1), u32(0, 0), u16(channels, 16, 0, 0), u32(sampleRate * 65536 > 0xffffffff ? 0 : sampleRate * 65536), esds);
+    traks.push(track(AUDIO_TRACK_ID, sampleRate, 'soun', fullBox('smhd', 0, 0, u16(0, 0)), mp4a));
+    trexes.push(fullBox('trex', 0, 0, u32(AUDIO_TRACK_ID, 1, 0, 0, 0)));
+  }
+  const nextTrack = tracks.audio ? AUDIO_TRACK_ID + 1 : VIDEO_TRACK_ID + 1;
   const moov = box(
     'moov',
-    fullBox('mvhd', 0, 0, u32(0, 0, TIMESCALE, 0), u32(0x00010000), u16(0x0100, 0), u32(0, 0), MATRIX, Buffer.alloc(24), u32(TRACK_ID + 1)),
-    trak,
-    box('mvex', fullBox('trex', 0, 0, u32(TRACK_ID, 1, 0, 0, 0))),
+    fullBox('mvhd', 0, 0, u32(0, 0, TIMESCALE, 0), u32(0x00010000), u16(0x0100, 0), u32(0, 0), MATRIX, Buffer.alloc(24), u32(nextTrack)),
+    ...traks,
+    box('mvex', ...trexes),
   );
   const ftyp = box('ftyp', Buffer.from('iso5'), u32(512), Buffer.from('iso5iso6avc1mp41'));
   return Buffer.concat([ftyp, moov]);
 }
 
-/** moof + mdat for `samples` (the first a keyframe), fragment number `sequence` (from 1). */
-export function mediaSegment(sequence: number, samples: readonly H264Sample[]): Buffer {
-  if (samples.length === 0) throw new RangeError('a segment needs at least one sample');
-  const payloads = samples.map((s) => toAvcc(s.data));
+/** One track's run of samples in a segment; `time` of the first in the track's timescale. */
+export interface TrackFragment {
+  readonly trackId: number;
+  readonly time: number;
+  readonly samples: ReadonlyArray<{ readonly data: Buffer; readonly duration: number; readonly keyframe: boolean }>;
+}
+
+/**
+ * moof + mdat, fragment number `sequence` (from 1): video samples (Annex-B, converted to avc1's
+ * length-prefixed form) and audio samples (raw AAC), each track's data contiguous in mdat.
+ */
+export function mediaSegment(sequence: number, fragments: readonly TrackFragment[]): Buffer {
+  const present = fragments.filter((f) => f.samples.length > 0);
+  if (present.length === 0) throw new RangeError('a segment needs at least one sample');
+  const payloads = present.map((f) => f.samples.map((s) => (f.trackId === VIDEO_TRACK_ID ? toAvcc(s.data) : s.data)));
   // trun flags: data offset, and per sample: duration, size, flags.
   const trunFlags = 0x000001 | 0x000100 | 0x000200 | 0x000400;
-  const entries = Buffer.concat(
-    samples.map((s, i) =>
-      // sample_depends_on 2 (no other) for a keyframe; else 1 (depends) and non-sync.
-      u32(s.duration, payloads[i]!.length, s.keyframe ? 0x02000000 : 0x01010000),
-    ),
-  );
-  const build = (dataOffset: number) =>
-    box(
-      'moof',
-      fullBox('mfhd', 0, 0, u32(sequence)),
-      box(
+  const build = (firstDataOffset: number) => {
+    let offset = firstDataOffset;
+    const trafs = present.map((f, t) => {
+      const entries = Buffer.concat(
+        f.samples.map((s, i) =>
+          // Video: sample_depends_on 2 (none) for a keyframe, else 1 and non-sync. Audio: every sample is a sync sample.
+          u32(s.duration, payloads[t]![i]!.length, f.trackId !== VIDEO_TRACK_ID || s.keyframe ? 0x02000000 : 0x01010000),
+        ),
+      );
+      const traf = box(
         'traf',
-        fullBox('tfhd', 0, 0x020000, u32(TRACK_ID)), // default-base-is-moof
-        fullBox('tfdt', 1, 0, u32(Math.floor(samples[0]!.time / 2 ** 32), samples[0]!.time % 2 ** 32)),
-        fullBox('trun', 0, trunFlags, u32(samples.length, dataOffset), entries),
-      ),
-    );
+        fullBox('tfhd', 0, 0x020000, u32(f.trackId)), // default-base-is-moof
+        fullBox('tfdt', 1, 0, u32(Math.floor(f.time / 2 ** 32), f.time % 2 ** 32)),
+        fullBox('trun', 0, trunFlags, u32(f.samples.length, offset), entries),
+      );
+      offset += payloads[t]!.reduce((sum, p) => sum + p.length, 0);
+      return traf;
+    });
+    return box('moof', fullBox('mfhd', 0, 0, u32(sequence)), ...trafs);
+  };
   const moofLength = build(0).length;
   const moof = build(moofLength + 8); // the first sample starts right after mdat's header
-  return Buffer.concat([moof, box('mdat', ...payloads)]);
+  return Buffer.concat([moof, box('mdat', ...payloads.flat())]);
 }

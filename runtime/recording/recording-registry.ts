@@ -61,9 +61,15 @@ export class RecordingRegistry {
   }
 
   /** Starts recording `track` of a new session; `publicUrl` is where its clients reach us. */
-  begin(sessionId: string, track: { name: string; width: number; height: number; fps: number; bitrateKbps?: number }, publicUrl: string): SessionRecording {
+  begin(
+    sessionId: string,
+    track: { name: string; width: number; height: number; fps: number; bitrateKbps?: number },
+    publicUrl: string,
+    audio?: { channels: 1 | 2 },
+  ): SessionRecording {
     const recording = new SessionRecording({
       sessionId,
+      ...(audio ? { audio } : {}),
       storage: this.#settings.storage,
       track: { ...track, ...(this.#settings.bitrateKbps ? { bitrateKbps: this.#settings.bitrateKbps } : {}) },
       ...(this.#settings.segmentSeconds ? { segmentSeconds: this.#settings.segmentSeconds } : {}),

@@ -22,6 +22,8 @@ export interface SessionRecordingOptions {
   readonly sessionId: string;
   readonly storage: RecordingStorage;
   readonly track: { readonly name: string; readonly width: number; readonly height: number; readonly fps: number; readonly bitrateKbps?: number };
+  /** The session's first output audio track, recorded alongside (AAC). */
+  readonly audio?: { readonly channels: 1 | 2 };
   readonly segmentSeconds?: number;
   /** The longest clip (requestClip is capped to it); default 300 s. */
   readonly maxClipSeconds?: number;
@@ -49,6 +51,7 @@ export class SessionRecording {
       fps: options.track.fps,
       ...(options.track.bitrateKbps ? { bitrateKbps: options.track.bitrateKbps } : {}),
       ...(options.segmentSeconds ? { segmentSeconds: options.segmentSeconds } : {}),
+      ...(options.audio ? { audio: options.audio } : {}),
       log: options.log,
     });
   }

@@ -13,7 +13,8 @@
 import type { VideoFrame } from '../media/frames.ts';
 import { VideoEncoder } from '../media/video-encoder.ts';
 import type { Logger } from '../log.ts';
-import { TIMESCALE, initSegment, mediaSegment, parameterSets, type H264Sample } from './fmp4.ts';
+import { AacEncoder, type AacPacket } from './aac-encoder.ts';
+import { AUDIO_TRACK_ID, TIMESCALE, VIDEO_TRACK_ID, initSegment, mediaSegment, parameterSets, type TrackFragment } from './fmp4.ts';
 import type { RecordingStorage } from './recording-storage.ts';
 
 export interface RecordedSegment {
@@ -36,8 +37,12 @@ export interface TrackRecorderOptions {
   readonly bitrateKbps?: number;
   /** Target segment length; default 4 s. */
   readonly segmentSeconds?: number;
+  /** Also records this audio (48 kHz, AAC) into the same segments. */
+  readonly audio?: { readonly channels: 1 | 2 };
   readonly log: Logger;
 }
+
+const AUDIO_SAMPLE_RATE = 48_000;
 
 /** Frames that may wait for the encoder: ~3 s at 30 fps. */
 const MAX_BACKLOG = 90;
@@ -64,6 +69,13 @@ export class TrackRecorder {
   #cutRequested = false;
   #closed = false;
   #dropped = 0;
+  #aac: Promise<AacEncoder> | undefined;
+  #audioChain: Promise<void> = Promise.resolve();
+  /** Encoded audio not yet in a segment, with the wall-clock time of its first sample. */
+  #audioPackets: Array<AacPacket & { wallMs: number }> = [];
+  /** Where the audio stream's positions meet the wall clock. */
+  #audioAnchor: { position: number; wallMs: number } | undefined;
+  #audioWallMs: number | undefined;
 
   constructor(options: TrackRecorderOptions) {
     this.#options = options;
@@ -112,12 +124,39 @@ export class TrackRecorder {
     }
   }
 
+  /**
+   * Takes 48 kHz interleaved s16 audio that started playing at wall-clock `wallMs`. Audio before
+   * the first video frame is not kept: the recording's timeline starts with the picture.
+   */
+  pushAudio(samples: Int16Array, wallMs: number): void {
+    if (this.#closed || !this.#options.audio || this.#firstFrameMs === undefined) return;
+    const copy = samples.slice();
+    this.#audioWallMs ??= wallMs;
+    this.#audioChain = this.#audioChain
+      .then(async () => {
+        const aac = await this.#audioEncoder();
+        for (const packet of await aac.encode(copy)) {
+          this.#audioAnchor ??= { position: packet.position, wallMs: this.#audioWallMs! };
+          const wall = this.#audioAnchor.wallMs + ((packet.position - this.#audioAnchor.position) / AUDIO_SAMPLE_RATE) * 1000;
+          this.#audioPackets.push({ ...packet, wallMs: wall });
+        }
+      })
+      .catch((error: unknown) => this.#options.log.warn('recording audio failed', { error }));
+  }
+
   /** Writes what is open and stops. */
   async close(): Promise<void> {
     this.#closed = true;
     await this.#working;
+    await this.#audioChain;
     await this.#flushSegment(undefined);
     if (this.#encoder) (await this.#encoder.catch(() => undefined))?.close();
+    if (this.#aac) (await this.#aac.catch(() => undefined))?.close();
+  }
+
+  #audioEncoder(): Promise<AacEncoder> {
+    this.#aac ??= AacEncoder.create({ sampleRate: AUDIO_SAMPLE_RATE, channels: this.#options.audio!.channels });
+    return this.#aac;
   }
 
   async #pump(): Promise<void> {
@@ -147,7 +186,10 @@ export class TrackRecorder {
           const sets = parameterSets(unit.data);
           if (!sets) throw new Error('a keyframe without SPS/PPS');
           const key = `${this.#options.prefix}/init.mp4`;
-          await this.#options.storage.write(key, initSegment(width, height, sets));
+          // The AAC configuration is known once its encoder opens, before any sound arrives.
+          const aac = this.#options.audio ? await this.#audioEncoder() : undefined;
+          const audio = aac ? { sampleRate: AUDIO_SAMPLE_RATE, channels: aac.channels, config: aac.config } : undefined;
+          await this.#options.storage.write(key, initSegment({ video: { width, height, ...sets }, ...(audio ? { audio } : {}) }));
           this.#initKey = key;
         }
       } else if (this.#samples.length === 0) {
@@ -166,13 +208,29 @@ export class TrackRecorder {
     const end = endMs ?? samples.at(-1)!.timeMs + frameMs;
     const origin = this.#firstFrameMs!;
     const ticks = (ms: number) => Math.round((ms - origin) * (TIMESCALE / 1000));
-    const written: H264Sample[] = samples.map((s, i) => {
-      const next = i + 1 < samples.length ? samples[i + 1]!.timeMs : end;
-      return { data: s.data, keyframe: s.keyframe, time: ticks(s.timeMs), duration: Math.max(1, ticks(next) - ticks(s.timeMs)) };
-    });
+    const video: TrackFragment = {
+      trackId: VIDEO_TRACK_ID,
+      time: ticks(samples[0]!.timeMs),
+      samples: samples.map((s, i) => {
+        const next = i + 1 < samples.length ? samples[i + 1]!.timeMs : end;
+        return { data: s.data, keyframe: s.keyframe, duration: Math.max(1, ticks(next) - ticks(s.timeMs)) };
+      }),
+    };
+    const fragments: TrackFragment[] = [video];
+    // The audio that started before this segment's end goes with it (the rest waits for the next).
+    const cut = endMs === undefined ? this.#audioPackets.length : this.#audioPackets.findIndex((p) => p.wallMs >= end);
+    const audio = this.#audioPackets.splice(0, cut === -1 ? this.#audioPackets.length : cut).filter((p) => p.wallMs >= origin);
+    if (audio.length > 0 && this.#audioAnchor) {
+      const anchorTime = Math.round(((this.#audioAnchor.wallMs - origin) / 1000) * AUDIO_SAMPLE_RATE);
+      fragments.push({
+        trackId: AUDIO_TRACK_ID,
+        time: Math.max(0, anchorTime + audio[0]!.position - this.#audioAnchor.position),
+        samples: audio.map((p) => ({ data: p.data, duration: 1024, keyframe: true })),
+      });
+    }
     const sequence = this.#sequence + 1;
     const key = `${this.#options.prefix}/seg-${String(sequence).padStart(5, '0')}.m4s`;
-    await this.#options.storage.write(key, mediaSegment(sequence, written));
+    await this.#options.storage.write(key, mediaSegment(sequence, fragments));
     this.#segments.push({ sequence, key, startMs: samples[0]!.timeMs, durationMs: end - samples[0]!.timeMs });
     this.#sequence = sequence;
   }

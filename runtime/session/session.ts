@@ -16,7 +16,7 @@ import { callAuthorCode, DEFAULT_HOOK_DEADLINE_MS, isSessionEnded } from '../mod
 import type { UploadedFile, UploadStore } from '../uploads/upload-store.ts';
 import type { ClipReply, RecordingRegistry } from '../recording/recording-registry.ts';
 import type { CommandRouter } from '../model/command-router.ts';
-import type { ModelDefinition, OutputVideoTrackSpec, TrackSpec } from '../model/definition.ts';
+import type { ModelDefinition, OutputAudioTrackSpec, OutputVideoTrackSpec, TrackSpec } from '../model/definition.ts';
 import type { ConnectionHandle, EmitOptions, InputAudio, InputVideo, ModelSession } from '../model/model-session.ts';
 import { AudioReceiver } from '../media/audio-receiver.ts';
 import type { AudioFrame, VideoFrame } from '../media/frames.ts';
@@ -113,13 +113,16 @@ export class Session implements ConnectionOwner {
     this.#latencyMode = options.latencyMode;
     for (const spec of options.model.tracks) this.#createTrack(spec);
     const recorded = options.model.tracks.find((t): t is OutputVideoTrackSpec => t.kind === 'video' && t.direction === 'recvonly');
+    const heard = options.model.tracks.find((t): t is OutputAudioTrackSpec => t.kind === 'audio' && t.direction === 'recvonly');
     if (options.recordings && recorded) {
       const recording = options.recordings.begin(
         this.id,
         { name: recorded.name, width: recorded.width, height: recorded.height, fps: options.model.fps, ...(recorded.bitrateKbps ? { bitrateKbps: recorded.bitrateKbps } : {}) },
         options.publicUrl ?? '',
+        heard ? { channels: heard.channels ?? 1 } : undefined,
       );
       this.#outputVideo.get(recorded.name)?.setFrameTap((frame, wallTimeMs) => recording.recorder.push(frame, wallTimeMs));
+      if (heard) this.#outputAudio.get(heard.name)?.setFrameTap((samples, wallTimeMs) => recording.recorder.pushAudio(samples, wallTimeMs));
     }
     this.#messages = new MessageHandler(this, options.router, options.maxMessageBytes, this.log);
     this.#facade = this.#createFacade(options.model.createSessionState?.() ?? ({} as unknown));

@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ArclightClient, type Clip } from '../../client/node.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import counter, { COUNTER_SIZE } from '../fixtures/counter-model.ts';
+import pattern from '../../models/examples/pattern/index.ts';
 import { waitUntil } from '../support/video-probe.ts';
 
 const LOOPBACK = '127.0.0.1';
@@ -140,3 +141,45 @@ describe('recording and clips (local mode)', () => {
     expect((await fetch(five.playlist.segments[0]!.url)).status).toBe(410);
   }, 90_000);
 });
+
+describe('recording with sound (pattern: video + tone)', () => {
+  let runtime: Runtime;
+  beforeAll(async () => {
+    runtime = await startRuntime({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, recording: {} });
+  });
+  afterAll(async () => runtime?.close());
+
+  it('records the audio track as AAC beside the video, about as long as the picture', async () => {
+    const client = new ArclightClient({ modelName: 'pattern', local: true, localRuntimeUrl: runtime.url });
+    await client.connect();
+    await new Promise((resolve) => setTimeout(resolve, 5_000));
+    const recording = await client.requestRecording();
+    const blob = await client.downloadClipAsFile(recording, null);
+    const path = join(mkdtempSync(join(tmpdir(), 'av-clip-')), 'clip.mp4');
+    writeFileSync(path, Buffer.from(await blob.arrayBuffer()));
+    const demuxer = await Demuxer.open(path);
+    const sound = demuxer.audio();
+    expect(sound?.codecpar.sampleRate).toBe(48_000);
+    const audioDecoder = await Decoder.create(sound!);
+    let audioSamples = 0;
+    let videoPackets = 0;
+    for (const packet of demuxer.packetsSync()) {
+      if (!packet) continue;
+      if (packet.streamIndex === sound!.index) {
+        for (const frame of await audioDecoder.decodeAll(packet)) {
+          audioSamples += frame.nbSamples;
+          frame.free();
+        }
+      } else {
+        videoPackets++;
+      }
+      packet.free();
+    }
+    await demuxer.close();
+    await client.disconnect();
+    expect(videoPackets).toBeGreaterThan(recording.durationSeconds * FPS * 0.7);
+    // The tone plays while the picture does: within half a second of the video's span.
+    expect(Math.abs(audioSamples / 48_000 - recording.durationSeconds)).toBeLessThan(0.5);
+  }, 60_000);
+});
+
