@@ -181,5 +181,15 @@ describe('recording with sound (pattern: video + tone)', () => {
     // The tone plays while the picture does: within half a second of the video's span.
     expect(Math.abs(audioSamples / 48_000 - recording.durationSeconds)).toBeLessThan(0.5);
   }, 60_000);
+
+  it('a clip request cut short by a disconnection fails with recording_error', async () => {
+    const client = new ArclightClient({ modelName: 'pattern', local: true, localRuntimeUrl: runtime.url });
+    await client.connect();
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const pending = client.requestClip(2);
+    await client.disconnect(true); // the connection goes before the answer comes
+    await expect(pending).rejects.toMatchObject({ code: 'recording_error' });
+    await client.disconnect();
+  }, 30_000);
 });
 
