@@ -17,6 +17,8 @@
  *   [data-publish=NAME], video[data-preview=NAME]
  *   form[data-command=NAME] (inputs named after the params), [data-error-for=PARAM], [data-result]
  *   #log (li[data-kind][data-type]), #stats [data-stat=fps|rtt|bitrate|framesDecoded|framesDropped|packetLoss|latency]
+ *   #clip, #download, #clip-info[data-duration] (with a#clip-link to the playlist),
+ *   #clip-progress[data-state=pending|done|error][data-bytes] (data-bytes: the saved file's size)
  */
 
 import { ArclightClient, ArclightError, cacheToken } from '/playground/arclight-client.js';
@@ -24,6 +26,8 @@ import { ArclightClient, ArclightError, cacheToken } from '/playground/arclight-
 const LOG_LIMIT = 200;
 /** Runtime messages that are pure plumbing: not worth a log line. */
 const QUIET_RUNTIME_MESSAGES = new Set(['pong', 'command_ack', 'media_stats']);
+const CLIP_SECONDS = 10;
+const CLIP_FILENAME = 'arclight-clip.mp4';
 
 const $ = (selector, root = document) => root.querySelector(selector);
 const $$ = (selector, root = document) => [...root.querySelectorAll(selector)];
@@ -75,6 +79,10 @@ const app = {
   clientMode: 'local',
   /** Hosted mode: the token the current client uses (to end its session when the page goes away). */
   token: undefined,
+  /** The last clip made (`{clipId, playlistUrl, durationSeconds, expiresAt}`): what Download saves. */
+  clip: undefined,
+  /** A clip request or download is under way: both clip buttons wait for it. */
+  clipBusy: false,
 };
 
 // ---------------------------------------------------------------------------
@@ -154,6 +162,7 @@ function setStatus(status) {
     button.disabled = !ready;
     button.title = ready ? '' : 'Connect first';
   }
+  updateClipButtons();
   if (ready) setProblem(undefined);
 }
 
@@ -771,6 +780,97 @@ async function submitCommand(form, name, fields, result) {
 }
 
 // ---------------------------------------------------------------------------
+// Clips
+// ---------------------------------------------------------------------------
+
+function updateClipButtons() {
+  const ready = app.status === 'ready';
+  $('#clip').disabled = !ready || app.clipBusy;
+  $('#download').disabled = !ready || app.clipBusy || !app.clip;
+}
+
+function formatBytes(bytes) {
+  return bytes >= 1e6 ? `${(bytes / 1e6).toFixed(1)} MB` : `${(bytes / 1e3).toFixed(0)} kB`;
+}
+
+/** A line of the Clips panel: shown with `content`, hidden with none. */
+function showClipLine(line, state, ...content) {
+  line.dataset.state = state ?? '';
+  line.replaceChildren(...content);
+  line.hidden = content.length === 0;
+}
+
+/** Both clip actions: one at a time, and a failure goes where connection problems go (banner + log). */
+async function clipAction(what, action) {
+  const client = app.client;
+  if (!client || app.status !== 'ready' || app.clipBusy) return;
+  app.clipBusy = true;
+  updateClipButtons();
+  setProblem(undefined);
+  try {
+    await action(client);
+  } catch (error) {
+    const { code, message } = describeError(error);
+    setProblem(`${what} failed — ${code}: ${message}`);
+    logError(error, what);
+  } finally {
+    app.clipBusy = false;
+    updateClipButtons();
+  }
+}
+
+function requestClip() {
+  return clipAction('Clip', async (client) => {
+    const clip = await client.requestClip(CLIP_SECONDS);
+    app.clip = clip;
+    const info = $('#clip-info');
+    info.dataset.duration = String(clip.durationSeconds);
+    showClipLine(
+      info,
+      'done',
+      el('span', { class: 'result-label', text: `${clip.durationSeconds.toFixed(1)} s` }),
+      el('a', {
+        id: 'clip-link',
+        href: clip.playlistUrl,
+        target: '_blank',
+        rel: 'noopener',
+        title: 'HLS (fMP4) playlist, presigned: open it in an HLS player (Safari, VLC, ffplay)',
+        text: 'playlist.m3u8',
+      }),
+      el('span', { class: 'hint', text: ` · valid until ${new Date(clip.expiresAt).toLocaleString()}` }),
+    );
+    // The previous clip's download line would describe a file this clip is not.
+    showClipLine($('#clip-progress'));
+    delete $('#clip-progress').dataset.bytes;
+    // No log line: the clip_ready reply is already logged as a message.
+  });
+}
+
+function downloadClip() {
+  const progress = $('#clip-progress');
+  return clipAction('Download', async (client) => {
+    const clip = app.clip;
+    if (!clip) return;
+    delete progress.dataset.bytes;
+    showClipLine(progress, 'pending', 'Downloading…');
+    // The client library fetches playlist, init and segments, joins them into one MP4 and, given
+    // a filename, saves it through an <a download>.
+    let blob;
+    try {
+      blob = await client.downloadClipAsFile(clip, CLIP_FILENAME, {
+        onProgress: (fetched, total, bytes) => showClipLine(progress, 'pending', `${fetched}/${total} files, ${formatBytes(bytes)}`),
+      });
+    } catch (error) {
+      showClipLine(progress, 'error', 'Download failed.');
+      throw error;
+    }
+    progress.dataset.bytes = String(blob.size);
+    showClipLine(progress, 'done', el('span', { class: 'result-label', text: 'saved' }), `${CLIP_FILENAME}, ${formatBytes(blob.size)}`);
+    log('info', `saved ${CLIP_FILENAME} (${blob.size} bytes)`, { type: 'clip_download' });
+  });
+}
+
+// ---------------------------------------------------------------------------
 // Stats
 // ---------------------------------------------------------------------------
 
@@ -991,6 +1091,8 @@ async function boot() {
     }
   });
   $('#log-clear').addEventListener('click', () => $('#log').replaceChildren());
+  $('#clip').addEventListener('click', () => void requestClip());
+  $('#download').addEventListener('click', () => void downloadClip());
   window.addEventListener('pagehide', endOnPageHide);
   app.hosted = (await loadConfig()).hosted ?? null;
   renderModePicker();

@@ -7,8 +7,9 @@
  * Driven through the page only: Mode → Hosted (coordinator), Connect → the page fetches a token
  * from its runtime and connects through the coordinator, which places the session on the hosted
  * runtime; video decodes; a generated command form gets its reply over the relayed connection;
- * Disconnect ends the session at the coordinator and on the runtime. Then Mode → Local runtime
- * connects to the playground's own runtime as before.
+ * "Clip last 10 s" and "Download" work through the coordinator's relay; Disconnect ends the
+ * session at the coordinator and on the runtime. Then Mode → Local runtime connects to the
+ * playground's own runtime as before.
  */
 
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -117,6 +118,17 @@ describe('playground in hosted mode (the local stack)', () => {
     await form.locator('button[type="submit"]').click();
     await until(page, lines, 'the set_color reply', async () => (await form.locator('[data-result]').getAttribute('data-state')) === 'ok', 10_000);
     expect(await form.locator('[data-result]').textContent()).toContain('color_changed');
+
+    // A clip of the hosted session (the stack's runtimes record): its playlist URL points at the
+    // coordinator, which relays it and the files (cross-origin from this page) to the runtime.
+    await page.click('#clip');
+    await until(page, lines, 'the clip', async () => (await page.getAttribute('#clip-info', 'data-duration')) !== null, 10_000);
+    expect(Number(await page.getAttribute('#clip-info', 'data-duration'))).toBeGreaterThan(0);
+    expect((await page.getAttribute('#clip-link', 'href'))!.startsWith(`${stack!.coordinatorUrl}/sessions/`)).toBe(true);
+    const [download] = await Promise.all([page.waitForEvent('download', { timeout: 15_000 }), page.click('#download')]);
+    await until(page, lines, 'the download', async () => (await page.getAttribute('#clip-progress', 'data-state')) === 'done', 15_000);
+    expect(download.suggestedFilename()).toBe('arclight-clip.mp4');
+    expect(Number(await page.getAttribute('#clip-progress', 'data-bytes'))).toBeGreaterThan(0);
 
     // Disconnect ends the session at the coordinator, which ends it on the runtime.
     await page.click('#disconnect');
