@@ -26,6 +26,9 @@
  * then, on a fresh `busy` runtime (bench/models/busy-model.ts: noise under the pattern overlays,
  * track bitrate 2,000 kbps, so the stream really is ~2 Mbit/s):
  *   busy: session, 0 subscribers / busy: 1 × VP8 (Node) / busy: 1 × H.264 (Chromium)
+ * then (unless --no-recording), on a fresh `pattern` runtime with recording on (every other
+ * runtime here runs with --no-recording, as the figures before recording existed did):
+ *   recording: 1 × VP8 (Node)   — minus `1 × VP8 (Node, shared)`: what recording a stream costs
  * Per stream = a phase − its runtime's `session, 0 subscribers` (the model's drawing is not the
  * stream's cost). Audio (`tone`) stays paused everywhere: the figures are for the video stream.
  *
@@ -60,6 +63,7 @@ const { values: args } = parseArgs({
     /** Viewer counts for the shared-session phases, in order. */
     viewers: { type: 'string', default: '1,10' },
     'no-chromium': { type: 'boolean', default: false },
+    'no-recording': { type: 'boolean', default: false },
     /** Skip the ~2 Mbit/s (`busy` model) phases. */
     'no-busy': { type: 'boolean', default: false },
     'max-runtimes': { type: 'string', default: '8' },
@@ -415,6 +419,25 @@ async function patternRound(index: number, host: string, chrome: ChromeSetup | u
   }
 }
 
+/**
+ * The recording's cost: a fresh `pattern` runtime with recording on (H.264 + AAC for clips),
+ * one Node viewer; compare with the round's `1 × VP8 (Node, shared)` on a runtime without it.
+ */
+async function recordingRound(index: number, host: string): Promise<PhaseResult[]> {
+  const label = `round ${index + 1}`;
+  const runtime = await startChildRuntime(host, { graceSeconds: 600, stderrTailChars: 3_000, recording: true });
+  const viewer = new Viewer(runtime.url);
+  try {
+    await viewer.client.connect(undefined, { autoResumeTracks: false });
+    viewer.client.resumeTrack('main_video');
+    await waitFrames('recording viewer', viewer.received, 30);
+    return [await measurePhase(label, 'recording: 1 × VP8 (Node)', 'pattern', runtime, { V1: viewer.received })];
+  } finally {
+    await viewer.close();
+    await runtime.stop();
+  }
+}
+
 async function busyRound(index: number, host: string, chrome: ChromeSetup | undefined): Promise<PhaseResult[]> {
   const label = `round ${index + 1}`;
   const runtime = await startChildRuntime(host, { model: 'bench/models/busy-model.ts', graceSeconds: 600, stderrTailChars: 3_000 });
@@ -557,6 +580,7 @@ async function main(): Promise<void> {
     for (let i = 0; i < ROUNDS; i++) {
       const results = await patternRound(i, host, chrome);
       if (!args['no-busy']) results.push(...(await busyRound(i, host, chrome)));
+      if (!args['no-recording']) results.push(...(await recordingRound(i, host)));
       rounds.push(results);
     }
     // The sweep needs no browser: close it first, so its renderer's idle CPU is not in the way.
@@ -612,6 +636,13 @@ async function main(): Promise<void> {
           `(runtime total ${medians[phase]!.toFixed(1)}%), received ${kbps} kbps → ${perStream <= 20 ? 'MET' : 'NOT MET'} (goal ≤ 20 %)\n`,
       );
     }
+  }
+  const recorded = medians['recording: 1 × VP8 (Node)'];
+  if (recorded !== undefined && one !== undefined) {
+    const extra = rounds.map((r) => r.find((p) => p.phase === 'recording: 1 × VP8 (Node)')!.cpu.pct - r.find((p) => p.phase === '1 × VP8 (Node, shared)')!.cpu.pct);
+    process.stdout.write(
+      `recording one 720p30 session (H.264 + AAC): +${(recorded - one).toFixed(1)}% of a core (runtime ${recorded.toFixed(1)}% vs ${one.toFixed(1)}% without; per round +${extra.map((x) => x.toFixed(1)).join(', +')})\n`,
+    );
   }
   if (steps.length) {
     const passed = steps.filter((s) => s.ok).map((s) => s.runtimes);

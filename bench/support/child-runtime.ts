@@ -29,6 +29,8 @@ export interface ChildRuntimeOptions {
   cpuProfileDir?: string;
   /** On stop, write only the last this many characters of the runtime's stderr (all of what was kept when left out). */
   stderrTailChars?: number;
+  /** Record sessions (the CLI's default); off unless asked, so figures stay comparable with earlier runs. */
+  recording?: boolean;
 }
 
 /** Starts the runtime listening (HTTP and ICE) on `host`, on a free port, and waits until it serves. */
@@ -39,6 +41,7 @@ export async function startChildRuntime(host: string, options: ChildRuntimeOptio
       ...(options.cpuProfileDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', options.cpuProfileDir]),
       '--conditions=source', '--import', 'tsx', 'bin/arclight.js', 'serve', options.model ?? 'models/examples/pattern',
       '--port', '0', '--host', host, '--ice-host', host, '--no-playground',
+      ...(options.recording ? [] : ['--no-recording']),
       ...(options.latency === undefined ? [] : ['--latency', options.latency]),
       ...(options.graceSeconds === undefined ? [] : ['--grace', String(options.graceSeconds)]),
     ],

@@ -39,7 +39,7 @@ function parsePlaylist(text: string, base: string): ParsedPlaylist {
 }
 
 /** Fetches a clip's files, joins them into one MP4, and decodes it: frame count and duration. */
-async function decodeClip(clip: Clip): Promise<{ playlist: ParsedPlaylist; frames: number; seconds: number }> {
+async function decodeClip(clip: Clip): Promise<{ playlist: ParsedPlaylist; frames: number; seconds: number; shades: number[] }> {
   const response = await fetch(clip.playlistUrl);
   expect(response.status).toBe(200);
   expect(response.headers.get('content-type')).toBe('application/vnd.apple.mpegurl');
@@ -56,20 +56,27 @@ async function decodeClip(clip: Clip): Promise<{ playlist: ParsedPlaylist; frame
   const stream = demuxer.video()!;
   expect([stream.codecpar.width, stream.codecpar.height]).toEqual([COUNTER_SIZE.width, COUNTER_SIZE.height]);
   const decoder = await Decoder.create(stream);
-  let frames = 0;
   let first: number | undefined;
   let last = 0;
+  // The centre pixel's luma of every decoded frame: the counter model's shade for that frame.
+  const shades: number[] = [];
+  const take = (decoded: Array<{ data: Buffer[] | null; linesize: number[]; free(): void }>) => {
+    for (const f of decoded) {
+      shades.push(f.data![0]![f.linesize[0]! * (COUNTER_SIZE.height / 2) + COUNTER_SIZE.width / 2]!);
+      f.free();
+    }
+  };
   for (const packet of demuxer.packetsSync()) {
     if (!packet) continue;
     const t = (Number(packet.pts) * stream.timeBase.num) / stream.timeBase.den;
     first ??= t;
     last = t;
-    frames += (await decoder.decodeAll(packet)).map((f) => f.free()).length;
+    take(await decoder.decodeAll(packet));
     packet.free();
   }
-  frames += (await decoder.decodeAll(null)).map((f) => f.free()).length;
+  take(await decoder.decodeAll(null));
   await demuxer.close();
-  return { playlist, frames, seconds: last - (first ?? 0) + 1 / FPS };
+  return { playlist, frames: shades.length, seconds: last - (first ?? 0) + 1 / FPS, shades };
 }
 
 describe('recording and clips (local mode)', () => {
@@ -104,6 +111,11 @@ describe('recording and clips (local mode)', () => {
     expect(five.seconds).toBeCloseTo(clip.durationSeconds, 0);
     expect(five.frames).toBeGreaterThanOrEqual(Math.floor(clip.durationSeconds * FPS * 0.8));
     expect(five.playlist.segments.reduce((sum, s) => sum + s.duration, 0)).toBeCloseTo(clip.durationSeconds, 1);
+    // They are the model's frames, in order: its shade steps by 2 a frame (mod 220).
+    const steps = five.shades.slice(1).map((s, i) => (s - five.shades[i]! + 220) % 220);
+    const inStep = steps.filter((d) => d >= 1 && d <= 7).length; // 2 per frame; a dropped frame or two, codec rounding
+    expect(inStep / steps.length).toBeGreaterThan(0.9);
+    expect(five.shades.every((s) => s >= 12 && s <= 240)).toBe(true);
 
     const whole = await client.requestRecording();
     const all = await decodeClip(whole);
