@@ -172,7 +172,9 @@ export class TrackRecorder {
 
   async #record({ frame, timeMs }: PendingFrame): Promise<void> {
     const { width, height, fps, bitrateKbps } = this.#options;
-    this.#encoder ??= VideoEncoder.create({ codec: 'h264', width, height, fps, profile: 'high', ...(bitrateKbps ? { bitrateKbps } : {}) });
+    // Always on node-av's thread pool (syncBelowMs 0): the archive can wait a frame, the live
+    // path's event loop should not wait for the archive.
+    this.#encoder ??= VideoEncoder.create({ codec: 'h264', width, height, fps, profile: 'high', syncBelowMs: 0, ...(bitrateKbps ? { bitrateKbps } : {}) });
     const encoder = await this.#encoder;
     this.#firstFrameMs ??= timeMs;
     const due = this.#samples.length === 0 || this.#cutRequested || timeMs - this.#segmentStartMs >= this.#segmentMs;
