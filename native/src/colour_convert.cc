@@ -218,7 +218,7 @@ void ConvertStrips(const RowReader<T>& reader, std::uint8_t* dst, const ConvertO
 
 // The strip workers as plain functions, so that on x86-64 GCC/Clang compile them twice — baseline
 // SSE2 and AVX2 — with every kernel inlined (flatten), and pick one at load time (ifunc). AVX2
-// makes the stride-3 gathers and the 32-bit sums about 2.5x faster than SSE2 alone.
+// makes 1080p uint8 RGB about 3x faster than SSE2 alone (mostly the stride-3 gathers).
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
 #define ARCLIGHT_MULTIVERSION __attribute__((target_clones("avx2", "default"), flatten))
 #else
