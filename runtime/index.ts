@@ -44,3 +44,6 @@ export { MODERATED_KEYWORD } from '../protocol/moderation.ts';
 export type { Moderator, ModerationRequest, ModerationVerdict, ModerationOptions } from './moderation/moderator.ts';
 export { HttpModerator, type HttpModeratorOptions } from './moderation/http-moderator.ts';
 export { WordListModerator } from './moderation/word-list-moderator.ts';
+/** Tensor → I420/NV12 for emit(): the native addon when built, JavaScript otherwise. */
+export { convertToYuv, yuvByteLength, type YuvConvertOptions, type YuvSourceFormat, type YuvSourceLayout, type YuvTarget } from './media/colour-convert.ts';
+export { nativeAddonStatus, type NativeAddonStatus } from './native/native-addon.ts';

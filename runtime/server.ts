@@ -53,6 +53,7 @@ import { hostedRoutes, localSessionsClosed, requireRuntimeSecret } from './http/
 import { IcePolicy, type IcePolicyOptions } from './webrtc/ice-policy.ts';
 import type { PeerFaults, VideoCodecPreference } from './webrtc/peer-factory.ts';
 import { describeEncoderBackendSelection, listEncoderBackends } from './media/encoder-backends.ts';
+import { nativeAddonStatus } from './native/native-addon.ts';
 
 export interface RuntimeOptions {
   readonly model: ModelDefinition<never>;
@@ -217,6 +218,8 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     }
   }
   log.info('encoder backends', { selection: backends.map(describeEncoderBackendSelection) });
+  const native = nativeAddonStatus();
+  log.info('native addon', native.loaded ? { loaded: true, version: native.version } : { loaded: false, reason: native.reason, colour_conversion: 'JavaScript' });
   const hardwareH265 = backends.some((b) => b.codec === 'h265' && b.backend?.hardware);
   const videoCodecs = options.videoCodecs ?? (hardwareH265 ? ['h265', 'h264', 'vp8'] : ['h264', 'vp8']);
   const uploadDirectory = options.uploads?.directory ?? (await mkdtemp(join(tmpdir(), 'arclight-uploads-')));
