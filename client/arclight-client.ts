@@ -374,7 +374,7 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     const name = options.name ?? (typeof (file as { name?: unknown }).name === 'string' && (file as File).name !== '' ? (file as File).name : 'upload');
     const mimeType = file.type || 'application/octet-stream';
     if (file.size === 0) throw new ArclightError('invalid_request', 'The file is empty.');
-    const api = new SessionApi({ baseUrl: this.#baseUrl, local: this.#options.local ?? false, modelName: this.#options.modelName, token: this.#token });
+    const api = this.#standaloneApi();
     const slot = await api.createUpload(sessionId, { name, size: file.size, mime_type: mimeType });
     let put: Response;
     try {
@@ -760,12 +760,17 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     this.#pending.rejectAll(new ArclightError('connection_failed', 'The connection closed before the command completed.'));
   }
 
+  /** A SessionApi outside connect()'s abort signal: for calls that must go out whatever connect is doing. */
+  #standaloneApi(): SessionApi {
+    return new SessionApi({ baseUrl: this.#baseUrl, local: this.#options.local ?? false, modelName: this.#options.modelName, token: this.#token });
+  }
+
   /** Ends the session (its creator) or retires this connection (a guest); failures are reported, not thrown. */
   async #leaveSession(mode: 'end-session' | 'close-connection'): Promise<void> {
     const sessionId = this.#sessionId;
     if (sessionId === undefined) return;
     // A fresh API object: the connect-time one may be aborted.
-    const api = new SessionApi({ baseUrl: this.#baseUrl, local: this.#options.local ?? false, modelName: this.#options.modelName, token: this.#token });
+    const api = this.#standaloneApi();
     try {
       if (mode === 'end-session') await api.endSession(sessionId);
       else if (this.#connectionId !== undefined) await api.closeConnection(sessionId, this.#connectionId);

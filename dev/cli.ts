@@ -3,13 +3,11 @@
  * — the full local stack (dev/local-stack.ts); what `npm start` runs. bin/arclight.js routes here.
  */
 
-import { existsSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { API_KEY_HEADER } from '../protocol/coordinator.ts';
-import { loadModelModule, ModelModuleError } from '../runtime/model/load-model-module.ts';
-import { ModelDefinitionError } from '../runtime/model/validate-definition.ts';
+import { loadModelForCli } from '../runtime/cli.ts';
+import { packageRoot } from '../runtime/package-root.ts';
 import { startLocalStack, type LocalStack } from './local-stack.ts';
 
 const USAGE = `Usage: arclight stack [model-module] [options]
@@ -59,16 +57,6 @@ export function describeLocalStack(stack: LocalStack): string {
   ].join('\n');
 }
 
-/** The repository (or installed package) root: the nearest folder above this file with package.json. */
-function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(join(dir, 'package.json'))) {
-    const parent = dirname(dir);
-    if (parent === dir) throw new Error('arclight: package root not found');
-    dir = parent;
-  }
-  return dir;
-}
 
 export async function main(argv: readonly string[]): Promise<number> {
   let modulePath: string;
@@ -101,16 +89,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     return 2;
   }
 
-  let model;
-  try {
-    model = await loadModelModule(modulePath);
-  } catch (error) {
-    if (error instanceof ModelModuleError || error instanceof ModelDefinitionError) {
-      process.stderr.write(`arclight: ${error.message}\n`);
-      return 1;
-    }
-    throw error;
-  }
+  const model = await loadModelForCli(modulePath);
+  if (model === undefined) return 1;
   let stack: LocalStack;
   try {
     stack = await startLocalStack({ model: model as never, port, coordinatorPort, ...(database ? { database } : {}) });

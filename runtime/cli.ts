@@ -10,6 +10,7 @@ import { startRuntime } from './server.ts';
 import { HttpModerator } from './moderation/http-moderator.ts';
 import { loadModelModule, ModelModuleError } from './model/load-model-module.ts';
 import { ModelDefinitionError } from './model/validate-definition.ts';
+import type { ModelDefinition } from './model/definition.ts';
 
 const USAGE = `Usage: arclight serve <model-module> [options]
 
@@ -129,17 +130,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
   }
 
-  let model;
-  try {
-    model = await loadModelModule(modulePath);
-  } catch (error) {
-    if (error instanceof ModelModuleError || error instanceof ModelDefinitionError) {
-      process.stderr.write(`arclight: ${error.message}\n`);
-      if (error.cause instanceof Error && error.cause.stack) process.stderr.write(`${error.cause.stack}\n`);
-      return 1;
-    }
-    throw error;
-  }
+  const model = await loadModelForCli(modulePath);
+  if (model === undefined) return 1;
   let runtime;
   try {
     runtime = await startRuntime({
@@ -186,4 +178,22 @@ export async function main(argv: readonly string[]): Promise<number> {
   process.stdout.write('arclight: shutting down\n');
   await runtime.close();
   return 0;
+}
+
+/**
+ * Loads a model module for a command line: a module that cannot be loaded, or whose definition
+ * is wrong, is reported on stderr (with the cause's stack: usually the author's own error) and
+ * gives undefined, for exit code 1. Shared with `arclight stack` (dev/cli.ts).
+ */
+export async function loadModelForCli(modulePath: string): Promise<ModelDefinition<unknown> | undefined> {
+  try {
+    return await loadModelModule(modulePath);
+  } catch (error) {
+    if (error instanceof ModelModuleError || error instanceof ModelDefinitionError) {
+      process.stderr.write(`arclight: ${error.message}\n`);
+      if (error.cause instanceof Error && error.cause.stack) process.stderr.write(`${error.cause.stack}\n`);
+      return undefined;
+    }
+    throw error;
+  }
 }

@@ -8,6 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
 import { ArclightError } from '../../protocol/errors.ts';
+import { lockAccountRow } from '../accounts/account-store.ts';
 import type { PricingSettings } from '../pricing/pricing.ts';
 import type { DatabaseEngine } from '../storage/database.ts';
 import type { CoordinatorDatabase, GrantKind } from '../storage/schema.ts';
@@ -157,13 +158,11 @@ export class CreditLedger {
   }
 
   /**
-   * Serializes ledger writes per account (PostgreSQL row lock; SQLite runs one transaction at a
-   * time). Returns the account's monthly billing cap (0 = none), read under the lock.
+   * Serializes ledger writes per account (lockAccountRow). Returns the account's monthly billing
+   * cap (0 = none), read under the lock.
    */
   async lockAccount(tx: Transaction<CoordinatorDatabase>, accountId: string): Promise<{ monthlyCreditCap: number }> {
-    let query = tx.selectFrom('accounts').select(['id', 'monthly_credit_cap']).where('id', '=', accountId);
-    if (this.#engine === 'postgres') query = query.forUpdate();
-    const account = await query.executeTakeFirst();
+    const account = await lockAccountRow(tx, this.#engine, accountId);
     if (!account) throw new ArclightError('invalid_request', `No account ${accountId}.`);
     return { monthlyCreditCap: Number(account.monthly_credit_cap) };
   }

@@ -53,49 +53,46 @@ export function registerSessionRoutes(app: Hono, services: SessionRouteServices)
     await next();
   });
 
+  /** The runtime holding the session, if any is (still) registered. */
+  const runtimeOf = async (session: SessionRecord) => (session.runtime_id === null ? undefined : services.registry.get(session.runtime_id));
+  /** The runtime serving an open session: 410 once it has ended, 409 before a GPU is assigned. */
+  const servingRuntime = async (session: SessionRecord) => {
+    if (session.status === 'ended') throw new ArclightError('session_ended', `Session ${session.id} has ended${session.end_reason ? ` (${session.end_reason})` : ''}.`);
+    const runtime = await runtimeOf(session);
+    if (!runtime) throw new ArclightError('not_ready', 'No GPU is serving this session yet; poll GET /sessions/{id} until it has capabilities.');
+    return runtime;
+  };
+
   // Transport calls (ICE servers, SDP offers and answers) go to the runtime holding the session.
   app.all('/sessions/:id/transport/webrtc/*', async (c) => {
     checkWebrtcVersionHeader(c.req.header(WEBRTC_VERSION_HEADER));
-    const actor = await auth.actor(c);
-    const session = await sessions.authorize(actor, c.req.param('id'));
-    if (session.status === 'ended') throw new ArclightError('session_ended', `Session ${session.id} has ended${session.end_reason ? ` (${session.end_reason})` : ''}.`);
-    const runtime = session.runtime_id === null ? undefined : await services.registry.get(session.runtime_id);
-    if (!runtime) throw new ArclightError('not_ready', 'No GPU is serving this session yet; poll GET /sessions/{id} until it has capabilities.');
-    return services.runtimes.relay(runtime, c.req.raw, new URL(c.req.url).pathname);
+    const session = await sessions.authorize(await auth.actor(c), c.req.param('id'));
+    return services.runtimes.relay(await servingRuntime(session), c.req.raw, new URL(c.req.url).pathname);
   });
   // Uploads: the reservation is the session's (bearer token, bound set); the presigned PUT and
   // GET carry their own credential (the runtime checks the signature), so they need no token.
-  const runtimeOf = async (session: SessionRecord) => {
-    if (session.status === 'ended') throw new ArclightError('session_ended', `Session ${session.id} has ended.`);
-    const runtime = session.runtime_id === null ? undefined : await services.registry.get(session.runtime_id);
-    if (!runtime) throw new ArclightError('not_ready', 'No GPU is serving this session yet.');
-    return runtime;
-  };
   app.post('/sessions/:id/uploads', async (c) => {
     const session = await sessions.authorize(await auth.actor(c), c.req.param('id'));
     const url = new URL(c.req.url);
-    return services.runtimes.relayUpload(await runtimeOf(session), c.req.raw, url.pathname, url.origin);
+    return services.runtimes.relayUpload(await servingRuntime(session), c.req.raw, url.pathname, url.origin);
   });
-  const relaySigned = async (c: Context) => {
+  /**
+   * A presigned URL, relayed to the session's runtime as it is. Uploads need the session open;
+   * clips outlive it (the runtime keeps recordings five minutes, then answers 410 itself).
+   */
+  const relayPresigned = (afterEnd: boolean) => async (c: Context) => {
     const session = await sessions.get(c.req.param('id') ?? '');
     // Unknown and foreign ids alike: the runtime would refuse the signature anyway.
     if (!session) throw new ArclightError('forbidden', 'This URL is not a valid presigned URL.');
-    const url = new URL(c.req.url);
-    return services.runtimes.relayUpload(await runtimeOf(session), c.req.raw, url.pathname + url.search, url.origin);
-  };
-  app.put('/sessions/:id/uploads/:upload', relaySigned);
-  app.get('/sessions/:id/uploads/:upload', relaySigned);
-  // Clips: presigned like the downloads; relayed while the runtime keeps them (it answers 410 after).
-  const relayRecording = async (c: Context) => {
-    const session = await sessions.get(c.req.param('id') ?? '');
-    if (!session) throw new ArclightError('forbidden', 'This URL is not a valid presigned URL.');
-    const runtime = session.runtime_id === null ? undefined : await services.registry.get(session.runtime_id);
+    const runtime = afterEnd ? await runtimeOf(session) : await servingRuntime(session);
     if (!runtime) throw new ArclightError('recording_gone', 'The GPU that recorded this session is gone.');
     const url = new URL(c.req.url);
     return services.runtimes.relayUpload(runtime, c.req.raw, url.pathname + url.search, url.origin);
   };
-  app.get('/sessions/:id/clips/:clip/playlist.m3u8', relayRecording);
-  app.get('/sessions/:id/recording/:track/:file', relayRecording);
+  app.put('/sessions/:id/uploads/:upload', relayPresigned(false));
+  app.get('/sessions/:id/uploads/:upload', relayPresigned(false));
+  app.get('/sessions/:id/clips/:clip/playlist.m3u8', relayPresigned(true));
+  app.get('/sessions/:id/recording/:track/:file', relayPresigned(true));
 
   const modelNames = new Map<string, string>();
   const record = async (session: SessionRecord) => {
@@ -120,8 +117,7 @@ export function registerSessionRoutes(app: Hono, services: SessionRouteServices)
   };
   /** Once a runtime holds the session: its capabilities and the transport (what 2.9.0 polls for). */
   const assignment = async (session: SessionRecord) => {
-    if (session.runtime_id === null || session.status === 'ended') return {};
-    const runtime = await services.registry.get(session.runtime_id);
+    const runtime = session.status === 'ended' ? undefined : await runtimeOf(session);
     if (!runtime) return {};
     return {
       selected_transport: { protocol: 'webrtc' as const, version: WEBRTC_VERSION },

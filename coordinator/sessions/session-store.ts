@@ -12,6 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable, Transaction } from 'kysely';
 import { ArclightError } from '../../protocol/errors.ts';
+import { lockAccountRow } from '../accounts/account-store.ts';
 import type { CreditLedger } from '../billing/credit-ledger.ts';
 import type { DatabaseEngine } from '../storage/database.ts';
 import type { CoordinatorDatabase, SessionStatus, SessionTable } from '../storage/schema.ts';
@@ -211,9 +212,7 @@ export class SessionStore {
   }
 
   async #lockAccount(tx: Transaction<CoordinatorDatabase>, accountId: string) {
-    let query = tx.selectFrom('accounts').selectAll().where('id', '=', accountId);
-    if (this.#engine === 'postgres') query = query.forUpdate();
-    const account = await query.executeTakeFirst();
+    const account = await lockAccountRow(tx, this.#engine, accountId);
     if (!account) throw new ArclightError('unauthorized', 'The account of these credentials no longer exists.');
     return account;
   }

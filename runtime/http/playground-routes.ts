@@ -7,11 +7,11 @@
  */
 
 import { readFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { Hono, type Context } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
+import { packageRoot } from '../package-root.ts';
 
 /** The playground's hosted mode (`RuntimeOptions.playgroundHosted`). */
 export interface PlaygroundHostedOptions {
@@ -29,16 +29,6 @@ export interface PlaygroundConfig {
   readonly hosted: { readonly coordinator_url: string } | null;
 }
 
-/** The package root: the nearest folder above this file holding package.json. */
-function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(join(dir, 'package.json'))) {
-    const parent = dirname(dir);
-    if (parent === dir) throw new Error('arclight: package root not found');
-    dir = parent;
-  }
-  return dir;
-}
 
 const STATIC_FILES: Record<string, string> = {
   'index.html': 'text/html; charset=utf-8',

@@ -7,8 +7,8 @@
 
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { packageRoot } from '../package-root.ts';
 
 export type YuvSourceFormat = 'rgb' | 'rgba' | 'bgr';
 export type YuvSourceLayout = 'hwc' | 'chw';
@@ -46,15 +46,6 @@ export interface NativeAddonStatus {
 
 let loaded: { addon: NativeAddon | undefined; status: NativeAddonStatus } | undefined;
 
-function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(join(dir, 'package.json'))) {
-    const parent = dirname(dir);
-    if (parent === dir) return process.cwd();
-    dir = parent;
-  }
-  return dir;
-}
 
 /** The addon, or undefined (see `nativeAddonStatus()` for why). Loaded on first call. */
 export function nativeAddon(): NativeAddon | undefined {

@@ -90,13 +90,10 @@ export class RecordingRegistry {
     entry.removal.unref();
   }
 
-  /** A clip of the live session's last `durationSeconds` (or all of it): what the client receives. */
+  /** A clip of the live session's last `durationSeconds` (> 0, checked where the request arrives; undefined: all of it). */
   async requestClip(sessionId: string, durationSeconds: number | undefined): Promise<ClipReply> {
     const entry = this.#entries.get(sessionId);
     if (!entry || entry.endedAt !== undefined) throw new ArclightError('recording_error', 'This session is not being recorded.');
-    if (durationSeconds !== undefined && !(Number.isFinite(durationSeconds) && durationSeconds > 0)) {
-      throw new ArclightError('recording_error', 'duration_seconds must be a positive number of seconds.', { field: '/duration_seconds' });
-    }
     const clip = await entry.recording.clip(durationSeconds);
     const expiresAt = this.#now() + CLIP_URL_LIFETIME_MS;
     const path = `/sessions/${encodeURIComponent(sessionId)}/clips/${clip.id}/playlist.m3u8`;

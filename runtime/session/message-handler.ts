@@ -136,10 +136,15 @@ export class MessageHandler {
       const clip = await this.#session.requestClip(duration);
       this.#send(connection, body, { kind: 'reply', type: 'clip_ready', data: { ...clip } });
     } catch (error) {
-      const e = error instanceof ArclightError ? error : new ArclightError('recording_error', 'The clip could not be made.');
-      if (!(error instanceof ArclightError)) this.#log.error('making a clip failed', { error });
-      this.#send(connection, body, { kind: 'failed', code: e.code, message: e.message, ...(e.field ? { field: e.field } : {}) });
+      this.#sendFailure(connection, body, error, new ArclightError('recording_error', 'The clip could not be made.'));
     }
+  }
+
+  /** A correlated failure for `error`: its own code when it is an ArclightError, else `fallback` (logged). */
+  #sendFailure(connection: Connection, body: EnvelopeBody, error: unknown, fallback: ArclightError): void {
+    if (!(error instanceof ArclightError)) this.#log.error(`${body.type} failed`, { error });
+    const e = error instanceof ArclightError ? error : fallback;
+    this.#send(connection, body, { kind: 'failed', code: e.code, message: e.message, ...(e.field ? { field: e.field } : {}) });
   }
 
   async #fileUploaded(connection: Connection, body: EnvelopeBody): Promise<void> {
@@ -149,8 +154,7 @@ export class MessageHandler {
       await this.#session.fileUploaded(connection, this.#session.uploadedFile(uploadId));
       this.#send(connection, body, { kind: 'ack' });
     } catch (error) {
-      const e = error instanceof ArclightError ? error : new ArclightError('internal_error', 'The upload could not be announced.');
-      this.#send(connection, body, { kind: 'failed', code: e.code, message: e.message, ...(e.field ? { field: e.field } : {}) });
+      this.#sendFailure(connection, body, error, new ArclightError('internal_error', 'The upload could not be announced.'));
     }
   }
 

@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pattern from '../../models/examples/pattern/index.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import { createLogger } from '../../runtime/log.ts';
-import { launchChromiumInNamespace, type LaunchedChromium } from '../support/chromium.ts';
+import { launchChromiumInNamespace, recordPageLog, type LaunchedChromium } from '../support/chromium.ts';
 import { createTestNetwork, type TestNetwork } from '../support/netns.ts';
 import { waitUntil } from '../support/video-probe.ts';
 
@@ -49,12 +49,7 @@ interface Harness {
 
 async function openPlayground(runtime: Runtime): Promise<Harness> {
   const page = await chrome!.newPage({ viewport: { width: 1440, height: 1000 } });
-  const lines: string[] = [];
-  page.on('console', (m) => lines.push(`[console.${m.type()}] ${m.text()}`));
-  page.on('pageerror', (e) => lines.push(`[pageerror] ${e.stack ?? e.message}`));
-  page.on('response', (r) => {
-    if (r.status() >= 400) lines.push(`[http ${r.status()}] ${r.request().method()} ${r.url()}`);
-  });
+  const lines = recordPageLog(page);
   await page.goto(`${runtime.url}/`);
   return { page, lines };
 }

@@ -20,7 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pattern from '../../models/examples/pattern/index.ts';
 import { createLogger } from '../../runtime/log.ts';
 import { startLocalStack, type LocalStack } from '../../dev/local-stack.ts';
-import { launchChromiumInNamespace, type LaunchedChromium } from '../support/chromium.ts';
+import { launchChromiumInNamespace, recordPageLog, type LaunchedChromium } from '../support/chromium.ts';
 import { createTestNetwork, type TestNetwork } from '../support/netns.ts';
 import { waitUntil } from '../support/video-probe.ts';
 
@@ -80,12 +80,7 @@ describe('playground in hosted mode (the local stack)', () => {
   it('connects through the coordinator to the hosted runtime, and still connects locally', { timeout: 90_000 }, async () => {
     const { coordinator, hostedRuntime, localRuntime, apiKey } = stack!;
     const page = await chrome!.newPage({ viewport: { width: 1440, height: 1000 } });
-    const lines: string[] = [];
-    page.on('console', (m) => lines.push(`[console.${m.type()}] ${m.text()}`));
-    page.on('pageerror', (e) => lines.push(`[pageerror] ${e.stack ?? e.message}`));
-    page.on('response', (r) => {
-      if (r.status() >= 400) lines.push(`[http ${r.status()}] ${r.request().method()} ${r.url()}`);
-    });
+    const lines = recordPageLog(page);
     const requests: string[] = [];
     page.on('request', (r) => requests.push(`${r.method()} ${r.url()}`));
     await page.goto(`${stack!.playgroundUrl}/`);

@@ -24,7 +24,7 @@ import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import { createLogger } from '../../runtime/log.ts';
 import echo, { HEIGHT as ECHO_HEIGHT, WIDTH as ECHO_WIDTH } from '../../models/examples/echo/index.ts';
 import pattern, { HEIGHT, PATCH, WIDTH } from '../../models/examples/pattern/index.ts';
-import { launchChromiumInNamespace, type LaunchedChromium } from '../support/chromium.ts';
+import { launchChromiumInNamespace, recordPageLog, type LaunchedChromium } from '../support/chromium.ts';
 import { createTestNetwork, type TestNetwork } from '../support/netns.ts';
 
 const TEST_TIMEOUT = 60_000;
@@ -79,13 +79,7 @@ afterAll(async () => {
 /** A fresh page (camera/mic granted, so ICE gathers in the namespace) that records console output and data-channel sends. */
 async function openPlayground(runtime: Runtime): Promise<Harness> {
   const page = await chrome!.newPage({ viewport: { width: 1440, height: 1000 } });
-  const lines: string[] = [];
-  page.on('console', (message) => lines.push(`[console.${message.type()}] ${message.text()}`));
-  page.on('pageerror', (error) => lines.push(`[pageerror] ${error.stack ?? error.message}`));
-  page.on('requestfailed', (request) => lines.push(`[requestfailed] ${request.method()} ${request.url()}: ${request.failure()?.errorText}`));
-  page.on('response', (response) => {
-    if (response.status() >= 400) lines.push(`[http ${response.status()}] ${response.request().method()} ${response.url()}`);
-  });
+  const lines = recordPageLog(page);
   // Record every data-channel message the page sends, to prove a rejected form sent nothing.
   await page.addInitScript(() => {
     const sent: string[] = [];

@@ -140,3 +140,18 @@ export async function launchChromiumOnLoopback(options?: ChromiumOptions): Promi
   const dir = await mkdtemp(join(tmpdir(), 'arclight-chromium-'));
   return launch(findChromium(), dir, options);
 }
+
+/**
+ * What a page says, as lines a test can search and print on failure: console messages
+ * (`[console.<type>]`), uncaught errors (`[pageerror]`), failed requests and HTTP errors.
+ */
+export function recordPageLog(page: Page): string[] {
+  const lines: string[] = [];
+  page.on('console', (message) => lines.push(`[console.${message.type()}] ${message.text()}`));
+  page.on('pageerror', (error) => lines.push(`[pageerror] ${error.stack ?? error.message}`));
+  page.on('requestfailed', (request) => lines.push(`[requestfailed] ${request.method()} ${request.url()}: ${request.failure()?.errorText}`));
+  page.on('response', (response) => {
+    if (response.status() >= 400) lines.push(`[http ${response.status()}] ${response.request().method()} ${response.url()}`);
+  });
+  return lines;
+}
