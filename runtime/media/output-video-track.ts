@@ -90,6 +90,13 @@ interface SinkState {
   blackPending: boolean;
   /** The connection is up; before that werift drops whatever is sent (the keyframe included). */
   ready: boolean;
+  /**
+   * The send time of the newest frame this sink has. A black frame can leave while a model frame
+   * stamped earlier is still in the encoder; a receiver drops a frame older than the one it has
+   * shown, then decodes the deltas after it on the black picture (a static region stays black
+   * until the next keyframe). So a frame stamped before this is never sent.
+   */
+  newestMediaTimeMs: number;
 }
 
 interface CodecPipeline {
@@ -215,7 +222,7 @@ export class OutputVideoTrack {
 
   /** Attaches a connection's sink; it receives nothing until `sinkReady`. */
   addSink(sink: VideoSink, options: { paused: boolean }): void {
-    this.#sinks.set(sink, { sink, paused: options.paused, awaitingKeyframe: true, blackPending: false, ready: false });
+    this.#sinks.set(sink, { sink, paused: options.paused, awaitingKeyframe: true, blackPending: false, ready: false, newestMediaTimeMs: -Infinity });
   }
 
   /** The sink's connection is up: open its picture on one black frame, then the model's. */
@@ -359,7 +366,15 @@ export class OutputVideoTrack {
             this.#metrics?.framesDropped.inc({ track: this.name, reason: 'awaiting_keyframe' });
             continue;
           }
+          if (mediaTimeMs <= state.newestMediaTimeMs) {
+            // Overtaken by a black frame: this sink needs a keyframe stamped after it.
+            state.awaitingKeyframe = true;
+            pipeline.encoder.requestKeyframe();
+            this.#metrics?.framesDropped.inc({ track: this.name, reason: 'overtaken' });
+            continue;
+          }
           state.awaitingKeyframe = false;
+          state.newestMediaTimeMs = mediaTimeMs;
           const wireTimestamp = state.sink.sendFrame(payloads, rtpTimestamp, mediaTimeMs);
           if (wireTimestamp !== undefined) {
             if (frame.metadata !== undefined) state.sink.sendMetadata?.(wireTimestamp, frame.metadata);
@@ -445,7 +460,9 @@ export class OutputVideoTrack {
     black.then(
       (payloads) => {
         if (this.#sinks.get(sink) !== state || state.paused || !state.ready) return;
-        const mediaTimeMs = performance.now();
+        // Two 90 kHz ticks after what the sink has, so the two never share a timestamp.
+        const mediaTimeMs = Math.max(performance.now(), state.newestMediaTimeMs + 2 / 90);
+        state.newestMediaTimeMs = mediaTimeMs;
         sink.sendFrame(payloads, toRtpTimestamp(mediaTimeMs * 1000), mediaTimeMs);
       },
       (error: unknown) => this.#log.warn('black frame could not be encoded', { error }),

@@ -154,6 +154,13 @@ describe('recording and clips (local mode)', () => {
   }, 90_000);
 });
 
+/** The runtime's count of video frames sent on `track` (one viewer: one per frame). */
+async function framesSent(runtime: Runtime, track: string): Promise<number> {
+  const exposition = await (await fetch(`${runtime.url}/metrics`)).text();
+  const line = exposition.split('\n').find((l) => l.startsWith(`arclight_frames_sent_total{track="${track}"}`));
+  return Number(line?.split(' ').at(-1) ?? 0);
+}
+
 describe('recording with sound (pattern: video + tone)', () => {
   let runtime: Runtime;
   beforeAll(async () => {
@@ -165,6 +172,9 @@ describe('recording with sound (pattern: video + tone)', () => {
     const client = new ArclightClient({ modelName: 'pattern', local: true, localRuntimeUrl: runtime.url });
     await client.connect();
     await new Promise((resolve) => setTimeout(resolve, 5_000));
+    // Every frame sent before the request is in the recording (the recorder sees each frame as it
+    // leaves); a loaded machine sends fewer than 30 a second, which is no loss.
+    const sentBefore = await framesSent(runtime, 'main_video');
     const recording = await client.requestRecording();
     const blob = await client.downloadClipAsFile(recording, null);
     const path = join(mkdtempSync(join(tmpdir(), 'av-clip-')), 'clip.mp4');
@@ -189,7 +199,8 @@ describe('recording with sound (pattern: video + tone)', () => {
     }
     await demuxer.close();
     await client.disconnect();
-    expect(videoPackets).toBeGreaterThan(recording.durationSeconds * FPS * 0.7);
+    expect(sentBefore).toBeGreaterThan(30);
+    expect(videoPackets).toBeGreaterThanOrEqual(sentBefore);
     // The tone plays while the picture does: within half a second of the video's span.
     expect(Math.abs(audioSamples / 48_000 - recording.durationSeconds)).toBeLessThan(0.5);
   }, 60_000);
