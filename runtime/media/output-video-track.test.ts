@@ -37,7 +37,7 @@ function recordingSink(received: Received[]): VideoSink {
 
 describe('OutputVideoTrack', () => {
   it('never sends a viewer a frame stamped before one it already has, when a black frame overtakes an encode', async () => {
-    const track = new OutputVideoTrack({ name: 'main_video', width: WIDTH, height: HEIGHT }, 30, createLogger({}, 'error'));
+    const track = new OutputVideoTrack({ name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT }, 30, createLogger({}, 'error'));
     const received: Received[] = [];
     const sink = recordingSink(received);
     track.addSink(sink, { paused: false });
