@@ -57,7 +57,7 @@ describe('stylise: webcam in, stylised video out, over loopback', () => {
 
   it('streams the network output; set_strength 0 gives back the input colour, 1 the style', async () => {
     const client = new ArclightClient({ modelName: 'stylise', local: true, localRuntimeUrl: runtime.url });
-    const messages: { type: string; data: unknown }[] = [];
+    const messages: { type: string; data?: unknown }[] = [];
     client.on('message', (m) => messages.push(m));
     const probe = new Promise<VideoProbe>((resolve) => {
       client.on('trackReceived', (name, track) => {

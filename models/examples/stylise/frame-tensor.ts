@@ -35,17 +35,6 @@ function axis(size: number, start: number, span: number, factor: number, limit: 
   return { first, second, weight };
 }
 
-function sample(plane: Uint8Array, offset: number, stride: number, rows: Axis, y: number, cols: Axis, x: number): number {
-  const r0 = offset + rows.first[y]! * stride;
-  const r1 = offset + rows.second[y]! * stride;
-  const c0 = cols.first[x]!;
-  const c1 = cols.second[x]!;
-  const fx = cols.weight[x]!;
-  const top = plane[r0 + c0]! + (plane[r0 + c1]! - plane[r0 + c0]!) * fx;
-  const bottom = plane[r1 + c0]! + (plane[r1 + c1]! - plane[r1 + c0]!) * fx;
-  return top + (bottom - top) * rows.weight[y]!;
-}
-
 const clamp01 = (v: number): number => (v < 0 ? 0 : v > 1 ? 1 : v);
 
 /**
@@ -91,12 +80,36 @@ export function frameToTensor(frame: VideoFrame, size: number, into?: Float32Arr
   const cols = axis(size, left, side, 1, width);
   const chromaRows = axis(size, top, side, 0.5, chromaHeight);
   const chromaCols = axis(size, left, side, 0.5, chromaWidth);
+  // Bilinear in each plane, the sample positions looked up per row and per column (this runs for
+  // every pixel of every frame: no calls, no allocation inside).
   for (let y = 0; y < size; y++) {
+    const y0 = rows.first[y]! * width;
+    const y1 = rows.second[y]! * width;
+    const fy = rows.weight[y]!;
+    const c0 = chromaRows.first[y]! * chromaWidth;
+    const c1 = chromaRows.second[y]! * chromaWidth;
+    const fcy = chromaRows.weight[y]!;
+    const row = y * size;
     for (let x = 0; x < size; x++) {
-      const luma = 1.164383 * (sample(data, 0, width, rows, y, cols, x) - 16);
-      const u = sample(data, uOffset, chromaWidth, chromaRows, y, chromaCols, x) - 128;
-      const v = sample(data, vOffset, chromaWidth, chromaRows, y, chromaCols, x) - 128;
-      const o = y * size + x;
+      const x0 = cols.first[x]!;
+      const x1 = cols.second[x]!;
+      const fx = cols.weight[x]!;
+      const lumaTop = data[y0 + x0]! + (data[y0 + x1]! - data[y0 + x0]!) * fx;
+      const lumaBottom = data[y1 + x0]! + (data[y1 + x1]! - data[y1 + x0]!) * fx;
+      const luma = 1.164383 * (lumaTop + (lumaBottom - lumaTop) * fy - 16);
+      const u0 = uOffset + c0 + chromaCols.first[x]!;
+      const u1 = uOffset + c0 + chromaCols.second[x]!;
+      const u2 = uOffset + c1 + chromaCols.first[x]!;
+      const u3 = uOffset + c1 + chromaCols.second[x]!;
+      const fcx = chromaCols.weight[x]!;
+      const uTop = data[u0]! + (data[u1]! - data[u0]!) * fcx;
+      const uBottom = data[u2]! + (data[u3]! - data[u2]!) * fcx;
+      const u = uTop + (uBottom - uTop) * fcy - 128;
+      const dv = vOffset - uOffset;
+      const vTop = data[u0 + dv]! + (data[u1 + dv]! - data[u0 + dv]!) * fcx;
+      const vBottom = data[u2 + dv]! + (data[u3 + dv]! - data[u2 + dv]!) * fcx;
+      const v = vTop + (vBottom - vTop) * fcy - 128;
+      const o = row + x;
       out[o] = clamp01((luma + 1.596027 * v) / 255);
       out[plane + o] = clamp01((luma - 0.391762 * u - 0.812968 * v) / 255);
       out[2 * plane + o] = clamp01((luma + 2.017232 * u) / 255);
