@@ -470,26 +470,31 @@ const diff = (b: InboundStats, a: InboundStats, key: string): number | null => {
 
 /**
  * Every encode of a stamp-model frame, by frame id (its first encode), with its wall-clock span:
- * `VideoEncoder.prototype.encode` wrapped for this process. Black frames the runtime makes itself
- * carry no known timestamp and are left out.
+ * every encoder `VideoEncoder.create` opens in this process has its `encode` wrapped. Black frames
+ * the runtime makes itself carry no known timestamp and are left out.
  */
 const encodeSpans = new Map<number, EncodeSpan>();
 const allEncodes: EncodeSpan[] = [];
 {
-  const encode = VideoEncoder.prototype.encode;
-  VideoEncoder.prototype.encode = function (this: VideoEncoder, frame) {
-    const start = performance.timeOrigin + performance.now();
-    const id = frame.timestampUs === undefined ? undefined : frameIds.get(frame.timestampUs);
-    const result = encode.call(this, frame);
-    void result.then(
-      () => {
-        const span = { start, end: performance.timeOrigin + performance.now() };
-        allEncodes.push(span);
-        if (id !== undefined && !encodeSpans.has(id)) encodeSpans.set(id, span);
-      },
-      () => {},
-    );
-    return result;
+  const create = VideoEncoder.create;
+  VideoEncoder.create = async (options) => {
+    const encoder = await create(options);
+    const encode = encoder.encode.bind(encoder);
+    encoder.encode = (frame) => {
+      const start = performance.timeOrigin + performance.now();
+      const id = frame.timestampUs === undefined ? undefined : frameIds.get(frame.timestampUs);
+      const result = encode(frame);
+      void result.then(
+        () => {
+          const span = { start, end: performance.timeOrigin + performance.now() };
+          allEncodes.push(span);
+          if (id !== undefined && !encodeSpans.has(id)) encodeSpans.set(id, span);
+        },
+        () => {},
+      );
+      return result;
+    };
+    return encoder;
   };
 }
 

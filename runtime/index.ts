@@ -47,3 +47,12 @@ export { WordListModerator } from './moderation/word-list-moderator.ts';
 /** Tensor → I420/NV12 for emit(): the native addon when built, JavaScript otherwise. */
 export { convertToYuv, yuvByteLength, type YuvConvertOptions, type YuvSourceFormat, type YuvSourceLayout, type YuvTarget } from './media/colour-convert.ts';
 export { nativeAddonStatus, type NativeAddonStatus } from './native/native-addon.ts';
+/**
+ * Video encoding outside a session (benchmarks, tools, a model that encodes its own frames): the
+ * process-wide backend choice, and NVENC directly — including `encodeCuda` for frames already in
+ * GPU memory (native/README.md).
+ */
+export { VideoEncoder, type VideoEncoderOptions, type EncodedVideoFrame, type VideoCodec } from './media/video-encoder.ts';
+export { NvencVideoEncoder } from './media/nvenc-video-encoder.ts';
+export { listEncoderBackends, describeEncoderBackendSelection, type EncoderBackend, type EncoderBackendListing } from './media/encoder-backends.ts';
+export type { CudaFrame, NvencProbeResult, NvencEncoderOptions } from './native/native-addon.ts';

@@ -4,7 +4,8 @@
 // Exports:
 //   convertToYuv(src, dst, width, height, format, layout, scale, target, threads): undefined
 //   version(): string
-//   features(): { nvenc: false, colourConvert: true }
+//   features(): { nvenc: <compiled in>, colourConvert: true }
+//   nvencProbe, openNvencEncoder, CudaBuffer: see nvenc_binding.cc
 #include <napi.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "colour_convert.h"
+#include "nvenc_binding.h"
 
 #ifndef ARCLIGHT_NATIVE_VERSION
 #define ARCLIGHT_NATIVE_VERSION "0.0.0"
@@ -134,7 +136,7 @@ Napi::Value Version(const Napi::CallbackInfo& info) { return Napi::String::New(i
 
 Napi::Value Features(const Napi::CallbackInfo& info) {
   Napi::Object features = Napi::Object::New(info.Env());
-  features.Set("nvenc", false);
+  features.Set("nvenc", arclight::binding::NvencCompiledIn());
   features.Set("colourConvert", true);
   return features;
 }
@@ -143,6 +145,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("convertToYuv", Napi::Function::New(env, ConvertToYuv, "convertToYuv"));
   exports.Set("version", Napi::Function::New(env, Version, "version"));
   exports.Set("features", Napi::Function::New(env, Features, "features"));
+  arclight::binding::RegisterNvenc(env, exports);
   return exports;
 }
 

@@ -36,17 +36,20 @@ function fake(
 }
 
 describe('encoder backend selection on this machine', () => {
-  it('lists NVENC first for H.264 and H.265, then the software encoder; VP8 is software only', () => {
+  it("lists Arclight's NVENC binding first for H.264 and H.265, then FFmpeg's NVENC, then the software encoder; VP8 is software only", () => {
     const names = (codec: VideoCodec): [string, boolean][] =>
       ENCODER_BACKEND_CANDIDATES[codec].map((c) => [c.backend.name, c.backend.hardware]);
     expect(names('h264')).toEqual([
+      ['arclight_nvenc_h264', true],
       ['h264_nvenc', true],
       ['libx264', false],
     ]);
     expect(names('h265')).toEqual([
+      ['arclight_nvenc_hevc', true],
       ['hevc_nvenc', true],
       ['libx265', false],
     ]);
+    expect(ENCODER_BACKEND_CANDIDATES.h264[0]!.backend.implementation).toBe('native-nvenc');
     expect(names('vp8')).toEqual([['libvpx', false]]);
   });
 
@@ -58,13 +61,16 @@ describe('encoder backend selection on this machine', () => {
       ['vp8', 'libvpx', false],
     ]);
     for (const selection of selections.slice(0, 2)) {
-      const [nvenc, software] = selection.candidates;
+      const [native, nvenc, software] = selection.candidates;
+      expect(native!.hardware).toBe(true);
+      // The addon's own probe says why: no driver library here (or, without the addon, that).
+      expect(native!.status).toMatch(/^unavailable: (libcuda\.so\.1 could not be loaded|native addon )/);
       expect(nvenc!.hardware).toBe(true);
       // e.g. "unavailable: open h264_nvenc: Operation not permitted (FFmpeg: Cannot load libcuda.so.1)"
       expect(nvenc!.status).toMatch(new RegExp(`^unavailable: open ${nvenc!.name}: \\S`));
       expect(software).toEqual({ name: selection.backend?.name, hardware: false, status: 'selected' });
       expect(describeEncoderBackendSelection(selection)).toBe(
-        `${selection.codec}: ${selection.backend?.name} (software; ${nvenc!.name} ${nvenc!.status})`,
+        `${selection.codec}: ${selection.backend?.name} (software; ${native!.name} ${native!.status}; ${nvenc!.name} ${nvenc!.status})`,
       );
     }
     expect(selections[2]!.candidates).toEqual([{ name: 'libvpx', hardware: false, status: 'selected' }]);

@@ -34,15 +34,15 @@ import {
   FF_THREAD_SLICE,
   type FFEncoderCodec,
 } from 'node-av/constants';
+import { nativeAddon, nativeAddonStatus } from '../native/native-addon.ts';
 import type { H264Profile, VideoCodec } from './video-encoder.ts';
 
 /**
  * How `VideoEncoder` drives a backend. `'ffmpeg'`: a node-av `CodecContext` for the FFmpeg encoder
- * called `name`, configured by `createFfmpegEncoderContext`. The native NVENC addon (a later issue)
- * adds its own value here, a candidate at the head of `ENCODER_BACKEND_CANDIDATES`, and a branch in
- * `VideoEncoder.create`; until then there is no such value, so nothing can select it.
+ * called `name`, configured by `createFfmpegEncoderContext`. `'native-nvenc'`: Arclight's own NVENC
+ * binding in the native addon (`NvencVideoEncoder`).
  */
-export type EncoderImplementation = 'ffmpeg';
+export type EncoderImplementation = 'ffmpeg' | 'native-nvenc';
 
 /** The implementation that encodes one codec: what /metrics and the start-up log report. */
 export interface EncoderBackend {
@@ -110,10 +110,20 @@ function ffmpegBackend(codec: VideoCodec, name: string, hardware: boolean): Enco
   return { backend, available: () => probeFfmpegBackend(backend) };
 }
 
-/** Preference order per codec: NVENC through FFmpeg when it opens, else the software encoder. */
+/** Arclight's NVENC binding: available when the addon is built with NVENC and a session opens. */
+function nativeNvencBackend(codec: 'h264' | 'h265'): EncoderBackendCandidate {
+  const name = codec === 'h264' ? 'arclight_nvenc_h264' : 'arclight_nvenc_hevc';
+  const backend: EncoderBackend = Object.freeze({ name, codec, hardware: true, implementation: 'native-nvenc' });
+  return { backend, available: () => probeNativeNvenc(backend) };
+}
+
+/**
+ * Preference order per codec: Arclight's NVENC binding, then NVENC through FFmpeg, then the
+ * software encoder.
+ */
 export const ENCODER_BACKEND_CANDIDATES: Readonly<Record<VideoCodec, readonly EncoderBackendCandidate[]>> = {
-  h264: [ffmpegBackend('h264', FF_ENCODER_H264_NVENC, true), ffmpegBackend('h264', FF_ENCODER_LIBX264, false)],
-  h265: [ffmpegBackend('h265', FF_ENCODER_HEVC_NVENC, true), ffmpegBackend('h265', FF_ENCODER_LIBX265, false)],
+  h264: [nativeNvencBackend('h264'), ffmpegBackend('h264', FF_ENCODER_H264_NVENC, true), ffmpegBackend('h264', FF_ENCODER_LIBX264, false)],
+  h265: [nativeNvencBackend('h265'), ffmpegBackend('h265', FF_ENCODER_HEVC_NVENC, true), ffmpegBackend('h265', FF_ENCODER_LIBX265, false)],
   vp8: [ffmpegBackend('vp8', FF_ENCODER_LIBVPX_VP8, false)],
 };
 
@@ -485,6 +495,31 @@ async function probeFfmpegBackendNow(backend: EncoderBackend): Promise<BackendAv
   }
   const detail = [...new Set(lines)].slice(0, MAX_REASON_LOG_LINES);
   return { available: false, reason: detail.length > 0 ? `${failure} (FFmpeg: ${detail.join('; ')})` : failure };
+}
+
+/**
+ * The addon's own probe (driver libraries, a session on GPU 0, the codec in its list), then one
+ * black frame through an encoder opened as `NvencVideoEncoder` opens it.
+ */
+async function probeNativeNvenc(backend: EncoderBackend): Promise<BackendAvailability> {
+  const addon = nativeAddon();
+  if (!addon) return { available: false, reason: `native addon ${nativeAddonStatus().reason ?? 'not loaded'}` };
+  const probe = await addon.nvencProbe();
+  if (!probe.available) return { available: false, reason: probe.reason ?? 'unknown reason' };
+  if (!probe.codecs.includes(backend.codec === 'h264' ? 'h264' : 'h265')) {
+    return { available: false, reason: `${probe.deviceName ?? 'this GPU'} does not encode ${backend.codec} on NVENC` };
+  }
+  const { width, height } = PROBE_SETTINGS;
+  const encoder = await addon.openNvencEncoder({ codec: backend.codec === 'h264' ? 'h264' : 'h265', width, height, fps: 30, bitrateKbps: 300, input: 'i420' });
+  try {
+    const black = new Uint8Array(width * height * 1.5);
+    black.fill(16, 0, width * height).fill(128, width * height);
+    const picture = await encoder.encode(black, true, 0);
+    if (!picture.keyframe || picture.data.length === 0) return { available: false, reason: 'the first frame did not come out as a keyframe' };
+  } finally {
+    encoder.close();
+  }
+  return { available: true };
 }
 
 async function encodeOneFrame(backend: EncoderBackend): Promise<void> {

@@ -22,6 +22,7 @@ import {
 } from 'node-av/constants';
 import { openFfmpegEncoder, quietFfmpegInfoLogs, selectEncoderBackend, type EncoderBackend } from './encoder-backends.ts';
 import { FrameScaler } from './frame-scaler.ts';
+import { NvencVideoEncoder } from './nvenc-video-encoder.ts';
 import { assertFrameShape } from './frame-convert.ts';
 import type { PixelFormat, VideoFrame } from './frames.ts';
 
@@ -90,7 +91,89 @@ export const SYNC_ENCODE_MAX_MS = 12;
 const REFERENCE_PIXELS = 1280 * 720;
 const REFERENCE_BITRATE_KBPS = 2500;
 
-export class VideoEncoder {
+/** Settings `VideoEncoder.create` has validated and completed, for a backend to open. */
+export interface CheckedEncoderOptions {
+  readonly codec: VideoCodec;
+  readonly width: number;
+  readonly height: number;
+  readonly fps: number;
+  readonly bitrateKbps: number;
+  readonly backend: EncoderBackend;
+  readonly h264Profile: H264Profile;
+  readonly syncBelowMs: number;
+}
+
+/**
+ * One real-time video stream's encoder, whichever backend does the work (see
+ * `selectEncoderBackend`): frames in, Annex-B access units (or VP8 frames) out.
+ */
+export interface VideoEncoder {
+  readonly codec: VideoCodec;
+  readonly width: number;
+  readonly height: number;
+  readonly bitrateKbps: number;
+  /** The implementation encoding this stream (e.g. libx264, or NVENC on a GPU host). */
+  readonly backend: EncoderBackend;
+  readonly stats: VideoEncoderStats;
+  /** Changes the target bitrate from the next frame on (network adaptation). */
+  setBitrate(kbps: number): void;
+  /** Makes the next encoded frame a keyframe (an IDR with SPS/PPS for H.264, with VPS/SPS/PPS for H.265). */
+  requestKeyframe(): void;
+  /**
+   * Encodes one frame and returns its packet (zero-latency encoders give exactly one). Frames of
+   * another size or format are converted; the pixels are read before this resolves, so the
+   * caller may reuse `frame.data` once it has.
+   */
+  encode(frame: VideoFrame): Promise<EncodedVideoFrame[]>;
+  /** Frees the encoder. Idempotent; later `encode` calls reject. */
+  close(): void;
+}
+
+export const VideoEncoder = {
+  /** Validates `options`, picks the backend (unless given) and opens it. */
+  async create(options: VideoEncoderOptions): Promise<VideoEncoder> {
+    const { codec, width, height, fps } = options;
+    if (codec !== 'h264' && codec !== 'h265' && codec !== 'vp8') {
+      throw new RangeError(`unsupported video codec ${String(codec)}`);
+    }
+    if (!Number.isInteger(width) || !Number.isInteger(height) || width <= 0 || height <= 0) {
+      throw new RangeError(`invalid encoder size ${width}x${height}`);
+    }
+    if (codec !== 'vp8' && (width % 2 !== 0 || height % 2 !== 0)) {
+      throw new RangeError(`${codec} (4:2:0) needs an even width and height, got ${width}x${height}`);
+    }
+    if (!(fps > 0 && fps <= 240)) throw new RangeError(`invalid fps ${fps}`);
+    const bitrateKbps = options.bitrateKbps ?? defaultBitrateKbps(width, height);
+    if (!(bitrateKbps > 0)) throw new RangeError(`invalid bitrate ${bitrateKbps} kbps`);
+    if (options.profile !== undefined && codec !== 'h264') {
+      throw new RangeError(`profile is an H.264 option, not one for ${codec}`);
+    }
+    const h264Profile = options.profile ?? 'constrained-baseline';
+    if (h264Profile !== 'constrained-baseline' && h264Profile !== 'high') {
+      throw new RangeError(`unsupported H.264 profile ${String(h264Profile)}`);
+    }
+
+    quietFfmpegInfoLogs();
+    const backend = options.backend ?? (await selectEncoderBackend(codec));
+    if (backend.codec !== codec) throw new RangeError(`the ${backend.name} backend encodes ${backend.codec}, not ${codec}`);
+    const checked: CheckedEncoderOptions = {
+      codec,
+      width,
+      height,
+      fps,
+      bitrateKbps,
+      backend,
+      h264Profile,
+      syncBelowMs: options.syncBelowMs ?? SYNC_ENCODE_MAX_MS,
+    };
+    if (backend.implementation === 'native-nvenc') return NvencVideoEncoder.open(checked);
+    return FfmpegVideoEncoder.open(checked);
+  },
+};
+
+
+/** A VideoEncoder on an FFmpeg encoder (libx264, libx265, libvpx, FFmpeg's NVENC wrappers). */
+class FfmpegVideoEncoder implements VideoEncoder {
   readonly #codec: VideoCodec;
   readonly #backend: EncoderBackend;
   readonly #width: number;
@@ -137,32 +220,9 @@ export class VideoEncoder {
     this.#packet = packet;
   }
 
-  static async create(options: VideoEncoderOptions): Promise<VideoEncoder> {
-    const { codec, width, height, fps } = options;
-    if (codec !== 'h264' && codec !== 'h265' && codec !== 'vp8') {
-      throw new RangeError(`unsupported video codec ${String(codec)}`);
-    }
-    if (!Number.isInteger(width) || !Number.isInteger(height) || width <= 0 || height <= 0) {
-      throw new RangeError(`invalid encoder size ${width}x${height}`);
-    }
-    if (codec !== 'vp8' && (width % 2 !== 0 || height % 2 !== 0)) {
-      throw new RangeError(`${codec} (4:2:0) needs an even width and height, got ${width}x${height}`);
-    }
-    if (!(fps > 0 && fps <= 240)) throw new RangeError(`invalid fps ${fps}`);
-    const bitrateKbps = options.bitrateKbps ?? defaultBitrateKbps(width, height);
-    if (!(bitrateKbps > 0)) throw new RangeError(`invalid bitrate ${bitrateKbps} kbps`);
-    if (options.profile !== undefined && codec !== 'h264') {
-      throw new RangeError(`profile is an H.264 option, not one for ${codec}`);
-    }
-    const h264Profile = options.profile ?? 'constrained-baseline';
-    if (h264Profile !== 'constrained-baseline' && h264Profile !== 'high') {
-      throw new RangeError(`unsupported H.264 profile ${String(h264Profile)}`);
-    }
-
-    quietFfmpegInfoLogs();
-    const backend = options.backend ?? (await selectEncoderBackend(codec));
-    if (backend.codec !== codec) throw new RangeError(`the ${backend.name} backend encodes ${backend.codec}, not ${codec}`);
-    // Only FFmpeg backends exist so far; a native one (see EncoderImplementation) branches here.
+  /** Opens `backend` (an FFmpeg encoder) for settings `VideoEncoder.create` has checked. */
+  static async open(options: CheckedEncoderOptions): Promise<FfmpegVideoEncoder> {
+    const { codec, width, height, fps, bitrateKbps, backend, h264Profile } = options;
     const context = await openFfmpegEncoder(backend, { width, height, fps, bitrateKbps, h264Profile });
     try {
       const frame = new Frame();
@@ -173,8 +233,7 @@ export class VideoEncoder {
       FFmpegError.throwIfError(frame.allocBuffer(), 'allocate encoder frame');
       const packet = new Packet();
       packet.alloc();
-      const syncBelowMs = options.syncBelowMs ?? SYNC_ENCODE_MAX_MS;
-      return new VideoEncoder({ codec, width, height, fps, bitrateKbps, backend, syncBelowMs }, context, frame, packet);
+      return new FfmpegVideoEncoder({ codec, width, height, fps, bitrateKbps, backend, syncBelowMs: options.syncBelowMs }, context, frame, packet);
     } catch (error) {
       context.freeContext();
       throw error;

@@ -33,7 +33,102 @@ export interface NativeAddon {
     threads: number,
   ): void;
   version(): string;
+  /** `nvenc`: compiled in (whether a GPU can use it is `nvencProbe`'s answer). */
   features(): { readonly nvenc: boolean; readonly colourConvert: boolean };
+  /** Opens and closes a session on `device` (default 0) to see whether NVENC works there. */
+  nvencProbe(device?: number): Promise<NvencProbeResult>;
+  /** Throws TypeError/RangeError for bad options; rejects when the session cannot be opened. */
+  openNvencEncoder(options: NvencEncoderOptions): Promise<NvencEncoder>;
+  /** Allocates `bytes` on `device` (default 0); throws where CUDA is unavailable. */
+  CudaBuffer: new (bytes: number, device?: number) => CudaBuffer;
+}
+
+/** Every export of the addon, checked at load; `satisfies` keeps it in step with NativeAddon. */
+export const NATIVE_ADDON_EXPORTS = ['convertToYuv', 'version', 'features', 'nvencProbe', 'openNvencEncoder', 'CudaBuffer'] as const satisfies readonly (keyof NativeAddon)[];
+// And the other way: a NativeAddon member missing from the list fails to compile here.
+type MissingExport = Exclude<keyof NativeAddon, (typeof NATIVE_ADDON_EXPORTS)[number]>;
+const exportsComplete: MissingExport extends never ? true : never = true;
+void exportsComplete;
+
+export type NvencCodec = 'h264' | 'h265';
+/** Host/device pixel layouts: `bgra` is bytes B,G,R,A in memory (NVENC's ARGB), `rgba` is R,G,B,A. */
+export type NvencInputFormat = 'nv12' | 'i420' | 'bgra' | 'rgba';
+
+/** `openNvencEncoder` options (native/src/nvenc_binding.cc ParseConfig; unknown keys are a TypeError). */
+export interface NvencEncoderOptions {
+  readonly codec: NvencCodec;
+  /** Even, 16–8192. */
+  readonly width: number;
+  readonly height: number;
+  readonly fps: number;
+  readonly bitrateKbps: number;
+  readonly input: NvencInputFormat;
+  /** Default `cbr` (VBR peaks at 1.5× the target). */
+  readonly rateControl?: 'cbr' | 'vbr';
+  /** NVENC preset P1 (fastest) … P7; default 2. Low-latency streaming uses 1–4. */
+  readonly preset?: 1 | 2 | 3 | 4 | 5 | 6 | 7;
+  /** Default `ultra-low-latency`. */
+  readonly tuning?: 'low-latency' | 'ultra-low-latency';
+  /** VBV buffer in ms of the target rate; default 500. */
+  readonly vbvMs?: number;
+  /** H.264 only; default `constrained-baseline`. */
+  readonly profile?: 'constrained-baseline' | 'high';
+  /** Gradual intra refresh: a wave of intra blocks every `period` frames, over `frames` frames. */
+  readonly intraRefresh?: false | { readonly period: number; readonly frames: number };
+  /** CUDA device ordinal; default 0. */
+  readonly device?: number;
+}
+
+/** A frame already in GPU memory of the encoder's device (e.g. a model's CUDA output). */
+export interface CudaFrame {
+  readonly devicePtr: bigint;
+  /** Bytes between rows; NV12's UV plane follows the luma plane at devicePtr + pitch * height. */
+  readonly pitch: number;
+  /** Default: the encoder's `input`. NVENC takes the layout per picture. */
+  readonly format?: NvencInputFormat;
+}
+
+export interface NvencPicture {
+  /** One Annex-B access unit. */
+  readonly data: Buffer;
+  /** An IDR (H.264) / IRAP (H.265), with parameter sets before it. */
+  readonly keyframe: boolean;
+  readonly timestampUs: number;
+}
+
+/** One NVENC session. Encodes run on the thread pool, one at a time. */
+export interface NvencEncoder {
+  /**
+   * Host pixels (tightly packed, the `input` format, read before the promise settles: do not
+   * change them meanwhile) or a CUDA frame (checked against its allocation first).
+   */
+  encode(frame: Uint8Array | CudaFrame, forceIdr: boolean, timestampUs: number): Promise<NvencPicture>;
+  /** From the next frame on, without re-initialising the session. */
+  setBitrate(kbps: number): void;
+  /** Frees the session (after an encode in flight). Idempotent. */
+  close(): void;
+  readonly closed: boolean;
+}
+
+export interface NvencProbeResult {
+  readonly available: boolean;
+  /** Why not, e.g. `libcuda.so.1 could not be loaded …` or `… NV_ENC_ERR_NO_ENCODE_DEVICE …: this GPU has no NVENC engine`. */
+  readonly reason?: string;
+  readonly deviceName?: string;
+  readonly codecs: readonly NvencCodec[];
+  /** The newest NVENC API the driver speaks, "major.minor". */
+  readonly driverApi?: string;
+  /** false when the addon was built without the NVENC headers. */
+  readonly compiledIn: boolean;
+}
+
+/** CUDA device memory owned by JavaScript: for tests and benchmarks of the device-pointer path. */
+export interface CudaBuffer {
+  readonly devicePtr: bigint;
+  readonly size: number;
+  upload(bytes: Uint8Array, offset?: number): void;
+  download(): Uint8Array;
+  free(): void;
 }
 
 export interface NativeAddonStatus {
@@ -66,7 +161,7 @@ function load(): { addon: NativeAddon | undefined; status: NativeAddonStatus } {
   } else {
     try {
       const candidate = createRequire(import.meta.url)(path) as Partial<NativeAddon>;
-      for (const name of ['convertToYuv', 'version', 'features'] as const) {
+      for (const name of NATIVE_ADDON_EXPORTS) {
         if (typeof candidate[name] !== 'function') throw new Error(`it exports no ${name}()`);
       }
       const addon = candidate as NativeAddon;
