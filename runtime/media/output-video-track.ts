@@ -123,6 +123,8 @@ export class OutputVideoTrack {
   readonly #dropPolicy: DropPolicy;
   /** When the pacer last let a frame go (performance.now()). */
   #lastSendAt = -Infinity;
+  /** The media time of the last frame sent (see #mediaTime). */
+  #lastMediaTimeMs = -Infinity;
   /** Sees every frame the track sends (the session's recorder); must not keep `frame` (it is pooled). */
   #frameTap: ((frame: VideoFrame, wallTimeMs: number) => void) | undefined;
   #activeWaiters: Array<() => void> = [];
@@ -317,7 +319,7 @@ export class OutputVideoTrack {
       if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
       this.#lastSendAt = performance.now();
       try {
-        await this.#encodeAndSend(frame);
+        await this.#encodeAndSend(frame, relaxed);
       } catch (error) {
         this.#metrics?.framesDropped.inc({ track: this.name, reason: 'encode_error' });
         this.#log.error('video frame could not be encoded', { error });
@@ -332,7 +334,7 @@ export class OutputVideoTrack {
     this.#frameTap = tap;
   }
 
-  async #encodeAndSend(frame: VideoFrame): Promise<void> {
+  async #encodeAndSend(frame: VideoFrame, onTime: boolean): Promise<void> {
     const active = [...this.#sinks.values()].filter((s) => s.ready && !s.paused);
     if (active.length === 0) {
       // The last subscriber left while this frame waited for its slot.
@@ -345,9 +347,7 @@ export class OutputVideoTrack {
     } catch (error) {
       this.#log.warn('the frame tap failed', { error });
     }
-    // The send time, not the model's timestamp: RTP time must follow the wall clock the pacer
-    // keeps (a batch may carry equal or no timestamps), so receivers and RTCP stay consistent.
-    const mediaTimeMs = performance.now();
+    const mediaTimeMs = this.#mediaTime(frame as QueuedFrame, onTime);
     const rtpTimestamp = toRtpTimestamp(mediaTimeMs * 1000);
     const streams = new Set(active.map((s) => streamKey(s.sink)));
     for (const key of streams) {
@@ -385,6 +385,25 @@ export class OutputVideoTrack {
         }
       }
     }
+  }
+
+  /**
+   * The moment a frame stands for (ms of performance.now()), from which its RTP timestamp comes.
+   * A frame the pacer let through on time stands for when the model emitted it — what the sound
+   * beside it is stamped with — so a frame that waited for the encoder on a loaded machine still
+   * plays with its sound. Frames the pacer spread out (a batch, a producer faster than the track)
+   * share an emit time or none: they stand for when they leave, and their spacing is the pacer's.
+   * Never in the future, and always after the previous frame.
+   */
+  #mediaTime(frame: QueuedFrame, onTime: boolean): number {
+    const now = performance.now();
+    const emittedAt = frame[EMITTED_AT];
+    let mediaTimeMs = now;
+    if (onTime && emittedAt !== undefined) {
+      mediaTimeMs = Math.min(now, Math.max(emittedAt - performance.timeOrigin, this.#lastMediaTimeMs + this.#intervalMs / 2));
+    }
+    this.#lastMediaTimeMs = mediaTimeMs;
+    return mediaTimeMs;
   }
 
   /**
