@@ -8,7 +8,8 @@
 //   NvencEncoder#encode(frame: Uint8Array | { devicePtr: bigint, pitch: number, format? }, forceIdr, timestampUs)
 //       : Promise<{ data: Buffer, keyframe: boolean, timestampUs: number }>   (one at a time)
 //   NvencEncoder#setBitrate(kbps), NvencEncoder#close()
-//   CudaBuffer(bytes, device = 0): { devicePtr: bigint, size, upload(bytes, offset = 0), download(), free() }
+//   CudaBuffer(bytes, device = 0): { devicePtr: bigint, size, upload(bytes, offset = 0), download(),
+//       copyFromDevice(srcPtr, bytes, offset = 0), free() }
 #include "nvenc_binding.h"
 
 #include <cmath>
@@ -421,6 +422,7 @@ class CudaBufferObject : public Napi::ObjectWrap<CudaBufferObject> {
   static Napi::Function Define(Napi::Env env) {
     return DefineClass(env, "CudaBuffer",
                        {InstanceMethod("upload", &CudaBufferObject::Upload), InstanceMethod("download", &CudaBufferObject::Download),
+                        InstanceMethod("copyFromDevice", &CudaBufferObject::CopyFromDevice),
                         InstanceMethod("free", &CudaBufferObject::Free),
                         InstanceAccessor("devicePtr", &CudaBufferObject::DevicePtr, nullptr),
                         InstanceAccessor("size", &CudaBufferObject::Size, nullptr)});
@@ -432,6 +434,7 @@ class CudaBufferObject : public Napi::ObjectWrap<CudaBufferObject> {
     const double bytes = info[0].As<Napi::Number>().DoubleValue();
     if (!(bytes >= 1) || std::trunc(bytes) != bytes || bytes > 16.0 * (1 << 30)) ThrowRange(env, "bytes must be an integer from 1 to 16 GiB");
     const int device = DeviceArg(info, 1);
+    ordinal_ = device;
     std::string error;
     cuda_ = arclight::nvenc::LoadCudaDriver(&error);
     if (cuda_ == nullptr) throw Napi::Error::New(env, "CUDA is unavailable: " + error);
@@ -486,6 +489,39 @@ class CudaBufferObject : public Napi::ObjectWrap<CudaBufferObject> {
     return env.Undefined();
   }
 
+  // copyFromDevice(srcPtr: bigint, bytes, offset = 0): device-to-device, the source checked to lie
+  // inside one allocation on this buffer's device (a model's output buffer), so a bad pointer is a
+  // RangeError rather than a GPU fault.
+  Napi::Value CopyFromDevice(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    RequireLive(env);
+    if (info.Length() < 2 || !info[0].IsBigInt()) ThrowType(env, "copyFromDevice(srcPtr: bigint, bytes, offset = 0)");
+    bool lossless = false;
+    const std::uint64_t src = info[0].As<Napi::BigInt>().Uint64Value(&lossless);
+    if (!lossless || src == 0) ThrowRange(env, "srcPtr must be a non-null 64-bit device pointer");
+    const std::size_t bytes = static_cast<std::size_t>(IntegerOption(env, info[1], "bytes", 1, 0x7fffffff));
+    std::size_t offset = 0;
+    if (info.Length() > 2 && !info[2].IsUndefined()) offset = static_cast<std::size_t>(IntegerOption(env, info[2], "offset", 0, 0x7fffffff));
+    if (offset + bytes > size_) ThrowRange(env, "the copy runs past the end of this buffer");
+    arclight::nvenc::ScopedContext current(*cuda_, context_);
+    int ordinal = -1;
+    CUdeviceptr start = 0;
+    std::size_t range = 0;
+    CUresult r = cuda_->cuPointerGetAttribute(&ordinal, arclight::nvenc::kPointerAttributeDeviceOrdinal, src);
+    if (r != CUDA_SUCCESS) ThrowRange(env, "srcPtr is not CUDA device memory: " + cuda_->ErrorName(r));
+    if (cuda_->cuPointerGetAttribute(&start, arclight::nvenc::kPointerAttributeRangeStartAddr, src) != CUDA_SUCCESS ||
+        cuda_->cuPointerGetAttribute(&range, arclight::nvenc::kPointerAttributeRangeSize, src) != CUDA_SUCCESS) {
+      ThrowRange(env, "the allocation srcPtr points into could not be queried");
+    }
+    if (ordinal != ordinal_) ThrowRange(env, "srcPtr is on CUDA device " + std::to_string(ordinal) + ", this buffer on " + std::to_string(ordinal_));
+    if (src < start || src - start + bytes > range) {
+      ThrowRange(env, "the source (" + std::to_string(bytes) + " bytes) runs past the end of its CUDA allocation (" + std::to_string(range) + " bytes)");
+    }
+    r = cuda_->cuMemcpyDtoD(ptr_ + offset, src, bytes);
+    if (r != CUDA_SUCCESS) throw Napi::Error::New(env, "cuMemcpyDtoD failed: " + cuda_->ErrorName(r));
+    return env.Undefined();
+  }
+
   Napi::Value Download(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     RequireLive(env);
@@ -510,6 +546,7 @@ class CudaBufferObject : public Napi::ObjectWrap<CudaBufferObject> {
 
   const arclight::nvenc::CudaDriver* cuda_ = nullptr;
   CUdevice device_ = 0;
+  int ordinal_ = 0;
   CUcontext context_ = nullptr;
   CUdeviceptr ptr_ = 0;
   std::size_t size_ = 0;

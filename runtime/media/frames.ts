@@ -36,6 +36,30 @@ export interface VideoFrame {
   readonly captureTime?: number;
 }
 
+/**
+ * A frame already in GPU memory (a model's CUDA output): `emit()` copies it device to device before
+ * it resolves, so the model may reuse its buffer. On a host whose encoder is NVENC
+ * (`arclight_nvenc_*`) it is encoded from GPU memory without crossing to the host; other encoders
+ * (a VP8 viewer, no NVENC) and the recording get a host copy.
+ */
+export interface CudaVideoFrame {
+  readonly width: number;
+  readonly height: number;
+  readonly format: 'cuda';
+  readonly cuda: {
+    /** A CUDA device pointer in the primary context of `device` (where the CUDA runtime allocates). */
+    readonly devicePtr: bigint;
+    /** Bytes between rows; NV12's UV plane and I420's U plane follow the luma plane at devicePtr + pitch * height. */
+    readonly pitch: number;
+    /** `bgra`/`rgba`: 4 bytes per pixel in that order. I420's chroma rows are pitch / 2 apart. */
+    readonly layout: 'nv12' | 'i420' | 'rgba' | 'bgra';
+    /** CUDA device ordinal; default 0. */
+    readonly device?: number;
+  };
+  readonly timestampUs?: number;
+  readonly metadata?: FrameMetadata;
+}
+
 export interface AudioFrame {
   /** Samples per second; Opus tracks run at 48000. */
   readonly sampleRate: number;

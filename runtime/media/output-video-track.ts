@@ -22,9 +22,11 @@ import { H264Packetizer } from '../rtp/h264-packetizer.ts';
 import { H265Packetizer } from '../rtp/h265-packetizer.ts';
 import { Vp8Packetizer } from '../rtp/vp8-packetizer.ts';
 import { BoundedQueue } from './bounded-queue.ts';
+import { CudaFramePool, assertCudaFrame, cudaEncoderInput, downloadCudaFrame, isCudaVideoFrame, type PooledCudaFrame } from './cuda-frames.ts';
 import { FramePool } from './frame-pool.ts';
+import { NvencVideoEncoder } from './nvenc-video-encoder.ts';
 import { solidI420 } from './frame-convert.ts';
-import type { FrameMetadata, VideoFrame } from './frames.ts';
+import type { CudaVideoFrame, FrameMetadata, VideoFrame } from './frames.ts';
 import { VideoEncoder, type H264Profile } from './video-encoder.ts';
 
 export type VideoCodecName = 'h264' | 'h265' | 'vp8';
@@ -80,7 +82,10 @@ export const ADAPTATION = { minKbps: 500, maxKbps: 10_000, intervalMs: 1_000, he
 
 /** The emit time rides on the queued copy, out of the model's sight. */
 const EMITTED_AT = Symbol('emittedAtMs');
-type QueuedFrame = VideoFrame & { [EMITTED_AT]?: number };
+/** A CUDA frame's pooled device copy; the queued frame's own `data` is then empty. */
+const CUDA_COPY = Symbol('cudaCopy');
+type QueuedFrame = VideoFrame & { [EMITTED_AT]?: number; [CUDA_COPY]?: PooledCudaFrame };
+const NO_PIXELS = new Uint8Array(0);
 
 interface SinkState {
   readonly sink: VideoSink;
@@ -119,6 +124,7 @@ export class OutputVideoTrack {
   readonly #fps: number;
   readonly #queue: BoundedQueue<VideoFrame>;
   readonly #pool: FramePool;
+  readonly #cudaPool: CudaFramePool;
   readonly #intervalMs: number;
   readonly #dropPolicy: DropPolicy;
   /** When the pacer last let a frame go (performance.now()). */
@@ -150,6 +156,7 @@ export class OutputVideoTrack {
     this.#queue = new BoundedQueue<VideoFrame>(capacity);
     // Queue capacity + the frame being encoded + the one being pushed.
     this.#pool = new FramePool(capacity + 2);
+    this.#cudaPool = new CudaFramePool(capacity + 2);
     this.#intervalMs = 1000 / fps;
     this.#dropPolicy = spec.dropPolicy ?? 'block';
     this.#pumping = this.#pump();
@@ -172,14 +179,16 @@ export class OutputVideoTrack {
    * queue is full (backpressure); drop policies never wait. Frames are copied before this resolves.
    */
   async emit(
-    frames: VideoFrame | readonly VideoFrame[],
+    frames: VideoFrame | CudaVideoFrame | readonly (VideoFrame | CudaVideoFrame)[],
     dropPolicy: DropPolicy = this.#dropPolicy,
     /** One value for the whole batch: travels with its first frame (unless that frame has its own). */
     batchMetadata?: FrameMetadata,
   ): Promise<void> {
-    let batch: readonly VideoFrame[] = Array.isArray(frames) ? frames : [frames as VideoFrame];
+    let batch: readonly (VideoFrame | CudaVideoFrame)[] = Array.isArray(frames) ? frames : [frames as VideoFrame];
     for (const frame of batch) {
-      if (!frame || !(frame.width > 0 && frame.height > 0) || !(frame.data instanceof Uint8Array)) {
+      if (isCudaVideoFrame(frame)) {
+        assertCudaFrame(this.name, frame);
+      } else if (!frame || !(frame.width > 0 && frame.height > 0) || !(frame.data instanceof Uint8Array)) {
         throw new TypeError(`emit("${this.name}"): a video frame needs width, height and data (Uint8Array)`);
       }
       if (frame.metadata !== undefined) assertMetadata(this.name, frame.metadata);
@@ -190,9 +199,10 @@ export class OutputVideoTrack {
     }
     for (const frame of batch) {
       if (this.#queue.closed) return;
+      // First the copy: a CUDA pointer outside its allocation throws here, and counts as nothing.
+      const copy: QueuedFrame = isCudaVideoFrame(frame) ? this.#cudaCopy(frame) : this.#pool.copy(frame);
       this.#framesEmitted++;
       this.#metrics?.framesEmitted.inc({ track: this.name });
-      const copy: QueuedFrame = this.#pool.copy(frame);
       copy[EMITTED_AT] = performance.timeOrigin + performance.now();
       if (dropPolicy === 'block') {
         await this.#queue.push(copy);
@@ -270,6 +280,7 @@ export class OutputVideoTrack {
       pipeline.then((p) => p.encoder.close(), () => {});
     }
     this.#pipelines.clear();
+    this.#cudaPool.close();
   }
 
   get #active(): boolean {
@@ -291,7 +302,28 @@ export class OutputVideoTrack {
   #drop(frame: VideoFrame, reason: string): void {
     this.#framesDropped++;
     this.#metrics?.framesDropped.inc({ track: this.name, reason });
-    this.#pool.release(frame);
+    this.#release(frame);
+  }
+
+  /** Gives a sent or dropped frame's buffer back to its pool (host or device). */
+  #release(frame: VideoFrame): void {
+    const cuda = (frame as QueuedFrame)[CUDA_COPY];
+    if (cuda) this.#cudaPool.release(cuda);
+    else this.#pool.release(frame);
+  }
+
+  /** A queued frame for a CUDA frame: its pixels copied device to device into the track's pool. */
+  #cudaCopy(frame: CudaVideoFrame): QueuedFrame {
+    const queued: QueuedFrame = {
+      width: frame.width,
+      height: frame.height,
+      format: 'i420',
+      data: NO_PIXELS,
+      ...(frame.timestampUs === undefined ? {} : { timestampUs: frame.timestampUs }),
+      ...(frame.metadata === undefined ? {} : { metadata: frame.metadata }),
+    };
+    queued[CUDA_COPY] = this.#cudaPool.copy(frame);
+    return queued;
   }
 
   async #pump(): Promise<void> {
@@ -324,7 +356,7 @@ export class OutputVideoTrack {
         this.#metrics?.framesDropped.inc({ track: this.name, reason: 'encode_error' });
         this.#log.error('video frame could not be encoded', { error });
       } finally {
-        this.#pool.release(frame);
+        this.#release(frame);
       }
     }
   }
@@ -342,8 +374,21 @@ export class OutputVideoTrack {
       this.#framesDropped++;
       return;
     }
+    // A CUDA frame is read from GPU memory by NVENC; anything else reading it gets one host copy.
+    const cuda = (frame as QueuedFrame)[CUDA_COPY];
+    let host: VideoFrame | undefined = cuda ? undefined : frame;
+    const hostFrame = (): VideoFrame => {
+      if (host) return host;
+      const pixels = downloadCudaFrame(cuda!);
+      host = {
+        ...pixels,
+        ...(frame.timestampUs === undefined ? {} : { timestampUs: frame.timestampUs }),
+        ...(frame.metadata === undefined ? {} : { metadata: frame.metadata }),
+      };
+      return host;
+    };
     try {
-      this.#frameTap?.(frame, Date.now());
+      if (this.#frameTap) this.#frameTap(hostFrame(), Date.now());
     } catch (error) {
       this.#log.warn('the frame tap failed', { error });
     }
@@ -356,7 +401,11 @@ export class OutputVideoTrack {
       if (sinks.some((s) => s.awaitingKeyframe)) pipeline.encoder.requestKeyframe();
       this.#adaptBitrate(key, pipeline, sinks);
       const started = performance.now();
-      const encoded = await pipeline.encoder.encode(frame);
+      const encoder = pipeline.encoder;
+      const encoded =
+        cuda && encoder instanceof NvencVideoEncoder && encoder.width === cuda.width && encoder.height === cuda.height
+          ? await encoder.encodeCuda(cudaEncoderInput(cuda), frame.timestampUs)
+          : await encoder.encode(hostFrame());
       this.#metrics?.encodeDuration.observe({ codec: key }, (performance.now() - started) / 1000);
       for (const unit of encoded) {
         const payloads = pipeline.packetize(unit.data);

@@ -1,7 +1,7 @@
 /** What model code sees of a session: emit media, read inputs, message clients. */
 
 import type { JsonValue } from '../../protocol/json-schema.ts';
-import type { AudioFrame, FrameMetadata, VideoFrame } from '../media/frames.ts';
+import type { AudioFrame, CudaVideoFrame, FrameMetadata, VideoFrame } from '../media/frames.ts';
 import type { DropPolicy } from './definition.ts';
 
 export interface EmitOptions {
@@ -57,7 +57,11 @@ export interface ModelSession<State = Record<string, unknown>> {
    * has ended it rejects with an error whose `code` is `session_ended`; the runtime treats that as
    * a normal end of `run`.
    */
-  emit(track: string, frame: VideoFrame | AudioFrame | readonly VideoFrame[] | readonly AudioFrame[], options?: EmitOptions): Promise<void>;
+  emit(
+    track: string,
+    frame: VideoFrame | CudaVideoFrame | AudioFrame | readonly (VideoFrame | CudaVideoFrame)[] | readonly AudioFrame[],
+    options?: EmitOptions,
+  ): Promise<void>;
   /**
    * Discards what is queued on a video output track (all video tracks when no name is given)
    * and shows every subscriber exactly one black frame, e.g. between scenes.

@@ -128,6 +128,8 @@ export interface CudaBuffer {
   readonly size: number;
   upload(bytes: Uint8Array, offset?: number): void;
   download(): Uint8Array;
+  /** Device to device, from `srcPtr` (checked to lie inside one allocation on this buffer's device). */
+  copyFromDevice(srcPtr: bigint, bytes: number, offset?: number): void;
   free(): void;
 }
 

@@ -19,7 +19,7 @@ import type { CommandRouter } from '../model/command-router.ts';
 import type { ModelDefinition, OutputAudioTrackSpec, OutputVideoTrackSpec, TrackSpec } from '../model/definition.ts';
 import type { ConnectionHandle, EmitOptions, InputAudio, InputVideo, ModelSession } from '../model/model-session.ts';
 import { AudioReceiver } from '../media/audio-receiver.ts';
-import type { AudioFrame, VideoFrame } from '../media/frames.ts';
+import type { AudioFrame, CudaVideoFrame, VideoFrame } from '../media/frames.ts';
 import type { InputFrameAnnotation } from '../media/input-frame-aligner.ts';
 import { InputAudioTrack, InputVideoTrack } from '../media/input-tracks.ts';
 import { OutputAudioTrack, type AudioSink } from '../media/output-audio-track.ts';
@@ -546,17 +546,17 @@ export class Session implements ConnectionOwner {
       },
       emit: async (
         track: string,
-        frames: VideoFrame | AudioFrame | readonly VideoFrame[] | readonly AudioFrame[],
+        frames: VideoFrame | CudaVideoFrame | AudioFrame | readonly (VideoFrame | CudaVideoFrame)[] | readonly AudioFrame[],
         options?: EmitOptions,
       ): Promise<void> => {
         // Rejecting (rather than resolving at once) stops a loop paced only by emit() from
         // spinning; the runtime treats this rejection as a normal end.
         if (session.ended) throw new ArclightError('session_ended', `Session ${session.id} has ended; emit() is closed.`);
-        const batch = (Array.isArray(frames) ? frames : [frames]) as ReadonlyArray<VideoFrame | AudioFrame>;
+        const batch = (Array.isArray(frames) ? frames : [frames]) as ReadonlyArray<VideoFrame | CudaVideoFrame | AudioFrame>;
         const video = session.#outputVideo.get(track);
         if (video) {
           if (batch.some((f) => !f || !('width' in f))) throw new TypeError(`emit("${track}"): "${track}" is a video track; got something else`);
-          return video.emit(batch as readonly VideoFrame[], options?.dropPolicy, options?.metadata);
+          return video.emit(batch as readonly (VideoFrame | CudaVideoFrame)[], options?.dropPolicy, options?.metadata);
         }
         const audio = session.#outputAudio.get(track);
         if (audio) {

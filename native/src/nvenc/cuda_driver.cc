@@ -45,7 +45,7 @@ LoadResult Load() {
       !Resolve(library, "cuCtxPushCurrent_v2", &d.cuCtxPushCurrent, e) ||
       !Resolve(library, "cuCtxPopCurrent_v2", &d.cuCtxPopCurrent, e) || !Resolve(library, "cuMemAlloc_v2", &d.cuMemAlloc, e) ||
       !Resolve(library, "cuMemFree_v2", &d.cuMemFree, e) || !Resolve(library, "cuMemcpyHtoD_v2", &d.cuMemcpyHtoD, e) ||
-      !Resolve(library, "cuMemcpyDtoH_v2", &d.cuMemcpyDtoH, e) || !Resolve(library, "cuGetErrorName", &d.cuGetErrorName, e) ||
+      !Resolve(library, "cuMemcpyDtoH_v2", &d.cuMemcpyDtoH, e) || !Resolve(library, "cuMemcpyDtoD_v2", &d.cuMemcpyDtoD, e) || !Resolve(library, "cuGetErrorName", &d.cuGetErrorName, e) ||
       !Resolve(library, "cuPointerGetAttribute", &d.cuPointerGetAttribute, e)) {
     dlclose(library);
     return result;

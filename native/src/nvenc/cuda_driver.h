@@ -30,6 +30,7 @@ struct CudaDriver {
   tcuMemFree_v2* cuMemFree = nullptr;
   tcuMemcpyHtoD_v2* cuMemcpyHtoD = nullptr;
   tcuMemcpyDtoH_v2* cuMemcpyDtoH = nullptr;
+  tcuMemcpyDtoD_v2* cuMemcpyDtoD = nullptr;
   tcuGetErrorName* cuGetErrorName = nullptr;
   PointerGetAttributeFn* cuPointerGetAttribute = nullptr;
 

@@ -254,6 +254,18 @@ __attribute__((visibility("default"))) CUresult cuMemcpyDtoH_v2(void* dst, CUdev
   return kSuccess;
 }
 
+__attribute__((visibility("default"))) CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+  if (CUresult r = NeedContext(); r != kSuccess) return r;
+  if (bytes == 0) return kSuccess;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (FindRange(static_cast<std::uintptr_t>(src), bytes) == g_allocations.end() ||
+      FindRange(static_cast<std::uintptr_t>(dst), bytes) == g_allocations.end()) {
+    return kInvalidValue;
+  }
+  std::memmove(reinterpret_cast<void*>(static_cast<std::uintptr_t>(dst)), reinterpret_cast<const void*>(static_cast<std::uintptr_t>(src)), bytes);
+  return kSuccess;
+}
+
 __attribute__((visibility("default"))) CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D* c) {
   if (CUresult r = NeedContext(); r != kSuccess) return r;
   if (!c) return kInvalidValue;
