@@ -27,7 +27,7 @@ export type { ModelSession, ConnectionHandle, InputVideo, InputAudio, ModelLogge
 export { CommandError, isCommandError } from './model/command-error.ts';
 export { ModelDefinitionError } from './model/validate-definition.ts';
 export { loadModelModule, ModelModuleError } from './model/load-model-module.ts';
-export type { VideoFrame, AudioFrame, PixelFormat, FrameMetadata } from './media/frames.ts';
+export type { VideoFrame, CudaVideoFrame, AudioFrame, PixelFormat, FrameMetadata } from './media/frames.ts';
 export { videoFrameByteLength } from './media/frames.ts';
 export { startRuntime, capabilitiesOf } from './server.ts';
 export type { Runtime, RuntimeOptions, RuntimeState } from './server.ts';
@@ -55,4 +55,6 @@ export { nativeAddonStatus, type NativeAddonStatus } from './native/native-addon
 export { VideoEncoder, type VideoEncoderOptions, type EncodedVideoFrame, type VideoCodec } from './media/video-encoder.ts';
 export { NvencVideoEncoder } from './media/nvenc-video-encoder.ts';
 export { listEncoderBackends, describeEncoderBackendSelection, type EncoderBackend, type EncoderBackendListing } from './media/encoder-backends.ts';
-export type { CudaFrame, NvencProbeResult, NvencEncoderOptions } from './native/native-addon.ts';
+export type { CudaFrame, CudaBuffer, NvencProbeResult, NvencEncoderOptions } from './native/native-addon.ts';
+/** The native addon itself (undefined when not built): nvencProbe, CudaBuffer, … (native/README.md). */
+export { nativeAddon } from './native/native-addon.ts';
