@@ -5,14 +5,13 @@
  * (stylise-network.ts: blur, colour grade, ink edges, posterise) and is blended with the input by
  * `strength` (the `set_strength` command; 0 shows the input, 1 the full effect) inside the graph.
  *
- * Inference runs on a worker thread (stylise-engine.ts), never on the runtime's event loop; the
- * execution provider is CUDA where onnxruntime-node has it, else the CPU (docs/model-authors.md,
- * "Example: stylise").
+ * Frame → tensor and inference run on a worker thread (stylise-engine.ts), never on the runtime's
+ * event loop; the execution provider is CUDA where onnxruntime-node has it, else the CPU
+ * (docs/model-authors.md, "Example: stylise").
  */
 
 import { commandFor, convertToYuv, defineModel, yuvByteLength, type ModelDefinition, type ModelSession, type VideoFrame } from 'arclight/runtime';
 import { I420Canvas } from '../shared/i420-canvas.ts';
-import { frameToTensor } from './frame-tensor.ts';
 import { StyliseEngine } from './stylise-engine.ts';
 import { buildStyliseNetwork } from './stylise-network.ts';
 
@@ -119,7 +118,6 @@ async function stylise(session: ModelSession<StyliseState>, engine: StyliseEngin
   const scale = size / 256;
   idle.drawText('PUBLISH', 8 * scale, 100 * scale, 5 * scale);
   idle.drawText('YOUR WEBCAM', 8 * scale, 150 * scale, 3 * scale);
-  let tensor: Float32Array = new Float32Array(3 * size * size);
   const picture = new Uint8Array(yuvByteLength(size, size));
   let shown: { input: VideoFrame; strength: number } | undefined;
   let failures = 0;
@@ -137,15 +135,12 @@ async function stylise(session: ModelSession<StyliseState>, engine: StyliseEngin
     const strength = session.state.strength;
     // A new picture, or a new strength: infer. Otherwise the last output goes out again.
     if (shown?.input !== input || shown.strength !== strength) {
-      frameToTensor(input, size, tensor);
       try {
-        const result = await engine.run(tensor, size, size, strength);
-        tensor = result.image;
-        convertToYuv(result.output, { width: size, height: size, format: 'rgb', layout: 'chw', into: picture });
+        const { output } = await engine.stylise(input, size, strength);
+        convertToYuv(output, { width: size, height: size, format: 'rgb', layout: 'chw', into: picture });
         shown = { input, strength };
       } catch (error) {
         if (engine.dead) throw error; // the worker is gone: end the session (model_error); the next one restarts it
-        tensor = new Float32Array(3 * size * size); // the failed run kept the buffer
         if (failures++ % 100 === 0) session.log.warn('stylise: inference failed; frame skipped', { error: (error as Error).message, failures });
         continue;
       }

@@ -1,10 +1,10 @@
 /**
  * The stylise network on onnxruntime-node, off the event loop: one worker thread
- * (inference-worker.mjs) holds the InferenceSession; `run()` hands it a tensor and resolves with
- * the output. Choosing the execution provider: `ARCLIGHT_ONNX_PROVIDERS` (e.g. `cuda,cpu`) when
- * set, otherwise CUDA when onnxruntime-node lists it and its CUDA libraries are installed (see
- * docs/model-authors.md, "Example: stylise"), then the CPU. Each is tried in turn; the engine
- * says which one loaded and why the others did not.
+ * (inference-worker.ts) holds the InferenceSession and turns frames into tensors; `stylise()`
+ * hands it a webcam frame and resolves with the output tensor. Choosing the execution provider:
+ * `ARCLIGHT_ONNX_PROVIDERS` (e.g. `cuda,cpu`) when set, otherwise CUDA when onnxruntime-node lists
+ * it and its CUDA libraries are installed (docs/model-authors.md, "Example: stylise"), then the
+ * CPU. Each is tried in turn; the engine says which one loaded and why the others did not.
  */
 
 import { existsSync } from 'node:fs';
@@ -12,29 +12,22 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { listSupportedBackends } from 'onnxruntime-node';
+import type { VideoFrame } from 'arclight/runtime';
+import type { ProviderFailure, RunRequest, WorkerData, WorkerReply } from './inference-protocol.ts';
 
-export interface ProviderFailure {
-  readonly provider: string;
-  readonly message: string;
-}
+export type { ProviderFailure };
 
-export interface InferenceResult {
-  /** The stylised tensor, [1,3,H,W] CHW, 0–1. */
+export interface StyliseResult {
+  /** The stylised picture, [1,3,size,size] RGB CHW in 0–1. */
   readonly output: Float32Array;
-  /** The input tensor's buffer, handed back for reuse. */
-  readonly image: Float32Array;
+  /** frame → tensor, on the worker. */
+  readonly prepareMs: number;
   /** ort `session.run()` alone, on the worker. */
   readonly runMs: number;
 }
 
-type WorkerReply =
-  | { type: 'ready'; provider: string; failures: ProviderFailure[] }
-  | { type: 'failed'; message: string; failures: ProviderFailure[] }
-  | { type: 'result'; id: number; output: Float32Array; image: Float32Array; runMs: number }
-  | { type: 'error'; id: number; message: string };
-
 interface Pending {
-  resolve(result: InferenceResult): void;
+  resolve(result: StyliseResult): void;
   reject(error: Error): void;
 }
 
@@ -62,11 +55,15 @@ function cudaProviderInstalled(): boolean {
   }
 }
 
+const describe = (failures: readonly ProviderFailure[]): string => failures.map((f) => `${f.provider}: ${f.message}`).join('; ');
+
 export class StyliseEngine {
   readonly provider: string;
   readonly failures: readonly ProviderFailure[];
   readonly #worker: Worker;
   readonly #pending = new Map<number, Pending>();
+  /** A frame buffer the worker handed back, reused for the next frame of the same size. */
+  #spare: Uint8Array | undefined;
   #nextId = 1;
   #dead: Error | undefined;
 
@@ -84,16 +81,17 @@ export class StyliseEngine {
     const listed = listSupportedBackends().map((b) => b.name);
     const wanted = options.providers ?? chooseProviders(process.env['ARCLIGHT_ONNX_PROVIDERS'], listed, cudaProviderInstalled());
     // onnxruntime-node quietly drops a provider it does not have from a list: keep such names out
-    // of the worker, or the CPU after them would load and be reported as them.
+    // of the worker, or the CPU behind them would load and be reported as them.
     const providers = wanted.filter((p) => listed.includes(p));
     const skipped = wanted
       .filter((p) => !listed.includes(p))
       .map((provider) => ({ provider, message: `not a backend of this onnxruntime-node (it has ${listed.join(', ')})` }));
-    if (providers.length === 0) {
-      return Promise.reject(new Error(`no execution provider could load the network (tried ${wanted.join(', ')}) (${skipped.map((f) => `${f.provider}: ${f.message}`).join('; ')})`));
-    }
-    // The worker is plain JavaScript beside this file, run by bare Node (no TypeScript loader).
-    const worker = new Worker(new URL('./inference-worker.mjs', import.meta.url), { workerData: { model, providers } });
+    const noProvider = (failures: readonly ProviderFailure[]) =>
+      new Error(`no execution provider could load the network (tried ${wanted.join(', ')}): ${describe(failures)}`);
+    if (providers.length === 0) return Promise.reject(noProvider(skipped));
+    const workerData: WorkerData = { model, providers };
+    // A plain-JavaScript entry that registers the TypeScript loader, then runs inference-worker.ts.
+    const worker = new Worker(new URL('./inference-worker.mjs', import.meta.url), { workerData });
     // Never the reason a process stays up: the runtime decides when to exit.
     worker.unref();
     return new Promise((resolve, reject) => {
@@ -107,13 +105,12 @@ export class StyliseEngine {
       };
       const onMessage = (reply: WorkerReply) => {
         cleanup();
-        if (reply.type === 'ready') resolve(new StyliseEngine(worker, reply.provider, [...skipped, ...reply.failures]));
-        else {
-          void worker.terminate();
-          const failures = reply.type === 'failed' ? [...skipped, ...reply.failures] : [];
-          const detail = failures.map((f) => `${f.provider}: ${f.message}`).join('; ');
-          reject(new Error(`${reply.type === 'failed' ? `no execution provider could load the network (tried ${wanted.join(', ')})` : 'unexpected reply from the inference worker'}${detail ? ` (${detail})` : ''}`));
+        if (reply.type === 'ready') {
+          resolve(new StyliseEngine(worker, reply.provider, [...skipped, ...reply.failures]));
+          return;
         }
+        void worker.terminate();
+        reject(reply.type === 'failed' ? noProvider([...skipped, ...reply.failures]) : new Error(`unexpected ${reply.type} from the inference worker during start`));
       };
       const cleanup = () => {
         worker.off('error', onError).off('exit', onExit).off('message', onMessage);
@@ -122,24 +119,25 @@ export class StyliseEngine {
     });
   }
 
-  /** Whether the worker has died (every later run rejects). */
+  /** Whether the worker has died (every later call rejects). */
   get dead(): boolean {
     return this.#dead !== undefined;
   }
 
   /**
-   * Stylises one CHW tensor (3·width·height values in 0–1). `image`'s buffer moves to the worker
-   * and comes back in the result.
+   * Stylises the centred square of `frame` (I420 or RGBA, any size) at size × size. The frame's
+   * bytes are copied once, into a buffer that moves to the worker and back.
    */
-  run(image: Float32Array, width: number, height: number, strength: number): Promise<InferenceResult> {
+  stylise(frame: VideoFrame, size: number, strength: number): Promise<StyliseResult> {
     if (this.#dead) return Promise.reject(this.#dead);
-    if (image.length !== 3 * width * height) return Promise.reject(new RangeError(`image must hold 3x${width}x${height} values, got ${image.length}`));
-    // Only a tensor that owns its whole buffer can be handed over; a view is copied.
-    const owned = image.buffer instanceof ArrayBuffer && image.byteOffset === 0 && image.byteLength === image.buffer.byteLength ? image : image.slice();
-    const id = this.#nextId++;
+    if (!Number.isInteger(size) || size < 1) return Promise.reject(new RangeError(`size must be a positive integer, got ${size}`));
+    const data = this.#spare?.length === frame.data.length ? this.#spare : new Uint8Array(frame.data.length);
+    this.#spare = undefined;
+    data.set(frame.data);
+    const request: RunRequest = { type: 'run', id: this.#nextId++, frame: { width: frame.width, height: frame.height, format: frame.format, data }, size, strength };
     return new Promise((resolve, reject) => {
-      this.#pending.set(id, { resolve, reject });
-      this.#worker.postMessage({ type: 'run', id, image: owned, width, height, strength }, [owned.buffer as ArrayBuffer]);
+      this.#pending.set(request.id, { resolve, reject });
+      this.#worker.postMessage(request, [data.buffer as ArrayBuffer]);
     });
   }
 
@@ -150,10 +148,11 @@ export class StyliseEngine {
 
   #settle(reply: WorkerReply): void {
     if (reply.type !== 'result' && reply.type !== 'error') return;
+    this.#spare = reply.frameData;
     const pending = this.#pending.get(reply.id);
     if (!pending) return;
     this.#pending.delete(reply.id);
-    if (reply.type === 'result') pending.resolve({ output: reply.output, image: reply.image, runMs: reply.runMs });
+    if (reply.type === 'result') pending.resolve({ output: reply.output, prepareMs: reply.prepareMs, runMs: reply.runMs });
     else pending.reject(new Error(`inference failed: ${reply.message}`));
   }
 
