@@ -7,7 +7,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildFakeNvencDriver } from '../../test/support/fake-nvenc-driver.ts';
+import { installFakeNvencDriver } from '../../test/support/fake-nvenc-driver.ts';
 import { createLogger } from '../log.ts';
 import { nativeAddon, nativeAddonStatus, type NativeAddon } from '../native/native-addon.ts';
 import { cudaFrameSpan, downloadCudaFrame, type CudaLayout } from './cuda-frames.ts';
@@ -69,11 +69,7 @@ describe.runIf(compiledIn)('CUDA frames on an output track (fake NVIDIA driver: 
   let addon: NativeAddon;
 
   beforeAll(async () => {
-    const fake = await buildFakeNvencDriver();
-    process.env['ARCLIGHT_LIBCUDA'] = fake.libcuda;
-    process.env['ARCLIGHT_LIBNVIDIA_ENCODE'] = fake.libnvidiaEncode;
-    process.env['ARCLIGHT_FAKE_NVENC_LOG'] = LOG;
-    rmSync(LOG, { force: true });
+    await installFakeNvencDriver(LOG);
     addon = nativeAddon()!;
   }, 120_000);
 

@@ -11,7 +11,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildFakeNvencDriver } from '../../test/support/fake-nvenc-driver.ts';
+import { installFakeNvencDriver } from '../../test/support/fake-nvenc-driver.ts';
 import { nativeAddon, nativeAddonStatus, type NativeAddon, type NvencEncoder } from './native-addon.ts';
 import { ENCODER_BACKEND_CANDIDATES, chooseEncoderBackend, describeEncoderBackendSelection } from '../media/encoder-backends.ts';
 import { NvencVideoEncoder } from '../media/nvenc-video-encoder.ts';
@@ -119,12 +119,7 @@ describe.runIf(compiledIn)('NVENC against a fake NVIDIA driver (no GPU here: the
   let addon: NativeAddon;
 
   beforeAll(async () => {
-    const fake = await buildFakeNvencDriver();
-    // Read when the addon first loads the driver, which no earlier test in this process did.
-    process.env['ARCLIGHT_LIBCUDA'] = fake.libcuda;
-    process.env['ARCLIGHT_LIBNVIDIA_ENCODE'] = fake.libnvidiaEncode;
-    process.env['ARCLIGHT_FAKE_NVENC_LOG'] = LOG;
-    rmSync(LOG, { force: true });
+    await installFakeNvencDriver(LOG);
     addon = nativeAddon()!;
   }, 120_000);
 

@@ -14,7 +14,7 @@ import { ArclightClient } from '../../client/node.ts';
 import { commandFor, defineModel, listEncoderBackends, nativeAddon, startRuntime, type CudaBuffer, type Runtime } from '../../runtime/index.ts';
 import { nativeAddonStatus } from '../../runtime/native/native-addon.ts';
 import { rgbToYuv } from '../../models/examples/shared/i420-canvas.ts';
-import { buildFakeNvencDriver } from '../support/fake-nvenc-driver.ts';
+import { installFakeNvencDriver } from '../support/fake-nvenc-driver.ts';
 import { near, VideoProbe, waitUntil } from '../support/video-probe.ts';
 import { decodeTrack, openWeriftPeer } from '../support/werift-peer.ts';
 
@@ -80,11 +80,7 @@ describe.runIf(compiledIn)('CUDA frames → NVENC → WebRTC client (fake NVIDIA
   const probes: VideoProbe[] = [];
 
   beforeAll(async () => {
-    const fake = await buildFakeNvencDriver();
-    process.env['ARCLIGHT_LIBCUDA'] = fake.libcuda;
-    process.env['ARCLIGHT_LIBNVIDIA_ENCODE'] = fake.libnvidiaEncode;
-    process.env['ARCLIGHT_FAKE_NVENC_LOG'] = LOG;
-    rmSync(LOG, { force: true });
+    await installFakeNvencDriver(LOG);
     runtime = await startRuntime({ model: gpuModel as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false });
   }, 120_000);
 

@@ -51,6 +51,18 @@ export function buildFakeNvencDriver(): Promise<FakeNvencDriver> {
   return building;
 }
 
+/**
+ * Builds the fake driver and points this process at it (ARCLIGHT_LIBCUDA, ARCLIGHT_LIBNVIDIA_ENCODE,
+ * and the fake's log at `log`, emptied first). Call before anything loads the driver: the addon
+ * loads it once per process (vitest runs each test file in its own).
+ */
+export async function installFakeNvencDriver(log: string): Promise<FakeNvencDriver> {
+  const driver = await buildFakeNvencDriver();
+  Object.assign(process.env, fakeNvencEnv(driver, { log }));
+  rmSync(log, { force: true });
+  return driver;
+}
+
 async function build(): Promise<FakeNvencDriver> {
   const headers = process.env.ARCLIGHT_FFNVCODEC_DIR ?? '/usr/include/ffnvcodec';
   try {
