@@ -1,5 +1,7 @@
 #include "colour_convert.h"
 
+#include "colour_convert_simd.h"
+
 #include <algorithm>
 #include <system_error>
 #include <type_traits>
@@ -66,19 +68,23 @@ struct PlanarRow {
   const T* b;
 };
 
+// The hand-vectorised uint8 strip kernel (colour_convert_simd.cc) takes each strip's prefix when
+// the CPU has it; the portable kernels below finish from column `from`.
+const bool kSimd = simd::Available();
+
 template <typename T>
-void LumaRow(PlanarRow<T> row, std::uint8_t* __restrict y, int width) {
+void LumaRow(PlanarRow<T> row, std::uint8_t* __restrict y, int width, int from) {
   const T* __restrict r = row.r;
   const T* __restrict g = row.g;
   const T* __restrict b = row.b;
-  for (int x = 0; x < width; ++x) y[x] = LumaOf(Acc<T>(r[x]), Acc<T>(g[x]), Acc<T>(b[x]));
+  for (int x = from; x < width; ++x) y[x] = LumaOf(Acc<T>(r[x]), Acc<T>(g[x]), Acc<T>(b[x]));
 }
 
 // One chroma row from two source rows (a and b; the same row when the image has an odd last
 // row). An odd last column uses its one column twice. Both duplications scale a partial block's
 // sum to four samples' worth, which is how "average what exists" stays a fixed divide by 4.
 template <typename T, int kUvStep>
-void ChromaRow(PlanarRow<T> a, PlanarRow<T> b, std::uint8_t* __restrict u, std::uint8_t* __restrict v, int width) {
+void ChromaRow(PlanarRow<T> a, PlanarRow<T> b, std::uint8_t* __restrict u, std::uint8_t* __restrict v, int width, int from) {
   const T* __restrict ar = a.r;
   const T* __restrict ag = a.g;
   const T* __restrict ab = a.b;
@@ -87,7 +93,7 @@ void ChromaRow(PlanarRow<T> a, PlanarRow<T> b, std::uint8_t* __restrict u, std::
   const T* __restrict bb = b.b;
   using A = Acc<T>;
   const int pairs = width / 2;
-  for (int x = 0; x < pairs; ++x) {
+  for (int x = from / 2; x < pairs; ++x) {
     const int i = 2 * x;
     const A sr = A(ar[i]) + A(ar[i + 1]) + A(br[i]) + A(br[i + 1]);
     const A sg = A(ag[i]) + A(ag[i + 1]) + A(bg[i]) + A(bg[i + 1]);
@@ -121,8 +127,9 @@ class RowReader {
         offsets_(OffsetsOf(o.order)), planar_(o.layout == SampleLayout::kPlanar),
         k_(255.0f / o.scale) {}
 
-  // scratch holds 3 * width samples of T.
-  PlanarRow<T> Read(int y, T* scratch) const {
+  // scratch holds 3 * width samples of T; uint8 interleaved rows are gathered from column `from`
+  // on (the strip kernel did the columns before it).
+  PlanarRow<T> Read(int y, T* scratch, int from = 0) const {
     const std::size_t w = static_cast<std::size_t>(width_);
     T* r = scratch;
     T* g = scratch + w;
@@ -142,19 +149,42 @@ class RowReader {
     }
     const T* row = src_ + static_cast<std::size_t>(y) * w * channels_;
     if (channels_ == 4) {
-      Gather<4>(row + offsets_.r, row + offsets_.g, row + offsets_.b, r, g, b);
+      Gather<4>(row + offsets_.r, row + offsets_.g, row + offsets_.b, r, g, b, from);
     } else {
-      Gather<3>(row + offsets_.r, row + offsets_.g, row + offsets_.b, r, g, b);
+      Gather<3>(row + offsets_.r, row + offsets_.g, row + offsets_.b, r, g, b, from);
     }
     return {r, g, b};
+  }
+
+  // Rows y0 and y1 as the uint8 strip kernel reads them.
+  simd::StripRows Rows(int y0, int y1) const {
+    static_assert(std::is_same_v<T, std::uint8_t>);
+    const std::size_t w = static_cast<std::size_t>(width_);
+    simd::StripRows rows{};
+    rows.order = {offsets_.r, offsets_.g, offsets_.b};
+    if (planar_) {
+      const std::size_t plane = w * static_cast<std::size_t>(height_);
+      auto planes = [&](int y) {
+        const T* base = src_ + static_cast<std::size_t>(y) * w;
+        return simd::PlanarU8{base + plane * offsets_.r, base + plane * offsets_.g, base + plane * offsets_.b};
+      };
+      rows.channels = 0;
+      rows.planarA = planes(y0);
+      rows.planarB = planes(y1);
+    } else {
+      rows.channels = channels_;
+      rows.a = src_ + static_cast<std::size_t>(y0) * w * channels_;
+      rows.b = src_ + static_cast<std::size_t>(y1) * w * channels_;
+    }
+    return rows;
   }
 
  private:
   template <int kStride>
   void Gather(const T* __restrict pr, const T* __restrict pg, const T* __restrict pb, T* __restrict r,
-              T* __restrict g, T* __restrict b) const {
+              T* __restrict g, T* __restrict b, int from) const {
     if constexpr (std::is_same_v<T, std::uint8_t>) {
-      for (int x = 0; x < width_; ++x) {
+      for (int x = from; x < width_; ++x) {
         r[x] = pr[x * kStride];
         g[x] = pg[x * kStride];
         b[x] = pb[x * kStride];
@@ -199,19 +229,28 @@ void ConvertStrips(const RowReader<T>& reader, std::uint8_t* dst, const ConvertO
 
   for (int strip = first; strip < last; ++strip) {
     const int y0 = 2 * strip;
-    const PlanarRow<T> a = reader.Read(y0, scratch.data());
-    LumaRow(a, yPlane + static_cast<std::size_t>(y0) * w, o.width);
-    PlanarRow<T> b = a;
-    if (y0 + 1 < o.height) {
-      b = reader.Read(y0 + 1, scratch.data() + 3 * w);
-      LumaRow(b, yPlane + static_cast<std::size_t>(y0 + 1) * w, o.width);
-    }
+    const bool twoRows = y0 + 1 < o.height;
+    std::uint8_t* const yA = yPlane + static_cast<std::size_t>(y0) * w;
+    std::uint8_t* const yB = twoRows ? yA + w : nullptr;
     const std::size_t s = static_cast<std::size_t>(strip);
+    std::uint8_t* const u = o.target == YuvFormat::kNv12 ? chroma + s * cw * 2 : chroma + s * cw;
+    std::uint8_t* const v = o.target == YuvFormat::kNv12 ? u + 1 : chroma + cw * ch + s * cw;
+    int done = 0;
+    if constexpr (std::is_same_v<T, std::uint8_t>) {
+      if (kSimd) done = simd::Strip(reader.Rows(y0, twoRows ? y0 + 1 : y0), yA, yB, u, v, o.target == YuvFormat::kNv12 ? 2 : 1, o.width);
+    }
+    if (done == o.width) continue;
+    const PlanarRow<T> a = reader.Read(y0, scratch.data(), done);
+    LumaRow(a, yA, o.width, done);
+    PlanarRow<T> b = a;
+    if (twoRows) {
+      b = reader.Read(y0 + 1, scratch.data() + 3 * w, done);
+      LumaRow(b, yB, o.width, done);
+    }
     if (o.target == YuvFormat::kNv12) {
-      std::uint8_t* uv = chroma + s * cw * 2;
-      ChromaRow<T, 2>(a, b, uv, uv + 1, o.width);
+      ChromaRow<T, 2>(a, b, u, v, o.width, done);
     } else {
-      ChromaRow<T, 1>(a, b, chroma + s * cw, chroma + cw * ch + s * cw, o.width);
+      ChromaRow<T, 1>(a, b, u, v, o.width, done);
     }
   }
 }
