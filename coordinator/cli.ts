@@ -22,9 +22,11 @@ import { openStorage } from './storage/database.ts';
 
 export const COORDINATOR_USAGE = `Usage:
   arclight coordinator [--port 8090] [--host 127.0.0.1] [--database <file|postgres://…>]
-                       [--reconnect-window 30] [--meter-flush-ms 5000] [--workers 1]
+                       [--reconnect-window 30] [--meter-flush-ms 5000] [--heartbeat-ms 5000] [--workers 1]
       --reconnect-window  seconds a session outlives its last client (GPU held, still billed)
       --meter-flush-ms    how often running sessions are charged and housekeeping runs
+      --heartbeat-ms      how often runtimes heartbeat; one silent for three intervals is gone and
+                          its sessions end, billed to its last heartbeat (at the next housekeeping)
       --workers           processes sharing the port (one per core); all decide in the database
   arclight admin <verb> [arguments] [--database <file|postgres://…>]
 
@@ -90,6 +92,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         since: { type: 'string' },
         'reconnect-window': { type: 'string' },
         'meter-flush-ms': { type: 'string' },
+        'heartbeat-ms': { type: 'string' },
         workers: { type: 'string' },
         rate: { type: 'string' },
         private: { type: 'boolean' },
@@ -115,6 +118,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       if (Number.isNaN(port)) throw new UsageError('--port must be 0–65535');
       const reconnectWindow = count(values['reconnect-window'] as string | undefined, '--reconnect-window');
       const flushMs = count(values['meter-flush-ms'] as string | undefined, '--meter-flush-ms');
+      const heartbeatMs = count(values['heartbeat-ms'] as string | undefined, '--heartbeat-ms');
+      if (heartbeatMs !== undefined && heartbeatMs < 100) throw new UsageError('--heartbeat-ms must be at least 100');
       const workers = count(values['workers'] as string | undefined, '--workers') ?? 1;
       const workerIndex = coordinatorWorkerIndex();
       // Several workers: this is the primary, which forks them (each runs this command again).
@@ -126,6 +131,7 @@ export async function main(argv: readonly string[]): Promise<number> {
               port,
               host: values.host ?? '127.0.0.1',
               ...(reconnectWindow === undefined ? {} : { reconnectWindowSeconds: reconnectWindow }),
+              ...(heartbeatMs === undefined ? {} : { heartbeatIntervalMs: heartbeatMs }),
               // Housekeeping runs in one worker: the others would find nothing left to do.
               ...(workerIndex !== undefined && workerIndex > 0 ? { meterFlushMs: 0 } : flushMs === undefined ? {} : { meterFlushMs: flushMs }),
             });

@@ -58,6 +58,12 @@ export interface CoordinatorOptions {
    */
   readonly reconnectWindowSeconds?: number;
   /**
+   * How often runtimes heartbeat, ms (default 5000; they are told in the answers to register and
+   * heartbeat). A runtime silent for three intervals is declared gone and its open sessions end,
+   * billed up to its last heartbeat — found by the next housekeeping pass (`meterFlushMs`).
+   */
+  readonly heartbeatIntervalMs?: number;
+  /**
    * The origin clients reach this coordinator at (behind a load balancer: its public URL).
    * Runtimes point presigned clip URLs here. Default: the URL it listens on.
    */
@@ -103,6 +109,10 @@ function reconnectWindow(seconds: number | undefined): number {
 
 export async function startCoordinator(options: CoordinatorOptions = {}): Promise<Coordinator> {
   const log = options.logger ?? createLogger({ process: 'coordinator' });
+  const heartbeatMs = options.heartbeatIntervalMs;
+  if (heartbeatMs !== undefined && !(Number.isInteger(heartbeatMs) && heartbeatMs >= 100)) {
+    throw new RangeError(`heartbeatIntervalMs must be a whole number of ms, at least 100 (got ${heartbeatMs})`);
+  }
   const storage = await openStorage(options.database ?? 'data/coordinator.db');
   const { db } = storage;
   const accounts = new AccountStore(db);
@@ -118,7 +128,7 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   const ledger = new CreditLedger(db, storage.engine, pricing, options.now);
   const meter = new SessionMeter(db, ledger, options.now);
   const sessions = new SessionStore(db, storage.engine, ledger, options.now);
-  const registry = new RuntimeRegistry(db, storage.engine, options.now);
+  const registry = new RuntimeRegistry(db, storage.engine, options.now, heartbeatMs);
   const runtimeSecret = options.runtimeSecret ?? process.env['ARCLIGHT_RUNTIME_SECRET'];
   const inFlight = new Set<Promise<unknown>>();
   const lifecycle = new SessionLifecycle(sessions, registry, new RuntimeClient(runtimeSecret, reconnectWindow(options.reconnectWindowSeconds)), meter, log);

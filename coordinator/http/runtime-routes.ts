@@ -10,7 +10,7 @@ import type { Capabilities } from '../../protocol/capabilities.ts';
 import { RUNTIME_SECRET_HEADER } from '../../protocol/coordinator.ts';
 import { ArclightError } from '../../protocol/errors.ts';
 import type { ModelCatalog } from '../models/model-catalog.ts';
-import { HEARTBEAT_INTERVAL_MS, type RuntimeRegistry } from '../runtimes/runtime-registry.ts';
+import type { RuntimeRegistry } from '../runtimes/runtime-registry.ts';
 import type { SessionLifecycle } from '../sessions/session-lifecycle.ts';
 import type { SessionStore } from '../sessions/session-store.ts';
 import { readJson } from './errors.ts';
@@ -60,7 +60,7 @@ export function registerRuntimeRoutes(app: Hono, services: RuntimeRouteServices)
     if (!catalogModel) throw new ArclightError('invalid_request', `model must name a model in the catalog; "${String(model)}" is not one.`, { field: '/model' });
     await services.registry.register({ id, url: url.replace(/\/+$/, ''), modelId: catalogModel.id, slots, capabilities: capabilities as unknown as Capabilities });
     services.onCapacity();
-    return c.json({ id, heartbeat_interval_ms: HEARTBEAT_INTERVAL_MS }, 200);
+    return c.json({ id, heartbeat_interval_ms: services.registry.heartbeatIntervalMs }, 200);
   });
 
   /** A session this runtime holds, or 404. */
@@ -97,6 +97,6 @@ export function registerRuntimeRoutes(app: Hono, services: RuntimeRouteServices)
       throw new ArclightError('not_found', 'This runtime is not registered (or was declared gone); register again.');
     }
     services.onCapacity();
-    return c.json({ heartbeat_interval_ms: HEARTBEAT_INTERVAL_MS }, 200);
+    return c.json({ heartbeat_interval_ms: services.registry.heartbeatIntervalMs }, 200);
   });
 }

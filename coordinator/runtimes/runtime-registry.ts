@@ -24,23 +24,34 @@ export interface RuntimeRegistration {
   readonly capabilities: Capabilities;
 }
 
-/** Heartbeats expected this often; three missed and the runtime is gone. */
+/** Heartbeats expected this often by default; three missed and the runtime is gone. */
 export const HEARTBEAT_INTERVAL_MS = 5_000;
+/** How many heartbeat intervals of silence declare a runtime gone. */
+export const MISSED_HEARTBEATS = 3;
 
 export class RuntimeRegistry {
   readonly #db: Kysely<CoordinatorDatabase>;
   readonly #engine: DatabaseEngine;
   readonly #now: () => number;
   readonly #staleAfterMs: number;
+  /** The interval runtimes are told to heartbeat at (in the answers to register and heartbeat). */
+  readonly heartbeatIntervalMs: number;
 
   readonly #startedAt: number;
 
-  constructor(db: Kysely<CoordinatorDatabase>, engine: DatabaseEngine, now: () => number = Date.now, staleAfterMs = 3 * HEARTBEAT_INTERVAL_MS) {
+  constructor(db: Kysely<CoordinatorDatabase>, engine: DatabaseEngine, now: () => number = Date.now, heartbeatIntervalMs = HEARTBEAT_INTERVAL_MS) {
+    if (!Number.isInteger(heartbeatIntervalMs) || heartbeatIntervalMs < 100) throw new RangeError(`heartbeatIntervalMs must be a whole number of ms, at least 100 (got ${heartbeatIntervalMs})`);
     this.#db = db;
     this.#engine = engine;
     this.#now = now;
-    this.#staleAfterMs = staleAfterMs;
+    this.heartbeatIntervalMs = heartbeatIntervalMs;
+    this.#staleAfterMs = MISSED_HEARTBEATS * heartbeatIntervalMs;
     this.#startedAt = now();
+  }
+
+  /** Silence after which a runtime is declared gone (three heartbeat intervals). */
+  get staleAfterMs(): number {
+    return this.#staleAfterMs;
   }
 
   /** Registers (or re-registers after a restart: same id, fresh state). */

@@ -158,6 +158,27 @@ describe.each(ENGINES)('runtime registry on %s', (engine) => {
       now = START;
     }
   });
+
+  it('a configured heartbeat interval is what runtimes are told, and three of it missed is gone', async () => {
+    let later = START + 120_000;
+    const quick = await startCoordinator({ database, port: 0, now: () => later, meterFlushMs: 0, runtimeSecret: SECRET, heartbeatIntervalMs: 1_000 });
+    try {
+      const post = (path: string, body: object) =>
+        fetch(`${quick.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'Arclight-Runtime-Secret': SECRET }, body: JSON.stringify(body) }).then(json);
+      const registered = await post('/runtimes', { id: 'r-quick', url: 'http://127.0.0.1:9/r-quick', model: 'pattern', slots: 1, capabilities: CAPABILITIES });
+      expect(registered.body.heartbeat_interval_ms).toBe(1_000);
+      expect((await post('/runtimes/r-quick/heartbeat', {})).body.heartbeat_interval_ms).toBe(1_000);
+      later += 2_900; // not yet three intervals
+      await quick.housekeeping();
+      expect((await quick.registry.get('r-quick'))?.gone).toBe(0);
+      later += 200;
+      await quick.housekeeping();
+      expect((await quick.registry.get('r-quick'))?.gone).toBe(1);
+    } finally {
+      await quick.close();
+    }
+    await expect(startCoordinator({ database, port: 0, heartbeatIntervalMs: 10 })).rejects.toThrow(/heartbeatIntervalMs/);
+  });
 });
 
 describe('two coordinators on one PostgreSQL place sessions', () => {
