@@ -30,8 +30,9 @@ export { loadModelModule, ModelModuleError } from './model/load-model-module.ts'
 export type { VideoFrame, CudaVideoFrame, AudioFrame, PixelFormat, FrameMetadata } from './media/frames.ts';
 export { videoFrameByteLength } from './media/frames.ts';
 export { startRuntime, capabilitiesOf } from './server.ts';
-export type { Runtime, RuntimeOptions, RuntimeState } from './server.ts';
+export type { Runtime, RuntimeIceOptions, RuntimeOptions, RuntimeState } from './server.ts';
 export type { IcePolicyOptions } from './webrtc/ice-policy.ts';
+export type { TurnOptions } from './webrtc/turn-credentials.ts';
 export type { HostedOptions } from './hosted/coordinator-link.ts';
 export type { PlaygroundHostedOptions } from './http/playground-routes.ts';
 export type { LatencyMode } from '../protocol/messages.ts';

@@ -83,7 +83,7 @@ export function buildOpenApi(model: ModelDefinition<unknown>, capabilities: Capa
         get: { summary: 'One session.', parameters: [sid], responses: { '200': json({ $ref: '#/components/schemas/Session' }, 'The session.'), '404': errorResponse('Unknown.'), '410': errorResponse('Ended.') } },
         delete: { summary: 'End a session.', parameters: [sid], responses: { '200': json({ type: 'object' }, 'Ended.'), '404': errorResponse('Unknown.') } },
       },
-      '/sessions/{sid}/transport/webrtc/ice_servers': { get: { summary: 'ICE servers.', parameters: [sid], responses: { '200': json({ type: 'object' }, 'ICE servers.') } } },
+      '/sessions/{sid}/transport/webrtc/ice_servers': { get: { summary: 'ICE servers: the static ones, then a TURN server with a fresh time-limited credential when the runtime has ice.turn.', parameters: [sid], responses: { '200': json({ type: 'object' }, 'ICE servers.') } } },
       '/sessions/{sid}/transport/webrtc/connections': { post: { summary: 'Register a connection.', parameters: [sid], responses: { '201': json({ type: 'object' }, 'The connection id and track map.') } } },
       '/sessions/{sid}/transport/webrtc/connections/{cid}': { delete: { summary: 'Close a connection for good.', parameters: [sid, cid], responses: { '200': json({ type: 'object' }, 'Closed.') } } },
       '/sessions/{sid}/transport/webrtc/connections/{cid}/sdp_params': { parameters: [sid, cid], post: offerOp('Offer on a registered connection.'), put: offerOp('Renegotiate a connection.'), get: answerOp },

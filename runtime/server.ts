@@ -51,6 +51,7 @@ import { LocalSessionHost } from './session/local-session-host.ts';
 import { CoordinatorLink, type HostedOptions } from './hosted/coordinator-link.ts';
 import { hostedRoutes, localSessionsClosed, requireRuntimeSecret } from './http/hosted-routes.ts';
 import { IcePolicy, type IcePolicyOptions } from './webrtc/ice-policy.ts';
+import { TurnCredentialIssuer, type TurnOptions } from './webrtc/turn-credentials.ts';
 import type { PeerFaults, VideoCodecPreference } from './webrtc/peer-factory.ts';
 import { describeEncoderBackendSelection, listEncoderBackends } from './media/encoder-backends.ts';
 import { nativeAddonStatus } from './native/native-addon.ts';
@@ -61,7 +62,13 @@ export interface RuntimeOptions {
   readonly port?: number;
   /** HTTP listen address. Default 127.0.0.1. */
   readonly host?: string;
-  readonly ice?: IcePolicyOptions & { readonly servers?: readonly IceServerEntry[] };
+  /**
+   * ICE: which addresses and UDP ports the runtime's peers use and advertise, and the STUN/TURN
+   * servers clients get from `GET .../transport/webrtc/ice_servers` (see RuntimeIceOptions and
+   * docs/operations.md "Media reachability (TURN)"). Default: every interface, any free port,
+   * no servers.
+   */
+  readonly ice?: RuntimeIceOptions;
   /**
    * Video latency mode for every session: `realtime` (browsers render each frame as soon as it
    * is decoded: lowest latency, no smoothing) or `smooth` (bounded buffering for lossy links).
@@ -122,6 +129,25 @@ export interface RuntimeOptions {
    * `arclight serve` turns it on (`--no-recording` to skip). Default: off.
    */
   readonly recording?: RecordingOptions;
+}
+
+/** `RuntimeOptions.ice`. */
+export interface RuntimeIceOptions extends IcePolicyOptions {
+  /**
+   * Servers handed to every client as they are (e.g. a public STUN server, or a TURN server with
+   * fixed credentials). The runtime's own peers use them too. Default none.
+   */
+  readonly servers?: readonly IceServerEntry[];
+  /**
+   * A TURN server sharing a secret with the runtime (coturn `use-auth-secret` +
+   * `static-auth-secret`): each `ice_servers` response adds an entry for `urls` with a fresh
+   * credential valid for `ttlSeconds` (username `<unix expiry>:<session id>`, password
+   * base64(HMAC-SHA1(secret, username))). The secret never leaves the process. Clients behind
+   * restrictive networks (or with `iceTransportPolicy: 'relay'`) then reach the runtime through
+   * the TURN server, which must be able to send UDP to the runtime's host candidates. The
+   * runtime's own peers do not allocate on it. Default: no TURN entry.
+   */
+  readonly turn?: TurnOptions;
 }
 
 export interface RecordingOptions extends Omit<RecordingSettings, 'storage'> {
@@ -210,6 +236,10 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   const router = new CommandRouter(model.commands ?? {}, log, metrics, options.moderation);
   const capabilities = capabilitiesOf(model, router);
   const iceServers = options.ice?.servers ?? [];
+  // Checked here, so a bad ICE configuration fails the start, not a client's first request.
+  const icePolicy = new IcePolicy(options.ice);
+  const turn = options.ice?.turn ? new TurnCredentialIssuer(options.ice.turn) : undefined;
+  const clientIceServers = (sessionId: string): readonly IceServerEntry[] => (turn ? [...iceServers, turn.issue(sessionId)] : iceServers);
   // Which encoder serves each codec is decided once, here, by opening the candidates.
   const backends = await listEncoderBackends();
   for (const listing of backends) {
@@ -244,7 +274,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     router,
     capabilities,
     peerOptions: {
-      icePolicy: new IcePolicy(options.ice),
+      icePolicy,
       iceServers,
       ...(options.faults ? { faults: options.faults } : {}),
       videoCodecs,
@@ -329,7 +359,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     ...(options.uploads?.now ? { now: options.uploads.now } : {}),
   }));
   if (recordings) app.route('/', clipRoutes(recordings, clipSigner));
-  app.route('/', transportRoutes(host, iceServers));
+  app.route('/', transportRoutes(host, clientIceServers));
   if (options.playground ?? true) app.route('/', playgroundRoutes(options.playgroundHosted ? { hosted: options.playgroundHosted } : {}));
   rejectOtherMethods(app, options.playground ?? true);
 

@@ -1,7 +1,8 @@
 /**
  * WebRTC signalling under /sessions/{sid}/transport/webrtc (no trickle ICE).
  *
- *   GET    ice_servers                          STUN/TURN servers for the client's peer
+ *   GET    ice_servers                          STUN/TURN servers for the client's peer (TURN
+ *                                                credentials are minted per request: no-store)
  *   POST   connections                          mint a connection id (201)
  *   DELETE connections/{cid}                    retire a connection for good
  *   POST   connections/{cid}/sdp_params         offer (202 {connection_id}); PUT renegotiates
@@ -15,7 +16,7 @@
 import { Hono, type Context } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
 import { sdpOfferRequestSchema } from '../../protocol/schemas.ts';
-import type { IceServerEntry, RegisterConnectionResponse, SdpOfferRequest } from '../../protocol/transport.ts';
+import type { IceServerEntry, IceServersResponse, RegisterConnectionResponse, SdpOfferRequest } from '../../protocol/transport.ts';
 import type { Connection } from '../session/connection.ts';
 import type { LocalSessionHost } from '../session/local-session-host.ts';
 import type { Session } from '../session/session.ts';
@@ -26,14 +27,17 @@ import { checkWebrtcVersion } from './versions.ts';
 /** How long a POST waits for its answer before replying 202 and leaving the rest to polling. */
 const INLINE_ANSWER_MS = 2_000;
 
-export function transportRoutes(host: LocalSessionHost, iceServers: readonly IceServerEntry[]): Hono {
+/** `iceServers(sessionId)`: what a client of that session gets, fresh TURN credentials included. */
+export function transportRoutes(host: LocalSessionHost, iceServers: (sessionId: string) => readonly IceServerEntry[]): Hono {
   const app = new Hono();
   const base = '/sessions/:sid/transport/webrtc';
   app.use(`${base}/*`, checkWebrtcVersion);
 
   app.get(`${base}/ice_servers`, (c) => {
-    host.get(c.req.param('sid'));
-    return c.json({ ice_servers: iceServers }, 200);
+    const session = host.get(c.req.param('sid'));
+    const body: IceServersResponse = { ice_servers: iceServers(session.id) };
+    // Time-limited credentials: no cache may keep them past their expiry or hand them to another client.
+    return c.json(body, 200, { 'cache-control': 'no-store' });
   });
 
   app.post(`${base}/connections`, (c) => {
