@@ -56,7 +56,7 @@ export async function answerOffer(
   await waitForGathering(pc);
   const sdp = pc.localDescription?.sdp;
   if (!sdp) throw new ArclightError('internal_error', 'The runtime produced no local description.');
-  return { answerSdp: icePolicy.filterSdp(sdp), bindings };
+  return { answerSdp: icePolicy.advertisedSdp(sdp), bindings };
 }
 
 function bindTracks(
