@@ -15,6 +15,9 @@
  * Every run picks unique names (pid + counter) and a unique /30 inside
  * 10.231.0.0/16 (reserved with a lock file and checked against `ip -o addr`)
  * so that parallel test files cannot collide. Needs root and iproute2.
+ *
+ * createTestLan() builds several namespaces ("hosts") on one bridge, for tests
+ * of more than one machine (test/e2e/multi-host.browser.test.ts).
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { accessSync, closeSync, constants as fsConstants, mkdirSync, openSync, readdirSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
@@ -247,18 +250,30 @@ function unlock(index: number): void {
 }
 
 function reserveSubnet(seq: number): number {
-  // Start from a pid-derived slot so parallel processes spread out; skip block 0.
-  const start = ((process.pid * 131 + seq * 7919) % (BLOCKS - 1)) + 1;
-  for (let i = 0; i < BLOCKS - 1; i++) {
-    const index = ((start - 1 + i) % (BLOCKS - 1)) + 1;
-    if (!tryLock(index)) continue;
-    if (subnetInUse(index)) {
-      unlock(index);
-      continue;
+  return reserveBlocks(seq, 1)[0]!;
+}
+
+/**
+ * Reserves `count` (a power of two) consecutive /30 blocks aligned to `count`, i.e. one subnet of
+ * `4 * count` addresses; returns their indices. Never the group holding block 0.
+ */
+function reserveBlocks(seq: number, count: number): number[] {
+  const groups = BLOCKS / count;
+  // Start from a pid-derived slot so parallel processes spread out.
+  const start = ((process.pid * 131 + seq * 7919) % (groups - 1)) + 1;
+  for (let i = 0; i < groups - 1; i++) {
+    const first = (((start - 1 + i) % (groups - 1)) + 1) * count;
+    const held: number[] = [];
+    let free = true;
+    for (let index = first; free && index < first + count; index++) {
+      free = tryLock(index);
+      if (free) held.push(index);
+      free &&= !subnetInUse(index);
     }
-    return index;
+    if (free) return held;
+    for (const index of held) unlock(index);
   }
-  throw new Error('no free /30 subnet left in 10.231.0.0/16 for a test network');
+  throw new Error(`no free block of ${4 * count} addresses left in 10.231.0.0/16 for a test network`);
 }
 
 // ---------------------------------------------------------------------------
@@ -267,8 +282,10 @@ function reserveSubnet(seq: number): number {
 
 interface Resources {
   namespace: string;
+  /** The veth end in the root namespace ('' when there is none to delete). */
   hostInterface: string;
-  subnet: number;
+  /** The /30 blocks reserved for it (lock files released on teardown). */
+  subnets: readonly number[];
 }
 
 const live = new Map<string, Resources>();
@@ -295,7 +312,7 @@ function destroySync(r: Resources): void {
     // namespace may not exist
   }
   for (const argv of [
-    [ip(), 'link', 'del', r.hostInterface],
+    ...(r.hostInterface ? [[ip(), 'link', 'del', r.hostInterface]] : []),
     [ip(), 'netns', 'del', r.namespace],
   ]) {
     try {
@@ -304,7 +321,7 @@ function destroySync(r: Resources): void {
       // best effort
     }
   }
-  if (r.subnet > 0) unlock(r.subnet);
+  for (const subnet of r.subnets) unlock(subnet);
   live.delete(r.namespace);
 }
 
@@ -318,7 +335,7 @@ async function destroy(r: Resources): Promise<void> {
   // Delete the veth explicitly: `ip netns del` only drops the name, and the
   // namespace (with its veth) lingers while any process still holds it.
   for (const argv of [
-    [ip(), 'link', 'del', r.hostInterface],
+    ...(r.hostInterface ? [[ip(), 'link', 'del', r.hostInterface]] : []),
     [ip(), 'netns', 'del', r.namespace],
   ]) {
     try {
@@ -332,12 +349,14 @@ async function destroy(r: Resources): Promise<void> {
   if (nsList.split('\n').some((line) => line.split(/\s+/)[0] === r.namespace)) {
     errors.push(`namespace ${r.namespace} still listed by 'ip netns list'`);
   }
-  const linkGone = await exec([ip(), 'link', 'show', r.hostInterface]).then(
-    () => false,
-    () => true,
-  );
+  const linkGone =
+    !r.hostInterface ||
+    (await exec([ip(), 'link', 'show', r.hostInterface]).then(
+      () => false,
+      () => true,
+    ));
   if (!linkGone) errors.push(`interface ${r.hostInterface} still exists`);
-  if (r.subnet > 0) unlock(r.subnet);
+  for (const subnet of r.subnets) unlock(subnet);
   live.delete(r.namespace);
   if (errors.length) throw new Error(`test network cleanup incomplete:\n  ${errors.join('\n  ')}`);
 }
@@ -368,7 +387,7 @@ function sweepStale(): void {
     for (const line of execSync([ip(), 'netns', 'list']).split('\n')) {
       const name = line.split(/\s+/)[0] ?? '';
       const m = /^arclight-(\d+)-[0-9a-z]+$/.exec(name);
-      if (m && !pidAlive(Number(m[1]))) destroySync({ namespace: name, hostInterface: '', subnet: 0 });
+      if (m && !pidAlive(Number(m[1]))) destroySync({ namespace: name, hostInterface: '', subnets: [] });
     }
     for (const m of execSync([ip(), '-o', 'link']).matchAll(/^\d+:\s+(arh(\d+)-[0-9a-z]+)[@:]/gm)) {
       if (!pidAlive(Number(m[2]))) {
@@ -416,7 +435,7 @@ export async function createTestNetwork(): Promise<TestNetwork> {
 
   const subnet = reserveSubnet(seq);
   const { host: hostAddress, peer: peerAddress } = blockAddresses(subnet);
-  const resources: Resources = { namespace, hostInterface, subnet };
+  const resources: Resources = { namespace, hostInterface, subnets: [subnet] };
   live.set(namespace, resources);
 
   const steps: string[][] = [
@@ -464,4 +483,141 @@ async function waitForAddress(dev: string, address: string): Promise<void> {
     if (Date.now() > deadline) throw new Error(`address ${address} never became ready on ${dev}: ${stdout.trim()}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+// ---------------------------------------------------------------------------
+// A LAN of namespaces ("hosts" on one switch)
+// ---------------------------------------------------------------------------
+
+/** One namespace on a test LAN: a "host" with one address. */
+export interface LanHost {
+  /** The name it was asked for (e.g. `coordinator`). */
+  readonly name: string;
+  /** Name of its network namespace (for `ip netns exec`). */
+  readonly namespace: string;
+  /** Its address on the LAN (the only one it has besides loopback). */
+  readonly address: string;
+  /** argv that runs `argv` inside the namespace (`ip netns exec` execs it: the pid is the command's). */
+  wrap(argv: string[]): string[];
+  /** Runs a command inside the namespace; rejects with stdout/stderr in the message on non-zero exit. */
+  run(argv: string[], options?: { timeoutMs?: number }): Promise<RunResult>;
+}
+
+export interface TestLan<Name extends string> {
+  readonly hosts: { readonly [N in Name]: LanHost };
+  /** This (the test's) process's own address on the LAN: it reaches every host directly. */
+  readonly hostAddress: string;
+  /** Prefix length of the LAN's subnet. */
+  readonly prefixLength: number;
+  /** Kills everything running in its namespaces, deletes them, the switch and the veths. Idempotent. */
+  close(): Promise<void>;
+}
+
+const LAN_HOST_NAME = /^[a-z][a-z0-9]{0,11}$/;
+const SWITCH_SUFFIX = 'sw';
+
+/**
+ * Several namespaces ("hosts") on one Ethernet segment, for tests of more than one machine:
+ *
+ *     test process (hostAddress) ──veth──┐
+ *     host "a" (10.231.x.y+2)    ──veth──┤  bridge br0, alone in its own "switch" namespace
+ *     host "b" (10.231.x.y+3)    ──veth──┘
+ *
+ * One subnet (the smallest aligned block of 10.231.0.0/16 with room for every host, the test
+ * process, and the network and broadcast addresses; reserved like createTestNetwork's /30s), so
+ * every host reaches every other and the test process reaches them all. No namespace has a default
+ * route: nothing on the LAN can send to any address outside it.
+ *
+ * The bridge lives in a namespace of its own rather than in the root one: there, a host with
+ * br_netfilter loaded (Docker's) would pass bridged frames through the root namespace's iptables
+ * FORWARD chain, whose policy may be DROP; the switch namespace has no rules. Namespaces are named
+ * `arclight-<pid>-<seq><name>` (swept like createTestNetwork's when their owner dies).
+ */
+export async function createTestLan<const Name extends string>(names: readonly Name[]): Promise<TestLan<Name>> {
+  assertCanCreateNetworkNamespaces();
+  if (names.length === 0) throw new Error('createTestLan needs at least one host');
+  for (const name of names) {
+    if (!LAN_HOST_NAME.test(name) || name === SWITCH_SUFFIX) throw new Error(`bad LAN host name "${name}": 1–12 lowercase letters and digits, not "${SWITCH_SUFFIX}"`);
+  }
+  if (new Set(names).size !== names.length) throw new Error('LAN host names must be distinct');
+  installSafetyNet();
+  sweepStale();
+
+  const seq = counter++;
+  const prefix = `${NS_PREFIX}${process.pid}-${seq.toString(36)}`;
+  const switchNamespace = `${prefix}${SWITCH_SUFFIX}`;
+  const hostInterface = `${HOST_IF_PREFIX}${process.pid}-${seq.toString(36)}`;
+  if (hostInterface.length > 15) throw new Error(`interface name too long: ${hostInterface}`);
+  // Addresses: network, the test process, the hosts, broadcast.
+  let size = 4;
+  while (size < names.length + 3) size *= 2;
+  const blocks = reserveBlocks(seq, size / 4);
+  const base = blockAddresses(blocks[0]!).octets;
+  const addressAt = (offset: number) => `10.231.${base[0]}.${base[1] + offset}`;
+  const prefixLength = 32 - Math.log2(size);
+  const hostAddress = addressAt(1);
+
+  // Torn down in this order: the hosts (their processes first), then the switch, whose deletion
+  // takes the bridge and every port with it; the switch's resources hold the veth and the blocks.
+  const hostResources: Resources[] = names.map((name) => ({ namespace: `${prefix}${name}`, hostInterface: '', subnets: [] }));
+  const switchResources: Resources = { namespace: switchNamespace, hostInterface, subnets: blocks };
+  for (const r of [...hostResources, switchResources]) live.set(r.namespace, r);
+  const teardown = async (): Promise<void> => {
+    const results = await Promise.allSettled(hostResources.map(destroy));
+    const errors = results.flatMap((r) => (r.status === 'rejected' ? [String((r.reason as Error).message)] : []));
+    await destroy(switchResources).catch((e: unknown) => errors.push((e as Error).message));
+    if (errors.length) throw new Error(errors.join('\n'));
+  };
+
+  const inSwitch = (...argv: string[]) => [ip(), '-n', switchNamespace, ...argv];
+  const steps: string[][] = [
+    [ip(), 'netns', 'add', switchNamespace],
+    inSwitch('link', 'add', 'br0', 'type', 'bridge'),
+    inSwitch('link', 'set', 'br0', 'up'),
+    // The test process's port.
+    [ip(), 'link', 'add', hostInterface, 'type', 'veth', 'peer', 'name', 'up0', 'netns', switchNamespace],
+    inSwitch('link', 'set', 'up0', 'master', 'br0'),
+    inSwitch('link', 'set', 'up0', 'up'),
+    [ip(), 'addr', 'add', `${hostAddress}/${prefixLength}`, 'dev', hostInterface],
+    [ip(), 'link', 'set', hostInterface, 'up'],
+  ];
+  names.forEach((_, i) => {
+    const namespace = hostResources[i]!.namespace;
+    const inHost = (...argv: string[]) => [ip(), '-n', namespace, ...argv];
+    steps.push(
+      [ip(), 'netns', 'add', namespace],
+      inSwitch('link', 'add', `p${i}`, 'type', 'veth', 'peer', 'name', 'lan0', 'netns', namespace),
+      inSwitch('link', 'set', `p${i}`, 'master', 'br0'),
+      inSwitch('link', 'set', `p${i}`, 'up'),
+      inHost('addr', 'add', `${addressAt(i + 2)}/${prefixLength}`, 'dev', 'lan0'),
+      inHost('link', 'set', 'lan0', 'up'),
+      inHost('link', 'set', 'lo', 'up'),
+    );
+  });
+  try {
+    for (const argv of steps) await exec(argv);
+    await waitForAddress(hostInterface, hostAddress);
+  } catch (err) {
+    const cleanup = await teardown().then(
+      () => '',
+      (e: unknown) => `\n  (cleanup after failure also failed: ${(e as Error).message})`,
+    );
+    throw new Error(`createTestLan failed while setting up ${prefix}* (${addressAt(0)}/${prefixLength}):\n  ${(err as Error).message}${hintFor(err)}${cleanup}`);
+  }
+
+  const hosts = Object.fromEntries(
+    names.map((name, i) => {
+      const namespace = hostResources[i]!.namespace;
+      const host: LanHost = {
+        name,
+        namespace,
+        address: addressAt(i + 2),
+        wrap: (argv) => [ip(), 'netns', 'exec', namespace, ...argv],
+        run: (argv, options) => exec([ip(), 'netns', 'exec', namespace, ...argv], options?.timeoutMs ?? 30_000),
+      };
+      return [name, host];
+    }),
+  ) as { [N in Name]: LanHost };
+  let closing: Promise<void> | undefined;
+  return { hosts, hostAddress, prefixLength, close: () => (closing ??= teardown()) };
 }
