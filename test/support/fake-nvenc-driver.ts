@@ -5,9 +5,9 @@
  * and whose HEVC output is a non-decodable marker). Point the encoder at them with
  * ARCLIGHT_LIBCUDA / ARCLIGHT_LIBNVIDIA_ENCODE (`fakeNvencEnv()` builds that environment).
  *
- * `buildFakeNvencDriver()` compiles both libraries from source once per process (the first call
- * starts the build; later calls share its promise) into a fresh temp directory that is removed
- * when the process exits. Needs a C++17 compiler (`$CXX`, default `c++`) and the ffnvcodec
+ * `buildFakeNvencDriver()` compiles both libraries from source once per machine: into a temp
+ * directory named by a hash of the sources and flags, so the test files (each its own process)
+ * share one build; the first call in a process starts it, later calls share its promise. Needs a C++17 compiler (`$CXX`, default `c++`) and the ffnvcodec
  * headers (Debian package libffmpeg-nvenc-dev, in /usr/include/ffnvcodec, or
  * $ARCLIGHT_FFNVCODEC_DIR); throws saying which is missing.
  *
@@ -19,14 +19,15 @@
  *   ARCLIGHT_FAKE_NVENC_LOG     a file receiving one JSON object per line (`readFakeNvencLog()`)
  */
 import { execFile } from 'node:child_process';
-import { accessSync, constants as fsConstants, mkdtempSync, rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { accessSync, constants as fsConstants, existsSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export interface FakeNvencDriver {
-  /** The temp directory holding both libraries. */
+  /** The directory holding both libraries (a per-machine cache in the temp directory). */
   readonly dir: string;
   /** Absolute path of the fake libcuda.so.1 (its SONAME too). */
   readonly libcuda: string;
@@ -81,26 +82,36 @@ async function build(): Promise<FakeNvencDriver> {
     throw new Error(`fake NVENC driver: no C++ compiler (\`${cxx} --version\` failed: ${(err as Error).message}); install g++ or set CXX`);
   }
 
-  const dir = mkdtempSync(join(tmpdir(), 'arclight-fake-nvenc-'));
-  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
-  const driver: FakeNvencDriver = {
-    dir,
-    libcuda: join(dir, 'libcuda.so.1'),
-    libnvidiaEncode: join(dir, 'libnvidia-encode.so.1'),
-  };
+  const flags = ['-std=c++17', '-O1', '-shared', '-fPIC', '-fvisibility=hidden', `-I${headers}`];
+  const hash = createHash('sha256').update(JSON.stringify([cxx, flags]));
+  for (const source of Object.values(SOURCES)) hash.update(readFileSync(source));
+  const dir = join(tmpdir(), `arclight-fake-nvenc-${hash.digest('hex').slice(0, 16)}`);
+  const inDir = (d: string): FakeNvencDriver => ({ dir: d, libcuda: join(d, 'libcuda.so.1'), libnvidiaEncode: join(d, 'libnvidia-encode.so.1') });
+  const driver = inDir(dir);
+  if (existsSync(driver.libcuda) && existsSync(driver.libnvidiaEncode)) return driver;
+  // Built aside and renamed into place, so a concurrent test process never sees half a build.
+  const staging = mkdtempSync(join(tmpdir(), 'arclight-fake-nvenc-build-'));
+  const built = inDir(staging);
   const compile = async (source: string, output: string, soname: string): Promise<void> => {
-    const args = ['-std=c++17', '-O1', '-shared', '-fPIC', '-fvisibility=hidden', `-I${headers}`,
-      `-Wl,-soname,${soname}`, '-o', output, source, '-ldl'];
+    const args = [...flags, `-Wl,-soname,${soname}`, '-o', output, source, '-ldl'];
     try {
       await run(cxx, args);
     } catch (err) {
       throw new Error(`fake NVENC driver: compiling ${source} failed:\n${(err as Error).message}`);
     }
   };
-  await Promise.all([
-    compile(SOURCES.libcuda, driver.libcuda, 'libcuda.so.1'),
-    compile(SOURCES.libnvidiaEncode, driver.libnvidiaEncode, 'libnvidia-encode.so.1'),
-  ]);
+  try {
+    await Promise.all([
+      compile(SOURCES.libcuda, built.libcuda, 'libcuda.so.1'),
+      compile(SOURCES.libnvidiaEncode, built.libnvidiaEncode, 'libnvidia-encode.so.1'),
+    ]);
+    renameSync(staging, dir);
+  } catch (error) {
+    rmSync(staging, { recursive: true, force: true });
+    // Another process finished the same build first: use it.
+    if (existsSync(driver.libcuda) && existsSync(driver.libnvidiaEncode)) return driver;
+    throw error;
+  }
   return driver;
 }
 
