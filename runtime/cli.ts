@@ -1,12 +1,13 @@
 /**
  * The `arclight` command.
  *
- *   arclight serve <module> [--port 8080] [--host 127.0.0.1] [--ice-host ADDR]... [--latency realtime|smooth] [--no-playground]
- *                           [--moderator-url URL]
+ *   arclight serve <module> [--port 8080] [--host 127.0.0.1] [--ice-host ADDR]... [--ice-port-range A-B] [--public-ip ADDR]
+ *                           [--turn-url URL]... [--turn-ttl S] [--latency realtime|smooth] [--no-playground] [--moderator-url URL]
  */
 
 import { parseArgs } from 'node:util';
 import { startRuntime } from './server.ts';
+import { iceOptionsFromFlags, TURN_SECRET_ENV } from './ice-cli-options.ts';
 import { HttpModerator } from './moderation/http-moderator.ts';
 import { loadModelModule, ModelModuleError } from './model/load-model-module.ts';
 import { ModelDefinitionError } from './model/validate-definition.ts';
@@ -21,7 +22,15 @@ Options:
   --port <n>              HTTP port (default 8080; 0 = any free port)
   --host <addr>           HTTP listen address (default 127.0.0.1; 0.0.0.0 for containers)
   --ice-host <addr>       gather and advertise ICE only on this address (repeatable)
-  --ice-port-range <a-b>  UDP port range for media, e.g. 40000-40999
+  --ice-port-range <a-b>  UDP port range for media, e.g. 40000-40999 (one port per open client
+                          connection; open it in the firewall)
+  --public-ip <addr>      the address clients reach this host at behind a 1:1 NAT (cloud public IP,
+                          node external IP): each media port is also offered there
+  --turn-url <url>        a TURN server clients may relay through, e.g.
+                          turn:turn.example.com:3478?transport=udp (repeatable); each ice_servers
+                          request gets fresh time-limited credentials (coturn use-auth-secret), the
+                          shared secret from $${TURN_SECRET_ENV}
+  --turn-ttl <seconds>    how long those credentials stay valid (default 3600)
   --latency <mode>        realtime: browsers show each frame as soon as it is decoded (lowest
                           latency); smooth: bounded buffering for lossy networks (default: the
                           model's choice, else smooth)
@@ -55,6 +64,9 @@ export async function main(argv: readonly string[]): Promise<number> {
         host: { type: 'string' },
         'ice-host': { type: 'string', multiple: true },
         'ice-port-range': { type: 'string' },
+        'public-ip': { type: 'string' },
+        'turn-url': { type: 'string', multiple: true },
+        'turn-ttl': { type: 'string' },
         latency: { type: 'string' },
         'no-playground': { type: 'boolean' },
         'no-recording': { type: 'boolean' },
@@ -90,14 +102,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write(`arclight: --latency must be "realtime" or "smooth"; got "${values.latency}"\n`);
     return 2;
   }
-  let portRange: [number, number] | undefined;
-  if (values['ice-port-range'] !== undefined) {
-    const match = /^(\d+)-(\d+)$/.exec(values['ice-port-range']);
-    if (!match || Number(match[1]) >= Number(match[2])) {
-      process.stderr.write(`arclight: --ice-port-range must look like 40000-40999\n`);
-      return 2;
-    }
-    portRange = [Number(match[1]), Number(match[2])];
+  const ice = iceOptionsFromFlags(values, process.env);
+  if ('error' in ice) {
+    process.stderr.write(`arclight: ${ice.error}\n`);
+    return 2;
   }
   const grace = values.grace === undefined ? undefined : /^\d+(\.\d+)?$/.test(values.grace) ? Number(values.grace) : NaN;
   if (grace !== undefined && !(grace > 0)) {
@@ -138,7 +146,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       model: model as never,
       port,
       ...(values.host ? { host: values.host } : {}),
-      ice: { ...(values['ice-host'] ? { hostAddresses: values['ice-host'] } : {}), ...(portRange ? { portRange } : {}) },
+      ice: ice.ice,
       ...(values.latency ? { latencyMode: values.latency as 'realtime' | 'smooth' } : {}),
       playground: !values['no-playground'],
       // Recording (for clips) is on for served models: it is what the spec promises clients.

@@ -33,8 +33,8 @@ function cliEnv(): NodeJS.ProcessEnv {
 
 const children = new Set<ChildProcess>();
 
-function spawnCli(args: readonly string[]): ChildProcess & { out: { stdout: string; stderr: string } } {
-  const child = spawn(process.execPath, [...NODE_FLAGS, 'bin/arclight.js', ...args], { cwd: ROOT, env: cliEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+function spawnCli(args: readonly string[], env: Readonly<Record<string, string>> = {}): ChildProcess & { out: { stdout: string; stderr: string } } {
+  const child = spawn(process.execPath, [...NODE_FLAGS, 'bin/arclight.js', ...args], { cwd: ROOT, env: { ...cliEnv(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(child);
   const out = { stdout: '', stderr: '' };
   child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out.stdout += chunk));
@@ -60,8 +60,8 @@ function exited(child: ChildProcess & { out: { stdout: string; stderr: string } 
   });
 }
 
-async function runCli(args: readonly string[]): Promise<CliResult> {
-  return exited(spawnCli(args), START_TIMEOUT_MS);
+async function runCli(args: readonly string[], env: Readonly<Record<string, string>> = {}): Promise<CliResult> {
+  return exited(spawnCli(args, env), START_TIMEOUT_MS);
 }
 
 function describeResult(result: CliResult): string {
@@ -120,6 +120,15 @@ describe('arclight serve: argument errors → exit 2', () => {
     const notUrl = await runCli(['serve', 'models/examples/pattern', '--coordinator', 'coordinator.local']);
     expect(notUrl.code, describeResult(notUrl)).toBe(2);
     expect(notUrl.stderr).toContain('--coordinator must be an http(s) URL');
+  });
+
+  it('--turn-url without $ARCLIGHT_TURN_SECRET, or a --public-ip that is not an address → exit 2', { timeout: START_TIMEOUT_MS }, async () => {
+    const noSecret = await runCli(['serve', 'models/examples/pattern', '--turn-url', 'turn:127.0.0.1:3478']);
+    expect(noSecret.code, describeResult(noSecret)).toBe(2);
+    expect(noSecret.stderr).toContain('ARCLIGHT_TURN_SECRET');
+    const badIp = await runCli(['serve', 'models/examples/pattern', '--public-ip', 'gpu.example.com']);
+    expect(badIp.code, describeResult(badIp)).toBe(2);
+    expect(badIp.stderr).toContain('--public-ip must be an IPv4 or IPv6 address');
   });
 
   it('--moderator-url that is not an http(s) URL → exit 2', { timeout: START_TIMEOUT_MS }, async () => {
@@ -248,5 +257,27 @@ describe('arclight serve: a valid model', () => {
     expect(result.stdout).toContain('shutting down');
     // The port is released.
     await expect(fetch(`http://127.0.0.1:${port}/health`)).rejects.toThrow();
+  });
+
+  it('--turn-url/--turn-ttl with $ARCLIGHT_TURN_SECRET: ice_servers carries a TURN credential, never the secret', { timeout: START_TIMEOUT_MS + 30_000 }, async () => {
+    const secret = 'cli-turn-secret-never-served';
+    const child = spawnCli(
+      ['serve', 'models/examples/pattern', '--port', '0', '--ice-host', '127.0.0.1', '--ice-port-range', '41990-41999', '--public-ip', '203.0.113.7', '--turn-url', 'turn:127.0.0.1:3478?transport=udp', '--turn-ttl', '120', '--no-playground', '--no-recording'],
+      { ARCLIGHT_TURN_SECRET: secret },
+    );
+    const match = await waitForOutput(child, /serving model "pattern" on http:\/\/localhost:(\d+)\b/, START_TIMEOUT_MS);
+    const url = `http://127.0.0.1:${match[1]}`;
+    const session = (await (await fetch(`${url}/start_session`, { method: 'POST', body: '{}' })).json()) as { session_id: string };
+    const text = await (await fetch(`${url}/sessions/${session.session_id}/transport/webrtc/ice_servers`)).text();
+    expect(text).not.toContain(secret);
+    const body = JSON.parse(text) as { ice_servers: { uris: string[]; credentials?: { username: string; password: string } }[] };
+    expect(body.ice_servers).toHaveLength(1);
+    expect(body.ice_servers[0]!.uris).toEqual(['turn:127.0.0.1:3478?transport=udp']);
+    const [expiry, id] = body.ice_servers[0]!.credentials!.username.split(':');
+    expect(id).toBe(session.session_id);
+    expect(Number(expiry) - Date.now() / 1000).toBeGreaterThan(110);
+    expect(Number(expiry) - Date.now() / 1000).toBeLessThanOrEqual(120);
+    child.kill('SIGTERM');
+    expect((await exited(child, 15_000)).code).toBe(0);
   });
 });
