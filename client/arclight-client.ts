@@ -64,6 +64,13 @@ export interface ArclightClientOptions {
   readonly commandTimeoutMs?: number;
   /** How long ICE/DTLS may take once the answer arrived. Default 15 s. */
   readonly connectTimeoutMs?: number;
+  /**
+   * `relay`: media goes only through the TURN servers the runtime hands out (from its
+   * `ice_servers`), never straight between client and GPU, e.g. to hide the client's address or
+   * to test a TURN deployment. The connection fails when the runtime offers no TURN server the
+   * client can reach. Default `all` (direct when possible, relayed when not).
+   */
+  readonly iceTransportPolicy?: RTCIceTransportPolicy;
 }
 
 /** Per-frame data sent with an input video frame: a mapping travels as JSON, bytes unchanged. */
@@ -613,7 +620,7 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
       message: (raw) => this.#onMessage(raw),
       track: (name, track, stream) => this.emit('trackReceived', name, track, stream),
       lost: () => setTimeout(() => this.#onLost(link), 0),
-    });
+    }, this.#options.iceTransportPolicy ?? 'all');
     this.#link = link;
     // Encoded transforms only apply if set before the first negotiation: install them now, idle.
     if (this.#inputFrameTransforms && inputFrameMetadataSupported()) {

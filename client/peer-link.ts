@@ -33,10 +33,17 @@ export class PeerLink {
   #ready = false;
   #closed = false;
 
-  constructor(rtc: RtcImplementation, iceServers: RTCIceServer[], tracks: readonly TrackCapability[], events: PeerLinkEvents) {
+  /** `iceTransportPolicy`: `relay` gathers TURN relay candidates only (default `all`). */
+  constructor(
+    rtc: RtcImplementation,
+    iceServers: RTCIceServer[],
+    tracks: readonly TrackCapability[],
+    events: PeerLinkEvents,
+    iceTransportPolicy: RTCIceTransportPolicy = 'all',
+  ) {
     this.#tracks = tracks;
     this.#events = events;
-    this.pc = new rtc.RTCPeerConnection({ iceServers });
+    this.pc = new rtc.RTCPeerConnection({ iceServers, iceTransportPolicy });
     this.channel = this.pc.createDataChannel(DATA_CHANNEL_LABEL);
     for (const track of tracks) {
       this.#transceivers.set(track.name, this.pc.addTransceiver(track.kind, { direction: track.direction }));
