@@ -1,0 +1,52 @@
+#!/bin/sh
+# The coordinator container's entrypoint: environment variables → `arclight coordinator` flags,
+# then `exec` so Node is the process the container's init (tini) signals (SIGTERM → it stops
+# serving and closes the database). Arguments given to the container are appended, so any flag
+# the CLI has (see `arclight coordinator --help`) can be passed that way too; `admin …` runs an
+# admin verb instead of the server (`docker run … arclight-coordinator admin add-model pattern
+# --rate 5`), on the same DATABASE_URL.
+#
+#   DATABASE_URL              required: postgres://user:password@host:5432/db (replicas share it;
+#                             a SQLite file path serves one pod only). The CLI reads it from the
+#                             environment itself, so the password never appears on a command line.
+#   ARCLIGHT_RUNTIME_SECRET   required for the server: the secret runtimes register with (read by
+#                             the coordinator from the environment; never put on the command line)
+#   ARCLIGHT_PORT             --port (default 8090)
+#   ARCLIGHT_HOST             --host (default 0.0.0.0: reachable from outside the container)
+#   ARCLIGHT_WORKERS          --workers (processes sharing the port; default 1 — scale with replicas)
+#   ARCLIGHT_RECONNECT_WINDOW --reconnect-window (seconds, 1–3600; default 30)
+#   ARCLIGHT_METER_FLUSH_MS   --meter-flush-ms (housekeeping and billing interval; default 5000)
+#   ARCLIGHT_HEARTBEAT_MS     --heartbeat-ms (how often runtimes heartbeat; default 5000)
+#   ARCLIGHT_HOME             where Arclight is installed (default /app)
+set -eu
+
+fail() {
+  echo "arclight-coordinator: $*" >&2
+  exit 64
+}
+
+[ -n "${DATABASE_URL:-}" ] || fail "DATABASE_URL is not set: set it to the PostgreSQL URL the replicas share, e.g. postgres://arclight:…@postgres:5432/arclight"
+cli="${ARCLIGHT_HOME:-/app}/bin/arclight.js"
+
+# `admin <verb> …`: the container's arguments are the whole command.
+if [ "${1:-}" = admin ]; then
+  exec node "$cli" "$@"
+fi
+
+[ -n "${ARCLIGHT_RUNTIME_SECRET:-}" ] || fail "ARCLIGHT_RUNTIME_SECRET is not set: runtimes could not register (set the same secret on the coordinator and every runtime)"
+
+# Build the command in the positional parameters (POSIX sh has no arrays): the container's own
+# arguments ($1…$n) stay in front while the flags are appended, then are rotated to the end.
+extra=$#
+set -- "$@" "$cli" coordinator --port "${ARCLIGHT_PORT:-8090}" --host "${ARCLIGHT_HOST:-0.0.0.0}"
+[ -z "${ARCLIGHT_WORKERS:-}" ] || set -- "$@" --workers "$ARCLIGHT_WORKERS"
+[ -z "${ARCLIGHT_RECONNECT_WINDOW:-}" ] || set -- "$@" --reconnect-window "$ARCLIGHT_RECONNECT_WINDOW"
+[ -z "${ARCLIGHT_METER_FLUSH_MS:-}" ] || set -- "$@" --meter-flush-ms "$ARCLIGHT_METER_FLUSH_MS"
+[ -z "${ARCLIGHT_HEARTBEAT_MS:-}" ] || set -- "$@" --heartbeat-ms "$ARCLIGHT_HEARTBEAT_MS"
+while [ "$extra" -gt 0 ]; do
+  set -- "$@" "$1"
+  shift
+  extra=$((extra - 1))
+done
+
+exec node "$@"
