@@ -94,9 +94,10 @@ describe('ice_servers with ice.turn', () => {
       expect(Number(expiry)).toBeLessThanOrEqual(after + TTL_SECONDS);
       expect(password).toBe(turnCredential(coturn.secret, Number(expiry), sessionId).password);
 
-      // coturn recomputes the HMAC with its static-auth-secret and grants a relay on its range.
-      const granted = await tryAllocate(coturn.address, coturn.port, username, password);
-      expect(granted, coturn.log().slice(-2000)).toMatchObject({ ok: true, relayed: { address: LOOPBACK } });
+      // coturn recomputes the HMAC with its static-auth-secret and grants a relay on its range —
+      // to the runtime's address only (the test server's allow list; no packet goes to the others).
+      const granted = await tryAllocate(coturn.address, coturn.port, username, password, [LOOPBACK, '127.0.0.2', '192.0.2.55']);
+      expect(granted, coturn.log().slice(-2000)).toMatchObject({ ok: true, relayed: { address: LOOPBACK }, permissions: { [LOOPBACK]: 200, '127.0.0.2': 403, '192.0.2.55': 403 } });
       if (granted.ok) {
         expect(granted.relayed.port).toBeGreaterThanOrEqual(coturn.relayPorts[0]);
         expect(granted.relayed.port).toBeLessThanOrEqual(coturn.relayPorts[1]);

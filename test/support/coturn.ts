@@ -124,6 +124,23 @@ const ALLOCATE_REQUEST = 0x0003;
 const ALLOCATE_SUCCESS = 0x0103;
 const ALLOCATE_ERROR = 0x0113;
 const REFRESH_REQUEST = 0x0004;
+const CREATE_PERMISSION_REQUEST = 0x0008;
+const CREATE_PERMISSION_SUCCESS = 0x0108;
+const XOR_PEER_ADDRESS = 0x0012;
+
+/** XOR-PEER-ADDRESS for an IPv4 address (port 9, discard: a permission names only the address). */
+function xorPeerAddress(address: string): Buffer {
+  const value = Buffer.alloc(8);
+  value[1] = 0x01;
+  value.writeUInt16BE(9 ^ (MAGIC_COOKIE >>> 16), 2);
+  address.split('.').forEach((octet, i) => (value[4 + i] = Number(octet) ^ ((MAGIC_COOKIE >>> (24 - 8 * i)) & 0xff)));
+  return value;
+}
+
+function errorCode(attributes: Map<number, Buffer>): number {
+  const error = attributes.get(ATTR.ERROR_CODE);
+  return error ? (error[2]! & 0x7) * 100 + error[3]! : 0;
+}
 
 function attribute(type: number, value: Buffer): Buffer {
   const padded = Buffer.alloc(4 + Math.ceil(value.length / 4) * 4);
@@ -175,14 +192,22 @@ function exchange(socket: ReturnType<typeof createSocket>, request: Buffer, tran
   });
 }
 
-export type AllocateResult = { readonly ok: true; readonly relayed: { readonly address: string; readonly port: number } } | { readonly ok: false; readonly code: number; readonly reason: string };
+export type AllocateResult =
+  | {
+      readonly ok: true;
+      readonly relayed: { readonly address: string; readonly port: number };
+      /** Per peer asked for: 200 when the server permits relaying to it, else its error code (403: forbidden peer). */
+      readonly permissions: Readonly<Record<string, number>>;
+    }
+  | { readonly ok: false; readonly code: number; readonly reason: string };
 
 /**
  * Asks the TURN server at `address:port` for a UDP relay with `username`/`password` (the
- * unauthenticated request, its 401 with REALM and NONCE, then the authenticated one). Frees the
- * allocation again when it succeeds.
+ * unauthenticated request, its 401 with REALM and NONCE, then the authenticated one), then for a
+ * permission to each of `peers` (a request to the server only: nothing is sent to the peers).
+ * Frees the allocation again when it succeeds.
  */
-export async function tryAllocate(address: string, port: number, username: string, password: string): Promise<AllocateResult> {
+export async function tryAllocate(address: string, port: number, username: string, password: string, peers: readonly string[] = []): Promise<AllocateResult> {
   const socket = createSocket('udp4');
   await new Promise<void>((resolve) => socket.bind(0, address, resolve));
   try {
@@ -200,20 +225,24 @@ export async function tryAllocate(address: string, port: number, username: strin
     const attributes = parseAttributes(answer);
     const type = answer.readUInt16BE(0);
     if (type === ALLOCATE_ERROR) {
-      const error = attributes.get(ATTR.ERROR_CODE);
-      const code = error ? (error[2]! & 0x7) * 100 + error[3]! : 0;
-      return { ok: false, code, reason: error ? error.subarray(4).toString('utf8') : '' };
+      return { ok: false, code: errorCode(attributes), reason: attributes.get(ATTR.ERROR_CODE)?.subarray(4).toString('utf8') ?? '' };
     }
     if (type !== ALLOCATE_SUCCESS) throw new Error(`unexpected STUN message type 0x${type.toString(16)}`);
     const relayed = attributes.get(ATTR.XOR_RELAYED_ADDRESS);
     if (!relayed || relayed[1] !== 0x01) throw new Error('no IPv4 XOR-RELAYED-ADDRESS in the Allocate success');
     const relayedPort = relayed.readUInt16BE(2) ^ (MAGIC_COOKIE >>> 16);
     const relayedAddress = [...relayed.subarray(4, 8)].map((byte, i) => byte ^ ((MAGIC_COOKIE >>> (24 - 8 * i)) & 0xff)).join('.');
+    const permissions: Record<string, number> = {};
+    for (const peer of peers) {
+      const id = randomBytes(12);
+      const reply = await exchange(socket, stunMessage(CREATE_PERMISSION_REQUEST, id, [attribute(XOR_PEER_ADDRESS, xorPeerAddress(peer)), ...credentials], key), id, address, port, 3_000);
+      permissions[peer] = reply.readUInt16BE(0) === CREATE_PERMISSION_SUCCESS ? 200 : errorCode(parseAttributes(reply));
+    }
     // Free it (Refresh with LIFETIME 0).
     const lifetime = Buffer.alloc(4);
     const third = randomBytes(12);
     await exchange(socket, stunMessage(REFRESH_REQUEST, third, [attribute(ATTR.LIFETIME, lifetime), ...credentials], key), third, address, port, 3_000).catch(() => undefined);
-    return { ok: true, relayed: { address: relayedAddress, port: relayedPort } };
+    return { ok: true, relayed: { address: relayedAddress, port: relayedPort }, permissions };
   } finally {
     socket.close();
   }
