@@ -132,6 +132,35 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   const runtimeSecret = options.runtimeSecret ?? process.env['ARCLIGHT_RUNTIME_SECRET'];
   const inFlight = new Set<Promise<unknown>>();
   const lifecycle = new SessionLifecycle(sessions, registry, new RuntimeClient(runtimeSecret, reconnectWindow(options.reconnectWindowSeconds)), meter, log);
+  // Every registration, heartbeat and session end asks for a placement pass; at fleet scale that
+  // is thousands a second, each a query for waiting sessions. Requests coalesce: one pass at a
+  // time, and one more after it if anything asked meanwhile (what it saw may have changed).
+  const placement = {
+    running: undefined as Promise<void> | undefined,
+    again: false,
+    request(): void {
+      if (this.running) {
+        this.again = true;
+        return;
+      }
+      const pass = (async () => {
+        do {
+          this.again = false;
+          await lifecycle.placeWaiting();
+        } while (this.again);
+      })()
+        .catch((error: unknown) => log.error('placing waiting sessions failed', { error }))
+        .finally(() => {
+          this.running = undefined;
+          // Tracked so close() waits for it rather than pulling the database from under it.
+          inFlight.delete(pass);
+          // A request that came after the last pass looked, but before this ran.
+          if (this.again) this.request();
+        });
+      this.running = pass;
+      inFlight.add(pass);
+    },
+  };
   await keyring.current(); // first start: create the signing key before serving
   const app = createCoordinatorApp({
     apiKeys,
@@ -144,14 +173,7 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     registry,
     lifecycle,
     runtimeSecret,
-    onCapacity: () => {
-      // Tracked so close() waits for it rather than pulling the database from under it.
-      const placing = lifecycle
-        .placeWaiting()
-        .catch((error: unknown) => log.error('placing waiting sessions failed', { error }))
-        .finally(() => inFlight.delete(placing));
-      inFlight.add(placing);
-    },
+    onCapacity: () => placement.request(),
     cluster: options.cluster ?? 'default',
     pricing,
     logError: (message, fields) => log.error(message, fields),
