@@ -23,6 +23,9 @@ import { openStorage } from './storage/database.ts';
 export const COORDINATOR_USAGE = `Usage:
   arclight coordinator [--port 8090] [--host 127.0.0.1] [--database <file|postgres://…>]
                        [--reconnect-window 30] [--meter-flush-ms 5000] [--heartbeat-ms 5000] [--workers 1]
+                       [--public-url https://api.example.com]
+      --public-url        the URL clients reach this service at (behind a load balancer): presigned
+                          upload and clip URLs point there; default its own listening URL
       --reconnect-window  seconds a session outlives its last client (GPU held, still billed)
       --meter-flush-ms    how often running sessions are charged and housekeeping runs
       --heartbeat-ms      how often runtimes heartbeat; one silent for three intervals is gone and
@@ -93,6 +96,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         'reconnect-window': { type: 'string' },
         'meter-flush-ms': { type: 'string' },
         'heartbeat-ms': { type: 'string' },
+        'public-url': { type: 'string' },
         workers: { type: 'string' },
         rate: { type: 'string' },
         private: { type: 'boolean' },
@@ -119,6 +123,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       const reconnectWindow = count(values['reconnect-window'] as string | undefined, '--reconnect-window');
       const flushMs = count(values['meter-flush-ms'] as string | undefined, '--meter-flush-ms');
       const heartbeatMs = count(values['heartbeat-ms'] as string | undefined, '--heartbeat-ms');
+      const publicUrl = values['public-url'] as string | undefined;
+      if (publicUrl !== undefined && !/^https?:\/\/[^\s/]+(\/\S*)?$/.test(publicUrl)) throw new UsageError('--public-url must be an http(s) URL');
       if (heartbeatMs !== undefined && heartbeatMs < 100) throw new UsageError('--heartbeat-ms must be at least 100');
       const workers = count(values['workers'] as string | undefined, '--workers') ?? 1;
       const workerIndex = coordinatorWorkerIndex();
@@ -132,6 +138,7 @@ export async function main(argv: readonly string[]): Promise<number> {
               host: values.host ?? '127.0.0.1',
               ...(reconnectWindow === undefined ? {} : { reconnectWindowSeconds: reconnectWindow }),
               ...(heartbeatMs === undefined ? {} : { heartbeatIntervalMs: heartbeatMs }),
+              ...(publicUrl === undefined ? {} : { publicUrl: publicUrl.replace(/\/+$/, '') }),
               // Housekeeping runs in one worker: the others would find nothing left to do.
               ...(workerIndex !== undefined && workerIndex > 0 ? { meterFlushMs: 0 } : flushMs === undefined ? {} : { meterFlushMs: flushMs }),
             });
@@ -164,7 +171,7 @@ async function runAdmin(database: string, verb: string, args: readonly string[],
   const need = (n: number, names: string): void => {
     if (args.length !== n) throw new UsageError(`${verb} takes ${names}`);
   };
-  const storage = await openStorage(database);
+  const storage = await openStorage(database, { onConnectionError: (error) => process.stderr.write(`arclight: database connection failed: ${error.message}\n`) });
   // Every branch awaits its result before `finally` closes the database.
   try {
     const accounts = new AccountStore(storage.db);

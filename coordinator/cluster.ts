@@ -36,7 +36,7 @@ export function reportListening(url: string): void {
  * them (SIGTERM, then waits).
  */
 export async function startCoordinatorWorkers(database: string, workers: number): Promise<{ url: string; close(): Promise<void> }> {
-  const storage = await openStorage(database); // migrates
+  const storage = await openStorage(database, { onConnectionError: () => {} }); // migrates; closed at once
   try {
     await new SigningKeyring(storage.db).current();
   } finally {

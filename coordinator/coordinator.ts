@@ -18,6 +18,7 @@ import { ModelCatalog } from './models/model-catalog.ts';
 import { DEFAULT_PRICING, type PricingSettings } from './pricing/pricing.ts';
 import { CreditLedger } from './billing/credit-ledger.ts';
 import { SessionMeter, type MeterStop } from './billing/session-meter.ts';
+import { CoordinatorMetrics } from './metrics.ts';
 import { RuntimeClient } from './runtimes/runtime-client.ts';
 import { RuntimeRegistry } from './runtimes/runtime-registry.ts';
 import { SessionLifecycle } from './sessions/session-lifecycle.ts';
@@ -113,7 +114,9 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   if (heartbeatMs !== undefined && !(Number.isInteger(heartbeatMs) && heartbeatMs >= 100)) {
     throw new RangeError(`heartbeatIntervalMs must be a whole number of ms, at least 100 (got ${heartbeatMs})`);
   }
-  const storage = await openStorage(options.database ?? 'data/coordinator.db');
+  const storage = await openStorage(options.database ?? 'data/coordinator.db', {
+    onConnectionError: (error) => log.warn('a database connection failed; it will be replaced', { error }),
+  });
   const { db } = storage;
   const accounts = new AccountStore(db);
   const apiKeys = new ApiKeyStore(db);
@@ -129,6 +132,7 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   const meter = new SessionMeter(db, ledger, options.now);
   const sessions = new SessionStore(db, storage.engine, ledger, options.now);
   const registry = new RuntimeRegistry(db, storage.engine, options.now, heartbeatMs);
+  const metrics = new CoordinatorMetrics(db);
   const runtimeSecret = options.runtimeSecret ?? process.env['ARCLIGHT_RUNTIME_SECRET'];
   const inFlight = new Set<Promise<unknown>>();
   const lifecycle = new SessionLifecycle(sessions, registry, new RuntimeClient(runtimeSecret, reconnectWindow(options.reconnectWindowSeconds)), meter, log);
@@ -178,6 +182,7 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     pricing,
     logError: (message, fields) => log.error(message, fields),
     corsOrigins: options.corsOrigins ?? '*',
+    metrics,
   });
   const host = options.host ?? '127.0.0.1';
   let server: ServerType;
@@ -200,11 +205,14 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
    * account ran dry. On a timer (`meterFlushMs`); tests call it directly.
    */
   const housekeeping = async (): Promise<void> => {
-    await registry.reapStale();
+    const done = metrics.housekeepingDuration.startTimer();
+    metrics.sessionsReaped.inc((await registry.reapStale()).length);
     await lifecycle.ended(await sessions.endExpired());
     await lifecycle.placeWaiting();
-    const { mustEnd } = await meter.flush();
+    const { ticks, mustEnd } = await meter.flush();
+    metrics.meterTicks.inc(ticks);
     for (const { sessionId, stop } of mustEnd) await lifecycle.end(sessionId, METER_STOP_REASONS[stop]);
+    done();
   };
   let flushing: Promise<unknown> | undefined;
   const flushMs = options.meterFlushMs ?? 5000;

@@ -50,6 +50,7 @@ export const ERROR_CODES = {
   timeout: { status: 504, retryable: true, summary: 'No answer arrived in time (a command reply, an SDP answer, the connection).' },
   connection_failed: { status: 502, retryable: true, summary: 'The WebRTC connection could not be established or was lost.' },
   // Everything else
+  unavailable: { status: 503, retryable: true, summary: 'A dependency is down (the coordinator cannot reach its database).' },
   internal_error: { status: 500, retryable: true, summary: 'An unexpected failure; details are in the server log only.' },
 } as const satisfies Record<string, { status: number; retryable: boolean; summary: string }>;
 

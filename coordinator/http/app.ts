@@ -1,6 +1,7 @@
 /**
  * The coordinator's HTTP surface, composed from one route module per resource. The spec's
- * endpoints (`POST /tokens`, sessions, `GET /pricing`) plus `/.well-known/jwks.json`.
+ * endpoints (`POST /tokens`, sessions, `GET /pricing`) plus `/.well-known/jwks.json`, and for
+ * operators `GET /health` (the database answers) and `GET /metrics` (Prometheus).
  */
 
 import { Hono } from 'hono';
@@ -19,6 +20,9 @@ import type { SessionStore } from '../sessions/session-store.ts';
 import type { SigningKeyring } from '../tokens/signing-keyring.ts';
 import { parseTokenRequest } from '../tokens/token-request.ts';
 import type { TokenService } from '../tokens/token-service.ts';
+import { sql } from 'kysely';
+import { routePath } from 'hono/route';
+import type { CoordinatorMetrics } from '../metrics.ts';
 import { createBearerAuthenticator } from './bearer-auth.ts';
 import { createErrorHandler, notFound, readJson, type ErrorLogger } from './errors.ts';
 import { registerPlatformRoutes } from './platform-routes.ts';
@@ -43,6 +47,7 @@ export interface CoordinatorServices {
   readonly logError: ErrorLogger;
   /** Browser origins allowed on the session API and /pricing: `'*'` (default) or a list. */
   readonly corsOrigins: '*' | readonly string[];
+  readonly metrics: CoordinatorMetrics;
 }
 
 /**
@@ -66,6 +71,27 @@ export function createCoordinatorApp(services: CoordinatorServices): Hono {
     maxAge: 600,
   });
   for (const path of BROWSER_PATHS) app.use(path, browserCors);
+
+  // Requests by route pattern (never the raw path: ids would make a series per session).
+  app.use('*', async (c, next) => {
+    const started = performance.now();
+    await next();
+    const route = routePath(c, -1) || 'unmatched';
+    services.metrics.requests.inc({ method: c.req.method, route, status: String(c.res.status) });
+    services.metrics.requestDuration.observe({ method: c.req.method, route }, (performance.now() - started) / 1000);
+  });
+
+  // Readiness for load balancers and Kubernetes: this replica answers and its database does.
+  app.get('/health', async (c) => {
+    try {
+      await sql`select 1`.execute(services.storage.db);
+    } catch {
+      throw new ArclightError('unavailable', 'The coordinator cannot reach its database.');
+    }
+    return c.json({ status: 'healthy', database: services.storage.engine }, 200);
+  });
+
+  app.get('/metrics', async (c) => c.body(await services.metrics.registry.metrics(), 200, { 'content-type': services.metrics.registry.contentType }));
 
   app.post('/tokens', async (c) => {
     const key = c.req.header(API_KEY_HEADER);

@@ -34,10 +34,17 @@ export function isPostgresUrl(url: string): boolean {
 }
 
 /** Opens (creating the SQLite file's folder if needed) and migrates to the latest schema. */
-export async function openStorage(url: string, options: { poolSize?: number } = {}): Promise<CoordinatorStorage> {
+export async function openStorage(
+  url: string,
+  options: { poolSize?: number; /** An idle PostgreSQL connection failed (it is replaced). */ onConnectionError?: (error: Error) => void } = {},
+): Promise<CoordinatorStorage> {
   let storage: CoordinatorStorage;
   if (isPostgresUrl(url)) {
     const pool = new pg.Pool({ connectionString: url, max: options.poolSize ?? 10, types: pgTypes });
+    // An idle pooled connection the server drops (a restart, a failover, an administrator) makes
+    // the pool emit 'error'; unheard, that ends the process. The pool discards the connection and
+    // opens a new one for the next query; queries meanwhile fail and answer 503/500.
+    pool.on('error', (error) => options.onConnectionError?.(error));
     const db = new Kysely<CoordinatorDatabase>({ dialect: new PostgresDialect({ pool }) });
     storage = { db, engine: 'postgres', close: () => db.destroy() };
   } else {
