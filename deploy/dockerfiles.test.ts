@@ -225,11 +225,13 @@ describe('deploy/coordinator/Dockerfile', () => {
     expect([...packages].filter((name) => !kept(name))).toEqual([]);
   });
 
-  it('has a HEALTHCHECK (GET /pricing: the coordinator has no /health) that passes on 200 only', async () => {
-    const command = execForm(one(final, 'HEALTHCHECK').replace(/^.*?CMD\s+/, ''));
-    expect(await runHealthcheck(command, '/pricing', 200, 'ARCLIGHT_PORT')).toEqual({ exit: 0, requested: ['/pricing'] });
-    expect((await runHealthcheck(command, '/pricing', 500, 'ARCLIGHT_PORT')).exit).toBe(1);
-    expect((await runHealthcheck(command, '/pricing', 'none', 'ARCLIGHT_PORT')).exit).toBe(1);
+  it('has a HEALTHCHECK on GET /health that passes on 200 and fails on 503 (database unreachable) or no answer', async () => {
+    const healthcheck = one(final, 'HEALTHCHECK');
+    expect(healthcheck).toMatch(/--start-period=\d+s/);
+    const command = execForm(healthcheck.replace(/^.*?CMD\s+/, ''));
+    expect(await runHealthcheck(command, '/health', 200, 'ARCLIGHT_PORT')).toEqual({ exit: 0, requested: ['/health'] });
+    expect((await runHealthcheck(command, '/health', 503, 'ARCLIGHT_PORT')).exit).toBe(1);
+    expect((await runHealthcheck(command, '/health', 'none', 'ARCLIGHT_PORT')).exit).toBe(1);
   });
 });
 

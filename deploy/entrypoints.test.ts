@@ -193,14 +193,41 @@ describe('coordinator entrypoint', () => {
   it('maps every variable to its flag, then the container arguments', () => {
     const result = run(
       COORDINATOR_ENTRYPOINT,
-      { ...required, ARCLIGHT_PORT: '9090', ARCLIGHT_HOST: '::', ARCLIGHT_WORKERS: '4', ARCLIGHT_RECONNECT_WINDOW: '60', ARCLIGHT_METER_FLUSH_MS: '2000', ARCLIGHT_HEARTBEAT_MS: '3000' },
+      {
+        ...required,
+        ARCLIGHT_PORT: '9090',
+        ARCLIGHT_HOST: '::',
+        ARCLIGHT_WORKERS: '4',
+        ARCLIGHT_RECONNECT_WINDOW: '60',
+        ARCLIGHT_METER_FLUSH_MS: '2000',
+        ARCLIGHT_HEARTBEAT_MS: '3000',
+        ARCLIGHT_PUBLIC_URL: 'https://api.example.com',
+      },
       ['--port', '9191'],
     );
+    expect(result.stderr).toBe('');
     expect(result.argv).toEqual([
-      CLI, 'coordinator', '--port', '9090', '--host', '::', '--workers', '4', '--reconnect-window', '60', '--meter-flush-ms', '2000', '--heartbeat-ms', '3000', '--port', '9191',
+      CLI, 'coordinator', '--port', '9090', '--host', '::', '--workers', '4', '--reconnect-window', '60', '--meter-flush-ms', '2000', '--heartbeat-ms', '3000',
+      '--public-url', 'https://api.example.com', '--port', '9191',
     ]);
     expectFlagsDeclared(result.argv!, 'coordinator/cli.ts');
     expect(result.nodePid).toBe(result.pid);
+  });
+
+  it('passes a public URL that is an origin (a port, a trailing slash allowed) and refuses anything else', () => {
+    for (const url of ['http://localhost:8090', 'https://api.example.com/', 'https://[2001:db8::1]:8443']) {
+      const result = run(COORDINATOR_ENTRYPOINT, { ...required, ARCLIGHT_PUBLIC_URL: url });
+      expect(result.stderr).toBe('');
+      expect(result.argv!.slice(-2)).toEqual(['--public-url', url]);
+    }
+    // A path would be dropped by the runtimes (clip URLs take an origin), a scheme other than
+    // http(s) is refused by the CLI: both stop the container here, with the variable's name.
+    for (const url of ['https://example.com/arclight', 'ftp://files.example.com', 'api.example.com', 'https://', 'https://a b', 'https://x?y=1']) {
+      const result = run(COORDINATOR_ENTRYPOINT, { ...required, ARCLIGHT_PUBLIC_URL: url });
+      expect(result.status, url).toBe(64);
+      expect(result.stderr).toContain(`ARCLIGHT_PUBLIC_URL must be an http(s) origin with no path, e.g. https://api.example.com (got "${url}")`);
+      expect(result.argv).toBeUndefined();
+    }
   });
 
   it('runs an admin verb instead when the arguments start with admin (no runtime secret needed)', () => {

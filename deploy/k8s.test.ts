@@ -2,8 +2,8 @@
  * deploy/k8s: every object each overlay renders (deploy/kustomize-render.ts stands in for
  * `kustomize build`) is valid against the Kubernetes JSON Schemas with no unknown fields
  * (deploy/k8s-schema.ts), and the objects fit together: selectors select, named ports exist,
- * Secrets are there (or documented as the operator's), and the runtime and coordinator are set up
- * as docs/operations.md says — GPU, probes, drain, scraping.
+ * Secrets and ConfigMaps are there (or documented as the operator's), and the runtime and
+ * coordinator are set up as docs/operations.md says — GPU, probes, drain, scraping, public URL.
  */
 
 import { readFileSync } from 'node:fs';
@@ -63,6 +63,7 @@ describe.each(Object.entries(overlays))('deploy/k8s %s', (name, objects) => {
   it('renders the objects it should', () => {
     const kinds = objects.map((o) => `${o.kind}/${o.metadata.name}`).sort();
     const common = [
+      'ConfigMap/arclight-coordinator',
       'Deployment/arclight-coordinator', 'Deployment/arclight-runtime-pattern',
       'PodDisruptionBudget/arclight-coordinator', 'PodDisruptionBudget/arclight-runtime-pattern',
       'Service/arclight-coordinator', 'Service/arclight-runtime-pattern',
@@ -70,7 +71,7 @@ describe.each(Object.entries(overlays))('deploy/k8s %s', (name, objects) => {
     const extra: Record<string, string[]> = {
       base: [],
       dev: ['Namespace/arclight-dev', 'Secret/arclight-database', 'Secret/arclight-postgres', 'Secret/arclight-runtime-secret', 'Service/arclight-postgres', 'StatefulSet/arclight-postgres'],
-      production: ['Namespace/arclight', 'ServiceMonitor/arclight-runtime'],
+      production: ['Namespace/arclight', 'ServiceMonitor/arclight-coordinator', 'ServiceMonitor/arclight-runtime'],
     };
     expect(kinds).toEqual([...common, ...extra[name]!].sort());
   });
@@ -136,14 +137,45 @@ describe.each(Object.entries(overlays))('deploy/k8s %s', (name, objects) => {
     }
   });
 
-  it('runs a coordinator of at least two replicas, ready when GET /pricing answers, on the database and runtime secrets', () => {
+  it('refers only to ConfigMaps it renders, with their keys', () => {
+    for (const workload of workloads(objects)) {
+      for (const container of containers(workload)) {
+        for (const env of objectsAt(container, 'env')) {
+          const ref = at(env, 'valueFrom', 'configMapKeyRef');
+          if (!isObject(ref)) continue;
+          const configMap = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === ref['name']);
+          expect(configMap, `${workload.metadata.name}: ConfigMap ${String(ref['name'])}`).toBeDefined();
+          expect(Object.keys(stringMap(at(configMap, 'data')))).toContain(ref['key']);
+        }
+      }
+    }
+  });
+
+  it('runs a coordinator of at least two replicas, ready when GET /health answers, on the database and runtime secrets', () => {
     const coordinator = find(objects, 'Deployment', 'arclight-coordinator');
     expect(at(coordinator, 'spec', 'replicas')).toBeGreaterThanOrEqual(2);
     const [container] = containers(coordinator);
-    expect(at(container, 'readinessProbe', 'httpGet', 'path')).toBe('/pricing');
-    expect(at(container, 'livenessProbe')).toBeDefined();
+    expect(at(container, 'readinessProbe', 'httpGet', 'path')).toBe('/health');
+    // Liveness never asks the database: an outage must not restart every replica.
+    expect(at(container, 'livenessProbe', 'tcpSocket', 'port')).toBe('http');
+    expect(at(container, 'livenessProbe', 'httpGet')).toBeUndefined();
     expect(objectsAt(container, 'env').map((e) => e['name'])).toEqual(expect.arrayContaining(['DATABASE_URL', 'ARCLIGHT_RUNTIME_SECRET']));
     expect(at(container, 'image')).toMatch(/(^|\/)(arclight-)?coordinator(:|$)/);
+    // Prometheus scrape annotations point at the HTTP port's /metrics.
+    const annotations = stringMap(at(coordinator, 'spec', 'template', 'metadata', 'annotations'));
+    expect(annotations).toEqual({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': '8090', 'prometheus.io/path': '/metrics' });
+    expect(objectsAt(container, 'ports').find((p) => p['name'] === 'http')?.['containerPort']).toBe(8090);
+    expect(envValue(container!, 'ARCLIGHT_PORT')).toBe('8090');
+  });
+
+  it('gives the coordinator its public URL from the arclight-coordinator ConfigMap: an origin the entrypoint accepts', () => {
+    const [container] = containers(find(objects, 'Deployment', 'arclight-coordinator'));
+    const ref = at(objectsAt(container, 'env').find((e) => e['name'] === 'ARCLIGHT_PUBLIC_URL'), 'valueFrom', 'configMapKeyRef');
+    expect(ref).toEqual({ name: 'arclight-coordinator', key: 'public-url' });
+    const url = stringMap(at(find(objects, 'ConfigMap', 'arclight-coordinator'), 'data'))['public-url']!;
+    expect(url).toMatch(/^https?:\/\/[^/?#\s]+$/);
+    if (name === 'dev') expect(url).toBe('http://localhost:8090'); // kubectl port-forward
+    if (name === 'production') expect(url).toMatch(/^https:\/\//); // TLS at the load balancer
   });
 
   it('runs the pattern runtime on a GPU (none in dev), ready on /health, draining before it stops', () => {
@@ -236,19 +268,21 @@ describe('deploy/k8s overlays', () => {
     }
   });
 
-  it('production: images from the registry, and a ServiceMonitor scraping the runtime Services', () => {
+  it('production: images from the registry, and ServiceMonitors scraping the runtime and coordinator Services', () => {
     const objects = overlays.production;
     for (const deployment of objects.filter((o) => o.kind === 'Deployment')) {
       for (const container of containers(deployment)) expect(String(at(container, 'image'))).toMatch(/^registry\.example\.com\/arclight\/(coordinator|runtime):0\.1\.0$/);
     }
     expect(objects.some((o) => o.kind === 'Secret')).toBe(false); // created by the operator
-    const monitor = find(objects, 'ServiceMonitor', 'arclight-runtime');
-    const selector = stringMap(at(monitor, 'spec', 'selector', 'matchLabels'));
-    const services = objects.filter((o) => o.kind === 'Service' && matches(selector, stringMap(o.metadata['labels'])));
-    expect(services.map((s) => s.metadata.name)).toEqual(['arclight-runtime-pattern']);
-    const endpoint = objectsAt(monitor, 'spec', 'endpoints')[0];
-    expect(objectsAt(services[0], 'spec', 'ports').map((p) => p['name'])).toContain(endpoint?.['port']);
-    expect(endpoint?.['path']).toBe('/metrics');
+    for (const [monitorName, serviceName] of [['arclight-runtime', 'arclight-runtime-pattern'], ['arclight-coordinator', 'arclight-coordinator']] as const) {
+      const monitor = find(objects, 'ServiceMonitor', monitorName);
+      const selector = stringMap(at(monitor, 'spec', 'selector', 'matchLabels'));
+      const services = objects.filter((o) => o.kind === 'Service' && matches(selector, stringMap(o.metadata['labels'])));
+      expect(services.map((s) => s.metadata.name)).toEqual([serviceName]);
+      const endpoint = objectsAt(monitor, 'spec', 'endpoints')[0];
+      expect(objectsAt(services[0], 'spec', 'ports').map((p) => p['name'])).toContain(endpoint?.['port']);
+      expect(endpoint?.['path']).toBe('/metrics');
+    }
   });
 
   it('production: the operator is told which Secrets to create', () => {

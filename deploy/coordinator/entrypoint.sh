@@ -17,6 +17,10 @@
 #   ARCLIGHT_RECONNECT_WINDOW --reconnect-window (seconds, 1–3600; default 30)
 #   ARCLIGHT_METER_FLUSH_MS   --meter-flush-ms (housekeeping and billing interval; default 5000)
 #   ARCLIGHT_HEARTBEAT_MS     --heartbeat-ms (how often runtimes heartbeat; default 5000)
+#   ARCLIGHT_PUBLIC_URL       --public-url: the origin clients reach the coordinator at behind a
+#                             load balancer or ingress (https://api.example.com); presigned clip
+#                             URLs point there. An origin only: runtimes ignore one with a path,
+#                             so it is refused here. Default: the address it listens on
 #   ARCLIGHT_HOME             where Arclight is installed (default /app)
 set -eu
 
@@ -43,6 +47,19 @@ set -- "$@" "$cli" coordinator --port "${ARCLIGHT_PORT:-8090}" --host "${ARCLIGH
 [ -z "${ARCLIGHT_RECONNECT_WINDOW:-}" ] || set -- "$@" --reconnect-window "$ARCLIGHT_RECONNECT_WINDOW"
 [ -z "${ARCLIGHT_METER_FLUSH_MS:-}" ] || set -- "$@" --meter-flush-ms "$ARCLIGHT_METER_FLUSH_MS"
 [ -z "${ARCLIGHT_HEARTBEAT_MS:-}" ] || set -- "$@" --heartbeat-ms "$ARCLIGHT_HEARTBEAT_MS"
+if [ -n "${ARCLIGHT_PUBLIC_URL:-}" ]; then
+  # scheme://host[:port], one trailing slash tolerated (the CLI drops it).
+  authority="${ARCLIGHT_PUBLIC_URL#*://}"
+  authority="${authority%/}"
+  case "$ARCLIGHT_PUBLIC_URL" in
+    http://* | https://*) ;;
+    *) authority="" ;;
+  esac
+  case "$authority" in
+    "" | *[/?#\ ]*) fail "ARCLIGHT_PUBLIC_URL must be an http(s) origin with no path, e.g. https://api.example.com (got \"$ARCLIGHT_PUBLIC_URL\")" ;;
+  esac
+  set -- "$@" --public-url "$ARCLIGHT_PUBLIC_URL"
+fi
 while [ "$extra" -gt 0 ]; do
   set -- "$@" "$1"
   shift
