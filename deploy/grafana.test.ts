@@ -1,13 +1,20 @@
 /**
  * deploy/grafana/arclight.json and the PromQL in docs/operations.md query metrics that exist:
  * the runtime's, read from a live RuntimeMetrics registry (runtime/metrics.ts, with the process
- * metrics it adds), with label matchers the metric has; or, by name, the few from the exporters
- * the dashboard says it uses (kube-state-metrics, dcgm-exporter) — the coordinator exports none.
+ * metrics it adds), and the coordinator's, from a live CoordinatorMetrics registry
+ * (coordinator/metrics.ts) on a migrated temporary SQLite database (its gauges query it when
+ * collected), with label matchers the metric has; or, by name, the few from the exporters the
+ * dashboard says it uses (kube-state-metrics, dcgm-exporter) and Prometheus' own `up`. Every
+ * metric the runtime and the coordinator export is on a panel.
  */
 
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import type { Registry } from 'prom-client';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { CoordinatorMetrics } from '../coordinator/metrics.ts';
+import { openStorage } from '../coordinator/storage/database.ts';
 import { RuntimeMetrics } from '../runtime/metrics.ts';
 import { isObject, type Json, type JsonObject } from './kustomize-render.ts';
 import { labelMatchers, metricNames, variableQueryMetrics } from './promql.ts';
@@ -21,8 +28,9 @@ const EXTERNAL_METRICS: Readonly<Record<string, string>> = {
   kube_pod_container_status_restarts_total: 'kube-state-metrics',
   DCGM_FI_DEV_GPU_UTIL: 'dcgm-exporter',
   DCGM_FI_DEV_ENC_UTIL: 'dcgm-exporter',
+  up: 'Prometheus (one series per scrape target)',
 };
-/** Labels Prometheus' Kubernetes discovery (pod annotations or the ServiceMonitor) adds to every runtime series. */
+/** Labels Prometheus' Kubernetes discovery (pod annotations or the ServiceMonitors) adds to every runtime and coordinator series. */
 const TARGET_LABELS = ['namespace', 'pod', 'job', 'instance', 'service', 'container', 'arclight_dev_model'];
 
 interface ExportedSeries {
@@ -30,23 +38,48 @@ interface ExportedSeries {
   readonly labels: ReadonlySet<string>;
 }
 
-/** Every series name the runtime exports (histogram buckets/sums/counts included), with its labels. */
-async function runtimeSeries(): Promise<Map<string, ExportedSeries>> {
-  const registry = new RuntimeMetrics().registry;
-  const series = new Map<string, ExportedSeries>();
+/** Every series name a registry exports (histogram buckets/sums/counts included), with its labels. */
+async function seriesOf(registry: Registry): Promise<Map<string, ExportedSeries>> {
+  const found = new Map<string, ExportedSeries>();
   for (const metric of await registry.getMetricsAsJSON()) {
     const declared = (registry.getSingleMetric(metric.name) as unknown as { labelNames?: readonly string[] } | undefined)?.labelNames ?? [];
     const labels = new Set([...declared, ...TARGET_LABELS]);
-    series.set(metric.name, { metric: metric.name, labels });
+    found.set(metric.name, { metric: metric.name, labels });
     // prom-client's typings declare a numeric enum; the value is the type's name.
     if (String(metric.type) === 'histogram') {
-      series.set(`${metric.name}_bucket`, { metric: metric.name, labels: new Set([...labels, 'le']) });
-      series.set(`${metric.name}_sum`, { metric: metric.name, labels });
-      series.set(`${metric.name}_count`, { metric: metric.name, labels });
+      found.set(`${metric.name}_bucket`, { metric: metric.name, labels: new Set([...labels, 'le']) });
+      found.set(`${metric.name}_sum`, { metric: metric.name, labels });
+      found.set(`${metric.name}_count`, { metric: metric.name, labels });
     }
   }
-  return series;
+  return found;
 }
+
+/** The coordinator's series: collecting its gauges queries the database, so it needs a real one. */
+async function coordinatorSeries(): Promise<Map<string, ExportedSeries>> {
+  const dir = mkdtempSync(join(tmpdir(), 'arclight-grafana-'));
+  const storage = await openStorage(join(dir, 'coordinator.db'));
+  try {
+    return await seriesOf(new CoordinatorMetrics(storage.db).registry);
+  } finally {
+    await storage.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The metric names (not series) a registry-backed map holds. */
+const metricsIn = (exported: Map<string, ExportedSeries>): Set<string> => new Set([...exported.values()].map((s) => s.metric));
+
+let runtime: Map<string, ExportedSeries>;
+let coordinator: Map<string, ExportedSeries>;
+/** Both, by series name (their names do not overlap: the coordinator's start arclight_coordinator_). */
+let series: Map<string, ExportedSeries>;
+beforeAll(async () => {
+  runtime = await seriesOf(new RuntimeMetrics().registry);
+  coordinator = await coordinatorSeries();
+  expect([...metricsIn(runtime)].filter((name) => metricsIn(coordinator).has(name))).toEqual([]);
+  series = new Map([...runtime, ...coordinator]);
+});
 
 function panelsOf(dashboard: JsonObject): JsonObject[] {
   const panels = dashboard['panels'];
@@ -92,8 +125,7 @@ describe('deploy/grafana/arclight.json', () => {
     }
   });
 
-  it('queries only metrics the runtime exports (with labels they have) or the named exporters provide', async () => {
-    const series = await runtimeSeries();
+  it('queries only metrics the runtime or the coordinator exports (with labels they have) or the named exporters provide', () => {
     const board = dashboard as JsonObject;
     const variables = at(board, 'templating', 'list');
     const queries = [
@@ -112,18 +144,25 @@ describe('deploy/grafana/arclight.json', () => {
     }
   });
 
-  it('shows every metric runtime/metrics.ts declares', async () => {
-    const series = await runtimeSeries();
-    const shown = new Set(panelsOf(dashboard as JsonObject).flatMap(exprsOf).flatMap(metricNames).map((name) => series.get(name)?.metric));
+  const shown = (): Set<string | undefined> => new Set(panelsOf(dashboard as JsonObject).flatMap(exprsOf).flatMap(metricNames).map((name) => series.get(name)?.metric));
+
+  it('shows every metric runtime/metrics.ts declares', () => {
     const declared = [...readFileSync(join(root, 'runtime/metrics.ts'), 'utf8').matchAll(/name: '(arclight_\w+)'/g)].map((m) => m[1]);
     expect(declared.length).toBeGreaterThan(10);
-    expect(declared.filter((name) => !shown.has(name))).toEqual([]);
+    expect(declared.filter((name) => !shown().has(name))).toEqual([]);
+  });
+
+  it('shows every metric the coordinator exports (its live registry, which is what coordinator/metrics.ts declares)', () => {
+    const exported = metricsIn(coordinator);
+    const declared = [...readFileSync(join(root, 'coordinator/metrics.ts'), 'utf8').matchAll(/name: '(arclight_\w+)'/g)].map((m) => m[1]!);
+    expect(exported.size).toBeGreaterThanOrEqual(7);
+    expect([...exported].sort()).toEqual(declared.sort());
+    expect([...exported].filter((name) => !shown().has(name))).toEqual([]);
   });
 });
 
 describe('docs/operations.md PromQL', () => {
-  it('queries only metrics that exist, with labels they have', async () => {
-    const series = await runtimeSeries();
+  it('queries only metrics that exist, with labels they have', () => {
     const guide = readFileSync(join(root, 'docs/operations.md'), 'utf8');
     const blocks = [...guide.matchAll(/```promql\n([\s\S]*?)```/g)].map((m) => m[1]!);
     expect(blocks.length).toBeGreaterThan(0);
