@@ -17,7 +17,7 @@ import { createCoordinatorApp } from './http/app.ts';
 import { ModelCatalog } from './models/model-catalog.ts';
 import { DEFAULT_PRICING, type PricingSettings } from './pricing/pricing.ts';
 import { CreditLedger } from './billing/credit-ledger.ts';
-import { SessionMeter, type MeterStop } from './billing/session-meter.ts';
+import { METER_CONCURRENCY_POSTGRES, SessionMeter, type MeterStop } from './billing/session-meter.ts';
 import { CoordinatorMetrics } from './metrics.ts';
 import { RuntimeClient } from './runtimes/runtime-client.ts';
 import { RuntimeRegistry } from './runtimes/runtime-registry.ts';
@@ -129,7 +129,7 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   });
   const pricing = { ...DEFAULT_PRICING, ...options.pricing };
   const ledger = new CreditLedger(db, storage.engine, pricing, options.now);
-  const meter = new SessionMeter(db, ledger, options.now);
+  const meter = new SessionMeter(db, ledger, options.now, storage.engine === 'postgres' ? METER_CONCURRENCY_POSTGRES : 1);
   const sessions = new SessionStore(db, storage.engine, ledger, options.now);
   const registry = new RuntimeRegistry(db, storage.engine, options.now, heartbeatMs);
   const metrics = new CoordinatorMetrics(db);

@@ -9,6 +9,19 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Kysely } from 'kysely';
 import type { CoordinatorDatabase } from './storage/schema.ts';
 
+/**
+ * A scrape-time read, or undefined when the database does not answer: the gauge is then left out
+ * and the rest of the exposition (the traffic counters, the /health 503s among them) still goes
+ * out, which is what an operator needs during an outage.
+ */
+async function readOrNothing<T>(read: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await read();
+  } catch {
+    return undefined;
+  }
+}
+
 export class CoordinatorMetrics {
   readonly registry = new Registry();
 
@@ -50,9 +63,14 @@ export class CoordinatorMetrics {
       labelNames: ['status'] as const,
       registers: [registry],
       async collect() {
-        const rows = await db.selectFrom('sessions').select(['status', db.fn.countAll<number>().as('n')]).where('status', '!=', 'ended').groupBy('status').execute();
+        // `in`, not `!= 'ended'`: the status index then skips the ended sessions, which pile up.
+        const open = ['connecting', 'waiting', 'ready'] as const;
+        const rows = await readOrNothing(() =>
+          db.selectFrom('sessions').select(['status', db.fn.countAll<number>().as('n')]).where('status', 'in', open).groupBy('status').execute(),
+        );
         this.reset();
-        for (const status of ['connecting', 'waiting', 'ready'] as const) this.set({ status }, 0);
+        if (!rows) return;
+        for (const status of open) this.set({ status }, 0);
         for (const row of rows) this.set({ status: row.status }, Number(row.n));
       },
     });
@@ -62,7 +80,9 @@ export class CoordinatorMetrics {
       labelNames: ['state'] as const,
       registers: [registry],
       async collect() {
-        const rows = await db.selectFrom('runtimes').select(['draining', 'gone', db.fn.countAll<number>().as('n')]).groupBy(['draining', 'gone']).execute();
+        const rows = await readOrNothing(() => db.selectFrom('runtimes').select(['draining', 'gone', db.fn.countAll<number>().as('n')]).groupBy(['draining', 'gone']).execute());
+        this.reset();
+        if (!rows) return;
         const counts = { live: 0, draining: 0, gone: 0 };
         for (const row of rows) counts[row.gone ? 'gone' : row.draining ? 'draining' : 'live'] += Number(row.n);
         for (const [state, n] of Object.entries(counts)) this.set({ state }, n);

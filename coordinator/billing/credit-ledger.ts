@@ -94,11 +94,9 @@ export class CreditLedger {
   async balance(accountId: string, db: Db = this.#db): Promise<Balance> {
     const rows = await db
       .selectFrom('credit_grants as g')
-      .leftJoin('grant_draws as d', 'd.grant_id', 'g.id')
-      .select((eb) => ['g.id', 'g.kind', 'g.credits', 'g.expires_at', eb.fn.sum<number | string | null>('d.credits').as('spent')])
+      .select(['g.id', 'g.kind', 'g.credits', 'g.expires_at', 'g.spent'])
       .where('g.account_id', '=', accountId)
       .where('g.expires_at', '>', this.#now())
-      .groupBy(['g.id', 'g.kind', 'g.credits', 'g.expires_at'])
       .orderBy('g.expires_at')
       .orderBy('g.id')
       .execute();
@@ -138,6 +136,10 @@ export class CreditLedger {
     }
     if (owed > 0) draws.push({ session_id: charge.sessionId, seq: charge.seq, grant_id: null, credits: owed });
     if (draws.length > 0) await tx.insertInto('grant_draws').values(draws).execute();
+    // Each grant's running total moves with its draws, in this transaction (under the account lock).
+    for (const draw of draws) {
+      if (draw.grant_id !== null) await tx.updateTable('credit_grants').set((eb) => ({ spent: eb('spent', '+', draw.credits) })).where('id', '=', draw.grant_id).execute();
+    }
     return { charged: true, unpaid: owed };
   }
 

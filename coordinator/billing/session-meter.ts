@@ -30,15 +30,26 @@ export interface FlushResult {
   readonly mustEnd: ReadonlyArray<{ readonly sessionId: string; readonly accountId: string; readonly stop: MeterStop }>;
 }
 
+/** Charges in flight during a PostgreSQL flush: overlaps round trips, leaves pool connections for requests. */
+export const METER_CONCURRENCY_POSTGRES = 6;
+
 export class SessionMeter {
   readonly #db: Kysely<CoordinatorDatabase>;
   readonly #ledger: CreditLedger;
   readonly #now: () => number;
 
-  constructor(db: Kysely<CoordinatorDatabase>, ledger: CreditLedger, now: () => number = Date.now) {
+  readonly #concurrency: number;
+
+  /**
+   * `concurrency`: charges in flight during a flush. 1 for SQLite (one writer at a time: more only
+   * queue); on PostgreSQL the coordinator uses METER_CONCURRENCY_POSTGRES, under its pool of 10.
+   */
+  constructor(db: Kysely<CoordinatorDatabase>, ledger: CreditLedger, now: () => number = Date.now, concurrency = 1) {
+    if (!(Number.isInteger(concurrency) && concurrency >= 1)) throw new RangeError(`meter concurrency must be a whole number ≥ 1 (got ${concurrency})`);
     this.#db = db;
     this.#ledger = ledger;
     this.#now = now;
+    this.#concurrency = concurrency;
   }
 
   /** Charges every ready session, and every ended one with seconds not yet charged, up to now. */
@@ -56,11 +67,20 @@ export class SessionMeter {
       .execute();
     let ticks = 0;
     const mustEnd: Array<{ sessionId: string; accountId: string; stop: MeterStop }> = [];
-    for (const { id, account_id: accountId } of candidates) {
-      const result = await this.flushSession(id, accountId);
-      if (result.charged) ticks++;
-      if (result.stop) mustEnd.push({ sessionId: id, accountId, stop: result.stop });
-    }
+    // A charge is a short transaction of a few round trips; one after another, a flush of 10,000
+    // sessions on PostgreSQL takes longer than the flush interval. Several in flight overlap the
+    // round trips (sessions of one account still serialize on its row lock; SQLite runs one
+    // transaction at a time whatever the number).
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < candidates.length) {
+        const { id, account_id: accountId } = candidates[next++]!;
+        const result = await this.flushSession(id, accountId);
+        if (result.charged) ticks++;
+        if (result.stop) mustEnd.push({ sessionId: id, accountId, stop: result.stop });
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.#concurrency, candidates.length) }, worker));
     return { ticks, mustEnd };
   }
 

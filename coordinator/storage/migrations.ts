@@ -178,6 +178,23 @@ const sessionRateIndex: Migration = {
   },
 };
 
+const ledgerSpend: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    // Each grant's spend, kept beside it: a charge read the account's balance by summing every
+    // draw ever made on its live grants, a cost that grew with the account's history (a session
+    // charged every 5 s leaves ~17,000 draws a day). The draws stay the record; this is their sum,
+    // updated in the same transaction as each draw.
+    await db.schema.alterTable('credit_grants').addColumn('spent', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+    await sql`update credit_grants set spent = coalesce((select sum(d.credits) from grant_draws d where d.grant_id = credit_grants.id), 0)`.execute(db);
+    // Open sessions by status (metrics, the meter's candidates) without reading ended ones.
+    await db.schema.createIndex('sessions_status').on('sessions').column('status').execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await sql`drop index if exists sessions_status`.execute(db);
+    await db.schema.alterTable('credit_grants').dropColumn('spent').execute();
+  },
+};
+
 /** Every migration, oldest first; names sort in order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0001_initial': initial,
@@ -185,6 +202,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0003_runtimes': runtimes,
   '0004_billing_cap': billingCap,
   '0005_session_rate_index': sessionRateIndex,
+  '0006_ledger_spend': ledgerSpend,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...MIGRATIONS }) };

@@ -119,6 +119,8 @@ export interface CreditGrantTable {
   created_at: number;
   /** After this the grant's unspent credits are gone (promotional 90 days, purchased 365). */
   expires_at: number;
+  /** The sum of this grant's draws (grant_draws), kept in step with them by the ledger. */
+  spent: Generated<number>;
 }
 
 /**

@@ -2,7 +2,8 @@
  * What operators point their tooling at, on SQLite and PostgreSQL: `GET /health` (200 while the
  * database answers, 503 `unavailable` once it does not — what load balancers and Kubernetes
  * readiness act on) and `GET /metrics` (Prometheus text: requests by route pattern, never by raw
- * path; housekeeping; open sessions and runtimes from the database). A PostgreSQL connection the
+ * path; housekeeping; open sessions and runtimes from the database — left out, not failing the
+ * scrape, while the database is down). A PostgreSQL connection the
  * server drops must not end the process (pg emits it as an error event nobody awaits).
  */
 
@@ -77,6 +78,12 @@ describe.each(ENGINES)('coordinator health and metrics on %s', (engine) => {
     const down = await fetch(`${coordinator.url}/health`);
     expect(down.status).toBe(503);
     expect(await down.json()).toEqual({ code: 'unavailable', message: 'The coordinator cannot reach its database.' });
+    // /metrics still answers, without the database-backed gauges: the outage itself is visible.
+    const metrics = await fetch(`${coordinator.url}/metrics`);
+    expect(metrics.status).toBe(200);
+    const text = await metrics.text();
+    expect(sample(text, 'arclight_coordinator_http_requests_total{method="GET",route="/health",status="503"}')).toBe(1);
+    expect(text).not.toContain('arclight_coordinator_runtimes{');
   });
 });
 
