@@ -124,7 +124,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       const flushMs = count(values['meter-flush-ms'] as string | undefined, '--meter-flush-ms');
       const heartbeatMs = count(values['heartbeat-ms'] as string | undefined, '--heartbeat-ms');
       const publicUrl = values['public-url'] as string | undefined;
-      if (publicUrl !== undefined && !/^https?:\/\/[^\s/]+(\/\S*)?$/.test(publicUrl)) throw new UsageError('--public-url must be an http(s) URL');
+      // An origin only: runtimes sign presigned paths under it and drop a base URL with a path.
+      if (publicUrl !== undefined && !/^https?:\/\/[^\s/?#]+\/?$/.test(publicUrl)) throw new UsageError('--public-url must be an http(s) origin (no path), e.g. https://api.example.com');
       if (heartbeatMs !== undefined && heartbeatMs < 100) throw new UsageError('--heartbeat-ms must be at least 100');
       const workers = count(values['workers'] as string | undefined, '--workers') ?? 1;
       const workerIndex = coordinatorWorkerIndex();

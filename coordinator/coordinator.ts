@@ -183,6 +183,7 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     logError: (message, fields) => log.error(message, fields),
     corsOrigins: options.corsOrigins ?? '*',
     metrics,
+    publicUrl: options.publicUrl?.replace(/\/+$/, ''),
   });
   const host = options.host ?? '127.0.0.1';
   let server: ServerType;

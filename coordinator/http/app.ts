@@ -48,6 +48,8 @@ export interface CoordinatorServices {
   /** Browser origins allowed on the session API and /pricing: `'*'` (default) or a list. */
   readonly corsOrigins: '*' | readonly string[];
   readonly metrics: CoordinatorMetrics;
+  /** `--public-url`, when set: the origin presigned URLs carry. */
+  readonly publicUrl: string | undefined;
 }
 
 /**
@@ -120,6 +122,7 @@ export function createCoordinatorApp(services: CoordinatorServices): Hono {
     sessions: services.sessions,
     catalog: services.catalog,
     cluster: services.cluster,
+    publicUrl: services.publicUrl,
   });
 
   app.get('/pricing', async (c) => {

@@ -39,6 +39,11 @@ export interface SessionRouteServices {
   readonly catalog: ModelCatalog;
   /** The `cluster` every session record names (2.9.0 requires the field). */
   readonly cluster: string;
+  /**
+   * Where clients reach this service (`--public-url`, behind a load balancer): the origin of the
+   * presigned URLs the runtime signs. Unset: the origin the request came to.
+   */
+  readonly publicUrl: string | undefined;
 }
 
 export function registerSessionRoutes(app: Hono, services: SessionRouteServices): void {
@@ -74,7 +79,7 @@ export function registerSessionRoutes(app: Hono, services: SessionRouteServices)
   app.post('/sessions/:id/uploads', async (c) => {
     const session = await sessions.authorize(await auth.actor(c), c.req.param('id'));
     const url = new URL(c.req.url);
-    return services.runtimes.relayUpload(await servingRuntime(session), c.req.raw, url.pathname, url.origin);
+    return services.runtimes.relayUpload(await servingRuntime(session), c.req.raw, url.pathname, services.publicUrl ?? url.origin);
   });
   /**
    * A presigned URL, relayed to the session's runtime as it is. Uploads need the session open;
@@ -87,7 +92,7 @@ export function registerSessionRoutes(app: Hono, services: SessionRouteServices)
     const runtime = afterEnd ? await runtimeOf(session) : await servingRuntime(session);
     if (!runtime) throw new ArclightError('recording_gone', 'The GPU that recorded this session is gone.');
     const url = new URL(c.req.url);
-    return services.runtimes.relayUpload(runtime, c.req.raw, url.pathname + url.search, url.origin);
+    return services.runtimes.relayUpload(runtime, c.req.raw, url.pathname + url.search, services.publicUrl ?? url.origin);
   };
   app.put('/sessions/:id/uploads/:upload', relayPresigned(false));
   app.get('/sessions/:id/uploads/:upload', relayPresigned(false));

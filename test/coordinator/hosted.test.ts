@@ -253,3 +253,35 @@ describe('hosted mode: clips through the coordinator', () => {
   }, 60_000);
 });
 
+
+describe('hosted mode behind a load balancer (--public-url)', () => {
+  // A documentation address: only compared, never requested.
+  const PUBLIC = 'https://arclight.example.test';
+  let stack: HostedStack;
+  beforeAll(async () => {
+    stack = await startHostedStack({ runtimeId: 'gpu-lb', publicUrl: PUBLIC });
+  }, 60_000);
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  it('signs presigned upload URLs under the public URL, not the address the request came to', async () => {
+    const token = await stack.mintToken();
+    const client = new ArclightClient({ modelName: 'pattern', apiUrl: stack.coordinator.url });
+    await client.connect(token);
+    const sessionId = client.getSessionId()!;
+    await waitUntil(async () => (await stack.coordinator.sessions.get(sessionId))?.status === 'ready', 10_000, 'the session to be ready');
+    // The reservation only: the PUT would go to the public address, which does not exist here.
+    const reserved = await fetch(`${stack.coordinator.url}/sessions/${sessionId}/uploads`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'a.bin', size: 3, mime_type: 'application/octet-stream' }),
+    });
+    expect(reserved.status).toBe(201);
+    const body = (await reserved.json()) as { presigned_url: string; download_url: string };
+    expect(new URL(body.presigned_url).origin).toBe(PUBLIC);
+    expect(new URL(body.download_url).origin).toBe(PUBLIC);
+    expect(new URL(body.presigned_url).pathname).toMatch(new RegExp(`^/sessions/${sessionId}/uploads/`));
+    await client.disconnect();
+  }, 60_000);
+});

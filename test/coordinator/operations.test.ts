@@ -88,7 +88,7 @@ describe.each(ENGINES)('coordinator health and metrics on %s', (engine) => {
 });
 
 describe('arclight coordinator --public-url', () => {
-  it('refuses what is not an http(s) URL (exit 2)', async () => {
+  it('refuses what is not an http(s) origin (exit 2)', async () => {
     const write = process.stderr.write.bind(process.stderr);
     let stderr = '';
     process.stderr.write = ((chunk: string | Uint8Array) => ((stderr += String(chunk)), true)) as typeof process.stderr.write;
@@ -97,6 +97,14 @@ describe('arclight coordinator --public-url', () => {
     } finally {
       process.stderr.write = write;
     }
-    expect(stderr).toContain('--public-url must be an http(s) URL');
+    expect(stderr).toContain('--public-url must be an http(s) origin');
+    stderr = '';
+    process.stderr.write = ((chunk: string | Uint8Array) => ((stderr += String(chunk)), true)) as typeof process.stderr.write;
+    try {
+      expect(await coordinatorCli(['coordinator', '--public-url', 'https://api.example.com/arclight', '--port', '0'])).toBe(2);
+    } finally {
+      process.stderr.write = write;
+    }
+    expect(stderr).toContain('(no path)');
   });
 });

@@ -23,7 +23,14 @@ export interface HostedStack {
   close(): Promise<void>;
 }
 
-export async function startHostedStack(options: { runtimeId: string; credits?: number; reconnectWindowSeconds?: number; recording?: boolean }): Promise<HostedStack> {
+export async function startHostedStack(options: {
+  runtimeId: string;
+  credits?: number;
+  reconnectWindowSeconds?: number;
+  recording?: boolean;
+  /** The coordinator's `publicUrl` (`--public-url`). */
+  publicUrl?: string;
+}): Promise<HostedStack> {
   const secret = `secret-${options.runtimeId}`;
   const coordinator = await startCoordinator({
     database: await freshDatabase('sqlite'),
@@ -31,6 +38,7 @@ export async function startHostedStack(options: { runtimeId: string; credits?: n
     meterFlushMs: 0,
     runtimeSecret: secret,
     ...(options.reconnectWindowSeconds === undefined ? {} : { reconnectWindowSeconds: options.reconnectWindowSeconds }),
+    ...(options.publicUrl === undefined ? {} : { publicUrl: options.publicUrl }),
   });
   await coordinator.catalog.add('pattern', 5);
   const account = await coordinator.accounts.create('Acme');
