@@ -46,6 +46,12 @@ interface VerifiedClaims {
   readonly exp: number;
 }
 
+/**
+ * Longest bearer token read. Ours are ~0.5 KB (the bound set lives in the database, never in
+ * claims); anything much longer is not ours, and is refused before decoding or verifying it.
+ */
+export const MAX_TOKEN_LENGTH = 4096;
+
 /** Token strings whose signatures stay remembered (~0.5 KB each). */
 const VERIFIED_CACHE_ENTRIES = 10_000;
 
@@ -138,6 +144,7 @@ export class TokenService {
 
   /** Verifies signature, issuer, audience and expiry, then loads the token's record. */
   async verify(jwt: string): Promise<AuthenticatedToken> {
+    if (jwt.length > MAX_TOKEN_LENGTH) throw new ArclightError('unauthorized', 'The bearer token is not valid.');
     const claims = this.#verifiedClaims.get(jwt) ?? (await this.#verifySignature(jwt));
     if (claims.exp * 1000 <= this.#now()) throw new ArclightError('token_expired', 'The token has expired; mint a new one with POST /tokens.');
     const row = await this.#db.selectFrom('tokens').selectAll().where('id', '=', claims.jti).executeTakeFirst();
@@ -171,6 +178,8 @@ export class TokenService {
         },
         {
           algorithms: [TOKEN_ALGORITHM],
+          // Only access tokens we issue (typ JWT) are accepted, not other JWTs signed by the same key.
+          typ: 'JWT',
           issuer: this.#options.issuer,
           audience: this.#options.audience,
           requiredClaims: ['exp', 'iat', 'jti', 'sub'],
