@@ -92,7 +92,11 @@ export function registerRuntimeRoutes(app: Hono, services: RuntimeRouteServices)
   app.post('/runtimes/:id/heartbeat', async (c) => {
     authenticate(c);
     const body = await readJson(c);
-    const draining = isObject(body) && body['draining'] === true;
+    if (!isObject(body)) throw new ArclightError('invalid_request', 'The body must be a JSON object: {draining?}.', { field: '' });
+    if (body['draining'] !== undefined && typeof body['draining'] !== 'boolean') {
+      throw new ArclightError('invalid_request', 'draining must be true or false.', { field: '/draining' });
+    }
+    const draining = body['draining'] === true;
     if (!(await services.registry.heartbeat(c.req.param('id'), draining))) {
       throw new ArclightError('not_found', 'This runtime is not registered (or was declared gone); register again.');
     }

@@ -160,8 +160,12 @@ export function registerSessionRoutes(app: Hono, services: SessionRouteServices)
   app.delete('/sessions/:id', async (c) => {
     const actor = await auth.actor(c, { allowApiKey: true });
     const session = await sessions.authorize(actor, c.req.param('id'), 'end');
-    const body = await readJson(c);
-    const reason = typeof body === 'object' && body !== null ? (body as { reason?: unknown }).reason : undefined;
+    const body = (await readJson(c)) ?? {};
+    // Only an object (or no body, or null) may end the session: `[]`, `42` or `"x"` are refused, not read as "no reason".
+    if (typeof body !== 'object' || Array.isArray(body)) {
+      throw new ArclightError('invalid_request', 'The body must be a JSON object: {reason?}.', { field: '' });
+    }
+    const reason = (body as { reason?: unknown }).reason;
     if (reason !== undefined && (typeof reason !== 'string' || reason.length > MAX_REASON_LENGTH)) {
       throw new ArclightError('invalid_request', `reason must be a string of at most ${MAX_REASON_LENGTH} characters.`, { field: '/reason' });
     }
