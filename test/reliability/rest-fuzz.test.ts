@@ -1,0 +1,427 @@
+/**
+ * REST input fuzzing (issue 8 part 1): every endpoint that takes a body or parameters, on a real
+ * coordinator (SQLite) and a real local-mode runtime on 127.0.0.1, gets generated bad bodies —
+ * wrong types, missing and extra fields, huge strings, NaN/Infinity (as JSON values and as raw
+ * text), 10,000-deep nesting, `__proto__`/`constructor` keys, invalid UTF-8, bodies over the
+ * documented limits — and bad path parameters. Every answer must be a 4xx `{code, message}` with a
+ * code from protocol/errors.ts, nothing may reach a handler (no token, session or runtime row, no
+ * upload slot, the session stays open and its client connected), and /health still answers.
+ *
+ * FUZZ_RUNS sets the generated bodies per property (fuzz-support.ts; docs/reliability.md).
+ */
+
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startCoordinator, type Coordinator } from '../../coordinator/index.ts';
+import { startRuntime, type Runtime } from '../../runtime/index.ts';
+import uploadModel from '../fixtures/upload-model.ts';
+import { freshDatabase } from '../coordinator/storage-engines.ts';
+import { openRawPeer, type RawPeer } from '../support/raw-peer.ts';
+import { anyValue, badObject, expectCleanError, fuzzParams, hostileTexts, isObject, send, sent, show, type RawBody } from './fuzz-support.ts';
+
+const SECRET = 'fuzz-runtime-secret-0123456789abcdef';
+const COORDINATOR_LIMIT = 64 * 1024;
+const RUNTIME_LIMIT = 256 * 1024;
+
+/** Path parameters: anything a client could put in the segment, percent-encoded. */
+const badId: fc.Arbitrary<string> = fc
+  .oneof(
+    fc.string({ minLength: 1, maxLength: 64 }),
+    fc.fullUnicodeString({ minLength: 1, maxLength: 32 }),
+    fc.uuid(),
+    fc.constantFrom('null', 'undefined', '__proto__', 'constructor', 'prototype', '0', '-1', '1e999', 'NaN', '%', '%00', '\u0000', "' OR 1=1 --", '../../etc/passwd', 'a'.repeat(5000), 'é', '💥'),
+  )
+  .map((id) => encodeURIComponent(id));
+
+const isPositiveInt = (v: unknown) => typeof v === 'number' && Number.isInteger(v) && v >= 1;
+const str = (v: unknown, max = Infinity, min = 1) => typeof v === 'string' && v.length >= min && v.length <= max;
+
+/** Health and no prototype pollution, after each property. */
+async function expectAlive(url: string): Promise<void> {
+  const health = await fetch(`${url}/health`);
+  expect(health.status).toBe(200);
+  expect(({} as Record<string, unknown>)['polluted']).toBeUndefined();
+  expect(Object.prototype).not.toHaveProperty('polluted');
+}
+
+interface BodyEndpoint {
+  readonly label: string;
+  readonly method: string;
+  readonly path: () => string;
+  readonly headers: () => Record<string, string>;
+  readonly valid: Record<string, unknown>;
+  readonly accepts: Record<string, (value: unknown) => boolean>;
+  readonly required: readonly string[];
+  /** A body whose one typed field holds `inner` (raw JSON text). */
+  readonly poison: (inner: string) => string;
+  readonly limit: number;
+}
+
+/** The generated and the fixed bad bodies of one endpoint, each answered with a clean 4xx. */
+function fuzzBodies(base: () => string, endpoint: () => BodyEndpoint, sideEffects: () => Promise<void>): void {
+  it('generated bad objects → clean 4xx, no side effect', async () => {
+    const e = endpoint();
+    await fc.assert(
+      fc.asyncProperty(badObject(e.valid, e.accepts, e.required), async (body) => {
+        const text = JSON.stringify(body);
+        expectCleanError(await send(e.label, base() + e.path(), e.method, text, e.headers()), `${e.label} ${show(text)}`);
+      }),
+      fuzzParams(),
+    );
+    await sideEffects();
+    await expectAlive(base());
+  });
+
+  it('non-JSON, NaN, deep nesting, __proto__, invalid UTF-8, oversized → clean 4xx, no side effect', async () => {
+    const e = endpoint();
+    const fixed = hostileTexts(e.valid, e.poison, e.limit, e.required.length > 0);
+    for (const { name, body } of fixed) {
+      expectCleanError(await send(e.label, base() + e.path(), e.method, body, e.headers()), `${e.label} [${name}] ${show(body)}`);
+    }
+    // Any JSON value at all as the whole body (objects only where they break a rule).
+    await fc.assert(
+      fc.asyncProperty(anyValue.filter((v) => !isObject(JSON.parse(JSON.stringify(v ?? null)) as unknown)), async (value) => {
+        const text = JSON.stringify(value ?? null) ?? 'null';
+        // `null` is "no body" where the body is optional (the runtime's stop/start_session, 2.9.0 compatibility).
+        if (text === 'null' && e.required.length === 0) return;
+        expectCleanError(await send(e.label, base() + e.path(), e.method, text, e.headers()), `${e.label} ${show(text)}`);
+      }),
+      fuzzParams(),
+    );
+    await sideEffects();
+    await expectAlive(base());
+  });
+}
+
+/** Bad path parameters (with a valid body where one is needed) → clean 4xx. */
+async function fuzzIds(label: string, url: string, method: string, path: (id: string) => string, headers: Record<string, string>, body?: RawBody): Promise<void> {
+  await fc.assert(
+    fc.asyncProperty(badId, async (id) => {
+      expectCleanError(await send(label, url + path(id), method, body, headers), `${label} id=${id.slice(0, 80)}`);
+    }),
+    fuzzParams(),
+  );
+}
+
+describe('REST fuzzing: coordinator', () => {
+  let coordinator: Coordinator;
+  let apiKey: string;
+  let token: string;
+  let sessionId: string;
+  const rows = async () => {
+    const { db } = coordinator.storage;
+    const count = async (table: 'tokens' | 'sessions' | 'runtimes' | 'token_bindings') =>
+      Number(((await db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()) as { n: number | string }).n);
+    return { tokens: await count('tokens'), sessions: await count('sessions'), runtimes: await count('runtimes'), bindings: await count('token_bindings') };
+  };
+  let baseline: Awaited<ReturnType<typeof rows>>;
+  const unchanged = async () => {
+    expect(await rows()).toEqual(baseline);
+    const session = await coordinator.sessions.get(sessionId);
+    expect(session?.status).not.toBe('ended');
+  };
+  const url = () => coordinator.url;
+
+  beforeAll(async () => {
+    coordinator = await startCoordinator({ database: await freshDatabase('sqlite'), port: 0, host: '127.0.0.1', meterFlushMs: 0, runtimeSecret: SECRET });
+    const account = await coordinator.accounts.create('Fuzz', { concurrentSessions: 1000, sessionsPerMinute: 1000 });
+    await coordinator.ledger.grantPromotional(account.id, 1_000_000);
+    ({ key: apiKey } = await coordinator.apiKeys.create(account.id));
+    await coordinator.catalog.add('pattern', 5);
+    await coordinator.catalog.add('other', 5);
+    const minted = await fetch(`${url()}/tokens`, {
+      method: 'POST',
+      headers: { 'Service-API-Key': apiKey, 'content-type': 'application/json' },
+      body: JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } } }] }),
+    });
+    expect(minted.status).toBe(200);
+    token = ((await minted.json()) as { token: string }).token;
+    const created = await fetch(`${url()}/sessions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: { name: 'pattern' }, client_info: { sdk_version: '2.9.0', sdk_type: 'js' }, supported_transports: [{ protocol: 'webrtc', version: '1.0' }] }),
+    });
+    expect(created.status).toBe(200);
+    sessionId = ((await created.json()) as { session_id: string }).session_id;
+    // A runtime of another model, so the session above stays waiting (nothing is placed on it).
+    const registered = await fetch(`${url()}/runtimes`, {
+      method: 'POST',
+      headers: { 'Arclight-Runtime-Secret': SECRET, 'content-type': 'application/json' },
+      body: JSON.stringify({ id: 'rt-1', url: 'http://127.0.0.1:9', model: 'other', slots: 1, capabilities: { tracks: [] } }),
+    });
+    expect(registered.status, await registered.clone().text()).toBe(200);
+    baseline = await rows();
+  });
+
+  afterAll(async () => {
+    await coordinator?.close();
+    console.info(`coordinator requests sent: ${JSON.stringify(Object.fromEntries(sent))}`);
+  });
+
+  describe('POST /tokens', () => {
+    fuzzBodies(url, () => ({
+      label: 'POST /tokens',
+      method: 'POST',
+      path: () => '/tokens',
+      headers: () => ({ 'Service-API-Key': apiKey }),
+      valid: {},
+      accepts: {
+        expires_after: (v) => v === undefined || isPositiveInt(v),
+        // Conservative: anything shaped like one session entry counts as accepted (not "bad").
+        authorization_details: (v) => v === undefined || (isObject(v) && v['type'] === 'session') || (Array.isArray(v) && v.length === 1 && isObject(v[0]) && v[0]['type'] === 'session'),
+      },
+      required: [],
+      poison: (inner) => `{"expires_after":${inner}}`,
+      limit: COORDINATOR_LIMIT,
+    }), unchanged);
+  });
+
+  describe('POST /sessions', () => {
+    fuzzBodies(url, () => ({
+      label: 'POST /sessions',
+      method: 'POST',
+      path: () => '/sessions',
+      headers: () => ({ authorization: `Bearer ${token}` }),
+      valid: { model: { name: 'pattern' }, client_info: { sdk_version: '2.9.0', sdk_type: 'js' }, supported_transports: [{ protocol: 'webrtc', version: '1.0' }] },
+      accepts: { model: (v) => isObject(v) && v['name'] === 'pattern' },
+      required: ['model'],
+      poison: (inner) => `{"model":${inner}}`,
+      limit: COORDINATOR_LIMIT,
+    }), unchanged);
+  });
+
+  describe('DELETE /sessions/:id', () => {
+    fuzzBodies(url, () => ({
+      label: 'DELETE /sessions/:id',
+      method: 'DELETE',
+      path: () => `/sessions/${sessionId}`,
+      headers: () => ({ authorization: `Bearer ${token}` }),
+      valid: {},
+      accepts: { reason: (v) => v === undefined || str(v, 256, 0) },
+      required: [],
+      poison: (inner) => `{"reason":${inner}}`,
+      limit: COORDINATOR_LIMIT,
+    }), unchanged);
+
+    it('bad ids → clean 4xx', async () => {
+      await fuzzIds('DELETE /sessions/:id', url(), 'DELETE', (id) => `/sessions/${id}`, { authorization: `Bearer ${token}` });
+      await unchanged();
+    });
+  });
+
+  it('GET /sessions/:id: bad ids → clean 4xx', async () => {
+    await fuzzIds('GET /sessions/:id', url(), 'GET', (id) => `/sessions/${id}`, { authorization: `Bearer ${token}` });
+    await unchanged();
+    await expectAlive(url());
+  });
+
+  describe('POST /sessions/:id/uploads', () => {
+    // No runtime serves the session: the coordinator answers before relaying, whatever the body.
+    fuzzBodies(url, () => ({
+      label: 'POST /sessions/:id/uploads',
+      method: 'POST',
+      path: () => `/sessions/${sessionId}/uploads`,
+      headers: () => ({ authorization: `Bearer ${token}` }),
+      valid: { name: 'a.png', size: 10, mime_type: 'image/png' },
+      accepts: { name: (v) => str(v, 255), size: isPositiveInt, mime_type: (v) => typeof v === 'string' && /^[\w.+-]+\/[\w.+-]+$/.test(v) },
+      required: ['name', 'size', 'mime_type'],
+      poison: (inner) => `{"name":${inner},"size":10,"mime_type":"image/png"}`,
+      limit: COORDINATOR_LIMIT,
+    }), unchanged);
+
+    it('bad ids → clean 4xx', async () => {
+      await fuzzIds('POST /sessions/:id/uploads', url(), 'POST', (id) => `/sessions/${id}/uploads`, { authorization: `Bearer ${token}` }, JSON.stringify({ name: 'a.png', size: 10, mime_type: 'image/png' }));
+      await unchanged();
+    });
+  });
+
+  describe('POST /runtimes', () => {
+    fuzzBodies(url, () => ({
+      label: 'POST /runtimes',
+      method: 'POST',
+      path: () => '/runtimes',
+      headers: () => ({ 'Arclight-Runtime-Secret': SECRET }),
+      valid: { id: 'rt-fuzz', url: 'http://127.0.0.1:9', model: 'other', slots: 1, capabilities: { tracks: [] } },
+      accepts: {
+        id: (v) => typeof v === 'string' && /^[A-Za-z0-9._-]{1,128}$/.test(v),
+        url: (v) => typeof v === 'string' && /^https?:\/\/[^\s/]+/.test(v),
+        model: (v) => v === 'other' || v === 'pattern',
+        slots: (v) => v === undefined || (isPositiveInt(v) && (v as number) <= 64),
+        capabilities: (v) => isObject(v) && Array.isArray(v['tracks']),
+      },
+      required: ['id', 'url', 'model', 'capabilities'],
+      poison: (inner) => `{"id":${inner},"url":"http://127.0.0.1:9","model":"other","capabilities":{"tracks":[]}}`,
+      limit: COORDINATOR_LIMIT,
+    }), unchanged);
+  });
+
+  describe('POST /runtimes/:id/heartbeat', () => {
+    fuzzBodies(url, () => ({
+      label: 'POST /runtimes/:id/heartbeat',
+      method: 'POST',
+      path: () => '/runtimes/rt-1/heartbeat',
+      headers: () => ({ 'Arclight-Runtime-Secret': SECRET }),
+      valid: { draining: false },
+      accepts: { draining: (v) => v === undefined || typeof v === 'boolean' },
+      required: [],
+      poison: (inner) => `{"draining":${inner}}`,
+      limit: COORDINATOR_LIMIT,
+    }), async () => {
+      await unchanged();
+      // Not marked draining by a bad body.
+      const runtime = await coordinator.storage.db.selectFrom('runtimes').selectAll().where('id', '=', 'rt-1').executeTakeFirstOrThrow();
+      expect(runtime.draining).toBe(0);
+    });
+
+    it('bad ids → clean 4xx', async () => {
+      await fuzzIds('POST /runtimes/:id/heartbeat', url(), 'POST', (id) => `/runtimes/${id}/heartbeat`, { 'Arclight-Runtime-Secret': SECRET }, '{"draining":true}');
+      await unchanged();
+    });
+  });
+});
+
+describe('REST fuzzing: runtime (local mode)', () => {
+  let runtime: Runtime;
+  let sessionId: string;
+  let peer: RawPeer;
+  let cid: number;
+  const url = () => runtime.url;
+  const transport = () => `/sessions/${sessionId}/transport/webrtc`;
+  const unchanged = async () => {
+    expect(runtime.sessions.current?.id).toBe(sessionId);
+    expect(peer.pc.connectionState).toBe('connected');
+    expect(peer.channel.readyState).toBe('open');
+  };
+
+  beforeAll(async () => {
+    runtime = await startRuntime({
+      model: uploadModel as never,
+      port: 0,
+      host: '127.0.0.1',
+      ice: { hostAddresses: ['127.0.0.1'] },
+      playground: false,
+      reconnectGraceSeconds: 600,
+      // One slot: a reservation made by a bad body would make the valid one at the end fail.
+      uploads: { maxFilesPerSession: 1 },
+    });
+    await runtime.loaded;
+    const started = await fetch(`${url()}/start_session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(started.status).toBe(200);
+    sessionId = ((await started.json()) as { session_id: string }).session_id;
+    peer = await openRawPeer(url(), sessionId);
+    await peer.waitFor((m) => m.scope === 'runtime' && m.data.type === 'connection_info', 15_000);
+    const registered = await fetch(`${url()}${transport()}/connections`, { method: 'POST' });
+    expect(registered.status).toBe(201);
+    cid = ((await registered.json()) as { connection_id: number }).connection_id;
+  });
+
+  afterAll(async () => {
+    peer?.close();
+    await runtime?.close();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    console.info(`runtime requests sent: ${JSON.stringify(Object.fromEntries([...sent].filter(([k]) => k.startsWith('runtime'))))}`);
+  });
+
+  describe('POST /start_session', () => {
+    fuzzBodies(url, () => ({
+      label: 'runtime POST /start_session',
+      method: 'POST',
+      path: () => '/start_session',
+      headers: () => ({}),
+      valid: {},
+      accepts: { extra_args: (v) => v === undefined || isObject(v), client_info: (v) => v === undefined || isObject(v) },
+      required: [],
+      poison: (inner) => `{"extra_args":${inner}}`,
+      limit: RUNTIME_LIMIT,
+    }), unchanged);
+  });
+
+  describe('POST /stop_session', () => {
+    fuzzBodies(url, () => ({
+      label: 'runtime POST /stop_session',
+      method: 'POST',
+      path: () => '/stop_session',
+      headers: () => ({}),
+      valid: { session_id: sessionId },
+      accepts: { session_id: (v) => v === undefined || str(v, 128, 0), reason: (v) => v === undefined || str(v, 64, 0) },
+      required: [],
+      poison: (inner) => `{"session_id":"${sessionId}","reason":${inner}}`,
+      limit: RUNTIME_LIMIT,
+    }), unchanged);
+  });
+
+  for (const method of ['POST', 'PUT']) {
+    describe(`${method} sdp_params`, () => {
+      const sdpEndpoint = (path: () => string): BodyEndpoint => ({
+        label: `runtime ${method} ${path().replace(sessionId, ':sid')}`,
+        method,
+        path,
+        headers: () => ({}),
+        valid: { sdp_offer: 'v=0' },
+        // Conservative: any string offer counts as accepted (it gets invalid_sdp, also a 4xx).
+        accepts: {
+          sdp_offer: (v) => typeof v === 'string' && v.length > 0,
+          track_mapping: (v) => v === undefined || Array.isArray(v),
+          paused_tracks: (v) => v === undefined || Array.isArray(v),
+          client_info: (v) => v === undefined || isObject(v),
+        },
+        required: ['sdp_offer'],
+        poison: (inner) => `{"sdp_offer":${inner}}`,
+        limit: RUNTIME_LIMIT,
+      });
+      fuzzBodies(url, () => sdpEndpoint(() => `${transport()}/connections/${cid}/sdp_params`), unchanged);
+
+      it('bad session and connection ids → clean 4xx', async () => {
+        const offer = JSON.stringify({ sdp_offer: 'v=0' });
+        await fuzzIds(`runtime ${method} sdp_params (ids)`, url(), method, (id) => `${transport()}/connections/${id}/sdp_params`, {}, offer);
+        await fuzzIds(`runtime ${method} sdp_params (ids)`, url(), method, (id) => `/sessions/${id}/transport/webrtc/connections/${cid}/sdp_params`, {}, offer);
+        await fuzzIds(`runtime ${method} sdp_params (ids)`, url(), method, (id) => `/sessions/${id}/transport/webrtc/sdp_params`, {}, offer);
+        await unchanged();
+        await expectAlive(url());
+      });
+    });
+  }
+
+  it('GET ice_servers: bad session ids and version headers → clean 4xx', async () => {
+    await fuzzIds('runtime GET ice_servers', url(), 'GET', (id) => `/sessions/${id}/transport/webrtc/ice_servers`, {});
+    await fc.assert(
+      fc.asyncProperty(fc.string({ maxLength: 40 }).filter((v) => !/^\s*1(\.0*)?\s*$/.test(v) && /^[\x20-\x7e]*$/.test(v) && v.trim() !== ''), async (version) => {
+        expectCleanError(await send('runtime GET ice_servers', `${url()}${transport()}/ice_servers`, 'GET', undefined, { 'Reactor-WebRTC-Version': version }), `version ${version}`, { newerVersion: true });
+      }),
+      fuzzParams(),
+    );
+    await unchanged();
+    await expectAlive(url());
+  });
+
+  it('GET/DELETE /sessions/:sid: bad ids → clean 4xx', async () => {
+    await fuzzIds('runtime GET /sessions/:sid', url(), 'GET', (id) => `/sessions/${id}`, {});
+    await fuzzIds('runtime DELETE /sessions/:sid', url(), 'DELETE', (id) => `/sessions/${id}`, {}, '{}');
+    await unchanged();
+  });
+
+  describe('POST /sessions/:sid/uploads', () => {
+    fuzzBodies(url, () => ({
+      label: 'runtime POST /sessions/:sid/uploads',
+      method: 'POST',
+      path: () => `/sessions/${sessionId}/uploads`,
+      headers: () => ({}),
+      valid: { name: 'a.png', size: 10, mime_type: 'image/png' },
+      accepts: {
+        name: (v) => typeof v === 'string' && v.length >= 1 && v.length <= 255 && !/[\u0000-\u001f/\\]/.test(v),
+        size: (v) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 1,
+        mime_type: (v) => typeof v === 'string' && /^[\w.+-]+\/[\w.+-]+$/.test(v),
+      },
+      required: ['name', 'size', 'mime_type'],
+      poison: (inner) => `{"name":${inner},"size":10,"mime_type":"image/png"}`,
+      limit: RUNTIME_LIMIT,
+    }), unchanged);
+
+    it('bad ids → clean 4xx; afterwards the one upload slot is still free', async () => {
+      await fuzzIds('runtime POST /sessions/:sid/uploads', url(), 'POST', (id) => `/sessions/${id}/uploads`, {}, JSON.stringify({ name: 'a.png', size: 10, mime_type: 'image/png' }));
+      await unchanged();
+      const ok = await send('runtime valid upload', `${url()}/sessions/${sessionId}/uploads`, 'POST', JSON.stringify({ name: 'a.png', size: 10, mime_type: 'image/png' }));
+      expect(ok.status, ok.text).toBe(201);
+    });
+  });
+});
