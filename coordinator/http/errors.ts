@@ -6,6 +6,7 @@
 import type { Context, ErrorHandler, NotFoundHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { ArclightError } from '../../protocol/errors.ts';
+import { readBodyText } from '../../runtime/http/body-limit.ts';
 
 export type ErrorLogger = (message: string, fields: Record<string, unknown>) => void;
 
@@ -25,13 +26,12 @@ export function createErrorHandler(logError: ErrorLogger): ErrorHandler {
 
 export const notFound: NotFoundHandler = (c) => errorResponse(c, new ArclightError('not_found', `No route ${c.req.method} ${c.req.path}.`));
 
-/** Bodies above this are refused before parsing (a token request is a few hundred bytes). */
+/** Bodies above this are refused while reading, never buffered whole (a token request is a few hundred bytes). */
 export const MAX_BODY_BYTES = 64 * 1024;
 
 /** The body as parsed JSON; an empty body reads as `{}`. */
 export async function readJson(c: Context): Promise<unknown> {
-  const text = await c.req.text();
-  if (Buffer.byteLength(text) > MAX_BODY_BYTES) throw new ArclightError('payload_too_large', `The body exceeds ${MAX_BODY_BYTES} bytes.`);
+  const text = await readBodyText(c.req.raw, MAX_BODY_BYTES);
   if (text.trim() === '') return {};
   try {
     return JSON.parse(text) as unknown;

@@ -4,6 +4,7 @@ import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import type { Context } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
 import { describeSchemaError } from '../model/command-router.ts';
+import { readBodyText } from './body-limit.ts';
 
 const ajv = new Ajv2020({ strict: false });
 const compiled = new WeakMap<object, ValidateFunction>();
@@ -16,14 +17,7 @@ export const MAX_BODY_BYTES = 256 * 1024;
  * @param optional an absent or empty body reads as `{}` (2.9.0 posts `/stop_session` with none).
  */
 export async function readJsonBody<T>(c: Context, schema: object, optional = false): Promise<T> {
-  const declared = Number(c.req.header('content-length') ?? '0');
-  if (declared > MAX_BODY_BYTES) {
-    throw new ArclightError('payload_too_large', `The body is ${declared} bytes; the limit is ${MAX_BODY_BYTES}.`);
-  }
-  const text = await c.req.text();
-  if (Buffer.byteLength(text) > MAX_BODY_BYTES) {
-    throw new ArclightError('payload_too_large', `The body exceeds ${MAX_BODY_BYTES} bytes.`);
-  }
+  const text = await readBodyText(c.req.raw, MAX_BODY_BYTES);
   let value: unknown;
   if (text.trim() === '') {
     if (!optional) throw new ArclightError('invalid_request', 'A JSON body is required.');

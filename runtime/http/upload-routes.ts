@@ -18,6 +18,8 @@ import type { LocalSessionHost } from '../session/local-session-host.ts';
 import type { UploadStore } from '../uploads/upload-store.ts';
 import { requireSignature, type UrlSigner } from '../uploads/url-signer.ts';
 import { checkApiVersion } from './versions.ts';
+import { readBodyText } from './body-limit.ts';
+import { MAX_BODY_BYTES } from './json-body.ts';
 
 export interface UploadRouteOptions {
   readonly host: LocalSessionHost;
@@ -39,9 +41,13 @@ export function uploadRoutes(options: UploadRouteOptions): Hono {
     if (!session.connections.some((connection) => connection.state === 'ready')) {
       throw new ArclightError('not_ready', 'Uploads need the session to be ready (a client connected).');
     }
-    const body: unknown = await c.req.json().catch(() => {
+    let body: unknown;
+    try {
+      body = JSON.parse(await readBodyText(c.req.raw, MAX_BODY_BYTES)) as unknown;
+    } catch (error) {
+      if (error instanceof ArclightError) throw error;
       throw new ArclightError('invalid_json', 'The body must be JSON: {name, size, mime_type}.');
-    });
+    }
     const slot = store.reserve(session.id, body);
     const path = `/sessions/${encodeURIComponent(session.id)}/uploads/${slot.upload_id}`;
     const base = publicBase(c, options.trustPublicUrlHeader);

@@ -1,0 +1,29 @@
+/**
+ * Request bodies read with a ceiling, for the runtime and the coordinator alike: a declared
+ * Content-Length above it is refused before a byte is read, and a body without one (chunked,
+ * or one that never ends) is read only up to the ceiling, then refused — never buffered whole.
+ */
+
+import { ArclightError } from '../../protocol/errors.ts';
+
+export async function readBodyText(request: Request, maxBytes: number): Promise<string> {
+  const declared = request.headers.get('content-length');
+  if (declared !== null && Number(declared) > maxBytes) {
+    throw new ArclightError('payload_too_large', `The body is ${declared} bytes; the limit is ${maxBytes}.`);
+  }
+  if (!request.body) return '';
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > maxBytes) {
+      reader.cancel().catch(() => {});
+      throw new ArclightError('payload_too_large', `The body exceeds ${maxBytes} bytes.`);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
