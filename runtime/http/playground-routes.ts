@@ -36,24 +36,54 @@ const STATIC_FILES: Record<string, string> = {
   'playground.css': 'text/css; charset=utf-8',
 };
 
+/**
+ * Headers on every playground file. The page holds a session token (hosted mode), so: no
+ * framing (clickjacking), no MIME sniffing, no Referer leaving with the page's URL, and a CSP
+ * allowing only this origin's scripts and styles, and connections to this runtime and the
+ * configured coordinator (`blob:` workers: the client's frame stamper; `blob:`/`data:` images).
+ */
+export function playgroundSecurityHeaders(coordinatorUrl?: string): Record<string, string> {
+  const coordinator = coordinatorUrl ? ` ${new URL(coordinatorUrl).origin}` : '';
+  const csp = [
+    "default-src 'self'",
+    "script-src 'self'",
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data: blob:",
+    `media-src 'self' blob: mediastream:${coordinator}`,
+    `connect-src 'self'${coordinator}`,
+    "worker-src 'self' blob:",
+    "object-src 'none'",
+    "base-uri 'none'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+  ].join('; ');
+  return {
+    'content-security-policy': csp,
+    'x-content-type-options': 'nosniff',
+    'x-frame-options': 'DENY',
+    'referrer-policy': 'no-referrer',
+  };
+}
+
 export function playgroundRoutes(options: { hosted?: PlaygroundHostedOptions } = {}): Hono {
   const app = new Hono();
   const root = packageRoot();
   const { hosted } = options;
   let bundle: Promise<string> | undefined;
+  const security = playgroundSecurityHeaders(hosted?.coordinatorUrl);
 
   const serveStatic = async (name: string): Promise<Response> => {
     const type = STATIC_FILES[name];
     if (!type) throw new ArclightError('not_found', `No playground file ${name}.`);
     const body = await readFile(join(root, 'runtime', 'playground', name));
-    return new Response(body, { headers: { 'content-type': type, 'cache-control': 'no-cache' } });
+    return new Response(body, { headers: { 'content-type': type, 'cache-control': 'no-cache', ...security } });
   };
 
   app.get('/', () => serveStatic('index.html'));
   app.get('/playground/arclight-client.js', async () => {
     bundle ??= bundleClient(root);
     bundle.catch(() => (bundle = undefined));
-    return new Response(await bundle, { headers: { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache' } });
+    return new Response(await bundle, { headers: { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache', ...security } });
   });
   const config: PlaygroundConfig = { hosted: hosted ? { coordinator_url: hosted.coordinatorUrl } : null };
   app.get('/playground/config', (c) => c.json(config, 200, { 'cache-control': 'no-cache' }));
