@@ -64,7 +64,8 @@ export type PageWindow = Window & { ArclightClient: typeof ArclightClient };
  * import inside `page.evaluate`, which vitest would rewrite.
  */
 export async function openClientPage(rig: BrowserRig): Promise<{ page: Page; log: string[] }> {
-  const page = await rig.chrome.newPage();
+  // bypassCSP: the playground's CSP (script-src 'self') refuses the inline module injected below.
+  const page = await rig.chrome.newPage({ bypassCSP: true });
   const log: string[] = [];
   page.on('console', (m) => log.push(`${m.type()}: ${m.text()}`));
   page.on('pageerror', (e) => log.push(`pageerror: ${e.message}`));
