@@ -16,6 +16,7 @@
 import { Hono, type Context } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
 import { sdpOfferRequestSchema } from '../../protocol/schemas.ts';
+import { assertSdpOfferShape } from '../webrtc/answer-offer.ts';
 import type { IceServerEntry, IceServersResponse, RegisterConnectionResponse, SdpOfferRequest } from '../../protocol/transport.ts';
 import type { Connection } from '../session/connection.ts';
 import type { LocalSessionHost } from '../session/local-session-host.ts';
@@ -67,6 +68,10 @@ export function transportRoutes(host: LocalSessionHost, iceServers: (sessionId: 
     } else {
       connection = findConnection(session, c.req.param('cid') ?? '', false);
     }
+    // Text that is not even shaped like an SDP offer must not tear down a live peer (negotiate
+    // drops the current one first): refuse it before. A pending connection records the failure
+    // instead, for its answer poll.
+    if (connection.state === 'ready') assertSdpOfferShape(body.sdp_offer);
     const negotiation = connection.negotiate(body);
     negotiation.catch(() => {}); // the outcome is read through connection.answer
     const settledInTime = await Promise.race([

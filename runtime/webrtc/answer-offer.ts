@@ -20,6 +20,13 @@ export interface TrackBinding {
 /** How long ICE gathering may take before the answer goes out with what it has. */
 const GATHER_TIMEOUT_MS = 5_000;
 
+/** Refuses text that is not even shaped like an SDP offer (checked before any peer is touched). */
+export function assertSdpOfferShape(offerSdp: string): void {
+  if (!/^v=0\r?\n/.test(offerSdp) || !offerSdp.includes('\nm=')) {
+    throw new ArclightError('invalid_sdp', 'sdp_offer is not an SDP offer (it must start with "v=0" and contain m= lines).');
+  }
+}
+
 export async function answerOffer(
   pc: RTCPeerConnection,
   offerSdp: string,
@@ -28,9 +35,7 @@ export async function answerOffer(
   icePolicy: IcePolicy,
   videoCodecs: readonly VideoCodecPreference[] = DEFAULT_VIDEO_CODECS,
 ): Promise<{ answerSdp: string; bindings: TrackBinding[] }> {
-  if (!/^v=0\r?\n/.test(offerSdp) || !offerSdp.includes('\nm=')) {
-    throw new ArclightError('invalid_sdp', 'sdp_offer is not an SDP offer (it must start with "v=0" and contain m= lines).');
-  }
+  assertSdpOfferShape(offerSdp);
   try {
     await pc.setRemoteDescription({ type: 'offer', sdp: offerSdp });
   } catch (error) {
