@@ -18,7 +18,7 @@ import type { Envelope } from '../../protocol/messages.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import model, { commandCalls } from '../fixtures/command-counter-model.ts';
 import { openRawPeer, type RawPeer } from '../support/raw-peer.ts';
-import { anyValue, badObject, fuzzParams, isObject } from './fuzz-support.ts';
+import { FUZZ_TIMEOUT_MS, anyValue, badObject, fuzzParams, isObject } from './fuzz-support.ts';
 
 const MESSAGE_LIMIT = 4096;
 const FAILURE_CODES = ['invalid_params', 'invalid_message', 'message_too_large', 'unknown_command'];
@@ -109,7 +109,7 @@ describe('command fuzzing over the data channel', () => {
   const sendCommand = (type: string, params: unknown, requestId: string) => JSON.stringify({ scope: 'application', data: { type, data: params, request_id: requestId } });
 
   for (const [name, spec] of Object.entries(COMMANDS)) {
-    it(`${name}: generated bad params → correlated invalid_params, handler not called`, async () => {
+    it(`${name}: generated bad params → correlated invalid_params, handler not called`, { timeout: FUZZ_TIMEOUT_MS }, async () => {
       const before = counts();
       await fc.assert(
         fc.asyncProperty(
@@ -148,7 +148,7 @@ describe('command fuzzing over the data channel', () => {
     });
   }
 
-  it('malformed frames (not JSON, binary, oversized, broken envelopes) → a failure each, no handler call', async () => {
+  it('malformed frames (not JSON, binary, oversized, broken envelopes) → a failure each, no handler call', { timeout: FUZZ_TIMEOUT_MS }, async () => {
     const before = counts();
     const notJson = fc.string({ maxLength: 200 }).filter((s) => {
       try {
@@ -227,7 +227,7 @@ describe('command fuzzing over the data channel', () => {
     expect(counts()).toEqual(before);
   });
 
-  it('afterwards: connected, /health 200, each command runs once for one valid call', async () => {
+  it('afterwards: connected, /health 200, each command runs once for one valid call', { timeout: FUZZ_TIMEOUT_MS }, async () => {
     expect(peer.pc.connectionState).toBe('connected');
     expect(peer.channel.readyState).toBe('open');
     expect((await fetch(`${runtime.url}/health`)).status).toBe(200);

@@ -13,6 +13,8 @@ import { ERROR_CODES } from '../../protocol/errors.ts';
 
 export const FUZZ_RUNS = Math.max(1, Number(process.env['FUZZ_RUNS'] ?? 40));
 export const FUZZ_SEED = process.env['FUZZ_SEED'] === undefined ? undefined : Number(process.env['FUZZ_SEED']);
+/** Per-test timeout: the 30 s default fits the default count; bigger counts get ~250 ms per run. */
+export const FUZZ_TIMEOUT_MS = Math.max(30_000, FUZZ_RUNS * 250);
 export const fuzzParams = (runs = FUZZ_RUNS): fc.Parameters<unknown> => ({ numRuns: runs, ...(FUZZ_SEED === undefined ? {} : { seed: FUZZ_SEED }), endOnFailure: true });
 
 /** How many requests each endpoint got in this run (printed at the end, quoted in docs/reliability.md). */

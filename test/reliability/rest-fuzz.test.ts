@@ -17,7 +17,7 @@ import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import uploadModel from '../fixtures/upload-model.ts';
 import { freshDatabase } from '../coordinator/storage-engines.ts';
 import { openRawPeer, type RawPeer } from '../support/raw-peer.ts';
-import { anyValue, badObject, expectCleanError, fuzzParams, hostileTexts, isObject, send, sent, show, type RawBody } from './fuzz-support.ts';
+import { FUZZ_TIMEOUT_MS, anyValue, badObject, expectCleanError, fuzzParams, hostileTexts, isObject, send, sent, show, type RawBody } from './fuzz-support.ts';
 
 const SECRET = 'fuzz-runtime-secret-0123456789abcdef';
 const COORDINATOR_LIMIT = 64 * 1024;
@@ -59,7 +59,7 @@ interface BodyEndpoint {
 
 /** The generated and the fixed bad bodies of one endpoint, each answered with a clean 4xx. */
 function fuzzBodies(base: () => string, endpoint: () => BodyEndpoint, sideEffects: () => Promise<void>): void {
-  it('generated bad objects → clean 4xx, no side effect', async () => {
+  it('generated bad objects → clean 4xx, no side effect', { timeout: FUZZ_TIMEOUT_MS }, async () => {
     const e = endpoint();
     await fc.assert(
       fc.asyncProperty(badObject(e.valid, e.accepts, e.required), async (body) => {
@@ -72,7 +72,7 @@ function fuzzBodies(base: () => string, endpoint: () => BodyEndpoint, sideEffect
     await expectAlive(base());
   });
 
-  it('non-JSON, NaN, deep nesting, __proto__, invalid UTF-8, oversized → clean 4xx, no side effect', async () => {
+  it('non-JSON, NaN, deep nesting, __proto__, invalid UTF-8, oversized → clean 4xx, no side effect', { timeout: FUZZ_TIMEOUT_MS }, async () => {
     const e = endpoint();
     const fixed = hostileTexts(e.valid, e.poison, e.limit, e.required.length > 0);
     for (const { name, body } of fixed) {
@@ -203,13 +203,13 @@ describe('REST fuzzing: coordinator', () => {
       limit: COORDINATOR_LIMIT,
     }), unchanged);
 
-    it('bad ids → clean 4xx', async () => {
+    it('bad ids → clean 4xx', { timeout: FUZZ_TIMEOUT_MS }, async () => {
       await fuzzIds('DELETE /sessions/:id', url(), 'DELETE', (id) => `/sessions/${id}`, { authorization: `Bearer ${token}` });
       await unchanged();
     });
   });
 
-  it('GET /sessions/:id: bad ids → clean 4xx', async () => {
+  it('GET /sessions/:id: bad ids → clean 4xx', { timeout: FUZZ_TIMEOUT_MS }, async () => {
     await fuzzIds('GET /sessions/:id', url(), 'GET', (id) => `/sessions/${id}`, { authorization: `Bearer ${token}` });
     await unchanged();
     await expectAlive(url());
@@ -223,13 +223,13 @@ describe('REST fuzzing: coordinator', () => {
       path: () => `/sessions/${sessionId}/uploads`,
       headers: () => ({ authorization: `Bearer ${token}` }),
       valid: { name: 'a.png', size: 10, mime_type: 'image/png' },
-      accepts: { name: (v) => str(v, 255), size: isPositiveInt, mime_type: (v) => typeof v === 'string' && /^[\w.+-]+\/[\w.+-]+$/.test(v) },
+      accepts: { name: (v) => str(v, 1024), size: isPositiveInt, mime_type: (v) => typeof v === 'string' && /^[\w.+-]+\/[\w.+-]+$/.test(v) },
       required: ['name', 'size', 'mime_type'],
       poison: (inner) => `{"name":${inner},"size":10,"mime_type":"image/png"}`,
       limit: COORDINATOR_LIMIT,
     }), unchanged);
 
-    it('bad ids → clean 4xx', async () => {
+    it('bad ids → clean 4xx', { timeout: FUZZ_TIMEOUT_MS }, async () => {
       await fuzzIds('POST /sessions/:id/uploads', url(), 'POST', (id) => `/sessions/${id}/uploads`, { authorization: `Bearer ${token}` }, JSON.stringify({ name: 'a.png', size: 10, mime_type: 'image/png' }));
       await unchanged();
     });
@@ -273,7 +273,7 @@ describe('REST fuzzing: coordinator', () => {
       expect(runtime.draining).toBe(0);
     });
 
-    it('bad ids → clean 4xx', async () => {
+    it('bad ids → clean 4xx', { timeout: FUZZ_TIMEOUT_MS }, async () => {
       await fuzzIds('POST /runtimes/:id/heartbeat', url(), 'POST', (id) => `/runtimes/${id}/heartbeat`, { 'Arclight-Runtime-Secret': SECRET }, '{"draining":true}');
       await unchanged();
     });
@@ -371,18 +371,32 @@ describe('REST fuzzing: runtime (local mode)', () => {
       });
       fuzzBodies(url, () => sdpEndpoint(() => `${transport()}/connections/${cid}/sdp_params`), unchanged);
 
-      it('bad session and connection ids → clean 4xx', async () => {
+      it('bad session and connection ids → clean 4xx', { timeout: FUZZ_TIMEOUT_MS }, async () => {
         const offer = JSON.stringify({ sdp_offer: 'v=0' });
         await fuzzIds(`runtime ${method} sdp_params (ids)`, url(), method, (id) => `${transport()}/connections/${id}/sdp_params`, {}, offer);
         await fuzzIds(`runtime ${method} sdp_params (ids)`, url(), method, (id) => `/sessions/${id}/transport/webrtc/connections/${cid}/sdp_params`, {}, offer);
         await fuzzIds(`runtime ${method} sdp_params (ids)`, url(), method, (id) => `/sessions/${id}/transport/webrtc/sdp_params`, {}, offer);
+        await unchanged();
+      });
+
+      it('text that is no SDP offer, sent for the live connection → 400 invalid_sdp, the connection survives', { timeout: FUZZ_TIMEOUT_MS }, async () => {
+        const notSdp = fc.oneof(fc.string({ minLength: 1, maxLength: 200 }), fc.constantFrom('v=0', 'v=0\r\n', 'v=0\r\ns=-\r\n', 'hello', 'm=video'));
+        await fc.assert(
+          fc.asyncProperty(notSdp.filter((sdp) => !/^v=0\r?\n/.test(sdp) || !sdp.includes('\nm=')), async (sdp) => {
+            const body = JSON.stringify({ sdp_offer: sdp });
+            const answer = await send(`runtime ${method} sdp_params (live connection)`, `${url()}${transport()}/connections/${peer.connectionId}/sdp_params`, method, body);
+            expectCleanError(answer, body);
+            expect((answer.body as { code: string }).code).toBe('invalid_sdp');
+          }),
+          fuzzParams(),
+        );
         await unchanged();
         await expectAlive(url());
       });
     });
   }
 
-  it('GET ice_servers: bad session ids and version headers → clean 4xx', async () => {
+  it('GET ice_servers: bad session ids and version headers → clean 4xx', { timeout: FUZZ_TIMEOUT_MS }, async () => {
     await fuzzIds('runtime GET ice_servers', url(), 'GET', (id) => `/sessions/${id}/transport/webrtc/ice_servers`, {});
     await fc.assert(
       fc.asyncProperty(fc.string({ maxLength: 40 }).filter((v) => !/^\s*1(\.0*)?\s*$/.test(v) && /^[\x20-\x7e]*$/.test(v) && v.trim() !== ''), async (version) => {
@@ -394,7 +408,7 @@ describe('REST fuzzing: runtime (local mode)', () => {
     await expectAlive(url());
   });
 
-  it('GET/DELETE /sessions/:sid: bad ids → clean 4xx', async () => {
+  it('GET/DELETE /sessions/:sid: bad ids → clean 4xx', { timeout: FUZZ_TIMEOUT_MS }, async () => {
     await fuzzIds('runtime GET /sessions/:sid', url(), 'GET', (id) => `/sessions/${id}`, {});
     await fuzzIds('runtime DELETE /sessions/:sid', url(), 'DELETE', (id) => `/sessions/${id}`, {}, '{}');
     await unchanged();
@@ -408,7 +422,7 @@ describe('REST fuzzing: runtime (local mode)', () => {
       headers: () => ({}),
       valid: { name: 'a.png', size: 10, mime_type: 'image/png' },
       accepts: {
-        name: (v) => typeof v === 'string' && v.length >= 1 && v.length <= 255 && !/[\u0000-\u001f/\\]/.test(v),
+        name: (v) => typeof v === 'string' && v.length >= 1 && v.length <= 1024 && !/[\u0000-\u001f/\\]/.test(v),
         size: (v) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 1,
         mime_type: (v) => typeof v === 'string' && /^[\w.+-]+\/[\w.+-]+$/.test(v),
       },
@@ -417,7 +431,7 @@ describe('REST fuzzing: runtime (local mode)', () => {
       limit: RUNTIME_LIMIT,
     }), unchanged);
 
-    it('bad ids → clean 4xx; afterwards the one upload slot is still free', async () => {
+    it('bad ids → clean 4xx; afterwards the one upload slot is still free', { timeout: FUZZ_TIMEOUT_MS }, async () => {
       await fuzzIds('runtime POST /sessions/:sid/uploads', url(), 'POST', (id) => `/sessions/${id}/uploads`, {}, JSON.stringify({ name: 'a.png', size: 10, mime_type: 'image/png' }));
       await unchanged();
       const ok = await send('runtime valid upload', `${url()}/sessions/${sessionId}/uploads`, 'POST', JSON.stringify({ name: 'a.png', size: 10, mime_type: 'image/png' }));
