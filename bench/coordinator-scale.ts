@@ -15,13 +15,12 @@
  * five, the clock moved one second per flush, so every flush charges every session.
  */
 
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { randomUUID } from 'node:crypto';
 import { sql, type Kysely } from 'kysely';
@@ -35,10 +34,10 @@ import { DEFAULT_PRICING } from '../coordinator/pricing/pricing.ts';
 import { openStorage } from '../coordinator/storage/database.ts';
 import { RUNTIME_SECRET_HEADER } from '../protocol/coordinator.ts';
 import { startPostgres } from '../test/support/postgres.ts';
-import { loadavg, median, summarise, type Summary } from './support/measure.ts';
+import { closedLoopLoad, startListeningProcess, type PhaseResult } from './support/coordinator-load.ts';
+import { loadavg, median } from './support/measure.ts';
 import { finishReport, runBench, runInfo } from './support/report.ts';
 
-const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const { values: args } = parseArgs({
   options: {
     seconds: { type: 'string', default: '5' },
@@ -65,66 +64,11 @@ async function migratePastSpend(db: Kysely<CoordinatorDatabase>): Promise<void> 
   await sql`update credit_grants set spent = coalesce((select sum(d.credits) from grant_draws d where d.grant_id = credit_grants.id), 0)`.execute(db);
 }
 
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  let seconds = (Number(fields[11]) + Number(fields[12])) / 100;
-  for (const task of readdirSync(`/proc/${pid}/task`)) {
-    for (const child of readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').split(' ').filter(Boolean)) seconds += cpuSeconds(Number(child));
-  }
-  return seconds;
-}
-
 async function startCoordinatorProcess(database: string): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', 'bench/support/coordinator-server.ts', '--mode', 'hono', '--database', database], {
-    cwd: ROOT,
-    env: { ...process.env, ARCLIGHT_LOG: 'error', ARCLIGHT_RUNTIME_SECRET: SECRET },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`coordinator did not start: ${out}`)), 60_000);
-    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-      out += chunk;
-      const match = /listening on (http:\/\/\S+)/.exec(out);
-      if (match) {
-        clearTimeout(timer);
-        resolve(match[1]!);
-      }
-    });
-  });
-  return { url, child };
+  return startListeningProcess(['bench/support/coordinator-server.ts', '--mode', 'hono', '--database', database], { ARCLIGHT_LOG: 'error', ARCLIGHT_RUNTIME_SECRET: SECRET });
 }
 
-interface PhaseResult {
-  perSecond: number;
-  latencyMs: Summary;
-  errors: number;
-  serverCpuMicros: number;
-}
-
-async function load(server: ChildProcess, request: () => Promise<Response>): Promise<PhaseResult> {
-  const run = async (ms: number, record: boolean) => {
-    const latencies: number[] = [];
-    let errors = 0;
-    const end = performance.now() + ms;
-    await Promise.all(
-      Array.from({ length: CONCURRENCY }, async () => {
-        while (performance.now() < end) {
-          const t0 = performance.now();
-          const response = await request();
-          await response.arrayBuffer();
-          if (response.status !== 200) errors++;
-          if (record) latencies.push(performance.now() - t0);
-        }
-      }),
-    );
-    return { latencies, errors };
-  };
-  await run(1000, false);
-  const before = cpuSeconds(server.pid!);
-  const { latencies, errors } = await run(SECONDS * 1000, true);
-  return { perSecond: latencies.length / SECONDS, latencyMs: summarise(latencies), errors, serverCpuMicros: ((cpuSeconds(server.pid!) - before) / latencies.length) * 1e6 };
-}
+const load = (server: ChildProcess, request: () => Promise<Response>): Promise<PhaseResult> => closedLoopLoad(server, request, { seconds: SECONDS, concurrency: CONCURRENCY });
 
 /** A stand-in for runtimes' HTTP side: accepts hosted sessions and answers relayed requests at once. */
 async function startRuntimeStandIn(): Promise<{ url: string; server: Server }> {

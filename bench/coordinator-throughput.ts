@@ -11,11 +11,10 @@
  * Goals (issue 4): ≥ 5,000 tokens/s, ≥ 1,000 sessions/s on SQLite, p99 ≤ 20 ms.
  */
 
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { AccountStore } from '../coordinator/accounts/account-store.ts';
 import { ApiKeyStore } from '../coordinator/accounts/api-keys.ts';
@@ -24,10 +23,10 @@ import { ModelCatalog } from '../coordinator/models/model-catalog.ts';
 import { DEFAULT_PRICING } from '../coordinator/pricing/pricing.ts';
 import { openStorage } from '../coordinator/storage/database.ts';
 import { startPostgres } from '../test/support/postgres.ts';
-import { loadavg, median, summarise, type Summary } from './support/measure.ts';
+import { closedLoopLoad, startListeningProcess, type PhaseResult } from './support/coordinator-load.ts';
+import { loadavg, median } from './support/measure.ts';
 import { finishReport, runBench, runInfo } from './support/report.ts';
 
-const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const { values: args } = parseArgs({
   options: {
     seconds: { type: 'string', default: '8' },
@@ -73,72 +72,14 @@ async function setUp(database: string): Promise<Setup> {
   }
 }
 
-/** CPU seconds (user + system) a process and its live children have used so far, from /proc (Linux). */
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  let seconds = (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (100/s)
-  for (const task of readdirSync(`/proc/${pid}/task`)) {
-    for (const child of readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').split(' ').filter(Boolean)) seconds += cpuSeconds(Number(child));
-  }
-  return seconds;
-}
-
 async function startServer(database: string, mode: 'hono' | 'raw' | 'workers'): Promise<{ url: string; child: ChildProcess }> {
   // `workers`: the real CLI with two worker processes sharing the port (one per core here).
   const script = mode === 'workers' ? ['bin/arclight.js', 'coordinator', '--port', '0', '--workers', '2', '--meter-flush-ms', '600000'] : ['bench/support/coordinator-server.ts', '--mode', mode];
-  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', ...script, '--database', database], {
-    cwd: ROOT,
-    env: { ...process.env, ARCLIGHT_LOG: 'warn' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`coordinator did not start: ${out}`)), 60_000);
-    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-      out += chunk;
-      const match = /listening on (http:\/\/\S+)/.exec(out);
-      if (match) {
-        clearTimeout(timer);
-        resolve(match[1]!);
-      }
-    });
-  });
-  return { url, child };
+  return startListeningProcess([...script, '--database', database]);
 }
 
-interface PhaseResult {
-  perSecond: number;
-  latencyMs: Summary;
-  errors: number;
-  /** The coordinator process's CPU time per request, µs: what one server core costs per request. */
-  serverCpuMicros: number;
-}
-
-/** `CONCURRENCY` loops sending `request` back to back for `SECONDS` (after a 1 s warm-up). */
-async function load(server: ChildProcess, request: () => Promise<Response>, expectStatus: number): Promise<PhaseResult> {
-  const run = async (ms: number, record: boolean) => {
-    const latencies: number[] = [];
-    let errors = 0;
-    const end = performance.now() + ms;
-    await Promise.all(
-      Array.from({ length: CONCURRENCY }, async () => {
-        while (performance.now() < end) {
-          const t0 = performance.now();
-          const response = await request();
-          await response.arrayBuffer();
-          if (response.status !== expectStatus) errors++;
-          if (record) latencies.push(performance.now() - t0);
-        }
-      }),
-    );
-    return { latencies, errors };
-  };
-  await run(1000, false);
-  const cpuBefore = cpuSeconds(server.pid!);
-  const { latencies, errors } = await run(SECONDS * 1000, true);
-  const serverCpuMicros = ((cpuSeconds(server.pid!) - cpuBefore) / latencies.length) * 1e6;
-  return { perSecond: latencies.length / SECONDS, latencyMs: summarise(latencies), errors, serverCpuMicros };
-}
+const load = (server: ChildProcess, request: () => Promise<Response>, expectStatus: number): Promise<PhaseResult> =>
+  closedLoopLoad(server, request, { seconds: SECONDS, concurrency: CONCURRENCY, expectStatus });
 
 async function measureEngine(engine: string, database: string, withRaw: boolean, withWorkers: boolean): Promise<Record<string, PhaseResult[]>> {
   const { keys } = await setUp(database);
