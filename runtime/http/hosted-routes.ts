@@ -6,11 +6,13 @@
  */
 
 import { timingSafeEqual } from 'node:crypto';
-import { Hono, type MiddlewareHandler } from 'hono';
+import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
 import { RUNTIME_SECRET_HEADER } from '../../protocol/coordinator.ts';
 import type { LocalSessionHost } from '../session/local-session-host.ts';
 import type { ModelReadiness } from './session-routes.ts';
+import { readBodyText } from './body-limit.ts';
+import { MAX_BODY_BYTES } from './json-body.ts';
 
 /** The coordinator's reconnect window, at most an hour (a GPU held longer for nobody is waste). */
 const MAX_RECONNECT_WINDOW_SECONDS = 3600;
@@ -30,10 +32,25 @@ export const localSessionsClosed: MiddlewareHandler = async () => {
   throw new ArclightError('forbidden', 'This runtime is hosted: sessions are opened through the coordinator (POST /sessions).');
 };
 
+/**
+ * The coordinator's JSON body, read under the same size limit as every other body (these routes sit
+ * behind the runtime secret, but a limit applied while reading costs nothing); anything that is not
+ * a JSON object reads as `{}`, and the checks below name what is missing.
+ */
+async function coordinatorBody(c: Context): Promise<Record<string, unknown>> {
+  const text = await readBodyText(c.req.raw, MAX_BODY_BYTES);
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
 export function hostedRoutes(host: LocalSessionHost, readiness: ModelReadiness): Hono {
   const app = new Hono();
   app.post('/hosted/sessions', async (c) => {
-    const body = (await c.req.json().catch(() => ({}))) as { session_id?: unknown; reconnect_window_seconds?: unknown; public_url?: unknown };
+    const body = (await coordinatorBody(c)) as { session_id?: unknown; reconnect_window_seconds?: unknown; public_url?: unknown };
     if (typeof body.session_id !== 'string' || body.session_id.length === 0 || body.session_id.length > 128) {
       throw new ArclightError('invalid_request', 'session_id is required.', { field: '/session_id' });
     }
@@ -51,7 +68,7 @@ export function hostedRoutes(host: LocalSessionHost, readiness: ModelReadiness):
     return c.json(host.describe(session), 200);
   });
   app.delete('/hosted/sessions/:sid', async (c) => {
-    const body = (await c.req.json().catch(() => ({}))) as { reason?: unknown };
+    const body = (await coordinatorBody(c)) as { reason?: unknown };
     const reason = typeof body.reason === 'string' && body.reason ? body.reason.slice(0, 256) : 'ended by the coordinator';
     const session = await host.stop(c.req.param('sid'), reason);
     return c.json({ session_id: session.id, state: 'CLOSED' as const }, 200);

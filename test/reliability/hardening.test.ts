@@ -240,6 +240,8 @@ describe('hardening', () => {
       const results = {
         coordinatorTokens: await endlessPost(`${coordinator.url}/tokens`, { 'Service-API-Key': key }),
         runtimeStartSession: await endlessPost(`${playground.url}/start_session`),
+        // Behind the runtime secret, but read under the same limit.
+        runtimeHostedSessions: await endlessPost(`${hosted.url}/hosted/sessions`, { [RUNTIME_SECRET_HEADER]: RUNTIME_SECRET }),
       };
       for (const [name, result] of Object.entries(results)) {
         expect(result.status, name).toBe(413);
