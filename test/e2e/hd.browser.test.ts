@@ -13,6 +13,7 @@ import { describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { createHdModel, patchesFor } from '../fixtures/hd-model.ts';
 import { browserRig } from '../support/browser-rig.ts';
+import { pollUntil } from '../support/poll.ts';
 
 const TRACK = 'main_video';
 
@@ -31,25 +32,11 @@ interface InboundVideo {
 }
 
 /** Polls `probe` until it returns a truthy value; fails with the last value and the page's console. */
-async function until<T>(page: Page, log: string[], what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      last = await probe();
-      if (last) return last as T;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline) {
-      const status = await page.textContent('#status').catch(() => null);
-      throw new Error(
-        `timed out after ${timeoutMs} ms waiting for ${what}; last value: ${last instanceof Error ? last.message : JSON.stringify(last)}; ` +
-          `status ${status}\n--- console (last 40) ---\n${log.slice(-40).join('\n')}`,
-      );
-    }
-    await new Promise((resolve) => setTimeout(resolve, 150));
-  }
+function until<T>(page: Page, log: string[], what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
+  return pollUntil(what, probe, {
+    timeoutMs,
+    diagnostics: async () => `; status ${await page.textContent('#status').catch(() => null)}\n--- console (last 40) ---\n${log.slice(-40).join('\n')}`,
+  });
 }
 
 function inboundVideo(page: Page): Promise<InboundVideo | null> {

@@ -26,6 +26,7 @@ import echo, { HEIGHT as ECHO_HEIGHT, WIDTH as ECHO_WIDTH } from '../../models/e
 import pattern, { HEIGHT, PATCH, WIDTH } from '../../models/examples/pattern/index.ts';
 import { launchChromiumInNamespace, recordPageLog, type LaunchedChromium } from '../support/chromium.ts';
 import { createTestNetwork, type TestNetwork } from '../support/netns.ts';
+import { pollUntil } from '../support/poll.ts';
 
 const TEST_TIMEOUT = 60_000;
 const SCREENSHOT = '/tmp/playground.png';
@@ -107,21 +108,8 @@ async function diagnostics(h: Harness): Promise<string> {
 }
 
 /** Polls `probe` every `intervalMs` until it returns a truthy value; fails with the last value and the page diagnostics. */
-async function until<T>(h: Harness, what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000, intervalMs = 150): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      last = await probe();
-      if (last) return last as T;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last value: ${last instanceof Error ? last.message : JSON.stringify(last)}${await diagnostics(h)}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
+function until<T>(h: Harness, what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000, intervalMs = 150): Promise<T> {
+  return pollUntil(what, probe, { timeoutMs, intervalMs, diagnostics: () => diagnostics(h) });
 }
 
 async function waitForStatus(h: Harness, status: string, timeoutMs = 30_000): Promise<void> {

@@ -26,6 +26,7 @@ import { openClientPage, type PageWindow } from '../support/browser-rig.ts';
 import { launchChromiumInNamespace, type LaunchedChromium } from '../support/chromium.ts';
 import { startCoturn, type CoturnServer } from '../support/coturn.ts';
 import { createTestNetwork, type TestNetwork } from '../support/netns.ts';
+import { pollUntil } from '../support/poll.ts';
 
 /** The runtime's ICE ports (on the namespace's own address, so no other test competes for them). */
 const PORT_RANGE: [number, number] = [40_000, 40_049];
@@ -77,21 +78,8 @@ afterAll(async () => {
   await net?.close();
 }, 60_000);
 
-async function until<T>(what: string, probe: () => Promise<T | undefined | null | false>, diagnostics: () => string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      last = await probe();
-      if (last) return last as T;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last value: ${last instanceof Error ? last.message : JSON.stringify(last)}\n${diagnostics()}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 150));
-  }
+function until<T>(what: string, probe: () => Promise<T | undefined | null | false>, diagnostics: () => string, timeoutMs = 20_000): Promise<T> {
+  return pollUntil(what, probe, { timeoutMs, diagnostics: () => `\n${diagnostics()}` });
 }
 
 /** Mean colour of a 9×9 block around (fx, fy) — fractions of the frame — of the video's current frame. */
