@@ -61,6 +61,13 @@ export class RuntimeMetrics {
     buckets: [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.033, 0.066],
     registers: [this.registry],
   });
+  readonly emitToSend = new Histogram({
+    name: 'arclight_video_emit_to_send_seconds',
+    help: 'Time from the model emitting a video frame to its first packet leaving for a viewer (queue, pacing, encode)',
+    labelNames: ['track'] as const,
+    buckets: [0.002, 0.005, 0.01, 0.02, 0.033, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1],
+    registers: [this.registry],
+  });
   readonly webrtcConnectDuration = new Histogram({
     name: 'arclight_webrtc_connect_seconds',
     help: 'Time from receiving an SDP offer to the connection being ready',

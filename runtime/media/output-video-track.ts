@@ -395,6 +395,8 @@ export class OutputVideoTrack {
     const mediaTimeMs = this.#mediaTime(frame as QueuedFrame, onTime);
     const rtpTimestamp = toRtpTimestamp(mediaTimeMs * 1000);
     const streams = new Set(active.map((s) => streamKey(s.sink)));
+    const emittedAt = (frame as QueuedFrame)[EMITTED_AT];
+    let sentOnce = false;
     for (const key of streams) {
       const pipeline = await this.#pipeline(key);
       const sinks = active.filter((s) => streamKey(s.sink) === key);
@@ -427,10 +429,13 @@ export class OutputVideoTrack {
           const wireTimestamp = state.sink.sendFrame(payloads, rtpTimestamp, mediaTimeMs);
           if (wireTimestamp !== undefined) {
             if (frame.metadata !== undefined) state.sink.sendMetadata?.(wireTimestamp, frame.metadata);
-            const emittedAt = (frame as QueuedFrame)[EMITTED_AT];
             if (emittedAt !== undefined) state.sink.noteEmitTime?.(wireTimestamp, emittedAt);
           }
           this.#metrics?.framesSent.inc({ track: this.name });
+          if (!sentOnce && emittedAt !== undefined) {
+            sentOnce = true; // one observation per frame, however many viewers and codecs
+            this.#metrics?.emitToSend.observe({ track: this.name }, (performance.timeOrigin + performance.now() - emittedAt) / 1000);
+          }
         }
       }
     }

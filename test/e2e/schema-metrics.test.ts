@@ -374,6 +374,7 @@ describe('GET /schema and GET /metrics', () => {
       'arclight_frames_emitted_total',
       'arclight_frames_sent_total',
       'arclight_encode_duration_seconds',
+      'arclight_video_emit_to_send_seconds',
       'arclight_webrtc_connect_seconds',
     ]) {
       expect(exposition.types.has(name), `TYPE ${name}`).toBe(true);
@@ -423,6 +424,8 @@ describe('GET /schema and GET /metrics', () => {
     expect(emitted(after) - emitted(start)).toBeGreaterThanOrEqual(10);
     expect(total(after, 'arclight_frames_sent_total')).toBeGreaterThan(total(start, 'arclight_frames_sent_total'));
     expect(total(after, 'arclight_encode_duration_seconds_count')).toBeGreaterThan(0);
+    // One emit-to-send observation per frame sent to the one viewer.
+    expect(total(after, 'arclight_video_emit_to_send_seconds_count', { track: 'main_video' })).toBeGreaterThan(0);
     expect(total(after, 'arclight_commands_total', { command: 'set_color', outcome: 'reply' })).toBe(
       total(before, 'arclight_commands_total', { command: 'set_color', outcome: 'reply' }) + colors.length,
     );
