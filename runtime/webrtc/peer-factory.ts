@@ -13,6 +13,7 @@ import {
 } from 'werift';
 import type { IceServerEntry } from '../../protocol/transport.ts';
 import type { IcePolicy } from './ice-policy.ts';
+import { impairPeer, type NetworkFaults } from './network-faults.ts';
 
 /** RTP header extension asking the receiver to render without a jitter buffer delay. */
 export const PLAYOUT_DELAY_URI = 'http://www.webrtc.org/experiments/rtp-hdrext/playout-delay';
@@ -52,6 +53,11 @@ export interface PeerFaults {
    * history and can be retransmitted; RTCP, DTLS and SCTP (the data channel) are never dropped.
    */
   readonly outboundRtpLossPercent?: number;
+  /**
+   * Loss, delay and blackouts for every datagram the peer sends and receives, switchable while
+   * the session runs (see network-faults.ts). One object may impair all peers of a runtime.
+   */
+  readonly network?: NetworkFaults;
 }
 
 export function createRuntimePeer(options: PeerFactoryOptions): RTCPeerConnection {
@@ -121,6 +127,7 @@ type FaultyTransport = object & { [RTP_LOSS]?: () => boolean };
  * transports while applying the descriptions). Safe to call more than once.
  */
 export function applyPeerFaults(pc: RTCPeerConnection, faults: PeerFaults | undefined, random: () => number = Math.random): void {
+  if (faults?.network) impairPeer(pc, faults.network);
   const percent = faults?.outboundRtpLossPercent ?? 0;
   if (!(percent > 0)) return;
   const probability = Math.min(percent, 100) / 100;
