@@ -14,6 +14,7 @@ import { nativeAddon, nativeAddonStatus, type CudaFrame, type NvencEncoder, type
 import type { EncoderBackend } from './encoder-backends.ts';
 import { assertFrameShape } from './frame-convert.ts';
 import { FrameScaler } from './frame-scaler.ts';
+import { noteVideoEncoderFreed, noteVideoEncoderOpened } from './open-encoders.ts';
 import type { VideoFrame } from './frames.ts';
 import type { CheckedEncoderOptions, EncodedVideoFrame, VideoCodec, VideoEncoder, VideoEncoderStats } from './video-encoder.ts';
 
@@ -40,6 +41,7 @@ export class NvencVideoEncoder implements VideoEncoder {
     this.#options = options;
     this.#native = native;
     this.#bitrateKbps = options.bitrateKbps;
+    noteVideoEncoderOpened();
   }
 
   /** Opens an NVENC session for settings `VideoEncoder.create` has checked. */
@@ -123,6 +125,7 @@ export class NvencVideoEncoder implements VideoEncoder {
     this.#closed = true;
     // The addon frees the session after an encode in flight.
     this.#native.close();
+    noteVideoEncoderFreed();
     this.#scaler.free();
     this.#scaled?.free();
     this.#scaled = undefined;

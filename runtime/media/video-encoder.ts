@@ -21,8 +21,10 @@ import {
   AVERROR_EOF,
 } from 'node-av/constants';
 import { openFfmpegEncoder, quietFfmpegInfoLogs, selectEncoderBackend, type EncoderBackend } from './encoder-backends.ts';
+import { throwIfVideoEncodeFault } from './encoder-faults.ts';
 import { FrameScaler } from './frame-scaler.ts';
 import { NvencVideoEncoder } from './nvenc-video-encoder.ts';
+import { noteVideoEncoderFreed, noteVideoEncoderOpened } from './open-encoders.ts';
 import { assertFrameShape } from './frame-convert.ts';
 import type { PixelFormat, VideoFrame } from './frames.ts';
 
@@ -218,6 +220,7 @@ class FfmpegVideoEncoder implements VideoEncoder {
     this.#context = context;
     this.#frame = frame;
     this.#packet = packet;
+    noteVideoEncoderOpened();
   }
 
   /** Opens `backend` (an FFmpeg encoder) for settings `VideoEncoder.create` has checked. */
@@ -312,6 +315,7 @@ class FfmpegVideoEncoder implements VideoEncoder {
 
   async #encodeNow(frame: VideoFrame): Promise<EncodedVideoFrame[]> {
     if (this.#closed) throw new Error(`${this.#codec} VideoEncoder is closed`);
+    throwIfVideoEncodeFault(this.#codec);
     assertFrameShape(frame);
     // A fast encode is cheaper done right here: each async node-av call is a thread-pool round
     // trip plus a promise, which costs more than a 2 ms x264 frame can afford.
@@ -471,6 +475,7 @@ class FfmpegVideoEncoder implements VideoEncoder {
   #free(): void {
     if (this.#freed) return;
     this.#freed = true;
+    noteVideoEncoderFreed();
     this.#scaler.free();
     this.#context.freeContext();
     this.#frame.free();

@@ -15,6 +15,7 @@ import { installFakeNvencDriver } from '../../test/support/fake-nvenc-driver.ts'
 import { nativeAddon, nativeAddonStatus, type NativeAddon, type NvencEncoder } from './native-addon.ts';
 import { ENCODER_BACKEND_CANDIDATES, chooseEncoderBackend, describeEncoderBackendSelection } from '../media/encoder-backends.ts';
 import { NvencVideoEncoder } from '../media/nvenc-video-encoder.ts';
+import { openVideoEncoderCount } from '../media/open-encoders.ts';
 import { VideoDecoder } from '../media/video-decoder.ts';
 import { VideoEncoder } from '../media/video-encoder.ts';
 import type { VideoFrame } from '../media/frames.ts';
@@ -307,5 +308,34 @@ describe.runIf(compiledIn)('NVENC against a fake NVIDIA driver (no GPU here: the
       encoder.close();
     }
     await expect(encoder.encode(testPicture(W, H))).rejects.toThrow(/closed/);
+  });
+
+  it('loses the device mid-stream at ARCLIGHT_FAKE_NVENC_FAIL_AFTER_FRAMES (fault injection): every encode fails after, in fresh sessions too', async () => {
+    // The fake counts the pictures of every session in this process; its log has one line for each.
+    const encodedSoFar = logLines('encode').length;
+    process.env['ARCLIGHT_FAKE_NVENC_FAIL_AFTER_FRAMES'] = String(encodedSoFar + 2);
+    const before = openVideoEncoderCount();
+    const h264 = ENCODER_BACKEND_CANDIDATES.h264[0]!.backend;
+    try {
+      const encoder = await VideoEncoder.create({ codec: 'h264', width: W, height: H, fps: 30, backend: h264 });
+      try {
+        expect(openVideoEncoderCount()).toBe(before + 1);
+        await encoder.encode(testPicture(W, H));
+        await encoder.encode(testPicture(W, H));
+        await expect(encoder.encode(testPicture(W, H))).rejects.toThrow(/NV_ENC_ERR_DEVICE_NOT_EXIST/);
+      } finally {
+        encoder.close();
+      }
+      const fresh = await VideoEncoder.create({ codec: 'h264', width: W, height: H, fps: 30, backend: h264 });
+      try {
+        await expect(fresh.encode(testPicture(W, H))).rejects.toThrow(/NV_ENC_ERR_DEVICE_NOT_EXIST/);
+      } finally {
+        fresh.close();
+      }
+      expect(openVideoEncoderCount()).toBe(before);
+      expect(logLines('error').at(-1)).toMatchObject({ message: expect.stringMatching(/the device is gone/) });
+    } finally {
+      delete process.env['ARCLIGHT_FAKE_NVENC_FAIL_AFTER_FRAMES'];
+    }
   });
 });

@@ -17,6 +17,9 @@
  *   ARCLIGHT_FAKE_NVENC_MODE    'ok' | 'no-encoder' (NV_ENC_ERR_NO_ENCODE_DEVICE, as on an H100)
  *                               | 'no-hevc' (H.264 only)
  *   ARCLIGHT_FAKE_NVENC_LOG     a file receiving one JSON object per line (`readFakeNvencLog()`)
+ *   ARCLIGHT_FAKE_NVENC_FAIL_AFTER_FRAMES  N (fault injection): once the process has encoded N
+ *                               pictures, every encode fails with NV_ENC_ERR_DEVICE_NOT_EXIST (the
+ *                               GPU lost mid-stream); sessions still open
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -133,6 +136,8 @@ export interface FakeNvencEnvOptions {
   readonly cudaDevices?: number;
   /** ARCLIGHT_FAKE_CUDA_INIT = 'fail'. */
   readonly cudaInitFails?: boolean;
+  /** ARCLIGHT_FAKE_NVENC_FAIL_AFTER_FRAMES: the device is lost after this many pictures (process-wide). */
+  readonly failAfterFrames?: number;
 }
 
 /** The environment variables that point the encoder at the fake driver, with its options. */
@@ -145,6 +150,7 @@ export function fakeNvencEnv(driver: FakeNvencDriver, options: FakeNvencEnvOptio
   if (options.log !== undefined) env.ARCLIGHT_FAKE_NVENC_LOG = options.log;
   if (options.cudaDevices !== undefined) env.ARCLIGHT_FAKE_CUDA_DEVICES = String(options.cudaDevices);
   if (options.cudaInitFails) env.ARCLIGHT_FAKE_CUDA_INIT = 'fail';
+  if (options.failAfterFrames !== undefined) env.ARCLIGHT_FAKE_NVENC_FAIL_AFTER_FRAMES = String(options.failAfterFrames);
   return env;
 }
 

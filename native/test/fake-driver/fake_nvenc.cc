@@ -41,6 +41,11 @@
 //   ARCLIGHT_FAKE_NVENC_MODE  "ok" (default); "no-encoder" → nvEncOpenEncodeSessionEx returns
 //                             NV_ENC_ERR_NO_ENCODE_DEVICE (what a GPU without NVENC, e.g. an
 //                             H100, reports); "no-hevc" → nvEncGetEncodeGUIDs lists H.264 only.
+//   ARCLIGHT_FAKE_NVENC_FAIL_AFTER_FRAMES  N: FAULT INJECTION for tests. Once N pictures have been
+//                             encoded in this process (all sessions together), every
+//                             nvEncEncodePicture returns NV_ENC_ERR_DEVICE_NOT_EXIST, as when the
+//                             GPU falls off the bus mid-stream; sessions still open, and their
+//                             first encode fails. Unset or not a number: never.
 //   ARCLIGHT_FAKE_NVENC_LOG   a file: one JSON object per line is appended for each session
 //                             event ("event": "open", "initialize", "reconfigure", "encode",
 //                             "eos", "destroy", and "error" for a call refused with a message);
@@ -83,6 +88,16 @@ Mode GetMode() {
   if (std::strcmp(env, "no-encoder") == 0) return Mode::kNoEncoder;
   if (std::strcmp(env, "no-hevc") == 0) return Mode::kNoHevc;
   return Mode::kOk;
+}
+
+// ARCLIGHT_FAKE_NVENC_FAIL_AFTER_FRAMES, read at each encode (so a test may set it mid-run);
+// -1 when unset.
+long long FailAfterFrames() {
+  const char* env = std::getenv("ARCLIGHT_FAKE_NVENC_FAIL_AFTER_FRAMES");
+  if (!env || !*env) return -1;
+  char* end = nullptr;
+  const long long n = std::strtoll(env, &end, 10);
+  return (*end == '\0' && n >= 0) ? n : -1;
 }
 
 class JsonLine {
@@ -670,6 +685,8 @@ struct Session {
 
 std::mutex g_mutex;
 std::set<Session*> g_sessions;
+// Pictures encoded by every session of this process, for ARCLIGHT_FAKE_NVENC_FAIL_AFTER_FRAMES.
+std::uint64_t g_pictures = 0;
 
 NVENCSTATUS Fail(Session* s, NVENCSTATUS status, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 NVENCSTATUS Fail(Session* s, NVENCSTATUS status, const char* fmt, ...) {
@@ -1168,6 +1185,9 @@ NVENCSTATUS EncodePicture(void* encoder, NV_ENC_PIC_PARAMS* p) {
   if (!p) return Fail(s, NV_ENC_ERR_INVALID_PTR, "encodePicParams is null");
   if (p->version != NV_ENC_PIC_PARAMS_VER) return Fail(s, NV_ENC_ERR_INVALID_VERSION, "NV_ENC_PIC_PARAMS version");
   if (!s->initialized) return Fail(s, NV_ENC_ERR_ENCODER_NOT_INITIALIZED, "encode before nvEncInitializeEncoder");
+  const long long fail_after = FailAfterFrames();
+  if (fail_after >= 0 && g_pictures >= static_cast<std::uint64_t>(fail_after) && !(p->encodePicFlags & NV_ENC_PIC_FLAG_EOS))
+    return Fail(s, NV_ENC_ERR_DEVICE_NOT_EXIST, "the device is gone (ARCLIGHT_FAKE_NVENC_FAIL_AFTER_FRAMES=%lld)", fail_after);
   if (p->encodePicFlags & NV_ENC_PIC_FLAG_EOS) {
     // Synchronous mode holds nothing back: end of stream has nothing to flush.
     JsonLine("eos").Num("pictures", s->pictures).Write();
@@ -1277,6 +1297,7 @@ NVENCSTATUS EncodePicture(void* encoder, NV_ENC_PIC_PARAMS* p) {
       .Num("bytes", out->data.size())
       .Write();
   ++s->pictures;
+  ++g_pictures;
   return NV_ENC_SUCCESS;
 }
 
