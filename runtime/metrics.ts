@@ -4,6 +4,7 @@
  */
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { currentEncoderBackends } from './media/encoder-backends.ts';
 
 export class RuntimeMetrics {
   readonly registry = new Registry();
@@ -88,8 +89,22 @@ export class RuntimeMetrics {
   });
   readonly encoderBackend = new Gauge({
     name: 'arclight_encoder_backend',
-    help: 'The encoder chosen at start-up for each codec (1 = selected)',
+    help: 'The encoder selected for each codec (1 = selected): chosen at start-up, and moved on when a backend that keeps failing is demoted',
     labelNames: ['codec', 'backend', 'hardware'] as const,
+    registers: [this.registry],
+    // The selection is process-wide and may change after start-up (a demoted backend), so each
+    // scrape reads it rather than trusting what start-up set.
+    collect() {
+      const current = currentEncoderBackends();
+      if (current.length === 0) return;
+      this.reset();
+      for (const { codec, backend } of current) this.set({ codec, backend: backend.name, hardware: String(backend.hardware) }, 1);
+    },
+  });
+  readonly videoEncoderFailures = new Counter({
+    name: 'arclight_video_encoder_failures_total',
+    help: 'Video encoders that failed (to open or to encode) and were replaced, by track, stream codec, backend and action: restart (a fresh encoder of the same backend) or fallback (the backend was demoted process-wide and the next candidate is used)',
+    labelNames: ['track', 'codec', 'backend', 'action'] as const,
     registers: [this.registry],
   });
   readonly moderationChecks = new Counter({

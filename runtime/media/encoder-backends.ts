@@ -128,6 +128,13 @@ export const ENCODER_BACKEND_CANDIDATES: Readonly<Record<VideoCodec, readonly En
 };
 
 const selections = new Map<VideoCodec, Promise<EncoderBackendSelection>>();
+/** The settled selections, for a synchronous read (/metrics); absent while one is being probed. */
+const settled = new Map<VideoCodec, EncoderBackend>();
+/**
+ * Backends demoted in this process after they failed in use (`demoteEncoderBackend`), per codec:
+ * backend name → why. A demoted backend is never selected again by this process.
+ */
+const demotions = new Map<VideoCodec, Map<string, string>>();
 
 /** The backend that encodes `codec` in this process; probed on first use, then cached. */
 export async function selectEncoderBackend(codec: VideoCodec): Promise<EncoderBackend> {
@@ -142,17 +149,73 @@ export function encoderBackendSelection(codec: VideoCodec): Promise<EncoderBacke
   if (!Object.hasOwn(ENCODER_BACKEND_CANDIDATES, codec)) {
     return Promise.reject(new RangeError(`unsupported video codec ${String(codec)}`));
   }
-  const candidates = ENCODER_BACKEND_CANDIDATES[codec];
+  const candidates = withDemotions(codec, ENCODER_BACKEND_CANDIDATES[codec]);
   let selection = selections.get(codec);
   if (!selection) {
-    selection = chooseEncoderBackend(codec, candidates);
-    selections.set(codec, selection);
-    // A failure is not cached: nothing worked, so the next caller may as well try again.
-    selection.catch(() => {
-      if (selections.get(codec) === selection) selections.delete(codec);
-    });
+    const choosing = chooseEncoderBackend(codec, candidates);
+    selection = choosing;
+    selections.set(codec, choosing);
+    choosing.then(
+      (chosen) => {
+        if (selections.get(codec) === choosing) settled.set(codec, chosen.backend);
+      },
+      // A failure is not cached: nothing worked, so the next caller may as well try again.
+      () => {
+        if (selections.get(codec) === choosing) selections.delete(codec);
+      },
+    );
   }
   return selection;
+}
+
+/** A demoted candidate stays in the list (the listing says why it is passed over) but is never available. */
+function withDemotions(codec: VideoCodec, candidates: readonly EncoderBackendCandidate[]): readonly EncoderBackendCandidate[] {
+  const demoted = demotions.get(codec);
+  if (!demoted) return candidates;
+  return candidates.map((candidate) => {
+    const reason = demoted.get(candidate.backend.name);
+    if (reason === undefined) return candidate;
+    return { backend: candidate.backend, available: () => Promise.resolve({ available: false, reason: `demoted after failing in use (${reason})` }) };
+  });
+}
+
+/**
+ * Stops using `backendName` for `codec` in this whole process, because it kept failing in use
+ * (an NVENC session losing its GPU, say): the selection moves on to the next candidate in
+ * `ENCODER_BACKEND_CANDIDATES` (e.g. arclight_nvenc_h264 → h264_nvenc → libx264), which is probed
+ * at once so /metrics and `listEncoderBackends()` show it; encoders already open are left to
+ * their owners. Returns whether it demoted: not when the backend is unknown, already demoted, or
+ * the last candidate left — with nothing to fall back to, restarting it is all there is to do.
+ */
+export function demoteEncoderBackend(codec: VideoCodec, backendName: string, reason: string): boolean {
+  if (!Object.hasOwn(ENCODER_BACKEND_CANDIDATES, codec)) return false;
+  const candidates = ENCODER_BACKEND_CANDIDATES[codec];
+  const demoted = demotions.get(codec) ?? new Map<string, string>();
+  if (demoted.has(backendName) || !candidates.some((c) => c.backend.name === backendName)) return false;
+  const left = candidates.filter((c) => c.backend.name !== backendName && !demoted.has(c.backend.name));
+  if (left.length === 0) return false;
+  demoted.set(backendName, reason);
+  demotions.set(codec, demoted);
+  selections.delete(codec);
+  settled.delete(codec);
+  // Probed now rather than at the next encoder open, so the listing and /metrics follow at once.
+  encoderBackendSelection(codec).catch(() => {});
+  return true;
+}
+
+/** The backend selected for each codec whose selection has settled: what `arclight_encoder_backend` reports. */
+export function currentEncoderBackends(): { codec: VideoCodec; backend: EncoderBackend }[] {
+  return VIDEO_CODECS.flatMap((codec) => {
+    const backend = settled.get(codec);
+    return backend ? [{ codec, backend }] : [];
+  });
+}
+
+/** TEST ONLY. Forgets every demotion and cached selection, so the next use probes afresh. */
+export function forgetEncoderBackendDemotions(): void {
+  demotions.clear();
+  selections.clear();
+  settled.clear();
 }
 
 /**
