@@ -185,15 +185,16 @@ function withDemotions(codec: VideoCodec, candidates: readonly EncoderBackendCan
  * `ENCODER_BACKEND_CANDIDATES` (e.g. arclight_nvenc_h264 → h264_nvenc → libx264), which is probed
  * at once so /metrics and `listEncoderBackends()` show it; encoders already open are left to
  * their owners. Returns whether it demoted: not when the backend is unknown, already demoted, or
- * the last candidate left — with nothing to fall back to, restarting it is all there is to do.
+ * has no candidate after it left — with nothing to fall back to, restarting it is all there is to do.
  */
 export function demoteEncoderBackend(codec: VideoCodec, backendName: string, reason: string): boolean {
   if (!Object.hasOwn(ENCODER_BACKEND_CANDIDATES, codec)) return false;
   const candidates = ENCODER_BACKEND_CANDIDATES[codec];
   const demoted = demotions.get(codec) ?? new Map<string, string>();
-  if (demoted.has(backendName) || !candidates.some((c) => c.backend.name === backendName)) return false;
-  const left = candidates.filter((c) => c.backend.name !== backendName && !demoted.has(c.backend.name));
-  if (left.length === 0) return false;
+  const index = candidates.findIndex((c) => c.backend.name === backendName);
+  if (index < 0 || demoted.has(backendName)) return false;
+  // Only a later candidate can take over: the earlier ones were unavailable when this one was selected.
+  if (!candidates.slice(index + 1).some((c) => !demoted.has(c.backend.name))) return false;
   demoted.set(backendName, reason);
   demotions.set(codec, demoted);
   selections.delete(codec);

@@ -2,10 +2,13 @@
  * OutputVideoTrack against a recording sink (a stand-in for a WebRTC connection; the encoder is
  * the real libx264): the order and timing of what one viewer receives.
  */
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../log.ts';
+import { RuntimeMetrics } from '../metrics.ts';
+import { clearVideoEncodeFaults, failNextVideoEncodes, pendingVideoEncodeFaults } from './encoder-faults.ts';
 import { solidI420 } from './frame-convert.ts';
-import { OutputVideoTrack, type VideoSink } from './output-video-track.ts';
+import { openVideoEncoderCount } from './open-encoders.ts';
+import { OutputVideoTrack, type VideoCodecName, type VideoSink } from './output-video-track.ts';
 
 const WIDTH = 64;
 const HEIGHT = 64;
@@ -14,6 +17,8 @@ interface Received {
   mediaTimeMs: number;
   rtpTimestamp: number;
   keyframe: boolean;
+  /** Sent after every injected encoder fault had fired. */
+  afterFaults: boolean;
 }
 
 /** H.264 RTP: an IDR slice, or SPS/PPS aggregated ahead of one, opens a keyframe. */
@@ -24,16 +29,34 @@ function isKeyframe(payloads: readonly Buffer[]): boolean {
   return type === 28 && (first[1]! & 0x1f) === 5;
 }
 
-function recordingSink(received: Received[]): VideoSink {
+/** Set when a test arms encoder faults, so a sink can tell frames sent once they have all fired. */
+let faultsArmed = false;
+
+function recordingSink(received: Received[], codec: VideoCodecName = 'h264'): VideoSink {
   return {
     connectionId: 1,
-    codec: 'h264',
+    codec,
     sendFrame(payloads, rtpTimestamp, mediaTimeMs) {
-      received.push({ mediaTimeMs, rtpTimestamp, keyframe: isKeyframe(payloads) });
+      received.push({ mediaTimeMs, rtpTimestamp, keyframe: isKeyframe(payloads), afterFaults: faultsArmed && pendingVideoEncodeFaults() === 0 });
       return rtpTimestamp;
     },
   };
 }
+
+function metricValue(metrics: RuntimeMetrics, name: 'videoEncoderFailures' | 'framesDropped', labels: Record<string, string>): Promise<number> {
+  return metrics[name].get().then((m) => m.values.filter((v) => Object.entries(labels).every(([k, val]) => v.labels[k] === val)).reduce((a, v) => a + v.value, 0));
+}
+
+/** Emits a picture until `done()` or `limit` frames. */
+async function emitUntil(track: OutputVideoTrack, done: () => boolean, limit = 300): Promise<void> {
+  const picture = solidI420(WIDTH, HEIGHT, 80, 90, 200);
+  for (let i = 0; i < limit && !done(); i++) await track.emit(picture);
+}
+
+afterEach(() => {
+  clearVideoEncodeFaults();
+  faultsArmed = false;
+});
 
 describe('OutputVideoTrack', () => {
   it('never sends a viewer a frame stamped before one it already has, when a black frame overtakes an encode', async () => {
@@ -66,5 +89,76 @@ describe('OutputVideoTrack', () => {
     // The picture opens on a keyframe, and each flush's black frame is one.
     expect(received[0]!.keyframe).toBe(true);
     expect(received.filter((r) => r.keyframe).length).toBeGreaterThanOrEqual(flushes);
+  }, 30_000);
+
+  it('restarts an encoder that fails mid-stream: the failed one is freed, and the viewer gets a keyframe before any delta of the new one', async () => {
+    const before = openVideoEncoderCount();
+    const metrics = new RuntimeMetrics({ processMetrics: false });
+    const track = new OutputVideoTrack({ name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT }, 60, createLogger({}, 'error'), metrics);
+    const received: Received[] = [];
+    const sink = recordingSink(received);
+    track.addSink(sink, { paused: false });
+    track.sinkReady(sink);
+    await emitUntil(track, () => received.length >= 5);
+    faultsArmed = true;
+    failNextVideoEncodes(1, { codec: 'h264' });
+    await emitUntil(track, () => received.filter((r) => r.afterFaults).length >= 5);
+    // One model pipeline open (plus nothing else: the black frame's encoder is gone).
+    expect(openVideoEncoderCount()).toBe(before + 1);
+    await track.close();
+    await new Promise((resolve) => setImmediate(resolve));
+
+    const after = received.filter((r) => r.afterFaults);
+    expect(after.length).toBeGreaterThanOrEqual(5);
+    expect(after[0]!.keyframe, 'the first frame after the failure').toBe(true);
+    expect(await metricValue(metrics, 'videoEncoderFailures', { track: 'main_video', codec: 'h264', backend: 'libx264', action: 'restart' })).toBe(1);
+    expect(await metricValue(metrics, 'framesDropped', { reason: 'encode_error' })).toBe(1);
+    expect(openVideoEncoderCount()).toBe(before);
+  }, 30_000);
+
+  it('restarts it again and again (20 failures in a row) without leaking an encoder, then streams on', async () => {
+    const before = openVideoEncoderCount();
+    const metrics = new RuntimeMetrics({ processMetrics: false });
+    const track = new OutputVideoTrack({ name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT }, 60, createLogger({}, 'silent'), metrics);
+    const received: Received[] = [];
+    const sink = recordingSink(received);
+    track.addSink(sink, { paused: false });
+    track.sinkReady(sink);
+    await emitUntil(track, () => received.length >= 3);
+    faultsArmed = true;
+    failNextVideoEncodes(20);
+    let most = 0;
+    await emitUntil(track, () => {
+      most = Math.max(most, openVideoEncoderCount());
+      return received.filter((r) => r.afterFaults).length >= 3;
+    });
+    expect(most).toBeLessThanOrEqual(before + 1);
+    await track.close();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(received.find((r) => r.afterFaults)?.keyframe).toBe(true);
+    expect(await metricValue(metrics, 'videoEncoderFailures', { action: 'restart' })).toBe(20);
+    expect(await metricValue(metrics, 'videoEncoderFailures', { action: 'fallback' })).toBe(0);
+    expect(openVideoEncoderCount()).toBe(before);
+  }, 30_000);
+
+  it("a stream whose encoder keeps failing costs only its own viewers: the VP8 viewer's frames keep coming", async () => {
+    const track = new OutputVideoTrack({ name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT }, 60, createLogger({}, 'silent'));
+    const h264: Received[] = [];
+    const vp8: Received[] = [];
+    const h264Sink = recordingSink(h264);
+    const vp8Sink = { ...recordingSink(vp8, 'vp8'), connectionId: 2 };
+    for (const sink of [h264Sink, vp8Sink]) {
+      track.addSink(sink, { paused: false });
+      track.sinkReady(sink);
+    }
+    await emitUntil(track, () => h264.length >= 3 && vp8.length >= 3);
+    const h264Before = h264.length;
+    const vp8Before = vp8.length;
+    failNextVideoEncodes(Infinity, { codec: 'h264' });
+    await emitUntil(track, () => vp8.length >= vp8Before + 10);
+    await track.close();
+    expect(vp8.length).toBeGreaterThanOrEqual(vp8Before + 10);
+    // An encode already past its fault check when the faults were armed may still arrive.
+    expect(h264.length).toBeLessThanOrEqual(h264Before + 1);
   }, 30_000);
 });

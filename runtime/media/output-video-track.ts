@@ -13,6 +13,11 @@
  * A sink that joins, resumes or reports picture loss gets a keyframe; until its first keyframe
  * it receives nothing (it could not decode deltas). A joining sink is first shown one black
  * keyframe, so its picture opens on black rather than waiting for the model's next frame.
+ *
+ * An encoder that fails is freed and the next frame opens a fresh one, whose first frame is a
+ * keyframe every viewer of that stream waits for; a backend that keeps failing is demoted for the
+ * whole process and the fresh encoder is the next candidate's (encoder-failures.ts). Frames are
+ * dropped meanwhile; the session carries on.
  */
 
 import type { DropPolicy, OutputVideoTrackSpec } from '../model/definition.ts';
@@ -22,12 +27,14 @@ import { H264Packetizer } from '../rtp/h264-packetizer.ts';
 import { H265Packetizer } from '../rtp/h265-packetizer.ts';
 import { Vp8Packetizer } from '../rtp/vp8-packetizer.ts';
 import { BoundedQueue } from './bounded-queue.ts';
+import { selectEncoderBackend, type EncoderBackend } from './encoder-backends.ts';
+import { handleVideoEncoderFailure, type EncoderFailurePhase } from './encoder-failures.ts';
 import { CudaFramePool, assertCudaFrame, cudaEncoderInput, downloadCudaFrame, isCudaVideoFrame, type PooledCudaFrame } from './cuda-frames.ts';
 import { FramePool } from './frame-pool.ts';
 import { NvencVideoEncoder } from './nvenc-video-encoder.ts';
 import { solidI420 } from './frame-convert.ts';
 import type { CudaVideoFrame, FrameMetadata, VideoFrame } from './frames.ts';
-import { VideoEncoder, type H264Profile } from './video-encoder.ts';
+import { VideoEncoder, type EncodedVideoFrame, type H264Profile } from './video-encoder.ts';
 
 export type VideoCodecName = 'h264' | 'h265' | 'vp8';
 
@@ -112,6 +119,9 @@ interface CodecPipeline {
   adaptedAt: number;
 }
 
+/** At most one encoder-failure error line per track per this long; the rest are counted into it. */
+const ENCODER_ERROR_LOG_INTERVAL_MS = 5_000;
+
 /** Frames queued between emit() and the encoder; small, so latency stays one or two frames. */
 const DEFAULT_QUEUE_FRAMES = 2;
 const MAX_RTP_PAYLOAD = 1200;
@@ -142,6 +152,9 @@ export class OutputVideoTrack {
   readonly #log: Logger;
   readonly #pumping: Promise<void>;
   #framesEmitted = 0;
+  /** When the last encoder-failure error was logged (performance.now()), and failures since. */
+  #encoderErrorLoggedAt = -Infinity;
+  #encoderErrorsUnlogged = 0;
 
   constructor(spec: OutputVideoTrackSpec, fps: number, log: Logger, metrics?: RuntimeMetrics) {
     this.name = spec.name;
@@ -398,16 +411,31 @@ export class OutputVideoTrack {
     const emittedAt = (frame as QueuedFrame)[EMITTED_AT];
     let sentOnce = false;
     for (const key of streams) {
-      const pipeline = await this.#pipeline(key);
+      // One stream's broken encoder costs its viewers this frame, never another stream's.
+      let pipeline: CodecPipeline;
+      try {
+        pipeline = await this.#pipeline(key);
+      } catch (error) {
+        this.#frameNotEncoded(key, error);
+        continue;
+      }
       const sinks = active.filter((s) => streamKey(s.sink) === key);
       if (sinks.some((s) => s.awaitingKeyframe)) pipeline.encoder.requestKeyframe();
       this.#adaptBitrate(key, pipeline, sinks);
       const started = performance.now();
       const encoder = pipeline.encoder;
-      const encoded =
-        cuda && encoder instanceof NvencVideoEncoder && encoder.width === cuda.width && encoder.height === cuda.height
-          ? await encoder.encodeCuda(cudaEncoderInput(cuda), frame.timestampUs)
-          : await encoder.encode(hostFrame());
+      let encoded: EncodedVideoFrame[];
+      try {
+        encoded =
+          cuda && encoder instanceof NvencVideoEncoder && encoder.width === cuda.width && encoder.height === cuda.height
+            ? await encoder.encodeCuda(cudaEncoderInput(cuda), frame.timestampUs)
+            : await encoder.encode(hostFrame());
+      } catch (error) {
+        this.#retirePipeline(key, pipeline);
+        this.#encoderFailed(key, encoder.backend, 'encode', error);
+        this.#frameNotEncoded(key, error);
+        continue;
+      }
       this.#metrics?.encodeDuration.observe({ codec: key }, (performance.now() - started) / 1000);
       for (const unit of encoded) {
         const payloads = pipeline.packetize(unit.data);
@@ -487,28 +515,88 @@ export class OutputVideoTrack {
   #pipeline(key: VideoStreamKey): Promise<CodecPipeline> {
     let pipeline = this.#pipelines.get(key);
     if (!pipeline) {
-      pipeline = this.#createPipeline(key);
-      this.#pipelines.set(key, pipeline);
-      pipeline.catch(() => this.#pipelines.delete(key));
+      const opening = this.#createPipeline(key);
+      pipeline = opening;
+      this.#pipelines.set(key, opening);
+      // Not cached: the next frame tries again (by then perhaps with another backend).
+      opening.catch(() => {
+        if (this.#pipelines.get(key) === opening) this.#pipelines.delete(key);
+      });
     }
     return pipeline;
   }
 
   async #createPipeline(key: VideoStreamKey): Promise<CodecPipeline> {
-    const encoder = await this.#openEncoder(key);
+    const format = streamFormat(key);
+    // Chosen here rather than inside VideoEncoder.create, so an open failure is charged to it.
+    const backend = await selectEncoderBackend(format.codec);
+    let encoder: VideoEncoder;
+    try {
+      encoder = await this.#openEncoder(key, backend);
+    } catch (error) {
+      this.#encoderFailed(key, backend, 'open', error);
+      throw error;
+    }
     this.#metrics?.targetBitrate.set({ track: this.name, codec: key }, encoder.bitrateKbps * 1000);
-    const packetizer = createPacketizer(streamFormat(key).codec);
+    const packetizer = createPacketizer(format.codec);
     return { encoder, packetize: (data) => packetizer.packetize(data), configuredKbps: encoder.bitrateKbps, adaptedAt: 0 };
   }
 
-  #openEncoder(key: VideoStreamKey): Promise<VideoEncoder> {
+  #openEncoder(key: VideoStreamKey, backend: EncoderBackend): Promise<VideoEncoder> {
     return VideoEncoder.create({
       ...streamFormat(key),
+      backend,
       width: this.#spec.width,
       height: this.#spec.height,
       fps: this.#fps,
       ...(this.#spec.bitrateKbps === undefined ? {} : { bitrateKbps: this.#spec.bitrateKbps }),
     });
+  }
+
+  /**
+   * Frees a stream's failed encoder and forgets its pipeline, so the next frame opens a fresh
+   * one. Its first frame is a keyframe, and until then every viewer of the stream is marked as
+   * waiting for one: a delta from the new encoder refers to pictures they never had.
+   */
+  #retirePipeline(key: VideoStreamKey, pipeline: CodecPipeline): void {
+    // Only the pump retires pipelines, one frame at a time, so the map still holds this one.
+    this.#pipelines.delete(key);
+    pipeline.encoder.close();
+    for (const state of this.#sinks.values()) {
+      if (streamKey(state.sink) === key) state.awaitingKeyframe = true;
+    }
+  }
+
+  /** Counts an encoder failure and lets the process-wide policy restart or demote its backend. */
+  #encoderFailed(key: VideoStreamKey, backend: EncoderBackend, phase: EncoderFailurePhase, error: unknown): void {
+    const outcome = handleVideoEncoderFailure(backend, phase, error);
+    this.#metrics?.videoEncoderFailures.inc({ track: this.name, codec: key, backend: backend.name, action: outcome.action });
+    if (outcome.action === 'fallback') {
+      // Rare and process-wide: always logged, with why.
+      this.#log.warn('video encoder backend demoted: later encoders use the next candidate', {
+        codec: backend.codec,
+        backend: backend.name,
+        reason: outcome.reason,
+      });
+    }
+  }
+
+  /** A frame one stream could not get (its encoder failed or would not open): dropped, and logged at a bounded rate. */
+  #frameNotEncoded(key: VideoStreamKey, error: unknown): void {
+    this.#framesDropped++;
+    this.#metrics?.framesDropped.inc({ track: this.name, reason: 'encode_error' });
+    const now = performance.now();
+    if (now - this.#encoderErrorLoggedAt < ENCODER_ERROR_LOG_INTERVAL_MS) {
+      this.#encoderErrorsUnlogged++;
+      return;
+    }
+    this.#log.error('video frame could not be encoded; the next frame tries a fresh encoder', {
+      codec: key,
+      error,
+      ...(this.#encoderErrorsUnlogged > 0 ? { failures_not_logged: this.#encoderErrorsUnlogged } : {}),
+    });
+    this.#encoderErrorLoggedAt = now;
+    this.#encoderErrorsUnlogged = 0;
   }
 
   async #requestKeyframe(key: VideoStreamKey): Promise<void> {
@@ -527,8 +615,13 @@ export class OutputVideoTrack {
     const key = streamKey(sink);
     let black = this.#blackKeyframes.get(key);
     if (!black) {
-      black = encodeBlackKeyframe(key, this.#spec.width, this.#spec.height, this.#fps);
-      this.#blackKeyframes.set(key, black);
+      const encoding = encodeBlackKeyframe(key, this.#spec.width, this.#spec.height, this.#fps);
+      black = encoding;
+      this.#blackKeyframes.set(key, encoding);
+      // A failed encode is not cached: the next sink to open tries again.
+      encoding.catch(() => {
+        if (this.#blackKeyframes.get(key) === encoding) this.#blackKeyframes.delete(key);
+      });
     }
     black.then(
       (payloads) => {
