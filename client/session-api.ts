@@ -26,6 +26,12 @@ export interface SessionApiOptions {
   readonly signal?: AbortSignal;
 }
 
+/** `POST /sessions` tries (hosted), the n-th retry after n × 300 ms. */
+const CREATE_ATTEMPTS = 3;
+const CREATE_RETRY_DELAY_MS = 300;
+/** Answers that say the request may not have been handled (gateways, a coordinator without its database). */
+const RETRYABLE_CREATE_STATUSES = new Set([502, 503, 504]);
+
 /** Session polling (hosted): 200 ms doubling up to 2 s, about 60 s in all. */
 const SESSION_POLL_ATTEMPTS = 40;
 
@@ -47,12 +53,35 @@ export class SessionApi {
       onWaiting();
       return session;
     }
-    const created = await this.#request<SessionResponse>('POST', '/sessions', {
-      api: true,
-      body: { model: { name: this.#options.modelName }, client_info: { sdk_version: '0.1.0', sdk_type: 'js' }, supported_transports: [{ protocol: 'webrtc', version: WEBRTC_VERSION }] },
-    });
+    const created = await this.#createWithRetries();
     onWaiting();
     return this.#pollUntilPlaced(created.session_id);
+  }
+
+  /**
+   * `POST /sessions` with an Idempotency-Key, retried with the same key when the answer is lost
+   * (the coordinator unreachable, a 502/503/504 from it or a proxy): a retry of a request that did
+   * create the session gets that session back, so a flaky network never opens (and bills) two.
+   */
+  async #createWithRetries(): Promise<SessionResponse> {
+    const idempotencyKey = randomKey();
+    const body = {
+      model: { name: this.#options.modelName },
+      client_info: { sdk_version: '0.1.0', sdk_type: 'js' },
+      supported_transports: [{ protocol: 'webrtc', version: WEBRTC_VERSION }],
+    };
+    for (let attempt = 1; ; attempt++) {
+      const last = attempt === CREATE_ATTEMPTS;
+      try {
+        const response = await this.#fetch('POST', '/sessions', { api: true, body, headers: { 'Idempotency-Key': idempotencyKey } });
+        if (response.ok) return (await response.json()) as SessionResponse;
+        if (last || !RETRYABLE_CREATE_STATUSES.has(response.status)) throw await errorFromResponse(response);
+        await response.body?.cancel();
+      } catch (error) {
+        if (last || !(error instanceof ArclightError && error.code === 'connection_failed')) throw error;
+      }
+      await sleep(CREATE_RETRY_DELAY_MS * attempt, this.#options.signal);
+    }
   }
 
   async getSession(sessionId: string): Promise<SessionResponse> {
@@ -131,8 +160,8 @@ export class SessionApi {
     return (text ? JSON.parse(text) : undefined) as T;
   }
 
-  async #fetch(method: string, path: string, options: { body?: unknown; api?: boolean }): Promise<Response> {
-    const headers: Record<string, string> = {};
+  async #fetch(method: string, path: string, options: { body?: unknown; api?: boolean; headers?: Record<string, string> }): Promise<Response> {
+    const headers: Record<string, string> = { ...options.headers };
     if (options.api) {
       headers[API_VERSION_HEADER] = String(API_VERSION);
       headers[API_ACCEPT_VERSION_HEADER] = String(API_VERSION);
@@ -155,6 +184,12 @@ export class SessionApi {
       throw new ArclightError('connection_failed', `Could not reach ${this.#options.baseUrl}: ${(error as Error).message}`, { cause: error });
     }
   }
+}
+
+/** 128 random bits as hex; getRandomValues, since randomUUID is missing from pages served over plain http. */
+function randomKey(): string {
+  const bytes = globalThis.crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
 function transport(sessionId: string): string {

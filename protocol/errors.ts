@@ -34,6 +34,7 @@ export const ERROR_CODES = {
   token_exhausted: { status: 403, retryable: false, summary: 'The token has created as many sessions as its max_sessions allows.' },
   too_many_sessions: { status: 429, retryable: true, summary: 'The account has as many sessions open as its concurrency quota allows.' },
   session_rate_limited: { status: 429, retryable: true, summary: 'The account created too many sessions of this model in the last minute.' },
+  idempotency_conflict: { status: 409, retryable: false, summary: 'The Idempotency-Key was already used for another request (another token or model).' },
   // Data-channel commands
   invalid_message: { status: 400, retryable: false, summary: 'A data-channel message is not a valid envelope.' },
   message_too_large: { status: 413, retryable: false, summary: 'A data-channel message exceeds the size limit.' },

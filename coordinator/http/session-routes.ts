@@ -30,6 +30,18 @@ const WIRE_STATE: Record<SessionStatus, string> = { connecting: 'PENDING', waiti
 /** Longest end reason kept (it is shown to people). */
 const MAX_REASON_LENGTH = 256;
 
+/** `Idempotency-Key` on `POST /sessions`: what a client picks per logical request (a UUID, say). */
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
+/** The header's key, or undefined without one; printable ASCII, 1–255 characters, or 400. */
+function idempotencyKey(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  if (!IDEMPOTENCY_KEY.test(header)) {
+    throw new ArclightError('invalid_request', 'Idempotency-Key must be 1–255 printable ASCII characters without spaces.', { field: 'Idempotency-Key' });
+  }
+  return header;
+}
+
 export interface SessionRouteServices {
   readonly auth: BearerAuthenticator;
   readonly sessions: SessionStore;
@@ -143,7 +155,8 @@ export function registerSessionRoutes(app: Hono, services: SessionRouteServices)
     if (!model || (token.models !== undefined && !token.models.includes(name))) {
       throw new ArclightError('forbidden', `This token cannot open sessions of model "${name}".`);
     }
-    const created = await sessions.create(token, model);
+    const { session: created, replayed } = await sessions.create(token, model, idempotencyKey(c.req.header('idempotency-key')));
+    if (replayed) return c.json(await record(created), 200); // placed (or waiting) since the first attempt
     // A free slot now, if there is one; otherwise it waits and housekeeping places it later.
     const runtime = await services.lifecycle.place(created);
     return c.json(await record(runtime ? { ...created, runtime_id: runtime.id } : created), 200);

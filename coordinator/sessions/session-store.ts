@@ -50,11 +50,35 @@ export class SessionStore {
   /**
    * Admits a new session of `model` for `token`, or throws: 403 `token_exhausted` (max_sessions
    * used up, bind-only tokens included), 429 `too_many_sessions`, 429 `session_rate_limited`.
+   *
+   * With an `idempotencyKey`, a session this account already created with that key is returned
+   * as it is now (`replayed: true`) and nothing is admitted, counted or charged again — whatever
+   * the quotas say by then, since the first attempt is what took them. The key must have come
+   * with the same token and model; otherwise 409 `idempotency_conflict`.
    */
-  async create(token: AuthenticatedToken, model: { id: string; rateCreditsPerSecond: number }): Promise<SessionRecord> {
+  async create(
+    token: AuthenticatedToken,
+    model: { id: string; rateCreditsPerSecond: number },
+    idempotencyKey?: string,
+  ): Promise<{ session: SessionRecord; replayed: boolean }> {
     return this.#db.transaction().execute(async (tx) => {
       const now = this.#now();
+      // The account's lock first: retries racing each other (on any replica) meet here one at a time.
       const account = await this.#lockAccount(tx, token.accountId);
+      if (idempotencyKey !== undefined) {
+        const earlier = await tx
+          .selectFrom('sessions')
+          .selectAll()
+          .where('account_id', '=', token.accountId)
+          .where('idempotency_key', '=', idempotencyKey)
+          .executeTakeFirst();
+        if (earlier) {
+          if (earlier.token_id !== token.tokenId || earlier.model_id !== model.id) {
+            throw new ArclightError('idempotency_conflict', 'This Idempotency-Key already created a session with another token or model; use a new key for a new request.');
+          }
+          return { session: earlier, replayed: true };
+        }
+      }
       // Out of credits: refused before anything is taken (a free model needs none).
       if (model.rateCreditsPerSecond > 0 && (await this.#ledger.balance(token.accountId, tx)).credits <= 0) {
         throw new ArclightError('insufficient_credits', 'The account has no credits left; top up, then retry.');
@@ -120,9 +144,10 @@ export class SessionStore {
         rate_credits_per_second: model.rateCreditsPerSecond,
         billed_seconds: 0,
         runtime_id: null,
+        idempotency_key: idempotencyKey ?? null,
       };
       await tx.insertInto('sessions').values(session).execute();
-      return session;
+      return { session, replayed: false };
     });
   }
 

@@ -195,6 +195,21 @@ const ledgerSpend: Migration = {
   },
 };
 
+const sessionIdempotency: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    // POST /sessions with an Idempotency-Key: a retry (a lost response, a client timeout) finds
+    // the session the first attempt created instead of creating — and billing — a second one.
+    // Unique per account: the admission transaction looks the key up under the account's lock,
+    // and the index is the backstop if anything ever inserted outside it. NULLs never collide.
+    await db.schema.alterTable('sessions').addColumn('idempotency_key', 'text').execute();
+    await db.schema.createIndex('sessions_idempotency_key').unique().on('sessions').columns(['account_id', 'idempotency_key']).execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await sql`drop index if exists sessions_idempotency_key`.execute(db);
+    await db.schema.alterTable('sessions').dropColumn('idempotency_key').execute();
+  },
+};
+
 /** Every migration, oldest first; names sort in order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0001_initial': initial,
@@ -203,6 +218,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0004_billing_cap': billingCap,
   '0005_session_rate_index': sessionRateIndex,
   '0006_ledger_spend': ledgerSpend,
+  '0007_session_idempotency': sessionIdempotency,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...MIGRATIONS }) };

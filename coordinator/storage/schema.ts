@@ -104,6 +104,8 @@ export interface SessionTable {
   billed_seconds: Generated<number>;
   /** The runtime serving it, once assigned. */
   runtime_id: Generated<string | null>;
+  /** The creating request's `Idempotency-Key`, if it sent one: a retry with it gets this session back. */
+  idempotency_key: Generated<string | null>;
 }
 
 export type GrantKind = 'promotional' | 'purchased';

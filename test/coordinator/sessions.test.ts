@@ -19,10 +19,11 @@ interface Answer {
   headers: Headers;
 }
 
-async function call(url: string, method: string, credential?: string, body?: unknown): Promise<Answer> {
+async function call(url: string, method: string, credential?: string, body?: unknown, extraHeaders: Record<string, string> = {}): Promise<Answer> {
   const response = await fetch(url, {
     method,
     headers: {
+      ...extraHeaders,
       ...(credential ? { authorization: `Bearer ${credential}` } : {}),
       ...(body === undefined ? {} : { 'content-type': 'application/json' }),
     },
@@ -115,6 +116,66 @@ describe.each(ENGINES)('sessions on %s', (engine) => {
     const third = await create(token);
     expect(third.status).toBe(403);
     expect(third.body.code).toBe('token_exhausted');
+  });
+
+  describe('Idempotency-Key on POST /sessions', () => {
+    const createWithKey = (token: string, idempotencyKey: string, model = 'pattern') =>
+      call(`${coordinator.url}/sessions`, 'POST', token, createBody(model), { 'Idempotency-Key': idempotencyKey });
+
+    it('a retry with the key gets the same session back and takes nothing more from max_sessions', async () => {
+      const token = await mint({ ...models('pattern'), constraints: { max_sessions: 2 } });
+      const first = await createWithKey(token, 'retry-1');
+      const retry = await createWithKey(token, 'retry-1');
+      expect([first.status, retry.status]).toEqual([200, 200]);
+      expect(retry.body.session_id).toBe(first.body.session_id);
+      const other = await createWithKey(token, 'retry-2'); // a new request: the second and last session
+      expect(other.status).toBe(200);
+      expect(other.body.session_id).not.toBe(first.body.session_id);
+      expect((await create(token)).body.code).toBe('token_exhausted');
+      // Replays still answer once the token is used up, and with the session as it is now.
+      await end(first.body.session_id, token, { reason: 'finished' });
+      const late = await createWithKey(token, 'retry-1');
+      expect(late.status).toBe(200);
+      expect(late.body).toMatchObject({ session_id: first.body.session_id, status: 'ended', end_reason: 'finished' });
+      const rows = await coordinator.storage.db.selectFrom('sessions').select('id').where('token_id', '=', (await coordinator.storage.db.selectFrom('sessions').select('token_id').where('id', '=', first.body.session_id).executeTakeFirstOrThrow()).token_id).execute();
+      expect(rows).toHaveLength(2);
+    });
+
+    it('a key reused by another token or for another model is 409 idempotency_conflict', async () => {
+      const token = await mint(models('pattern', 'webcam-fx'));
+      expect((await createWithKey(token, 'shared-key')).status).toBe(200);
+      const otherModel = await createWithKey(token, 'shared-key', 'webcam-fx');
+      expect(otherModel.status).toBe(409);
+      expect(otherModel.body.code).toBe('idempotency_conflict');
+      const otherToken = await createWithKey(await mint(models('pattern')), 'shared-key');
+      expect(otherToken.status).toBe(409);
+      expect(otherToken.body.code).toBe('idempotency_conflict');
+      // Another account's same key is its own.
+      expect((await createWithKey(await mint(models('pattern'), otherKey), 'shared-key')).status).not.toBe(409);
+    });
+
+    it('refuses a malformed key with 400, and lets browsers send the header', async () => {
+      const token = await mint(models('pattern'));
+      for (const bad of ['two words', 'x'.repeat(256), 'tab\there']) {
+        const answer = await createWithKey(token, bad);
+        expect(answer.status, JSON.stringify(bad)).toBe(400);
+        expect(answer.body).toMatchObject({ code: 'invalid_request', field: 'Idempotency-Key' });
+      }
+      const preflight = await fetch(`${coordinator.url}/sessions`, {
+        method: 'OPTIONS',
+        headers: { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type,idempotency-key' },
+      });
+      expect(preflight.headers.get('access-control-allow-headers')).toMatch(/Idempotency-Key/i);
+    });
+
+    // (1,000 at once, across replicas and 50 times over on demand: test/coordinator/replicas.test.ts.)
+    it('200 concurrent retries of one request create one session', async () => {
+      const token = await mint({ ...models('pattern'), constraints: { max_sessions: 3 } });
+      const answers = await Promise.all(Array.from({ length: 200 }, () => createWithKey(token, 'stampede')));
+      expect(answers.filter((a) => a.status !== 200).map((a) => a.body)).toEqual([]);
+      expect(new Set(answers.map((a) => a.body.session_id)).size).toBe(1);
+      expect((await create(token)).status).toBe(200); // two of three left: one taken by the two hundred
+    }, 120_000);
   });
 
   it('a bind-only token cannot create, but can act on its bound session', async () => {
