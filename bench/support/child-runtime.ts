@@ -31,6 +31,8 @@ export interface ChildRuntimeOptions {
   stderrTailChars?: number;
   /** Record sessions (the CLI's default); off unless asked, so figures stay comparable with earlier runs. */
   recording?: boolean;
+  /** Hosted mode: register with this coordinator (`--coordinator`, `--runtime-id`, the secret in the environment); no drain on stop. */
+  hosted?: { coordinatorUrl: string; secret: string; runtimeId: string };
 }
 
 /** Starts the runtime listening (HTTP and ICE) on `host`, on a free port, and waits until it serves. */
@@ -44,8 +46,14 @@ export async function startChildRuntime(host: string, options: ChildRuntimeOptio
       ...(options.recording ? [] : ['--no-recording']),
       ...(options.latency === undefined ? [] : ['--latency', options.latency]),
       ...(options.graceSeconds === undefined ? [] : ['--grace', String(options.graceSeconds)]),
+      // A stopping bench runtime need not let its open session run on (the CLI drains 300 s by default).
+      ...(options.hosted === undefined ? [] : ['--coordinator', options.hosted.coordinatorUrl, '--runtime-id', options.hosted.runtimeId, '--drain-seconds', '0']),
     ],
-    { cwd: ROOT, env: { ...process.env, ARCLIGHT_LOG: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] },
+    {
+      cwd: ROOT,
+      env: { ...process.env, ARCLIGHT_LOG: 'warn', ...(options.hosted === undefined ? {} : { ARCLIGHT_RUNTIME_SECRET: options.hosted.secret }) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
   );
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => {
