@@ -1,0 +1,58 @@
+/** The arithmetic behind the soak's figures: histogram quantiles from bucket deltas, the RSS slope, the verdict. */
+
+import { describe, expect, it } from 'vitest';
+import { histogramDelta, histogramFromText, histogramQuantile } from '../../bench/support/process-probe.ts';
+import { emitWindows, leastSquaresSlope, type SoakSample } from '../../bench/support/soak-figures.ts';
+
+const METRICS = `# HELP arclight_video_emit_to_send_seconds x
+# TYPE arclight_video_emit_to_send_seconds histogram
+arclight_video_emit_to_send_seconds_bucket{le="0.01",track="main_video"} 50
+arclight_video_emit_to_send_seconds_bucket{le="0.02",track="main_video"} 90
+arclight_video_emit_to_send_seconds_bucket{le="0.05",track="main_video"} 100
+arclight_video_emit_to_send_seconds_bucket{le="+Inf",track="main_video"} 100
+arclight_video_emit_to_send_seconds_bucket{le="0.01",track="other"} 50
+arclight_video_emit_to_send_seconds_bucket{le="0.02",track="other"} 50
+arclight_video_emit_to_send_seconds_bucket{le="0.05",track="other"} 50
+arclight_video_emit_to_send_seconds_bucket{le="+Inf",track="other"} 50
+arclight_video_emit_to_send_seconds_sum{track="main_video"} 1.5
+arclight_video_emit_to_send_seconds_count{track="main_video"} 100`;
+
+describe('histogram quantiles', () => {
+  it('sums label sets per bound and interpolates inside the bucket', () => {
+    const histogram = histogramFromText(METRICS, 'arclight_video_emit_to_send_seconds');
+    expect(histogram.bounds).toEqual([0.01, 0.02, 0.05, Infinity]);
+    expect(histogram.counts).toEqual([100, 140, 150, 150]);
+    // rank 75 of 150 lies in the first bucket: 0 + 0.01 × 75/100
+    expect(histogramQuantile(histogram, 0.5)).toBeCloseTo(0.0075, 6);
+    // rank 148.5: 0.02 + 0.03 × (148.5 − 140) / 10
+    expect(histogramQuantile(histogram, 0.99)).toBeCloseTo(0.0455, 6);
+  });
+
+  it('reads a window from bucket deltas; the highest finite bound for the +Inf bucket; nothing for an empty window', () => {
+    const earlier = { bounds: [0.01, 0.02, Infinity], counts: [10, 10, 10] };
+    const later = { bounds: [0.01, 0.02, Infinity], counts: [10, 10, 20] };
+    expect(histogramQuantile(histogramDelta(later, earlier), 0.99)).toBe(0.02);
+    expect(histogramQuantile(histogramDelta(earlier, earlier), 0.99)).toBeUndefined();
+  });
+});
+
+describe('soak figures', () => {
+  it('least-squares slope', () => {
+    expect(leastSquaresSlope([[0, 1], [1, 3], [2, 5]])).toBeCloseTo(2);
+    expect(leastSquaresSlope([[0, 1]])).toBeNull();
+  });
+
+  it('emit windows take each window from the cumulative readings at its ends', () => {
+    const sample = (atSeconds: number, counts: number[]): SoakSample => ({
+      atSeconds,
+      processes: {},
+      openSessions: 0,
+      connections: 0,
+      emitToSend: { bounds: [0.01, 0.1, Infinity], counts },
+    });
+    const windows = emitWindows([sample(5, [100, 100, 100]), sample(10, [200, 200, 200]), sample(15, [200, 300, 300]), sample(20, [200, 400, 400])], 10);
+    expect(windows.map((w) => w.frames)).toEqual([200, 200]);
+    expect(windows[0]!.p99Ms).toBeCloseTo(9.9);
+    expect(windows[1]!.p99Ms).toBeCloseTo(10 + 90 * 0.99);
+  });
+});
