@@ -44,7 +44,11 @@ function recordingSink(received: Received[], codec: VideoCodecName = 'h264'): Vi
 }
 
 function metricValue(metrics: RuntimeMetrics, name: 'videoEncoderFailures' | 'framesDropped', labels: Record<string, string>): Promise<number> {
-  return metrics[name].get().then((m) => m.values.filter((v) => Object.entries(labels).every(([k, val]) => v.labels[k] === val)).reduce((a, v) => a + v.value, 0));
+  return metrics[name].get().then((m) =>
+    m.values
+      .filter((v) => Object.entries(labels).every(([k, val]) => (v.labels as Record<string, string | number | undefined>)[k] === val))
+      .reduce((sum, v) => sum + v.value, 0),
+  );
 }
 
 /** Emits a picture until `done()` or `limit` frames. */
