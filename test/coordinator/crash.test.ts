@@ -22,8 +22,8 @@ import { ENGINES, freshDatabase } from './storage-engines.ts';
 const LOOPBACK = '127.0.0.1';
 const SECRET = 'crash-test-secret';
 const FLUSH_MS = 400;
-/** SIGKILLs per engine (issue 8's suite does 100 on demand; this keeps CI quick). */
-const KILLS = 4;
+/** SIGKILLs per engine: 4 keeps CI quick; issue 8's 100 on demand with `CRASH_KILLS=100` (docs/reliability.md). */
+const KILLS = Number(process.env.CRASH_KILLS ?? 4);
 const RATE = 5;
 const GRANTED = 1_000_000;
 
@@ -73,6 +73,8 @@ describe.each(ENGINES)('SIGKILL the coordinator mid-session on %s', (engine) => 
       await waitUntil(async () => (await session()).status === 'ready', 15_000, 'the session to be ready');
       const readyAt = (await session()).ready_at!;
 
+      let maxBehind = 0;
+      const started = performance.now();
       for (let i = 0; i < KILLS; i++) {
         await sleep(300 + Math.random() * 1_700); // anywhere in or between flushes
         await killProcess(coordinator);
@@ -82,6 +84,7 @@ describe.each(ENGINES)('SIGKILL the coordinator mid-session on %s', (engine) => 
         await sleep(FLUSH_MS * 2 + 200); // one flush after the restart has surely run
         // Never more than a flush interval (and the second in progress) behind.
         const behind = Math.floor((Date.now() - readyAt) / 1000) - Number((await session()).billed_seconds);
+        maxBehind = Math.max(maxBehind, behind);
         expect(behind, `after restart ${i + 1} at +${restartedAt - readyAt} ms`).toBeLessThanOrEqual(Math.ceil((FLUSH_MS * 3 + 200) / 1000) + 1);
         const live = await session();
         expect(live.status, `ended: ${live.end_reason}`).toBe('ready'); // the session lived through it
@@ -108,11 +111,16 @@ describe.each(ENGINES)('SIGKILL the coordinator mid-session on %s', (engine) => 
       expect(draws.every((d) => d.grant_id !== null)).toBe(true);
       const balance = await fetch(`${url}/platform/balance`, { headers: { authorization: `Bearer ${key}` } }).then((r) => r.json() as Promise<{ credits: number }>);
       expect(balance.credits).toBe(GRANTED - drawn);
+      console.log(
+        `${engine}: ${KILLS} SIGKILLs over ${((performance.now() - started) / 1000).toFixed(0)} s; ` +
+          `${whole} s billed in ${ticks.length} ticks, contiguous, none twice; ${draws.length} draws = ${drawn} credits; ` +
+          `balance ${balance.credits} = granted − drawn; meter at most ${maxBehind} s behind after a restart`,
+      );
     } finally {
       await client?.disconnect().catch(() => undefined);
       await runtime?.close();
       await reader?.close();
       await killProcess(coordinator);
     }
-  }, 120_000);
+  }, 120_000 + KILLS * 10_000);
 });
