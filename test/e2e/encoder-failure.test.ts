@@ -102,6 +102,10 @@ describe('a video encoder failing mid-stream (libx264, test fault injection)', (
     await waitUntil(() => v.decoded.filter((f) => f.mark).length >= 10, 10_000, '10 frames decoded after 20 failures');
     expect(v.decoded.filter((f) => f.mark).some((f) => f.keyframe)).toBe(true);
 
+    const rssGrowthMb = (process.memoryUsage().rss - rssBefore) / 2 ** 20;
+    console.info(
+      `20 encoder restarts: fds ${fdsBefore} → ${openFds()}, open encoders ${encodersBefore} → ${openVideoEncoderCount()}, RSS ${rssGrowthMb >= 0 ? '+' : ''}${rssGrowthMb.toFixed(1)} MiB`,
+    );
     // The same encoders are open as before (this session's pipeline, whatever black-frame
     // encoder is mid-flight); each failed one was freed.
     expect(openVideoEncoderCount()).toBe(encodersBefore);
