@@ -48,7 +48,18 @@ export interface SoakSettings {
 
 export interface ProcessFigures {
   readonly rssMiB: { readonly start: number; readonly end: number; readonly max: number; readonly slopePerHour: number | null };
-  readonly fds: { readonly start: number; readonly end: number; readonly max: number; readonly atQuietPoints: readonly number[]; readonly quietGrowth: number | null };
+  readonly fds: {
+    readonly start: number;
+    readonly end: number;
+    readonly max: number;
+    readonly atQuietPoints: readonly number[];
+    /**
+     * Last quiet point − the first after sessions ran (the one before any session misses what is
+     * opened on first use and kept: the coordinator's pooled keep-alive sockets to each runtime);
+     * last − first with only two.
+     */
+    readonly quietGrowth: number | null;
+  };
 }
 
 export interface EmitWindow {
@@ -58,6 +69,8 @@ export interface EmitWindow {
   /** The median beside the p99: tells a tail that drifts from a machine that got slower overall. */
   readonly p50Ms: number | null;
   readonly p99Ms: number | null;
+  /** The p99 fell in the +Inf bucket: p99Ms is the top bound (1 s), the real value is above it. */
+  readonly p99AboveTopBucket: boolean;
 }
 
 export interface SoakFigures {
@@ -134,13 +147,18 @@ export function leastSquaresSlope(points: readonly (readonly [number, number])[]
 
 const last = <T>(items: readonly T[]): T | undefined => items[items.length - 1];
 
-/** emit → send p99 over consecutive windows of `windowSeconds` from the churn's start (the last one may be shorter). */
+/**
+ * emit → send p50 / p99 over consecutive windows of `windowSeconds` from the churn's start. A
+ * tail shorter than half a window (the samples after the deadline) joins the window before it,
+ * so the "last window" is never a few seconds' worth.
+ */
 export function emitWindows(samples: readonly SoakSample[], windowSeconds: number): EmitWindow[] {
   const windows: EmitWindow[] = [];
   const end = last(samples)?.atSeconds ?? 0;
   let before: CumulativeHistogram | undefined;
   for (let from = 0; from < end; from += windowSeconds) {
-    const to = Math.min(from + windowSeconds, end);
+    const short = end - (from + windowSeconds) < windowSeconds / 2;
+    const to = short ? end : from + windowSeconds;
     const atEnd = last(samples.filter((s) => s.atSeconds <= to + 1e-9));
     if (!atEnd) continue;
     const delta = histogramDelta(atEnd.emitToSend, before);
@@ -148,10 +166,19 @@ export function emitWindows(samples: readonly SoakSample[], windowSeconds: numbe
       const seconds = histogramQuantile(delta, q);
       return seconds === undefined ? null : seconds * 1000;
     };
-    windows.push({ fromSeconds: from, toSeconds: to, frames: last(delta.counts) ?? 0, p50Ms: inMs(0.5), p99Ms: inMs(0.99) });
+    const topBound = delta.bounds[delta.bounds.length - 2];
+    const rank = 0.99 * (last(delta.counts) ?? 0);
+    const p99AboveTopBucket = topBound !== undefined && (delta.counts[delta.counts.length - 2] ?? 0) < rank;
+    windows.push({ fromSeconds: from, toSeconds: to, frames: last(delta.counts) ?? 0, p50Ms: inMs(0.5), p99Ms: inMs(0.99), p99AboveTopBucket });
     before = atEnd.emitToSend;
+    if (short) break;
   }
   return windows;
+}
+
+function quietGrowth(atQuiet: readonly number[]): number | null {
+  if (atQuiet.length < 2) return null;
+  return last(atQuiet)! - atQuiet[atQuiet.length >= 3 ? 1 : 0]!;
 }
 
 export function soakFigures(readings: SoakReadings, settings: SoakSettings): SoakFigures {
@@ -168,7 +195,7 @@ export function soakFigures(readings: SoakReadings, settings: SoakSettings): Soa
     const atQuiet = quietPoints.flatMap((q) => (q.processes[name] ? [q.processes[name].fds] : []));
     processes[name] = {
       rssMiB: { start: rss[0] ?? NaN, end: last(rss) ?? NaN, max: Math.max(...rss), slopePerHour: slopePerSecond === null ? null : slopePerSecond * 3600 },
-      fds: { start: fds[0] ?? NaN, end: last(fds) ?? NaN, max: Math.max(...fds), atQuietPoints: atQuiet, quietGrowth: atQuiet.length >= 2 ? last(atQuiet)! - atQuiet[0]! : null },
+      fds: { start: fds[0] ?? NaN, end: last(fds) ?? NaN, max: Math.max(...fds), atQuietPoints: atQuiet, quietGrowth: quietGrowth(atQuiet) },
     };
   }
   const windows = emitWindows(samples, settings.windowSeconds);
@@ -244,7 +271,7 @@ export function formatFigures(figures: SoakFigures, reasons: readonly string[]):
     `soak: ${minutes(figures.churnSeconds)} of churn (planned ${s.minutes} min), ${s.users} users on ${s.users} hosted runtimes (one slot each) + 1 coordinator (SQLite)`,
     `sessions ${figures.sessions} ended cleanly of ${figures.attempts} attempted, reconnects ${figures.reconnects}, commands ${figures.commands}, failures ${figures.failures.length} (${pct(figures.failureRate)})`,
     '',
-    `${'process'.padEnd(12)} ${'RSS MiB start / end / max'.padEnd(27)} ${`slope MiB/h (after ${minutes(figures.warmupSeconds)})`.padEnd(30)} ${'fds start / end / max'.padEnd(22)} fds at quiet points (last − first)`,
+    `${'process'.padEnd(12)} ${'RSS MiB start / end / max'.padEnd(27)} ${`slope MiB/h (after ${minutes(figures.warmupSeconds)})`.padEnd(30)} ${'fds start / end / max'.padEnd(22)} fds at quiet points (growth)`,
   ];
   for (const [name, p] of Object.entries(figures.processes)) {
     lines.push(
@@ -257,7 +284,7 @@ export function formatFigures(figures: SoakFigures, reasons: readonly string[]):
   lines.push(
     '',
     `emit → send p99 per ${minutes(s.windowSeconds)} window, ms: first ${ms(e.first)}, last ${ms(e.last)}, median ${ms(e.median)}, max ${ms(e.max)}` +
-      `  (${e.windows.map((w) => ms(w.p99Ms)).join(' ')})`,
+      `  (${e.windows.map((w) => (w.p99AboveTopBucket ? '>' : '') + ms(w.p99Ms)).join(' ')}${e.windows.some((w) => w.p99AboveTopBucket) ? '; > : above the histogram\'s top bucket' : ''})`,
     `emit → send p50 per window, ms: ${e.windows.map((w) => ms(w.p50Ms)).join(' ')}`,
   );
   if (figures.failures.length > 0) {

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { startCoordinator } from '../../coordinator/index.ts';
 import { openStorage } from '../../coordinator/storage/database.ts';
+import { createLogger } from '../../runtime/log.ts';
 import { freePort, killProcess, startCoordinatorProcess } from '../../test/support/coordinator-process.ts';
 import { waitUntil } from '../../test/support/video-probe.ts';
 import { startChildRuntime, type ChildRuntime } from './child-runtime.ts';
@@ -40,7 +41,7 @@ export async function startSoakStack(options: SoakStackOptions): Promise<SoakSta
   const folder = mkdtempSync(join(tmpdir(), 'arclight-soak-'));
   const database = join(folder, 'coordinator.db');
   // Seeded in this process, as an operator's admin commands would, before the coordinator process opens it.
-  const seed = await startCoordinator({ database, port: 0, meterFlushMs: 0 });
+  const seed = await startCoordinator({ database, port: 0, meterFlushMs: 0, logger: createLogger({ soak: 'seed' }, 'error') });
   await seed.catalog.add(SOAK_MODEL, 5);
   // Quotas well above what the users can reach: a refusal would be the quota working, not a soak finding.
   const account = await seed.accounts.create('soak', { concurrentSessions: 1_000, sessionsPerMinute: 10_000, maxSessionDurationSeconds: 3_600 });

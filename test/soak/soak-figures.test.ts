@@ -2,7 +2,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { histogramDelta, histogramFromText, histogramQuantile } from '../../bench/support/process-probe.ts';
-import { emitWindows, leastSquaresSlope, type SoakSample } from '../../bench/support/soak-figures.ts';
+import { emitWindows, leastSquaresSlope, soakFigures, type SoakSample } from '../../bench/support/soak-figures.ts';
 
 const METRICS = `# HELP arclight_video_emit_to_send_seconds x
 # TYPE arclight_video_emit_to_send_seconds histogram
@@ -54,5 +54,24 @@ describe('soak figures', () => {
     expect(windows.map((w) => w.frames)).toEqual([200, 200]);
     expect(windows[0]!.p99Ms).toBeCloseTo(9.9);
     expect(windows[1]!.p99Ms).toBeCloseTo(10 + 90 * 0.99);
+    expect(windows.map((w) => w.p99AboveTopBucket)).toEqual([false, false]);
+    // A tail of a few seconds after the last full window joins it; a p99 past the top bound says so.
+    const saturated = emitWindows([sample(10, [0, 100, 100]), sample(12, [0, 100, 200])], 10);
+    expect(saturated.map((w) => [w.fromSeconds, w.toSeconds, w.p99Ms, w.p99AboveTopBucket])).toEqual([[0, 12, 100, true]]);
+  });
+
+  it('fd growth counts from the first quiet point after sessions ran (the one before misses pooled sockets)', () => {
+    const at = (atSeconds: number, fds: number): SoakSample => ({
+      atSeconds,
+      processes: { coordinator: { rssMiB: 100, fds } },
+      openSessions: 0,
+      connections: 0,
+      emitToSend: { bounds: [Infinity], counts: [0] },
+    });
+    const settings = { minutes: 1, users: 1, watchSeconds: [1, 2] as const, sampleEverySeconds: 10, windowSeconds: 30, quietEverySeconds: 30, warmupFraction: 0.1 };
+    const counters = { sessions: 1, attempts: 1, reconnects: 0, commands: 0, failures: [] };
+    const figures = soakFigures({ samples: [at(10, 40), at(20, 41)], quietPoints: [at(-3, 30), at(30, 34), at(60, 35)], counters, samplingErrors: [] }, settings);
+    expect(figures.processes['coordinator']!.fds.atQuietPoints).toEqual([30, 34, 35]);
+    expect(figures.processes['coordinator']!.fds.quietGrowth).toBe(1);
   });
 });
