@@ -25,7 +25,8 @@ let armed: ArmedFaults | undefined;
 /**
  * TEST ONLY. The next `count` FFmpeg video encodes (of `codec`, or of any codec) throw an
  * `InjectedEncodeFault`; `Infinity` makes every one fail until `clearVideoEncodeFaults()`.
- * Replaces whatever was armed before.
+ * Replaces whatever was armed before. Any FfmpegVideoEncoder counts, a track's black-frame
+ * encoder for a joining viewer included: arm it once the viewers a test needs are streaming.
  */
 export function failNextVideoEncodes(count: number, options: { codec?: VideoCodec } = {}): void {
   if (!(count >= 0)) throw new RangeError(`invalid fault count ${count}`);
