@@ -18,7 +18,7 @@ describe('NetworkFaults', () => {
     // Every fourth draw is below 0.25: a quarter is lost.
     const faults = new NetworkFaults({ random: () => (i++ % 4 === 3 ? 0.1 : 0.9) });
     faults.set({ lossPercent: 25 });
-    const line = faults.createLine();
+    const line = faults.createLine('outbound');
     const delivered: number[] = [];
     for (let n = 0; n < 100; n++) line.pass(() => delivered.push(n));
     expect(delivered).toHaveLength(75);
@@ -28,7 +28,7 @@ describe('NetworkFaults', () => {
 
   it('is transparent with nothing set, and after clear()', () => {
     const faults = new NetworkFaults({ random: () => 0 });
-    const line = faults.createLine();
+    const line = faults.createLine('outbound');
     let delivered = 0;
     line.pass(() => delivered++);
     faults.set({ lossPercent: 100 });
@@ -41,7 +41,7 @@ describe('NetworkFaults', () => {
   it('delays each datagram by delayMs and keeps their order when the delay is lowered', () => {
     const now = fakeClock();
     const faults = new NetworkFaults({ now });
-    const line = faults.createLine();
+    const line = faults.createLine('outbound');
     const arrivals: Array<[number, number]> = [];
     const start = now();
     faults.set({ delayMs: 75 });
@@ -67,18 +67,34 @@ describe('NetworkFaults', () => {
   it('drops everything during a blackout, then lets datagrams through again', () => {
     const now = fakeClock();
     const faults = new NetworkFaults({ now, random: () => 0.99 });
-    const line = faults.createLine();
+    const line = faults.createLine('outbound');
     let delivered = 0;
     faults.blackout(2_000);
-    expect(faults.blackedOut).toBe(true);
+    expect(faults.blackedOut()).toBe(true);
     line.pass(() => delivered++);
     vi.advanceTimersByTime(1_999);
     line.pass(() => delivered++);
     vi.advanceTimersByTime(1);
-    expect(faults.blackedOut).toBe(false);
+    expect(faults.blackedOut()).toBe(false);
     line.pass(() => delivered++);
     expect(delivered).toBe(1);
     expect(faults.counters.dropped).toBe(2);
+  });
+
+  it('blacks out one direction only when asked', () => {
+    const now = fakeClock();
+    const faults = new NetworkFaults({ now });
+    const out = faults.createLine('outbound');
+    const back = faults.createLine('inbound');
+    const delivered: string[] = [];
+    faults.blackout(1_000, 'outbound');
+    out.pass(() => delivered.push('out'));
+    back.pass(() => delivered.push('in'));
+    expect(delivered).toEqual(['in']);
+    expect([faults.blackedOut('outbound'), faults.blackedOut('inbound')]).toEqual([true, false]);
+    vi.advanceTimersByTime(1_000);
+    out.pass(() => delivered.push('out'));
+    expect(delivered).toEqual(['in', 'out']);
   });
 });
 

@@ -49,6 +49,7 @@ export class NetworkFaults {
   #lossProbability = 0;
   #delayMs = 0;
   #blackoutUntil = -Infinity;
+  #blackoutDirection: Direction | 'both' = 'both';
   readonly #random: () => number;
   readonly #now: () => number;
 
@@ -63,9 +64,14 @@ export class NetworkFaults {
     this.#delayMs = Math.max(impairment.delayMs ?? 0, 0);
   }
 
-  /** Drops every datagram, both ways, for `ms` from now (datagrams already delayed still arrive). */
-  blackout(ms: number): void {
+  /**
+   * Drops every datagram for `ms` from now (datagrams already delayed still arrive): both ways,
+   * or one way — 'outbound' is an outage of the client's downlink while its RTCP (NACK, PLI)
+   * still reaches the runtime.
+   */
+  blackout(ms: number, direction: Direction | 'both' = 'both'): void {
     this.#blackoutUntil = this.#now() + ms;
+    this.#blackoutDirection = direction;
   }
 
   /** No loss, no delay, no blackout. */
@@ -83,16 +89,18 @@ export class NetworkFaults {
     return this.#delayMs;
   }
 
-  get blackedOut(): boolean {
-    return this.#now() < this.#blackoutUntil;
+  /** Whether a blackout is on for `direction` (default: for either). */
+  blackedOut(direction?: Direction): boolean {
+    if (!(this.#now() < this.#blackoutUntil)) return false;
+    return direction === undefined || this.#blackoutDirection === 'both' || this.#blackoutDirection === direction;
   }
 
   /**
-   * Decides one datagram's fate: 'drop', or the delay (ms, 0 = at once) before it is delivered.
-   * Counts it.
+   * Decides the fate of one datagram going `direction`: 'drop', or the delay (ms, 0 = at once)
+   * before it is delivered. Counts it.
    */
-  decide(): 'drop' | number {
-    if (this.blackedOut || (this.#lossProbability > 0 && this.#random() < this.#lossProbability)) {
+  decide(direction: Direction): 'drop' | number {
+    if (this.blackedOut(direction) || (this.#lossProbability > 0 && this.#random() < this.#lossProbability)) {
       this.counters.dropped++;
       return 'drop';
     }
@@ -101,8 +109,8 @@ export class NetworkFaults {
   }
 
   /** A delay line for one direction of one socket (see `DelayLine`). */
-  createLine(): DelayLine {
-    return new DelayLine(this);
+  createLine(direction: Direction): DelayLine {
+    return new DelayLine(this, direction);
   }
 }
 
@@ -112,16 +120,18 @@ export class NetworkFaults {
  */
 export class DelayLine {
   readonly #faults: NetworkFaults;
+  readonly #direction: Direction;
   readonly #queue: Array<{ readonly due: number; readonly deliver: () => void }> = [];
   #timer: NodeJS.Timeout | undefined;
 
-  constructor(faults: NetworkFaults) {
+  constructor(faults: NetworkFaults, direction: Direction) {
     this.#faults = faults;
+    this.#direction = direction;
   }
 
   /** `deliver` runs now, later or never, as the faults decide; says which. */
   pass(deliver: () => void): 'delivered' | 'delayed' | 'dropped' {
-    const fate = this.#faults.decide();
+    const fate = this.#faults.decide(this.#direction);
     if (fate === 'drop') return 'dropped';
     if (fate === 0 && this.#queue.length === 0) {
       this.#faults.counters.delivered++;
@@ -179,7 +189,7 @@ export function impairSocket(socket: Socket, faults: NetworkFaults): void {
   if (impairable[IMPAIRED]) return;
   impairable[IMPAIRED] = faults;
 
-  const outbound = faults.createLine();
+  const outbound = faults.createLine('outbound');
   const send = socket.send.bind(socket) as (...args: SendArgs) => void;
   (socket as unknown as { send: (...args: SendArgs) => void }).send = (...args: SendArgs) => {
     const callback = typeof args.at(-1) === 'function' ? (args.at(-1) as (error: Error | null) => void) : undefined;
@@ -189,7 +199,7 @@ export function impairSocket(socket: Socket, faults: NetworkFaults): void {
     if (outbound.pass(() => send(...args)) === 'dropped' && callback) queueMicrotask(() => callback(null));
   };
 
-  const inbound = faults.createLine();
+  const inbound = faults.createLine('inbound');
   const listeners = socket.listeners('message') as MessageListener[];
   socket.removeAllListeners('message');
   socket.on('message', (message: Buffer, remote: RemoteInfo) => {
