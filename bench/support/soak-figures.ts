@@ -147,6 +147,14 @@ export function leastSquaresSlope(points: readonly (readonly [number, number])[]
 
 const last = <T>(items: readonly T[]): T | undefined => items[items.length - 1];
 
+/** A quantile in ms (null without observations), and whether it lies past the top finite bound (then `ms` is that bound). */
+export function quantileMs(histogram: CumulativeHistogram, q: number): { ms: number | null; aboveTopBucket: boolean } {
+  const seconds = histogramQuantile(histogram, q);
+  const total = last(histogram.counts) ?? 0;
+  const belowInf = histogram.counts[histogram.counts.length - 2] ?? 0;
+  return { ms: seconds === undefined ? null : seconds * 1000, aboveTopBucket: total > 0 && belowInf < q * total };
+}
+
 /**
  * emit → send p50 / p99 over consecutive windows of `windowSeconds` from the churn's start. A
  * tail shorter than half a window (the samples after the deadline) joins the window before it,
@@ -162,14 +170,7 @@ export function emitWindows(samples: readonly SoakSample[], windowSeconds: numbe
     const atEnd = last(samples.filter((s) => s.atSeconds <= to + 1e-9));
     if (!atEnd) continue;
     const delta = histogramDelta(atEnd.emitToSend, before);
-    const inMs = (q: number): number | null => {
-      const seconds = histogramQuantile(delta, q);
-      return seconds === undefined ? null : seconds * 1000;
-    };
-    const topBound = delta.bounds[delta.bounds.length - 2];
-    const rank = 0.99 * (last(delta.counts) ?? 0);
-    const p99AboveTopBucket = topBound !== undefined && (delta.counts[delta.counts.length - 2] ?? 0) < rank;
-    windows.push({ fromSeconds: from, toSeconds: to, frames: last(delta.counts) ?? 0, p50Ms: inMs(0.5), p99Ms: inMs(0.99), p99AboveTopBucket });
+    windows.push({ fromSeconds: from, toSeconds: to, frames: last(delta.counts) ?? 0, p50Ms: quantileMs(delta, 0.5).ms, p99Ms: quantileMs(delta, 0.99).ms, p99AboveTopBucket: quantileMs(delta, 0.99).aboveTopBucket });
     before = atEnd.emitToSend;
     if (short) break;
   }
@@ -255,12 +256,12 @@ const ms = (value: number | null): string => (value === null ? '–' : value.toF
 const minutes = (seconds: number): string => `${(seconds / 60).toFixed(1)} min`;
 
 /** The compact line printed every window while the run goes on. */
-export function progressLine(sample: SoakSample, counters: ChurnCounters, windowP99Ms: number | null): string {
+export function progressLine(sample: SoakSample, counters: ChurnCounters, windowP99: { ms: number | null; aboveTopBucket: boolean }): string {
   const rss = Object.entries(sample.processes).map(([name, r]) => `${name} ${r.rssMiB.toFixed(0)}`).join(' ');
   const fds = Object.entries(sample.processes).map(([name, r]) => `${name} ${r.fds}`).join(' ');
   return (
     `[${minutes(sample.atSeconds).padStart(8)}] sessions ${counters.sessions}, reconnects ${counters.reconnects}, failures ${counters.failures.length}, open ${sample.openSessions}` +
-    ` | RSS MiB: ${rss} | fds: ${fds} | emit→send p99 ${ms(windowP99Ms)} ms`
+    ` | RSS MiB: ${rss} | fds: ${fds} | emit→send p99 ${windowP99.aboveTopBucket ? '>' : ''}${ms(windowP99.ms)} ms`
   );
 }
 

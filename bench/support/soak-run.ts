@@ -6,8 +6,8 @@
  */
 
 import { ChurnGate } from './churn-gate.ts';
-import { addHistograms, fetchRuntimeMetrics, histogramDelta, histogramQuantile, openFds, rssMiB, type CumulativeHistogram } from './process-probe.ts';
-import { progressLine, soakFigures, type SoakFigures, type SoakSample, type SoakSettings } from './soak-figures.ts';
+import { addHistograms, fetchRuntimeMetrics, histogramDelta, openFds, rssMiB, type CumulativeHistogram } from './process-probe.ts';
+import { progressLine, quantileMs, soakFigures, type SoakFigures, type SoakSample, type SoakSettings } from './soak-figures.ts';
 import { SOAK_MODEL, startSoakStack, type SoakStack } from './soak-stack.ts';
 import { runVirtualUser, type ChurnCounters } from './virtual-user.ts';
 
@@ -91,8 +91,7 @@ async function churn(stack: SoakStack, options: SoakRunOptions): Promise<SoakFig
         const sample = await read();
         samples.push(sample);
         if (sample.atSeconds >= nextWindow - 1e-3) {
-          const quantile = histogramQuantile(histogramDelta(sample.emitToSend, windowStart), 0.99);
-          options.onProgress?.(progressLine(sample, counters, quantile === undefined ? null : quantile * 1000));
+          options.onProgress?.(progressLine(sample, counters, quantileMs(histogramDelta(sample.emitToSend, windowStart), 0.99)));
           windowStart = sample.emitToSend;
           nextWindow += options.windowSeconds;
         }
