@@ -122,7 +122,6 @@ export class DelayLine {
   readonly #faults: NetworkFaults;
   readonly #direction: Direction;
   readonly #queue: Array<{ readonly due: number; readonly deliver: () => void }> = [];
-  #timer: NodeJS.Timeout | undefined;
 
   constructor(faults: NetworkFaults, direction: Direction) {
     this.#faults = faults;
@@ -152,13 +151,11 @@ export class DelayLine {
   #arm(): void {
     const head = this.#queue[0];
     if (head === undefined) return;
-    this.#timer = setTimeout(() => this.#flush(), Math.max(0, head.due - this.#faults.now()));
     // A pending delayed datagram must not keep a test process alive.
-    this.#timer.unref();
+    setTimeout(() => this.#flush(), Math.max(0, head.due - this.#faults.now())).unref();
   }
 
   #flush(): void {
-    this.#timer = undefined;
     // Timers fire up to ~1 ms early or late; deliver everything due within that.
     const now = this.#faults.now() + 1;
     while (this.#queue.length > 0 && this.#queue[0]!.due <= now) {
@@ -194,7 +191,8 @@ export function impairSocket(socket: Socket, faults: NetworkFaults): void {
   (socket as unknown as { send: (...args: SendArgs) => void }).send = (...args: SendArgs) => {
     const callback = typeof args.at(-1) === 'function' ? (args.at(-1) as (error: Error | null) => void) : undefined;
     // A delayed datagram must carry the bytes it had when it was sent: callers may reuse buffers.
-    if (faults.delayMs > 0 && Buffer.isBuffer(args[0])) args[0] = Buffer.from(args[0]);
+    // (The runtime's RTP send history reuses its slots.)
+    if ((faults.delayMs > 0 || outbound.pending > 0) && Buffer.isBuffer(args[0])) args[0] = Buffer.from(args[0]);
     // A dropped datagram was still "sent" as far as the sender knows (the loss is further on).
     if (outbound.pass(() => send(...args)) === 'dropped' && callback) queueMicrotask(() => callback(null));
   };
