@@ -62,6 +62,18 @@ export class RuntimeMetrics {
     buckets: [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.033, 0.066],
     registers: [this.registry],
   });
+  readonly pictureLoss = new Counter({
+    name: 'arclight_video_picture_loss_total',
+    help: 'Picture loss reports (RTCP PLI or FIR) received from viewers of an output video track',
+    labelNames: ['track'] as const,
+    registers: [this.registry],
+  });
+  readonly keyframesEncoded = new Counter({
+    name: 'arclight_video_keyframes_total',
+    help: 'Keyframes encoded for an output video track, by stream (viewers joining, picture loss, encoder restarts)',
+    labelNames: ['track', 'codec'] as const,
+    registers: [this.registry],
+  });
   readonly emitToSend = new Histogram({
     name: 'arclight_video_emit_to_send_seconds',
     help: 'Time from the model emitting a video frame to its first packet leaving for a viewer (queue, pacing, encode)',

@@ -281,6 +281,7 @@ export class OutputVideoTrack {
     const state = this.#sinks.get(sink);
     if (!state) return;
     state.awaitingKeyframe = true;
+    this.#metrics?.pictureLoss.inc({ track: this.name });
     void this.#requestKeyframe(streamKey(sink));
   }
 
@@ -438,6 +439,7 @@ export class OutputVideoTrack {
       }
       this.#metrics?.encodeDuration.observe({ codec: key }, (performance.now() - started) / 1000);
       for (const unit of encoded) {
+        if (unit.keyframe) this.#metrics?.keyframesEncoded.inc({ track: this.name, codec: key });
         const payloads = pipeline.packetize(unit.data);
         for (const state of sinks) {
           if (!this.#sinks.has(state.sink) || state.paused || !state.ready) continue;

@@ -133,6 +133,7 @@ describe('media faults: a keyframe after PLI (werift client, H.264)', () => {
   });
 
   it('after a 2 s runtime → client blackout the client asks for a keyframe and decodes one', async () => {
+    const before = await runtimeCounters();
     // One way only: the client's PLIs reach the runtime the moment the picture is back.
     network.blackout(2_000, 'outbound');
     await sleep(2_000);
@@ -148,5 +149,17 @@ describe('media faults: a keyframe after PLI (werift client, H.264)', () => {
     expect(decoded.filter((f) => f.at > keyframe.at).length, detail).toBeGreaterThan(5); // and the picture moves on
     expect(peer.pc.connectionState).toBe('connected');
     expect(peer.channel.readyState).toBe('open');
+    // The runtime counted the picture loss and the keyframe it answered with (/metrics).
+    const after = await runtimeCounters();
+    expect(after.pictureLoss, detail).toBeGreaterThan(before.pictureLoss);
+    expect(after.keyframes, detail).toBeGreaterThan(before.keyframes);
   }, 10_000);
+
+  /** The runtime's picture-loss and keyframe counters, summed over their labels. */
+  async function runtimeCounters(): Promise<{ pictureLoss: number; keyframes: number }> {
+    const text = await (await fetch(`${runtime.url}/metrics`)).text();
+    const sum = (name: string) =>
+      text.split('\n').filter((line) => line.startsWith(`${name}{`) || line.startsWith(`${name} `)).reduce((total, line) => total + Number(line.split(' ').at(-1)), 0);
+    return { pictureLoss: sum('arclight_video_picture_loss_total'), keyframes: sum('arclight_video_keyframes_total') };
+  }
 });
