@@ -30,6 +30,8 @@ import { FILE_UPLOADED_MESSAGE, type UploadReference } from '../protocol/uploads
 import { StatsSampler, type ClientStats, type MediaQuality } from './stats.ts';
 import type { TokenSource } from './token.ts';
 import { TypedEmitter } from './typed-emitter.ts';
+import { fetchSessionLogs, SessionLogFollower, type SessionLogQuery } from './session-logs.ts';
+import type { SessionLogLine, SessionLogPage } from '../protocol/session-logs.ts';
 
 export type ClientStatus = 'disconnected' | 'connecting' | 'waiting' | 'ready';
 
@@ -133,6 +135,8 @@ export interface ClientState {
 export interface ClientEvents extends Record<string, unknown[]> {
   statusChanged: [status: ClientStatus];
   message: [message: ModelMessage];
+  /** A line of the session's log (the model's `session.log` and the runtime's account), live while connected. */
+  log: [line: SessionLogLine];
   runtimeMessage: [message: ModelMessage];
   trackReceived: [name: string, track: MediaStreamTrack, stream: MediaStream | undefined];
   capabilitiesReceived: [capabilities: Capabilities];
@@ -183,6 +187,9 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
   readonly #frameMetadata = new Map<string, Map<number, Record<string, JsonValue> | Uint8Array>>();
   readonly #latency = new Map<string, LatencyTracker>();
   #latencyReportTimer: ReturnType<typeof setInterval> | undefined;
+  /** The session getSessionLogs() reads after a disconnect, and the live `log` stream. */
+  #logSessionId: string | undefined;
+  #logFollower: SessionLogFollower | undefined;
 
   constructor(options: ArclightClientOptions) {
     super();
@@ -843,12 +850,14 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
   #setStatus(status: ClientStatus): void {
     if (this.#status === status) return;
     this.#status = status;
+    this.#followLogs();
     this.emit('statusChanged', status);
   }
 
   #setSessionId(sessionId: string | undefined): void {
     if (this.#sessionId === sessionId) return;
     this.#sessionId = sessionId;
+    if (sessionId !== undefined) this.#logSessionId = sessionId;
     this.emit('sessionIdChanged', sessionId);
   }
 
@@ -856,6 +865,47 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     if (this.#connectionId === connectionId) return;
     this.#connectionId = connectionId;
     this.emit('connectionIdChanged', connectionId);
+  }
+
+  // ---- session logs ----
+
+  /**
+   * A page of the session's log: the current session's, else the last one this client was in
+   * (logs stay readable five minutes after a session ends), else `sessionId`'s.
+   */
+  async getSessionLogs(query: SessionLogQuery & { readonly sessionId?: string } = {}): Promise<SessionLogPage> {
+    const sessionId = query.sessionId ?? this.#sessionId ?? this.#logSessionId;
+    if (sessionId === undefined) throw new ArclightError('invalid_request', 'getSessionLogs() needs a session: connect first, or pass sessionId.');
+    return fetchSessionLogs({ baseUrl: this.#baseUrl, sessionId, token: this.#token }, {
+      ...(query.after !== undefined ? { after: query.after } : {}),
+      ...(query.limit !== undefined ? { limit: query.limit } : {}),
+    });
+  }
+
+  override on<E extends keyof ClientEvents>(event: E, listener: (...args: ClientEvents[E]) => void): void {
+    super.on(event, listener);
+    if (event === 'log') this.#followLogs();
+  }
+
+  /** Follows the session's log while the client is ready and someone listens for `log`. */
+  #followLogs(): void {
+    if (this.#status !== 'ready' || !this.hasListeners('log')) {
+      if (this.#status === 'disconnected') this.#logFollower?.stop();
+      return;
+    }
+    const sessionId = this.#sessionId;
+    const previous = this.#logFollower;
+    if (sessionId === undefined || (previous?.sessionId === sessionId && !previous.stopped)) return;
+    previous?.stop();
+    // Back in the same session after a reconnect: carry on after the last line delivered.
+    const after = previous?.sessionId === sessionId ? previous.lastSeq : 0;
+    this.#logFollower = new SessionLogFollower({
+      baseUrl: this.#baseUrl,
+      sessionId,
+      token: this.#token,
+      after,
+      onLine: (line) => this.emit('log', line),
+    });
   }
 
   #fail(error: ArclightError): void {

@@ -37,3 +37,5 @@ export { ArclightError } from '../protocol/errors.ts';
 export type { Capabilities, TrackCapability, CommandCapability } from '../protocol/capabilities.ts';
 export type { SessionResponse } from '../protocol/session.ts';
 export type { LatencyMode } from '../protocol/messages.ts';
+export type { SessionLogQuery } from './session-logs.ts';
+export type { SessionLogLine, SessionLogPage, SessionLogLevel, SessionLogSource } from '../protocol/session-logs.ts';

@@ -20,6 +20,10 @@ export class TypedEmitter<Events extends Record<string, unknown[]>> {
     this.#listeners.get(event)?.delete(listener);
   }
 
+  protected hasListeners(event: keyof Events): boolean {
+    return (this.#listeners.get(event)?.size ?? 0) > 0;
+  }
+
   protected emit<E extends keyof Events>(event: E, ...args: Events[E]): void {
     for (const listener of [...(this.#listeners.get(event) ?? [])]) {
       try {

@@ -45,6 +45,7 @@ export const ERROR_CODES = {
   not_ready: { status: 409, retryable: true, summary: 'The operation needs status ready.' },
   recording_error: { status: 409, retryable: true, summary: 'A clip or recording could not be made (invalid input, nothing recorded, timeout, disconnection).' },
   recording_gone: { status: 410, retryable: false, summary: 'The recording is no longer kept (more than five minutes after its session ended).' },
+  logs_gone: { status: 410, retryable: false, summary: "The session's log is no longer kept (more than five minutes after its session ended)." },
   moderation_rejected: { status: 422, retryable: false, summary: "The runtime's moderator refused the command's text; the handler did not run." },
   // Client-side
   unsupported: { status: 501, retryable: false, summary: 'This client or platform lacks a feature the operation needs.' },

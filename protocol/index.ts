@@ -21,3 +21,5 @@ export * from './schemas.ts';
 export * from './frame-metadata.ts';
 export * from './uploads.ts';
 export * from './moderation.ts';
+export * from './session-logs.ts';
+export * from './server-sent-events.ts';

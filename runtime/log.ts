@@ -20,7 +20,7 @@ function levelFromEnv(): LogLevel {
 }
 
 /** Serializes an Error with its stack and cause; plain values pass through. */
-function toLoggable(value: unknown): unknown {
+export function toLoggable(value: unknown): unknown {
   if (value instanceof Error) {
     return { name: value.name, message: value.message, stack: value.stack, cause: toLoggable(value.cause) };
   }

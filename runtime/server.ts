@@ -55,6 +55,10 @@ import { TurnCredentialIssuer, type TurnOptions } from './webrtc/turn-credential
 import type { PeerFaults, VideoCodecPreference } from './webrtc/peer-factory.ts';
 import { describeEncoderBackendSelection, listEncoderBackends } from './media/encoder-backends.ts';
 import { nativeAddonStatus } from './native/native-addon.ts';
+import { RuntimeEventLog } from './events/runtime-event-log.ts';
+import { SessionLogRegistry, type SessionLogSettings } from './logs/session-log-registry.ts';
+import { sessionLogRoutes } from './http/session-log-routes.ts';
+import { eventRoutes } from './http/event-routes.ts';
 
 export interface RuntimeOptions {
   readonly model: ModelDefinition<never>;
@@ -129,6 +133,14 @@ export interface RuntimeOptions {
    * `arclight serve` turns it on (`--no-recording` to skip). Default: off.
    */
   readonly recording?: RecordingOptions;
+  /**
+   * Each session's log — its model's `session.log` lines and the runtime's account of the session
+   * (connections, commands with outcome and latency, errors, recording, why it ended) — readable
+   * with the session's credentials (`GET /sessions/{id}/logs`, `…/logs/stream`). Bounds default to
+   * 10,000 lines or 10 MB; after the session ends it stays as long as its recording would (five
+   * minutes), on the recording's clock unless `now` is given.
+   */
+  readonly sessionLogs?: SessionLogSettings;
 }
 
 /** `RuntimeOptions.ice`. */
@@ -165,6 +177,8 @@ export interface Runtime {
   readonly port: number;
   readonly metrics: RuntimeMetrics;
   readonly sessions: LocalSessionHost;
+  /** What `GET /events` streams: the runtime's state changes. */
+  readonly events: RuntimeEventLog;
   readonly state: RuntimeState;
   /** Resolves when the model's `load()` has finished (or failed). */
   readonly loaded: Promise<void>;
@@ -175,6 +189,9 @@ export interface Runtime {
   drain(deadlineMs: number): Promise<void>;
   close(): Promise<void>;
 }
+
+/** While the model loads, a `model_load` event says it still is this often. */
+const MODEL_LOAD_PROGRESS_MS = 5_000;
 
 /** How long close() lets a hosted runtime's last reports (its session's end) reach the coordinator. */
 const CLOSE_REPORT_GRACE_MS = 2_000;
@@ -198,6 +215,9 @@ const ROUTE_METHODS: Readonly<Record<string, readonly string[]>> = {
   '/sessions/:sid/uploads/:id': ['GET', 'PUT'],
   '/sessions/:sid/clips/:clip/playlist.m3u8': ['GET'],
   '/sessions/:sid/recording/:track/:file': ['GET'],
+  '/sessions/:sid/logs': ['GET'],
+  '/sessions/:sid/logs/stream': ['GET'],
+  '/events': ['GET'],
   '/hosted/sessions': ['POST'],
   '/hosted/sessions/:sid': ['DELETE'],
 };
@@ -233,6 +253,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   const log = (options.logger ?? createLogger()).child({ model: model.name });
   installProcessGuards(log);
   const metrics = new RuntimeMetrics();
+  const events = new RuntimeEventLog();
   const router = new CommandRouter(model.commands ?? {}, log, metrics, options.moderation);
   const capabilities = capabilitiesOf(model, router);
   const iceServers = options.ice?.servers ?? [];
@@ -248,6 +269,10 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     }
   }
   log.info('encoder backends', { selection: backends.map(describeEncoderBackendSelection) });
+  events.publish({
+    type: 'encoder_backends',
+    selection: backends.map((b) => ({ codec: b.codec, backend: b.backend?.name ?? null, hardware: b.backend?.hardware ?? false })),
+  });
   const native = nativeAddonStatus();
   log.info('native addon', native.loaded ? { loaded: true, version: native.version } : { loaded: false, reason: native.reason, colour_conversion: 'JavaScript' });
   const hardwareH265 = backends.some((b) => b.codec === 'h265' && b.backend?.hardware);
@@ -267,8 +292,16 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
         recording.now,
       )
     : undefined;
+  // The session logs' window and clock are the recordings' (the spec's five minutes).
+  const sessionLogs = new SessionLogRegistry({
+    ...(recording?.retainAfterEndMs !== undefined ? { retainAfterEndMs: recording.retainAfterEndMs } : {}),
+    ...(recording?.now ? { now: recording.now } : {}),
+    ...options.sessionLogs,
+  });
   const host = new LocalSessionHost({
     uploads,
+    sessionLogs,
+    runtimeEvents: events,
     ...(recordings ? { recordings } : {}),
     model,
     router,
@@ -300,16 +333,27 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   let loadState: 'loading' | 'loaded' | 'failed' = 'loading';
   let closed = false;
   const loadStarted = performance.now();
+  const loadSeconds = (): number => Math.round(performance.now() - loadStarted) / 1000;
   const loaded = (async () => {
-    if (model.load) {
-      const outcome = await callAuthorCode(log, 'load', () => model.load!());
-      if (!outcome.ok) {
-        loadState = 'failed';
-        return;
+    events.publish({ type: 'model_load', phase: 'loading', elapsed_seconds: 0 });
+    // load() reports no progress of its own: while it runs, say every few seconds that it still is.
+    const progress = setInterval(() => events.publish({ type: 'model_load', phase: 'loading', elapsed_seconds: loadSeconds() }), MODEL_LOAD_PROGRESS_MS);
+    progress.unref();
+    try {
+      if (model.load) {
+        const outcome = await callAuthorCode(log, 'load', () => model.load!());
+        if (!outcome.ok) {
+          loadState = 'failed';
+          events.publish({ type: 'model_load', phase: 'failed', elapsed_seconds: loadSeconds() });
+          return;
+        }
       }
+    } finally {
+      clearInterval(progress);
     }
     metrics.modelLoadDuration.set((performance.now() - loadStarted) / 1000);
     loadState = 'loaded';
+    events.publish({ type: 'model_load', phase: 'loaded', elapsed_seconds: loadSeconds() });
     log.info('model loaded', { seconds: (performance.now() - loadStarted) / 1000 });
   })();
 
@@ -322,7 +366,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   app.use('*', cors({
     origin: origins === '*' ? '*' : [...origins],
     allowMethods: ['GET', 'POST', 'PUT', 'DELETE', 'OPTIONS'],
-    allowHeaders: ['Content-Type', 'Authorization', API_VERSION_HEADER, API_ACCEPT_VERSION_HEADER, WEBRTC_VERSION_HEADER],
+    allowHeaders: ['Content-Type', 'Authorization', 'Last-Event-ID', API_VERSION_HEADER, API_ACCEPT_VERSION_HEADER, WEBRTC_VERSION_HEADER],
     maxAge: 600,
   }));
   app.notFound(notFound);
@@ -348,6 +392,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     const secret = requireRuntimeSecret(options.hosted.secret);
     app.use('/sessions/*', secret);
     app.use('/hosted/*', secret);
+    app.use('/events', secret);
     app.route('/', hostedRoutes(host, readiness));
   }
   app.route('/', sessionRoutes(host, readiness));
@@ -359,6 +404,8 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     ...(options.uploads?.now ? { now: options.uploads.now } : {}),
   }));
   if (recordings) app.route('/', clipRoutes(recordings, clipSigner));
+  app.route('/', sessionLogRoutes(sessionLogs));
+  app.route('/', eventRoutes(events));
   app.route('/', transportRoutes(host, clientIceServers));
   if (options.playground ?? true) app.route('/', playgroundRoutes(options.playgroundHosted ? { hosted: options.playgroundHosted } : {}));
   rejectOtherMethods(app, options.playground ?? true);
@@ -386,6 +433,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     port,
     metrics,
     sessions: host,
+    events,
     get state() {
       return state();
     },
@@ -406,6 +454,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
       await link?.stop(CLOSE_REPORT_GRACE_MS);
       if (options.uploads?.directory === undefined) await rm(uploadDirectory, { recursive: true, force: true });
       await recordings?.close();
+      sessionLogs.close();
       if (recordingDirectory && recording?.directory === undefined) await rm(recordingDirectory, { recursive: true, force: true });
       await new Promise<void>((resolve) => {
         server.close(() => resolve());

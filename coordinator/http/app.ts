@@ -58,7 +58,7 @@ export interface CoordinatorServices {
  * runtime secrets, which live on servers; they answer no preflight.
  */
 const BROWSER_PATHS = ['/sessions', '/sessions/*', '/pricing'];
-const BROWSER_REQUEST_HEADERS = ['Authorization', 'Content-Type', API_VERSION_HEADER, API_ACCEPT_VERSION_HEADER, WEBRTC_VERSION_HEADER, 'Idempotency-Key'];
+const BROWSER_REQUEST_HEADERS = ['Authorization', 'Content-Type', API_VERSION_HEADER, API_ACCEPT_VERSION_HEADER, WEBRTC_VERSION_HEADER, 'Idempotency-Key', 'Last-Event-ID'];
 const BROWSER_EXPOSED_HEADERS = ['Retry-After'];
 
 export function createCoordinatorApp(services: CoordinatorServices): Hono {

@@ -106,6 +106,25 @@ export function registerSessionRoutes(app: Hono, services: SessionRouteServices)
     const url = new URL(c.req.url);
     return services.runtimes.relayUpload(runtime, c.req.raw, url.pathname + url.search, services.publicUrl ?? url.origin);
   };
+  /**
+   * The session's log (paged, or live as server-sent events): the session's token, bound set
+   * checked like every session call, then relayed as it streams to the runtime that holds — or,
+   * for five minutes after the end, held — the session. The runtime answers 410 `logs_gone` after.
+   */
+  const relayLogs = async (c: Context) => {
+    // A server may read them with the API key, as it may GET the session.
+    const session = await sessions.authorize(await auth.actor(c, { allowApiKey: true }), c.req.param('id') ?? '');
+    const runtime = await runtimeOf(session);
+    if (!runtime) {
+      throw session.status === 'ended'
+        ? new ArclightError('logs_gone', 'The GPU that served this session is gone, and its log with it.')
+        : new ArclightError('not_ready', 'No GPU is serving this session yet; its log starts when one does.');
+    }
+    const url = new URL(c.req.url);
+    return services.runtimes.relayStream(runtime, c.req.raw, url.pathname + url.search);
+  };
+  app.get('/sessions/:id/logs', relayLogs);
+  app.get('/sessions/:id/logs/stream', relayLogs);
   app.put('/sessions/:id/uploads/:upload', relayPresigned(false));
   app.get('/sessions/:id/uploads/:upload', relayPresigned(false));
   app.get('/sessions/:id/clips/:clip/playlist.m3u8', relayPresigned(true));

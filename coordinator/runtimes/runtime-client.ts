@@ -105,6 +105,37 @@ export class RuntimeClient {
     return new Response(response.body, { status: response.status, headers: passed });
   }
 
+  /**
+   * Relays a read that may stay open (a session's log, paged or as server-sent events): the
+   * runtime's answer is passed on as it arrives, never buffered, and the call to the runtime is
+   * dropped when the client goes away. Only the answer's start is bounded in time.
+   */
+  async relayStream(runtime: RuntimeRecord, request: Request, pathAndQuery: string): Promise<Response> {
+    const headers: Record<string, string> = { accept: request.headers.get('accept') ?? '*/*' };
+    const lastEventId = request.headers.get('last-event-id');
+    if (lastEventId !== null) headers['last-event-id'] = lastEventId;
+    if (this.#secret) headers[RUNTIME_SECRET_HEADER] = this.#secret;
+    const upstream = new AbortController();
+    const abort = (): void => upstream.abort();
+    request.signal.addEventListener('abort', abort, { once: true });
+    const startTimer = setTimeout(() => upstream.abort(new Error('the runtime did not answer in time')), CALL_TIMEOUT_MS);
+    let response: Response;
+    try {
+      response = await fetch(`${runtime.url}${pathAndQuery}`, { method: 'GET', headers, signal: upstream.signal });
+    } catch (error) {
+      request.signal.removeEventListener('abort', abort);
+      throw new ArclightError('internal_error', 'The GPU serving this session could not be reached.', { cause: error, retryable: true });
+    } finally {
+      clearTimeout(startTimer);
+    }
+    const passed = new Headers();
+    for (const name of ['content-type', 'cache-control', 'x-accel-buffering']) {
+      const value = response.headers.get(name);
+      if (value !== null) passed.set(name, value);
+    }
+    return new Response(response.body, { status: response.status, headers: passed });
+  }
+
   #call(runtime: RuntimeRecord, method: string, path: string, body?: string, headers: Record<string, string> = {}): Promise<Response> {
     return fetch(`${runtime.url}${path}`, {
       method,

@@ -28,7 +28,7 @@ import { H265Packetizer } from '../rtp/h265-packetizer.ts';
 import { Vp8Packetizer } from '../rtp/vp8-packetizer.ts';
 import { BoundedQueue } from './bounded-queue.ts';
 import { selectEncoderBackend, type EncoderBackend } from './encoder-backends.ts';
-import { handleVideoEncoderFailure, type EncoderFailurePhase } from './encoder-failures.ts';
+import { handleVideoEncoderFailure, type EncoderFailureAction, type EncoderFailurePhase } from './encoder-failures.ts';
 import { CudaFramePool, assertCudaFrame, cudaEncoderInput, downloadCudaFrame, isCudaVideoFrame, type PooledCudaFrame } from './cuda-frames.ts';
 import { FramePool } from './frame-pool.ts';
 import { NvencVideoEncoder } from './nvenc-video-encoder.ts';
@@ -66,6 +66,12 @@ function createPacketizer(codec: VideoCodecName): { packetize(data: Buffer): Buf
 }
 
 /** Where one connection receives this track. */
+/** Who hears which encoder each stream got and how encoders failed (the session log, the event stream). */
+export interface VideoEncoderEvents {
+  opened(stream: VideoStreamKey, backend: EncoderBackend): void;
+  failed(stream: VideoStreamKey, backend: EncoderBackend, phase: EncoderFailurePhase, action: EncoderFailureAction, reason: string): void;
+}
+
 export interface VideoSink {
   readonly connectionId: number;
   readonly codec: VideoCodecName;
@@ -150,14 +156,16 @@ export class OutputVideoTrack {
   readonly #blackKeyframes = new Map<VideoStreamKey, Promise<Buffer[]>>();
   readonly #metrics: RuntimeMetrics | undefined;
   readonly #log: Logger;
+  readonly #encoderEvents: VideoEncoderEvents | undefined;
   readonly #pumping: Promise<void>;
   #framesEmitted = 0;
   /** When the last encoder-failure error was logged (performance.now()), and failures since. */
   #encoderErrorLoggedAt = -Infinity;
   #encoderErrorsUnlogged = 0;
 
-  constructor(spec: OutputVideoTrackSpec, fps: number, log: Logger, metrics?: RuntimeMetrics) {
+  constructor(spec: OutputVideoTrackSpec, fps: number, log: Logger, metrics?: RuntimeMetrics, encoderEvents?: VideoEncoderEvents) {
     this.name = spec.name;
+    this.#encoderEvents = encoderEvents;
     this.#spec = spec;
     this.#fps = fps;
     this.#log = log.child({ track: spec.name });
@@ -539,6 +547,7 @@ export class OutputVideoTrack {
       this.#encoderFailed(key, backend, 'open', error);
       throw error;
     }
+    this.#encoderEvents?.opened(key, backend);
     this.#metrics?.targetBitrate.set({ track: this.name, codec: key }, encoder.bitrateKbps * 1000);
     const packetizer = createPacketizer(format.codec);
     return { encoder, packetize: (data) => packetizer.packetize(data), configuredKbps: encoder.bitrateKbps, adaptedAt: 0 };
@@ -573,6 +582,7 @@ export class OutputVideoTrack {
   #encoderFailed(key: VideoStreamKey, backend: EncoderBackend, phase: EncoderFailurePhase, error: unknown): void {
     const outcome = handleVideoEncoderFailure(backend, phase, error);
     this.#metrics?.videoEncoderFailures.inc({ track: this.name, codec: key, backend: backend.name, action: outcome.action });
+    this.#encoderEvents?.failed(key, backend, phase, outcome.action, outcome.reason ?? (error instanceof Error ? error.message : String(error)));
     if (outcome.action === 'fallback') {
       // Rare and process-wide: always logged, with why.
       this.#log.warn('video encoder backend demoted: later encoders use the next candidate', {

@@ -12,6 +12,7 @@ import type { UrlSigner } from '../uploads/url-signer.ts';
 import { clipPlaylist } from './hls-playlist.ts';
 import type { RecordingStorage } from './recording-storage.ts';
 import { SessionRecording } from './session-recording.ts';
+import type { RecordedSegment } from './track-recorder.ts';
 
 export interface RecordingSettings {
   readonly storage: RecordingStorage;
@@ -35,7 +36,8 @@ export interface ClipReply {
 }
 
 export const CLIP_URL_LIFETIME_MS = 24 * 3600_000;
-const DEFAULT_RETAIN_MS = 5 * 60_000;
+/** How long a finished session's recording (and its log) stays: the spec's five minutes. */
+export const RECORDING_RETENTION_MS = 5 * 60_000;
 
 interface Entry {
   readonly recording: SessionRecording;
@@ -66,6 +68,7 @@ export class RecordingRegistry {
     track: { name: string; width: number; height: number; fps: number; bitrateKbps?: number },
     publicUrl: string,
     audio?: { channels: 1 | 2 },
+    onSegment?: (segment: RecordedSegment) => void,
   ): SessionRecording {
     const recording = new SessionRecording({
       sessionId,
@@ -75,6 +78,7 @@ export class RecordingRegistry {
       ...(this.#settings.segmentSeconds ? { segmentSeconds: this.#settings.segmentSeconds } : {}),
       ...(this.#settings.maxClipSeconds ? { maxClipSeconds: this.#settings.maxClipSeconds } : {}),
       log: this.#log.child({ session: sessionId, recording: track.name }),
+      ...(onSegment ? { onSegment } : {}),
     });
     this.#entries.set(sessionId, { recording, publicUrl });
     return recording;
@@ -86,7 +90,7 @@ export class RecordingRegistry {
     if (!entry || entry.endedAt !== undefined) return;
     entry.endedAt = this.#now();
     await entry.recording.close().catch((error: unknown) => this.#log.warn('closing a recording failed', { error }));
-    entry.removal = setTimeout(() => void this.#remove(sessionId), this.#settings.retainAfterEndMs ?? DEFAULT_RETAIN_MS);
+    entry.removal = setTimeout(() => void this.#remove(sessionId), this.#settings.retainAfterEndMs ?? RECORDING_RETENTION_MS);
     entry.removal.unref();
   }
 
@@ -133,7 +137,7 @@ export class RecordingRegistry {
 
   #available(sessionId: string): Entry {
     const entry = this.#entries.get(sessionId);
-    const retain = this.#settings.retainAfterEndMs ?? DEFAULT_RETAIN_MS;
+    const retain = this.#settings.retainAfterEndMs ?? RECORDING_RETENTION_MS;
     if (this.#gone.has(sessionId) || (entry?.endedAt !== undefined && this.#now() - entry.endedAt > retain)) {
       throw new ArclightError('recording_gone', 'Recordings are kept five minutes after their session ends; this one is gone.');
     }

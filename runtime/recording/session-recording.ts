@@ -28,6 +28,7 @@ export interface SessionRecordingOptions {
   /** The longest clip (requestClip is capped to it); default 300 s. */
   readonly maxClipSeconds?: number;
   readonly log: Logger;
+  readonly onSegment?: (segment: RecordedSegment) => void;
 }
 
 export const DEFAULT_MAX_CLIP_SECONDS = 300;
@@ -53,6 +54,7 @@ export class SessionRecording {
       ...(options.segmentSeconds ? { segmentSeconds: options.segmentSeconds } : {}),
       ...(options.audio ? { audio: options.audio } : {}),
       log: options.log,
+      ...(options.onSegment ? { onSegment: options.onSegment } : {}),
     });
   }
 

@@ -40,6 +40,8 @@ export interface TrackRecorderOptions {
   /** Also records this audio (48 kHz, AAC) into the same segments. */
   readonly audio?: { readonly channels: 1 | 2 };
   readonly log: Logger;
+  /** Told of each segment once it is written (the session log and the runtime's event stream). */
+  readonly onSegment?: (segment: RecordedSegment) => void;
 }
 
 const AUDIO_SAMPLE_RATE = 48_000;
@@ -233,7 +235,9 @@ export class TrackRecorder {
     const sequence = this.#sequence + 1;
     const key = `${this.#options.prefix}/seg-${String(sequence).padStart(5, '0')}.m4s`;
     await this.#options.storage.write(key, mediaSegment(sequence, fragments));
-    this.#segments.push({ sequence, key, startMs: samples[0]!.timeMs, durationMs: end - samples[0]!.timeMs });
+    const segment = { sequence, key, startMs: samples[0]!.timeMs, durationMs: end - samples[0]!.timeMs };
+    this.#segments.push(segment);
     this.#sequence = sequence;
+    this.#options.onSegment?.(segment);
   }
 }

@@ -21,6 +21,8 @@ import type { ModelDefinition } from '../model/definition.ts';
 import type { PeerFactoryOptions } from '../webrtc/peer-factory.ts';
 import type { UploadStore } from '../uploads/upload-store.ts';
 import type { RecordingRegistry } from '../recording/recording-registry.ts';
+import type { SessionLogRegistry } from '../logs/session-log-registry.ts';
+import type { RuntimeEventSink } from '../events/runtime-event-log.ts';
 import { Session } from './session.ts';
 
 export interface SessionHostOptions {
@@ -40,6 +42,10 @@ export interface SessionHostOptions {
   readonly uploads?: UploadStore;
   /** Records sessions for clips (absent: recording off). */
   readonly recordings?: RecordingRegistry;
+  /** Keeps each session's log. */
+  readonly sessionLogs?: SessionLogRegistry;
+  /** The runtime's event stream. */
+  readonly runtimeEvents?: RuntimeEventSink;
 }
 
 export interface SessionHostEvents {

@@ -37,7 +37,15 @@ const validateLatencyMode = ajv.compile(setLatencyModeDataSchema);
 const validateSubscribeFrameTimes = ajv.compile(subscribeFrameTimesDataSchema);
 const validateLatencyReport = ajv.compile(latencyReportDataSchema);
 
+/**
+ * Runtime messages too frequent or too routine for the session's log: 2.9.0 pings every 5 s,
+ * frame annotations and latency reports arrive many times a second.
+ */
+const UNLOGGED_RUNTIME_MESSAGES = new Set(['ping', 'input_frame_metadata', 'latency_report']);
+
 export class MessageHandler {
+  /** When each message being handled arrived (performance.now()), for its outcome's latency. */
+  readonly #receivedAt = new WeakMap<EnvelopeBody, number>();
   readonly #session: Session;
   readonly #router: CommandRouter;
   readonly #maxBytes: number;
@@ -51,6 +59,7 @@ export class MessageHandler {
   }
 
   async handle(connection: Connection, raw: string | Buffer): Promise<void> {
+    const received = performance.now();
     const text = typeof raw === 'string' ? raw : raw.toString('utf8');
     const bytes = typeof raw === 'string' ? Buffer.byteLength(raw) : raw.length;
     let parsed: unknown;
@@ -63,10 +72,12 @@ export class MessageHandler {
     // Size first: an oversized message is refused as such whatever its content. It is still
     // parsed (SCTP bounds it at 1 MiB) so the refusal can carry its request_id.
     if (bytes > this.#maxBytes) {
+      this.#session.recordEvent('warn', `message refused: message_too_large (${bytes} bytes)`, { connection: connection.id, code: 'message_too_large', bytes });
       this.#fail(connection, extractRequestId(parsed), extractType(parsed), 'message_too_large', `The message is ${bytes} bytes; the limit is ${this.#maxBytes}.`);
       return;
     }
     if (parseFailed) {
+      this.#session.recordEvent('warn', 'message refused: invalid_message (not JSON)', { connection: connection.id, code: 'invalid_message' });
       this.#fail(connection, undefined, '', 'invalid_message', 'The message is not valid JSON.');
       return;
     }
@@ -74,10 +85,12 @@ export class MessageHandler {
     const type = extractType(parsed);
     if (!validateEnvelope(parsed)) {
       const { message } = describeSchemaError(validateEnvelope.errors, 'the message');
+      this.#session.recordEvent('warn', 'message refused: invalid_message (not an envelope)', { connection: connection.id, code: 'invalid_message' });
       this.#fail(connection, requestId, type, 'invalid_message', `Not a valid envelope {scope, data: {type, data}}: ${message}.`);
       return;
     }
     const envelope = parsed as Envelope;
+    this.#receivedAt.set(envelope.data, received);
     if (envelope.scope === 'application') await this.#command(connection, envelope.data);
     else if (envelope.data.type === FILE_UPLOADED_MESSAGE) await this.#fileUploaded(connection, envelope.data);
     else if (envelope.data.type === 'request_clip' || envelope.data.type === 'request_recording') await this.#clip(connection, envelope.data);
@@ -231,6 +244,7 @@ export class MessageHandler {
   }
 
   #send(connection: Connection, request: EnvelopeBody, outcome: CommandOutcome): void {
+    this.#recordOutcome(connection, request, outcome);
     switch (outcome.kind) {
       case 'reply':
         connection.sendMessage('application', withRequestId({ type: outcome.type, data: outcome.data }, request.request_id));
@@ -244,6 +258,26 @@ export class MessageHandler {
       case 'failed':
         this.#fail(connection, request.request_id, request.type, outcome.code, outcome.message, outcome.field);
     }
+  }
+
+  /** The session log's line for a command's outcome: what, for whom, how it ended and how long it took. */
+  #recordOutcome(connection: Connection, request: EnvelopeBody, outcome: CommandOutcome): void {
+    const received = this.#receivedAt.get(request);
+    if (received === undefined || UNLOGGED_RUNTIME_MESSAGES.has(request.type)) return;
+    const latencyMs = Math.round((performance.now() - received) * 100) / 100;
+    const summary = outcome.kind === 'reply' ? `reply ${outcome.type}` : outcome.kind === 'ack' ? 'ack' : `failed ${outcome.code}`;
+    this.#session.recordEvent(
+      outcome.kind !== 'failed' ? 'info' : outcome.code === 'internal_error' ? 'error' : 'warn',
+      `command ${request.type}: ${summary} (${latencyMs} ms)`,
+      {
+        command: request.type,
+        connection: connection.id,
+        outcome: outcome.kind,
+        latency_ms: latencyMs,
+        ...(outcome.kind === 'failed' ? { code: outcome.code, error: outcome.message, ...(outcome.field ? { field: outcome.field } : {}) } : {}),
+        ...(request.request_id !== undefined ? { request_id: request.request_id } : {}),
+      },
+    );
   }
 
   #fail(connection: Connection, requestId: string | undefined, command: string, code: string, message: string, field?: string): void {

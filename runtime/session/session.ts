@@ -30,11 +30,20 @@ import type { PeerFactoryOptions } from '../webrtc/peer-factory.ts';
 import { Connection, type ConnectionOwner } from './connection.ts';
 import { MessageHandler } from './message-handler.ts';
 import { FrameClock } from './frame-clock.ts';
+import type { JsonObject } from '../../protocol/json-schema.ts';
+import type { SessionLogLevel } from '../../protocol/session-logs.ts';
+import type { RuntimeEventSink } from '../events/runtime-event-log.ts';
+import type { SessionLogBuffer } from '../logs/session-log-buffer.ts';
+import type { SessionLogRegistry } from '../logs/session-log-registry.ts';
+import { sessionLogger } from '../logs/session-logger.ts';
+import type { VideoEncoderEvents } from '../media/output-video-track.ts';
 
 /** RTCP payload-specific feedback (RFC 4585) and its PLI / FIR formats (RFC 5104). */
 const RTCP_PAYLOAD_SPECIFIC_FEEDBACK = 206;
 const PLI_FORMAT = 1;
 const FIR_FORMAT = 4;
+/** Encoder restarts reported at most this often per track (the session log, the event stream). */
+const ENCODER_RESTART_REPORT_INTERVAL_MS = 1000;
 
 export interface SessionOptions {
   readonly model: ModelDefinition<unknown>;
@@ -62,6 +71,10 @@ export interface SessionOptions {
   readonly recordings?: RecordingRegistry;
   /** Where clients reach this session over HTTP (clip URLs point there). */
   readonly publicUrl?: string;
+  /** Keeps the session's log (its model's lines and the runtime's account of it) for its owner. */
+  readonly sessionLogs?: SessionLogRegistry;
+  /** The runtime's event stream (`GET /events`): sessions, connections, encoders, recording. */
+  readonly runtimeEvents?: RuntimeEventSink;
 }
 
 /** What one connection has attached to the session's tracks, so it can be detached as a unit. */
@@ -89,6 +102,10 @@ export class Session implements ConnectionOwner {
   readonly #inputAudio = new Map<string, InputAudioTrack>();
   readonly #messages: MessageHandler;
   readonly #facade: ModelSession<unknown>;
+  /** The session's log (absent when the runtime keeps none). */
+  readonly #logBuffer: SessionLogBuffer | undefined;
+  /** The process logger for this session, before teeing: the model's logger derives from it. */
+  readonly #baseLog: Logger;
   /**
    * The connection a 2.9.0 client negotiates through `.../transport/webrtc/sdp_params` (its
    * signalling has no connection id: POST opens a new one, PUT and GET address this one).
@@ -107,7 +124,11 @@ export class Session implements ConnectionOwner {
   constructor(options: SessionOptions) {
     this.id = options.id ?? randomUUID();
     this.#options = options;
-    this.log = options.log.child({ session: this.id });
+    this.#baseLog = options.log.child({ session: this.id });
+    this.#logBuffer = options.sessionLogs?.begin(this.id);
+    // Everything logged about the session (its connections and tracks log through children of
+    // this) is also kept in its log.
+    this.log = this.#logBuffer ? sessionLogger(this.#baseLog, this.#logBuffer, 'runtime') : this.#baseLog;
     this.tracks = options.capabilities.tracks;
     this.peerOptions = options.peerOptions;
     this.#latencyMode = options.latencyMode;
@@ -120,6 +141,10 @@ export class Session implements ConnectionOwner {
         { name: recorded.name, width: recorded.width, height: recorded.height, fps: options.model.fps, ...(recorded.bitrateKbps ? { bitrateKbps: recorded.bitrateKbps } : {}) },
         options.publicUrl ?? '',
         heard ? { channels: heard.channels ?? 1 } : undefined,
+        (segment) => {
+          this.recordEvent('info', 'recording segment written', { track: recorded.name, sequence: segment.sequence, duration_ms: Math.round(segment.durationMs) });
+          options.runtimeEvents?.publish({ type: 'recording_segment', session_id: this.id, track: recorded.name, sequence: segment.sequence, duration_ms: Math.round(segment.durationMs) });
+        },
       );
       this.#outputVideo.get(recorded.name)?.setFrameTap((frame, wallTimeMs) => recording.recorder.push(frame, wallTimeMs));
       if (heard) this.#outputAudio.get(heard.name)?.setFrameTap((samples, wallTimeMs) => recording.recorder.pushAudio(samples, wallTimeMs));
@@ -179,8 +204,19 @@ export class Session implements ConnectionOwner {
     return this.#inputAudio.get(name);
   }
 
+  /**
+   * A line for the session's log alone (not the process log): the runtime's account of what
+   * happened to the session — connections, commands and their outcomes — which its owner reads
+   * and operators have in metrics. No credentials: callers pass ids, names, codes and times.
+   */
+  recordEvent(level: SessionLogLevel, message: string, fields?: JsonObject): void {
+    this.#logBuffer?.append({ level, source: 'runtime', message, ...(fields ? { fields } : {}) });
+  }
+
   /** Fires `session_started`, then runs the model loop in the background. */
   async start(): Promise<void> {
+    this.recordEvent('info', 'session opened', { model: this.#options.model.name });
+    this.#options.runtimeEvents?.publish({ type: 'session_opened', session_id: this.id });
     this.#options.metrics?.sessions.inc();
     this.#options.metrics?.sessionsStarted.inc();
     if (this.#options.maxDurationMs !== undefined) {
@@ -203,6 +239,8 @@ export class Session implements ConnectionOwner {
     if (this.ended) throw new ArclightError('session_ended', `Session ${this.id} has ended.`);
     const connection = new Connection(this.#nextConnectionId++, this);
     this.#connections.set(connection.id, connection);
+    this.recordEvent('info', 'connection opened', { connection: connection.id });
+    this.#options.runtimeEvents?.publish({ type: 'connection_opened', session_id: this.id, connection_id: connection.id });
     return connection;
   }
 
@@ -246,6 +284,9 @@ export class Session implements ConnectionOwner {
     await this.#options.recordings?.ended(this.id);
     await this.#options.uploads?.dropSession(this.id).catch((error: unknown) => this.log.warn('deleting the session\'s uploads failed', { error }));
     this.#options.metrics?.sessions.dec();
+    this.recordEvent('info', 'session ended', { reason });
+    this.#options.sessionLogs?.ended(this.id, reason);
+    this.#options.runtimeEvents?.publish({ type: 'session_ended', session_id: this.id, reason });
     this.#options.onEnded?.(this, reason);
   }
 
@@ -279,6 +320,8 @@ export class Session implements ConnectionOwner {
       this.#outputVideo.get(name)?.sinkReady(sink as VideoSink);
     }
     connection.sendMessage('runtime', { type: 'connection_info', data: { session_id: this.id, connection_id: connection.id } });
+    this.recordEvent('info', 'connection ready', { connection: connection.id, connect_ms: Math.round(connection.connectSeconds * 1000) });
+    this.#options.runtimeEvents?.publish({ type: 'connection_ready', session_id: this.id, connection_id: connection.id });
     this.#options.onConnectionReady?.(this);
     const hook = this.#options.model.hooks?.connected;
     if (hook) void callAuthorCode(this.log, 'hook connected', () => hook(this.#facade, connection.handle), DEFAULT_HOOK_DEADLINE_MS);
@@ -288,6 +331,8 @@ export class Session implements ConnectionOwner {
     if (this.ended) return;
     this.#readyCount--;
     this.#options.metrics?.connections.dec();
+    this.recordEvent('info', 'connection lost', { connection: connection.id });
+    this.#options.runtimeEvents?.publish({ type: 'connection_lost', session_id: this.id, connection_id: connection.id });
     this.releaseInputs(connection.id);
     this.#armIdleTimer();
     const hook = this.#options.model.hooks?.disconnected;
@@ -403,7 +448,7 @@ export class Session implements ConnectionOwner {
   #createTrack(spec: TrackSpec): void {
     const metrics = this.#options.metrics;
     if (spec.kind === 'video' && spec.direction === 'recvonly') {
-      this.#outputVideo.set(spec.name, new OutputVideoTrack(spec, this.#options.model.fps, this.log, metrics));
+      this.#outputVideo.set(spec.name, new OutputVideoTrack(spec, this.#options.model.fps, this.log, metrics, this.#encoderEvents(spec.name)));
     } else if (spec.kind === 'audio' && spec.direction === 'recvonly') {
       this.#outputAudio.set(spec.name, new OutputAudioTrack(spec, this.log, metrics));
     } else if (spec.kind === 'video') {
@@ -523,6 +568,33 @@ export class Session implements ConnectionOwner {
     });
   }
 
+  #encoderEvents(track: string): VideoEncoderEvents {
+    // A last-candidate encoder that fails every frame is restarted every frame: report restarts
+    // at most once a second, with how many were not reported; fallbacks always.
+    let restartReportedAt = -Infinity;
+    let restartsUnreported = 0;
+    return {
+      opened: (stream, backend) => {
+        this.recordEvent('info', 'video encoder opened', { track, stream, backend: backend.name, hardware: backend.hardware });
+        this.#options.runtimeEvents?.publish({ type: 'encoder_opened', session_id: this.id, track, codec: stream, backend: backend.name, hardware: backend.hardware });
+      },
+      failed: (stream, backend, phase, action, reason) => {
+        if (action === 'restart') {
+          const now = performance.now();
+          if (now - restartReportedAt < ENCODER_RESTART_REPORT_INTERVAL_MS) {
+            restartsUnreported++;
+            return;
+          }
+          restartReportedAt = now;
+          if (restartsUnreported > 0) reason = `${reason} (${restartsUnreported} more restarts since the last report)`;
+          restartsUnreported = 0;
+        }
+        this.recordEvent(action === 'fallback' ? 'error' : 'warn', `video encoder failed (${phase}); ${action === 'fallback' ? 'its backend is demoted' : 'a fresh one follows'}`, { track, stream, backend: backend.name, phase, action, reason });
+        this.#options.runtimeEvents?.publish({ type: 'encoder_failed', session_id: this.id, track, codec: stream, backend: backend.name, phase, action, reason });
+      },
+    };
+  }
+
   #armIdleTimer(): void {
     clearTimeout(this.#idleTimer);
     if (this.ended || this.liveConnections.length > 0) return;
@@ -534,7 +606,8 @@ export class Session implements ConnectionOwner {
   #createFacade(state: unknown): ModelSession<unknown> {
     const session = this;
     const fps = this.#options.model.fps;
-    const log = this.log.child({ source: 'model' });
+    const modelLog = this.#baseLog.child({ source: 'model' });
+    const log = this.#logBuffer ? sessionLogger(modelLog, this.#logBuffer, 'model') : modelLog;
     return Object.freeze({
       id: this.id,
       signal: this.#abort.signal,
