@@ -20,7 +20,9 @@ import { decodeFrameMetadata, encodeFrameMetadata, type FrameMetadataData, type 
 import { InputFrameStamper, inputFrameMetadataSupported, type InputFrameInfo } from './input-frame-stamper.ts';
 import { LatencyTracker, type LatencySummary } from './latency-tracker.ts';
 import type { SessionResponse } from '../protocol/session.ts';
-import { PeerLink, type RtcImplementation } from './peer-link.ts';
+import { PeerLink, type LostReason, type RtcImplementation } from './peer-link.ts';
+import { CandidateTrickler } from './candidate-trickler.ts';
+import { DEFAULT_RECONNECT_POLICY, reconnectDelayMs, worthRetrying, type ReconnectPolicy } from './connection-recovery.ts';
 import { PendingCommands, type CommandReply } from './pending-commands.ts';
 import { SessionApi } from './session-api.ts';
 import { FileRef } from './file-ref.ts';
@@ -73,6 +75,37 @@ export interface ArclightClientOptions {
    * client can reach. Default `all` (direct when possible, relayed when not).
    */
   readonly iceTransportPolicy?: RTCIceTransportPolicy;
+  /**
+   * How long the SDP offer waits for ICE candidates; those found later are trickled to the
+   * runtime. Default 5 s. 0 sends the offer at once and trickles every candidate (fastest when
+   * a STUN/TURN server is slow to answer).
+   */
+  readonly iceGatheringTimeoutMs?: number;
+  /**
+   * Getting a broken connection back by itself (ICE failed, or disconnected for more than 2 s):
+   * a fresh peer renegotiated on the same connection id, same session, after a jittered
+   * exponential backoff. Default `{maxAttempts: 5, baseDelayMs: 250, maxDelayMs: 8000}`; `false`
+   * leaves it to the app (status `disconnected`, then `reconnect()`).
+   */
+  readonly autoReconnect?: ReconnectPolicy | false;
+}
+
+/** `reconnecting`: an attempt to get a broken connection back is about to start. */
+export interface ReconnectingEvent {
+  /** 1-based. */
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  /** The wait before this attempt. */
+  readonly delayMs: number;
+  /** What broke: `ice_failed`, `ice_disconnected`, `peer_closed`, `channel_closed`, or `requested` (restartIce()). */
+  readonly reason: LostReason | 'requested';
+}
+
+/** `reconnected`: the connection is back (status `ready` again, same session and connection id). */
+export interface ReconnectedEvent {
+  readonly attempts: number;
+  /** From the loss being noticed to ready again. */
+  readonly downtimeMs: number;
 }
 
 /** Per-frame data sent with an input video frame: a mapping travels as JSON, bytes unchanged. */
@@ -149,6 +182,10 @@ export interface ClientEvents extends Record<string, unknown[]> {
   frameMetadata: [event: FrameMetadataEvent];
   /** The runtime's periodic quality report (`media_stats`, every 2 s): `score` 0–10 and what it is made of. */
   mediaStats: [quality: MediaQuality];
+  /** A broken connection is being renegotiated (see `autoReconnect`). */
+  reconnecting: [event: ReconnectingEvent];
+  /** ...and is back. */
+  reconnected: [event: ReconnectedEvent];
   error: [error: ArclightError];
 }
 
@@ -178,6 +215,12 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
   #sampler = new StatsSampler();
   readonly #paused = new Set<string>();
   readonly #published = new Map<string, MediaStreamTrack>();
+  /** How each published track was published, to publish it again after a recovery. */
+  readonly #publishOptions = new Map<string, PublishOptions>();
+  /** The recovery in progress (see #recover); replaced or cleared to stop it. */
+  #recovery: object | undefined;
+  /** Sends the current link's late candidates. */
+  #trickler: CandidateTrickler | undefined;
   readonly #stampers = new Map<string, InputFrameStamper>();
   /** Values set with setInputFrameMetadata, by track. */
   readonly #inputMetadata = new Map<string, InputFrameMetadata>();
@@ -259,6 +302,7 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
    */
   async disconnect(recoverable = false): Promise<void> {
     this.#disconnecting = true;
+    this.#recovery = undefined;
     try {
       if (!recoverable && this.#sessionId !== undefined) {
         // Leave the session before closing the peer, so the runtime sees a session end (or a
@@ -275,6 +319,17 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     } finally {
       this.#disconnecting = false;
     }
+  }
+
+  /**
+   * Renegotiates the connection now with a fresh peer and new ICE credentials (an ICE restart),
+   * as the client does by itself when ICE fails: for an app that knows the network changed
+   * (`online`, a new interface) before ICE notices. Same session, same connection id; status
+   * `connecting` until `ready` again. Rejects (status `disconnected`) when every attempt failed.
+   */
+  async restartIce(): Promise<void> {
+    this.#assertReady('restartIce');
+    await this.#recover('requested');
   }
 
   /** Reconnects to the session kept by a recoverable disconnect. */
@@ -441,6 +496,7 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     }
     await this.#link!.transceiver(name)!.sender.replaceTrack(track);
     this.#published.set(name, track);
+    this.#publishOptions.set(name, options);
   }
 
   /**
@@ -458,6 +514,7 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     this.#track(name, 'sendonly');
     if (!this.#published.has(name)) return;
     this.#published.delete(name);
+    this.#publishOptions.delete(name);
     this.#stampers.get(name)?.pause();
     await this.#link?.transceiver(name)?.sender.replaceTrack(null);
     if (this.#status === 'ready') await this.#request('runtime', 'unpublish_track', { track: name });
@@ -626,8 +683,11 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     const link = new PeerLink(rtc, iceServers, session.capabilities.tracks, {
       message: (raw) => this.#onMessage(raw),
       track: (name, track, stream) => this.emit('trackReceived', name, track, stream),
-      lost: () => setTimeout(() => this.#onLost(link), 0),
-    }, this.#options.iceTransportPolicy ?? 'all');
+      lost: (reason) => setTimeout(() => this.#onLost(link, reason), 0),
+    }, {
+      iceTransportPolicy: this.#options.iceTransportPolicy ?? 'all',
+      ...(this.#options.iceGatheringTimeoutMs !== undefined ? { gatherTimeoutMs: this.#options.iceGatheringTimeoutMs } : {}),
+    });
     this.#link = link;
     // Encoded transforms only apply if set before the first negotiation: install them now, idle.
     if (this.#inputFrameTransforms && inputFrameMetadataSupported()) {
@@ -642,6 +702,14 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
       : session.capabilities.tracks.filter((t) => t.direction === 'recvonly').map((t) => t.name);
     for (const name of pausedTracks) this.#paused.add(name);
     await api.sendOffer(sessionId, id, { sdp_offer: sdp, track_mapping: mapping, paused_tracks: pausedTracks }, renegotiate);
+    // The runtime has the offer's peer now: candidates found since go to it.
+    const offeredOn = id;
+    const trickler = new CandidateTrickler(
+      (request) => api.sendIceCandidates(sessionId, offeredOn, request),
+      (error) => this.#fail(error),
+    );
+    this.#trickler = trickler;
+    link.trickleTo((candidate) => trickler.push(candidate));
     const answer = await api.pollAnswer(sessionId, id, maxAttempts);
     await link.acceptAnswer(answer);
     await link.waitReady(this.#options.connectTimeoutMs ?? 15_000);
@@ -727,12 +795,70 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     this.#setStatus('disconnected');
   }
 
-  #onLost(link: PeerLink): void {
+  #onLost(link: PeerLink, reason: LostReason): void {
     if (this.#link !== link || this.#disconnecting) return;
+    if (this.#sessionId !== undefined && this.#options.autoReconnect !== false) {
+      this.#recover(reason).catch(() => {}); // a failure is reported as an error event
+      return;
+    }
     // The connection dropped without a session end: keep the session so reconnect() can resume.
     this.#closeTransport();
     if (this.#sessionId !== undefined) this.#fail(new ArclightError('connection_failed', 'The connection to the runtime was lost; reconnect() to resume the session.'));
     this.#setStatus('disconnected');
+  }
+
+  /**
+   * Gets the connection back without a new session: a fresh peer whose offer (new ICE
+   * credentials, so an ICE restart) renegotiates the same connection id (PUT sdp_params), after
+   * a jittered exponential backoff, at most `autoReconnect.maxAttempts` times. A refusal that
+   * another try cannot change (403 from a token resolver that mints unbound tokens, an ended
+   * session) stops at once. Published input tracks are published again. Rejects when it gives
+   * up; the session is then kept for `reconnect()`.
+   */
+  async #recover(reason: LostReason | 'requested'): Promise<void> {
+    const recovery = {};
+    this.#recovery = recovery;
+    const policy = { ...DEFAULT_RECONNECT_POLICY, ...(this.#options.autoReconnect || {}) };
+    const lostAt = performance.now();
+    const republish = [...this.#published].map(([name, track]) => ({ name, track, options: this.#publishOptions.get(name) ?? {} }));
+    this.#closeTransport();
+    this.#setStatus('connecting');
+    let failure = new ArclightError('connection_failed', `The connection to the runtime was lost (${reason}).`);
+    let attempts = 0;
+    for (let attempt = 1; attempt <= policy.maxAttempts; attempt++) {
+      attempts = attempt;
+      const delayMs = reconnectDelayMs(attempt, policy);
+      this.emit('reconnecting', { attempt, maxAttempts: policy.maxAttempts, delayMs, reason });
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      if (this.#recovery !== recovery) return;
+      this.#abort = new AbortController();
+      this.#api = new SessionApi({ baseUrl: this.#baseUrl, local: this.#options.local ?? false, modelName: this.#options.modelName, token: this.#token, signal: this.#abort.signal });
+      try {
+        await this.#openTransport(this.#connectionId, this.#connectionId !== undefined, 6);
+      } catch (error) {
+        if (this.#recovery !== recovery) return;
+        failure = asError(error, 'connection_failed');
+        this.#closeTransport();
+        if (!worthRetrying(failure)) break;
+        continue;
+      }
+      if (this.#recovery !== recovery) return;
+      this.#recovery = undefined;
+      this.emit('reconnected', { attempts: attempt, downtimeMs: Math.round(performance.now() - lostAt) });
+      for (const { name, track, options } of republish) {
+        await this.publishTrack(name, track, options).catch((error: unknown) => this.#fail(asError(error, 'internal_error')));
+      }
+      return;
+    }
+    this.#recovery = undefined;
+    if (failure.code === 'session_ended' || failure.code === 'session_not_found') this.#setSessionId(undefined);
+    const gaveUp = new ArclightError(failure.code, `The connection was lost (${reason}) and ${attempts} attempt(s) to renegotiate it failed: ${failure.message}`, {
+      cause: failure,
+      ...(failure.status !== undefined ? { status: failure.status } : {}),
+    });
+    this.#fail(gaveUp);
+    this.#setStatus('disconnected');
+    throw gaveUp;
   }
 
   #request(scope: 'application' | 'runtime', type: string, data: JsonObject, uploads?: Record<string, UploadReference>): Promise<CommandReply | undefined> {
@@ -761,6 +887,8 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     this.#latencyReportTimer = undefined;
     this.#quality = undefined;
     this.#abort?.abort(new ArclightError('connection_failed', 'Disconnected.'));
+    this.#trickler?.stop();
+    this.#trickler = undefined;
     const link = this.#link;
     this.#link = undefined;
     try {
@@ -769,6 +897,7 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
       console.warn('[arclight] closing the peer connection failed', error);
     }
     this.#published.clear();
+    this.#publishOptions.clear();
     for (const stamper of this.#stampers.values()) stamper.stop();
     this.#stampers.clear();
     this.#pending.rejectAll(new ArclightError('connection_failed', 'The connection closed before the command completed.'));

@@ -23,12 +23,15 @@ export type {
   InputFrameMetadataSource,
   ModelMessage,
   PublishOptions,
+  ReconnectedEvent,
+  ReconnectingEvent,
 } from './arclight-client.ts';
+export type { ReconnectPolicy } from './connection-recovery.ts';
 export type { InputFrameInfo } from './input-frame-stamper.ts';
 export type { CommandReply } from './pending-commands.ts';
 export type { ClientStats, MediaQuality } from './stats.ts';
 export type { LatencySummary } from './latency-tracker.ts';
-export type { RtcImplementation } from './peer-link.ts';
+export type { LostReason, RtcImplementation } from './peer-link.ts';
 export type { TokenSource } from './token.ts';
 export { cacheToken, type ExpiringToken, type TokenCacheOptions } from './token-cache.ts';
 export { FileRef } from './file-ref.ts';

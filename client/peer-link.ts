@@ -1,13 +1,16 @@
 /**
  * One WebRTC peer connection to the runtime: a transceiver per model track (in capability
  * order, as 2.9.0 lays them out), the `data` channel, and the wait for "ready" (peer connected
- * AND data channel open). No trickle ICE: the offer carries every candidate.
+ * AND data channel open). The offer carries the candidates gathered within `gatherTimeoutMs`;
+ * later ones (and the end of them) go to `trickle` once the offer is sent. A path that breaks
+ * after "ready" is reported as `lost`: ICE `failed` at once, `disconnected` after a short grace
+ * (it often heals by itself: a Wi-Fi hiccup, a NAT rebinding).
  */
 
 import { ArclightError } from '../protocol/errors.ts';
 import type { TrackCapability } from '../protocol/capabilities.ts';
 import { DATA_CHANNEL_LABEL } from '../protocol/messages.ts';
-import type { TrackMappingEntry } from '../protocol/transport.ts';
+import type { IceCandidateEntry, TrackMappingEntry } from '../protocol/transport.ts';
 
 /** The WebRTC implementation: the browser's globals, or @roamhq/wrtc in Node. */
 export interface RtcImplementation {
@@ -18,11 +21,26 @@ export interface RtcImplementation {
 export interface PeerLinkEvents {
   message(raw: string): void;
   track(name: string, track: MediaStreamTrack, stream: MediaStream | undefined): void;
-  /** The peer or its channel went away after being ready. */
-  lost(): void;
+  /** The peer or its channel went away after being ready; `reason` says how, for logs and events. */
+  lost(reason: LostReason): void;
 }
 
+/** How a ready link went away. */
+export type LostReason = 'ice_failed' | 'ice_disconnected' | 'peer_closed' | 'channel_closed';
+
+export interface PeerLinkOptions {
+  /** `relay` gathers TURN relay candidates only (default `all`). */
+  readonly iceTransportPolicy?: RTCIceTransportPolicy;
+  /** How long the offer waits for candidates; later ones are trickled. Default 5 s. */
+  readonly gatherTimeoutMs?: number;
+}
+
+/** Where candidates found after the offer go; `undefined` = the end of them. */
+export type CandidateSink = (candidate: IceCandidateEntry | undefined) => void;
+
 const GATHER_TIMEOUT_MS = 5_000;
+/** ICE `disconnected` this long after ready counts as lost (libwebrtc says `failed` only after ~30 s). */
+export const DISCONNECTED_GRACE_MS = 2_000;
 
 export class PeerLink {
   readonly pc: RTCPeerConnection;
@@ -30,20 +48,25 @@ export class PeerLink {
   readonly #transceivers = new Map<string, RTCRtpTransceiver>();
   readonly #tracks: readonly TrackCapability[];
   readonly #events: PeerLinkEvents;
+  readonly #gatherTimeoutMs: number;
   #ready = false;
   #closed = false;
+  #disconnectedTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Candidates found after the offer was taken, until a sink is attached (then straight to it). */
+  #trickle: { taken: boolean; queued: (IceCandidateEntry | undefined)[]; sink: CandidateSink | undefined } = { taken: false, queued: [], sink: undefined };
 
-  /** `iceTransportPolicy`: `relay` gathers TURN relay candidates only (default `all`). */
   constructor(
     rtc: RtcImplementation,
     iceServers: RTCIceServer[],
     tracks: readonly TrackCapability[],
     events: PeerLinkEvents,
-    iceTransportPolicy: RTCIceTransportPolicy = 'all',
+    options: PeerLinkOptions = {},
   ) {
     this.#tracks = tracks;
     this.#events = events;
-    this.pc = new rtc.RTCPeerConnection({ iceServers, iceTransportPolicy });
+    this.#gatherTimeoutMs = options.gatherTimeoutMs ?? GATHER_TIMEOUT_MS;
+    this.pc = new rtc.RTCPeerConnection({ iceServers, iceTransportPolicy: options.iceTransportPolicy ?? 'all' });
+    this.pc.onicecandidate = (event) => this.#candidateFound(event.candidate);
     this.channel = this.pc.createDataChannel(DATA_CHANNEL_LABEL);
     for (const track of tracks) {
       this.#transceivers.set(track.name, this.pc.addTransceiver(track.kind, { direction: track.direction }));
@@ -55,17 +78,52 @@ export class PeerLink {
     this.channel.onmessage = (event) => {
       if (typeof event.data === 'string') this.#events.message(event.data);
     };
-    const onGone = () => {
-      if (this.#ready && !this.#closed) {
-        this.#ready = false;
-        this.#events.lost();
-      }
-    };
-    this.channel.onclose = onGone;
-    this.pc.addEventListener('connectionstatechange', () => {
-      const state = this.pc.connectionState;
-      if (state === 'failed' || state === 'closed' || state === 'disconnected') onGone();
-    });
+    this.channel.onclose = () => this.#gone('channel_closed');
+    // Both: libwebrtc builds differ in which of the two they report a broken path on first.
+    this.pc.addEventListener('connectionstatechange', () => this.#pathChanged());
+    this.pc.addEventListener('iceconnectionstatechange', () => this.#pathChanged());
+  }
+
+  #pathChanged(): void {
+    const { connectionState, iceConnectionState } = this.pc;
+    if (connectionState === 'closed') return this.#gone('peer_closed');
+    if (connectionState === 'failed' || iceConnectionState === 'failed') return this.#gone('ice_failed');
+    const disconnected = () => connectionState === 'disconnected' || iceConnectionState === 'disconnected';
+    if (disconnected()) {
+      this.#disconnectedTimer ??= setTimeout(() => {
+        this.#disconnectedTimer = undefined;
+        if (this.pc.connectionState === 'disconnected' || this.pc.iceConnectionState === 'disconnected') this.#gone('ice_disconnected');
+      }, DISCONNECTED_GRACE_MS);
+    } else {
+      clearTimeout(this.#disconnectedTimer);
+      this.#disconnectedTimer = undefined;
+    }
+  }
+
+  #gone(reason: LostReason): void {
+    clearTimeout(this.#disconnectedTimer);
+    this.#disconnectedTimer = undefined;
+    if (this.#ready && !this.#closed) {
+      this.#ready = false;
+      this.#events.lost(reason);
+    }
+  }
+
+  /**
+   * Sends candidates found after the offer (and the end of them) to `sink`, those found so far
+   * first. Call once the runtime has the offer: a candidate it gets before would have no peer.
+   */
+  trickleTo(sink: CandidateSink): void {
+    this.#trickle.sink = sink;
+    for (const candidate of this.#trickle.queued.splice(0)) sink(candidate);
+  }
+
+  #candidateFound(candidate: RTCIceCandidate | null): void {
+    // Before the offer is taken, localDescription carries them; only later ones are trickled.
+    if (!this.#trickle.taken || this.#closed) return;
+    const entry = candidate && candidate.candidate !== '' ? candidateEntry(candidate) : undefined;
+    if (this.#trickle.sink) this.#trickle.sink(entry);
+    else this.#trickle.queued.push(entry);
   }
 
   transceiver(name: string): RTCRtpTransceiver | undefined {
@@ -73,9 +131,20 @@ export class PeerLink {
   }
 
   async createOffer(): Promise<{ sdp: string; mapping: TrackMappingEntry[] }> {
-    await this.pc.setLocalDescription(await this.pc.createOffer());
-    await this.#waitForGathering();
-    const sdp = this.pc.localDescription?.sdp;
+    const offer = await this.pc.createOffer();
+    let sdp: string | undefined;
+    if (this.#gatherTimeoutMs <= 0) {
+      // Trickle everything: the offer as created (no candidates), every candidate after it.
+      this.#trickle.taken = true;
+      await this.pc.setLocalDescription(offer);
+      sdp = offer.sdp;
+    } else {
+      await this.pc.setLocalDescription(offer);
+      await this.#waitForGathering();
+      // From here on, a new candidate is not in the SDP read below: it is trickled.
+      this.#trickle.taken = true;
+      sdp = this.pc.localDescription?.sdp;
+    }
     if (!sdp) throw new ArclightError('connection_failed', 'The browser produced no SDP offer.');
     const mapping = this.#tracks.map((track) => {
       const mid = this.#transceivers.get(track.name)?.mid;
@@ -122,6 +191,8 @@ export class PeerLink {
     if (this.#closed) return;
     this.#closed = true;
     this.#ready = false;
+    clearTimeout(this.#disconnectedTimer);
+    this.#trickle.sink = undefined;
     try {
       this.channel.close();
     } catch {
@@ -133,7 +204,7 @@ export class PeerLink {
   async #waitForGathering(): Promise<void> {
     if (this.pc.iceGatheringState === 'complete') return;
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(done, GATHER_TIMEOUT_MS);
+      const timer = setTimeout(done, this.#gatherTimeoutMs);
       const poll = setInterval(() => this.pc.iceGatheringState === 'complete' && done(), 20);
       function done() {
         clearTimeout(timer);
@@ -142,4 +213,13 @@ export class PeerLink {
       }
     });
   }
+}
+
+function candidateEntry(candidate: RTCIceCandidate): IceCandidateEntry {
+  return {
+    candidate: candidate.candidate,
+    ...(candidate.sdpMid != null ? { sdp_mid: candidate.sdpMid } : {}),
+    ...(candidate.sdpMLineIndex != null ? { sdp_m_line_index: candidate.sdpMLineIndex } : {}),
+    ...(candidate.usernameFragment ? { username_fragment: candidate.usernameFragment } : {}),
+  };
 }

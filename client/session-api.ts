@@ -6,7 +6,13 @@
 
 import { ArclightError } from '../protocol/errors.ts';
 import type { SessionResponse } from '../protocol/session.ts';
-import type { IceServersResponse, RegisterConnectionResponse, SdpAnswerResponse, SdpOfferRequest } from '../protocol/transport.ts';
+import type {
+  IceCandidatesRequest,
+  IceServersResponse,
+  RegisterConnectionResponse,
+  SdpAnswerResponse,
+  SdpOfferRequest,
+} from '../protocol/transport.ts';
 import {
   API_ACCEPT_VERSION_HEADER,
   API_VERSION,
@@ -128,17 +134,33 @@ export class SessionApi {
     await this.#request(renegotiate ? 'PUT' : 'POST', `${transport(sessionId)}/connections/${connectionId}/sdp_params`, { body: offer });
   }
 
+  /** Trickles candidates found after the offer to the connection's peer (and/or the end of them). */
+  async sendIceCandidates(sessionId: string, connectionId: number, request: IceCandidatesRequest): Promise<void> {
+    await this.#request('POST', `${transport(sessionId)}/connections/${connectionId}/ice_candidates`, { body: request });
+  }
+
   /** Polls for the answer: 200 ms doubling, at most `maxAttempts` polls. */
   async pollAnswer(sessionId: string, connectionId: number, maxAttempts: number): Promise<string> {
     let delay = 200;
     for (let attempt = 1; attempt <= maxAttempts; attempt++) {
       const response = await this.#fetch('GET', `${transport(sessionId)}/connections/${connectionId}/sdp_params`, {});
       if (response.status === 200) return ((await response.json()) as SdpAnswerResponse).sdp_answer;
-      if (response.status !== 202) throw await errorFromResponse(response);
+      if (response.status !== 202) throw this.#explained(await errorFromResponse(response), transport(sessionId));
       if (attempt < maxAttempts) await sleep(delay, this.#options.signal);
       delay = Math.min(delay * 2, 5_000);
     }
     throw new ArclightError('timeout', `No SDP answer after ${maxAttempts} polls.`);
+  }
+
+  /**
+   * A 403 on a session the client already holds, with a token resolver: the usual cause is a
+   * resolver that mints a new token per call (a new token has no bound sessions). Say so — the
+   * coordinator's own message cannot know how the token was obtained.
+   */
+  #explained(error: ArclightError, path: string): ArclightError {
+    const onHeldSession = path.startsWith('/sessions/');
+    if (error.code !== 'forbidden' || !onHeldSession || typeof this.#options.token !== 'function' || this.#options.local) return error;
+    return new ArclightError(error.code, `${error.message} The token resolver is called before every request of the session (ICE restarts, renegotiation, uploads, clips); a token minted afresh on each call is bound to no session and is refused. Cache the token (cacheToken) and mint only near expiry.`, { status: error.status, cause: error });
   }
 
   async #pollUntilPlaced(sessionId: string): Promise<SessionResponse> {
@@ -155,7 +177,7 @@ export class SessionApi {
 
   async #request<T = unknown>(method: string, path: string, options: { body?: unknown; api?: boolean; allow?: number[] }): Promise<T> {
     const response = await this.#fetch(method, path, options);
-    if (!response.ok && !(options.allow ?? []).includes(response.status)) throw await errorFromResponse(response);
+    if (!response.ok && !(options.allow ?? []).includes(response.status)) throw this.#explained(await errorFromResponse(response), path);
     const text = await response.text();
     return (text ? JSON.parse(text) : undefined) as T;
   }

@@ -54,6 +54,34 @@ export const sdpOfferRequestSchema = {
   },
 } as const;
 
+/** Trickled candidates per request; a browser gathers a handful per network interface. */
+export const MAX_TRICKLED_CANDIDATES = 64;
+
+export const iceCandidatesRequestSchema = {
+  $id: 'arclight:ice_candidates_request',
+  type: 'object',
+  required: ['candidates'],
+  additionalProperties: false,
+  properties: {
+    candidates: {
+      type: 'array',
+      maxItems: MAX_TRICKLED_CANDIDATES,
+      items: {
+        type: 'object',
+        required: ['candidate'],
+        additionalProperties: false,
+        properties: {
+          candidate: { type: 'string', minLength: 1, maxLength: 1024 },
+          sdp_mid: { type: 'string', minLength: 1, maxLength: 64 },
+          sdp_m_line_index: { type: 'integer', minimum: 0, maximum: 1023 },
+          username_fragment: { type: 'string', minLength: 1, maxLength: 256 },
+        },
+      },
+    },
+    end_of_candidates: { type: 'boolean' },
+  },
+} as const;
+
 export const envelopeSchema = {
   $id: 'arclight:envelope',
   type: 'object',

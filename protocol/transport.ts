@@ -5,7 +5,8 @@
  * - the 2.9.0 shape, one implicit connection per client: `POST|PUT|GET .../sdp_params`;
  * - the connection-addressed shape (runtime 3.2): `POST .../connections` mints a connection id,
  *   then `POST|PUT|GET .../connections/{cid}/sdp_params`.
- * No trickle ICE: offers and answers carry every candidate.
+ * Trickle ICE from the client only: `POST .../connections/{cid}/ice_candidates` adds candidates the
+ * client gathered after its offer went out; the runtime's answer carries all of its own.
  */
 
 import type { TrackDirection, TrackKind } from './capabilities.ts';
@@ -53,4 +54,27 @@ export interface RegisterConnectionResponse {
   readonly connection_id: number;
   /** The model's tracks by name, so a client can lay out transceivers before offering. */
   readonly track_map: Readonly<Record<string, { readonly kind: TrackKind; readonly direction: TrackDirection }>>;
+}
+
+/** One ICE candidate as the client's `RTCPeerConnection` reports it (`RTCIceCandidateInit`, snake_case). */
+export interface IceCandidateEntry {
+  /** The SDP attribute value without `a=`: `candidate:<foundation> <component> <udp|tcp> <priority> <address> <port> typ <type> …`. */
+  readonly candidate: string;
+  readonly sdp_mid?: string;
+  readonly sdp_m_line_index?: number;
+  /** The ICE ufrag the candidate belongs to; one from an earlier offer is ignored (stale after a restart). */
+  readonly username_fragment?: string;
+}
+
+/** `POST .../connections/{cid}/ice_candidates` body: trickled candidates, and/or the end of them. */
+export interface IceCandidatesRequest {
+  readonly candidates: readonly IceCandidateEntry[];
+  /** No more candidates will come for the current offer. */
+  readonly end_of_candidates?: boolean;
+}
+
+/** 200 reply: how many candidates the connection's peer took (stale ones are not counted). */
+export interface IceCandidatesAccepted {
+  readonly connection_id: number;
+  readonly added: number;
 }

@@ -87,6 +87,7 @@ export function buildOpenApi(model: ModelDefinition<unknown>, capabilities: Capa
       '/sessions/{sid}/transport/webrtc/connections': { post: { summary: 'Register a connection.', parameters: [sid], responses: { '201': json({ type: 'object' }, 'The connection id and track map.') } } },
       '/sessions/{sid}/transport/webrtc/connections/{cid}': { delete: { summary: 'Close a connection for good.', parameters: [sid, cid], responses: { '200': json({ type: 'object' }, 'Closed.') } } },
       '/sessions/{sid}/transport/webrtc/connections/{cid}/sdp_params': { parameters: [sid, cid], post: offerOp('Offer on a registered connection.'), put: offerOp('Renegotiate a connection.'), get: answerOp },
+      '/sessions/{sid}/transport/webrtc/connections/{cid}/ice_candidates': { post: { summary: 'Trickle ICE: candidates the client gathered after its offer, and/or end_of_candidates.', parameters: [sid, cid], requestBody: { content: { 'application/json': { schema: { type: 'object' } } } }, responses: { '200': json({ type: 'object' }, 'How many were added.'), '400': errorResponse('Not a candidate of the offer.'), '409': errorResponse('No offer to add them to.') } } },
       '/sessions/{sid}/transport/webrtc/sdp_params': { parameters: [sid], post: offerOp('Offer (2.9.0 signalling; opens a connection).'), put: offerOp('Renegotiate (2.9.0 reconnect).'), get: answerOp },
       '/sessions/{sid}/uploads': {
         post: {

@@ -1,5 +1,5 @@
 /**
- * WebRTC signalling under /sessions/{sid}/transport/webrtc (no trickle ICE).
+ * WebRTC signalling under /sessions/{sid}/transport/webrtc.
  *
  *   GET    ice_servers                          STUN/TURN servers for the client's peer (TURN
  *                                                credentials are minted per request: no-store)
@@ -7,17 +7,26 @@
  *   DELETE connections/{cid}                    retire a connection for good
  *   POST   connections/{cid}/sdp_params         offer (202 {connection_id}); PUT renegotiates
  *   GET    connections/{cid}/sdp_params         202 while pending, 200 {sdp_answer, connection_id}
+ *   POST   connections/{cid}/ice_candidates     trickled client candidates for the newest offer (200)
  *   POST|PUT|GET sdp_params                     the same for 2.9.0, whose signalling has no cid
  *
  * An offer is answered within the POST when that is quick (it usually is), so the client's
- * first GET finds the answer; the POST still answers exactly 202, as 2.9.0 requires.
+ * first GET finds the answer; the POST still answers exactly 202, as 2.9.0 requires. A PUT on a
+ * live connection (an ICE restart or renegotiation from a fresh client peer) keeps the live peer
+ * until the new one has answered, so an offer that fails costs the client nothing.
  */
 
 import { Hono, type Context } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
-import { sdpOfferRequestSchema } from '../../protocol/schemas.ts';
-import { assertSdpOfferShape } from '../webrtc/answer-offer.ts';
-import type { IceServerEntry, IceServersResponse, RegisterConnectionResponse, SdpOfferRequest } from '../../protocol/transport.ts';
+import { iceCandidatesRequestSchema, sdpOfferRequestSchema } from '../../protocol/schemas.ts';
+import type {
+  IceCandidatesAccepted,
+  IceCandidatesRequest,
+  IceServerEntry,
+  IceServersResponse,
+  RegisterConnectionResponse,
+  SdpOfferRequest,
+} from '../../protocol/transport.ts';
 import type { Connection } from '../session/connection.ts';
 import type { LocalSessionHost } from '../session/local-session-host.ts';
 import type { Session } from '../session/session.ts';
@@ -68,10 +77,8 @@ export function transportRoutes(host: LocalSessionHost, iceServers: (sessionId: 
     } else {
       connection = findConnection(session, c.req.param('cid') ?? '', false);
     }
-    // Text that is not even shaped like an SDP offer must not tear down a live peer (negotiate
-    // drops the current one first): refuse it before. A pending connection records the failure
-    // instead, for its answer poll.
-    if (connection.state === 'ready') assertSdpOfferShape(body.sdp_offer);
+    // A failed offer leaves a live connection's peer alone (negotiate builds the new one first);
+    // the failure is answered here when quick, else recorded for the answer poll.
     const negotiation = connection.negotiate(body);
     negotiation.catch(() => {}); // the outcome is read through connection.answer
     const settledInTime = await Promise.race([
@@ -99,6 +106,17 @@ export function transportRoutes(host: LocalSessionHost, iceServers: (sessionId: 
         throw new ArclightError('invalid_request', `Connection ${connection.id} has no offer yet; POST one to sdp_params first.`);
     }
   };
+
+  app.post(`${base}/connections/:cid/ice_candidates`, async (c) => {
+    const connection = findConnection(host.get(c.req.param('sid')), c.req.param('cid'), false);
+    const body = await readJsonBody<IceCandidatesRequest>(c, iceCandidatesRequestSchema);
+    if (body.candidates.length === 0 && body.end_of_candidates !== true) {
+      throw new ArclightError('invalid_request', 'Send at least one candidate, or end_of_candidates: true.', { field: '/candidates' });
+    }
+    const added = await connection.addIceCandidates(body);
+    const reply: IceCandidatesAccepted = { connection_id: connection.id, added };
+    return c.json(reply, 200);
+  });
 
   app.post(`${base}/sdp_params`, offer(true, false));
   app.put(`${base}/sdp_params`, offer(true, true));

@@ -9,7 +9,7 @@ import { ArclightError } from '../../protocol/errors.ts';
 import type { JsonValue } from '../../protocol/json-schema.ts';
 import type { Envelope, EnvelopeBody, MessageScope } from '../../protocol/messages.ts';
 import { DATA_CHANNEL_LABEL } from '../../protocol/messages.ts';
-import type { SdpOfferRequest } from '../../protocol/transport.ts';
+import type { IceCandidatesRequest, SdpOfferRequest } from '../../protocol/transport.ts';
 import type { Logger } from '../log.ts';
 import type { ConnectionHandle } from '../model/model-session.ts';
 import { answerOffer, type TrackBinding } from '../webrtc/answer-offer.ts';
@@ -17,6 +17,7 @@ import { applyPeerFaults, blackholePeer, createRuntimePeer, type PeerFactoryOpti
 import { RtpTrackSender, type RtpTrackSenderOptions } from '../webrtc/rtp-track-sender.ts';
 import { FrameTimesReporter } from './frame-times.ts';
 import { MediaStatsReporter, type OutputTrackCounters } from '../quality/media-stats-reporter.ts';
+import { addTrickledCandidates, assertTrickledCandidate, isStaleCandidate, offerIceSections, type OfferIceSections } from '../webrtc/trickle-candidates.ts';
 import { closePeer, drainDataChannel, tuneSctpRetransmission } from '../webrtc/sctp-tuning.ts';
 import type { TrackCapability } from '../../protocol/capabilities.ts';
 
@@ -56,6 +57,14 @@ export type AnswerStatus =
   | { readonly state: 'failed'; readonly error: ArclightError }
   | { readonly state: 'none' };
 
+/** The peer answering the newest offer, and what trickled candidates are checked against. */
+interface OfferTarget {
+  readonly pc: RTCPeerConnection;
+  readonly sections: OfferIceSections;
+  /** Resolves true once the offer is applied to `pc`, false if it never will be. */
+  readonly applied: Promise<boolean>;
+}
+
 export class Connection {
   readonly id: number;
   readonly handle: ConnectionHandle;
@@ -67,8 +76,12 @@ export class Connection {
   #answer: AnswerStatus = { state: 'none' };
   #peerConnected = false;
   #channelOpen = false;
-  /** Bumped per negotiation so events from a replaced peer are ignored. */
+  /** Bumped per installed peer so events from a replaced peer are ignored. */
   #generation = 0;
+  /** Bumped per offer: only the newest offer's peer is installed. */
+  #negotiation = 0;
+  /** The newest offer's peer (answering, or installed), where trickled candidates go. */
+  #offer: OfferTarget | undefined;
   #offerReceivedAt = 0;
   /** Output video tracks of the current peer: transceiver → track name, for frame counting. */
   #videoOutputs = new Map<RTCRtpTransceiver, string>();
@@ -105,22 +118,30 @@ export class Connection {
 
   /**
    * Starts answering an offer; resolves when the answer is ready for `GET sdp_params`.
-   * A renegotiation (reconnect) replaces the previous peer.
+   * A renegotiation (PUT: the client's reconnect or ICE restart, from a fresh client peer)
+   * replaces the previous peer — but only once the new one has answered: an offer that cannot
+   * be applied fails alone and leaves a live connection as it was.
    */
   async negotiate(offer: SdpOfferRequest): Promise<void> {
     if (this.#state === 'closed') throw new ArclightError('connection_closed', `Connection ${this.id} is closed.`);
-    const wasReady = this.#state === 'ready';
-    this.#teardownPeer();
-    // A renegotiation of a live connection ends that client's previous life: keep hooks paired.
-    if (wasReady) this.#owner.connectionLost(this);
-    const generation = ++this.#generation;
-    this.#state = 'negotiating';
-    this.#offerReceivedAt = performance.now();
+    const negotiation = ++this.#negotiation;
+    const live = this.#state === 'ready';
+    if (!live) {
+      // Nothing to keep: an earlier peer (still connecting, or lost) goes now.
+      this.#teardownPeer();
+      this.#state = 'negotiating';
+    }
+    const receivedAt = performance.now();
+    const previousOffer = this.#offer;
     this.#answer = { state: 'pending' };
     const pc = createRuntimePeer(this.#owner.peerOptions);
-    this.#pc = pc;
-    pc.onDataChannel.subscribe((channel) => this.#attachChannel(channel, generation));
-    pc.connectionStateChange.subscribe((state) => this.#peerStateChanged(state, generation));
+    let offerApplied: (applied: boolean) => void = () => {};
+    const target: OfferTarget = {
+      pc,
+      sections: offerIceSections(offer.sdp_offer),
+      applied: new Promise<boolean>((resolve) => (offerApplied = resolve)),
+    };
+    this.#offer = target;
     try {
       const { answerSdp, bindings } = await answerOffer(
         pc,
@@ -129,26 +150,71 @@ export class Connection {
         offer.track_mapping,
         this.#owner.peerOptions.icePolicy,
         this.#owner.peerOptions.videoCodecs,
+        () => offerApplied(true),
       );
-      if (generation !== this.#generation) return;
-      tuneSctpRetransmission(pc);
-      applyPeerFaults(pc, this.#owner.peerOptions.faults);
-      this.#videoOutputs = new Map(bindings
-        .filter((b) => b.track.kind === 'video' && b.track.direction === 'recvonly')
-        .map((b) => [b.transceiver, b.track.name]));
-      this.#pausedTracks.clear();
-      for (const name of offer.paused_tracks ?? []) this.#pausedTracks.add(name);
-      this.#owner.bindMedia(this, bindings, new Set(offer.paused_tracks ?? []));
+      // (re-read after the await: the connection may have closed meanwhile)
+      if (negotiation !== this.#negotiation || (this.#state as ConnectionState) === 'closed') {
+        closePeer(pc, undefined).catch(() => {});
+        return;
+      }
+      this.#install(pc, bindings, offer, receivedAt);
       this.#answer = { state: 'ready', sdp: answerSdp };
     } catch (error) {
-      if (generation !== this.#generation) return;
+      offerApplied(false);
+      closePeer(pc, undefined).catch(() => {});
+      if (this.#offer === target) this.#offer = live && this.#state === 'ready' ? previousOffer : undefined;
+      if (negotiation !== this.#negotiation) return;
       const failure = error instanceof ArclightError ? error : new ArclightError('internal_error', 'Negotiation failed.', { cause: error });
       if (failure.code === 'internal_error') this.#log.error('negotiation failed', { error });
       this.#answer = { state: 'failed', error: failure };
-      this.#teardownPeer();
-      this.#state = 'disconnected';
+      // A live connection keeps its peer; one that was only connecting has nothing left.
+      if (this.#state === 'negotiating') this.#state = 'disconnected';
       throw failure;
     }
+  }
+
+  /**
+   * Trickled candidates for the newest offer's peer (after the offer is applied; werift then
+   * pairs and checks them at once). Resolves with how many were added (stale ones are not).
+   */
+  async addIceCandidates(request: IceCandidatesRequest): Promise<number> {
+    if (this.#state === 'closed') throw new ArclightError('connection_closed', `Connection ${this.id} is closed.`);
+    const target = this.#offer;
+    if (!target) {
+      throw new ArclightError('not_ready', `Connection ${this.id} has no offer being answered; POST one to sdp_params, then trickle its candidates.`);
+    }
+    request.candidates.forEach((entry, index) => assertTrickledCandidate(entry, index, target.sections));
+    const fresh = request.candidates.filter((entry) => !isStaleCandidate(entry, target.sections));
+    if (!(await target.applied) || target.pc.connectionState === 'closed') {
+      throw new ArclightError('not_ready', `The offer of connection ${this.id} these candidates belong to is gone; send a new offer.`);
+    }
+    await addTrickledCandidates(target.pc, fresh, request.end_of_candidates === true);
+    return fresh.length;
+  }
+
+  /** Makes a peer that has answered the connection's peer, retiring the one before it. */
+  #install(pc: RTCPeerConnection, bindings: readonly TrackBinding[], offer: SdpOfferRequest, receivedAt: number): void {
+    const wasReady = this.#state === 'ready';
+    this.#teardownPeer();
+    // A renegotiation of a live connection ends that client's previous life: keep hooks paired.
+    if (wasReady) this.#owner.connectionLost(this);
+    this.#state = 'negotiating';
+    this.#offerReceivedAt = receivedAt;
+    const generation = ++this.#generation;
+    this.#pc = pc;
+    // Subscribed only now: the client cannot finish DTLS (so no channel, no "connected") before
+    // it has the answer, which is released after this.
+    pc.onDataChannel.subscribe((channel) => this.#attachChannel(channel, generation));
+    pc.connectionStateChange.subscribe((state) => this.#peerStateChanged(state, generation));
+    tuneSctpRetransmission(pc);
+    applyPeerFaults(pc, this.#owner.peerOptions.faults);
+    this.#videoOutputs = new Map(bindings
+      .filter((b) => b.track.kind === 'video' && b.track.direction === 'recvonly')
+      .map((b) => [b.transceiver, b.track.name]));
+    this.#pausedTracks.clear();
+    for (const name of offer.paused_tracks ?? []) this.#pausedTracks.add(name);
+    this.#owner.bindMedia(this, bindings, new Set(offer.paused_tracks ?? []));
+    if (pc.connectionState === 'connected') this.#peerStateChanged('connected', generation);
   }
 
   /**
@@ -202,6 +268,7 @@ export class Connection {
   close(): void {
     if (this.#state === 'closed') return;
     const wasLive = this.#state === 'ready';
+    this.#dropPendingOffer();
     this.#teardownPeer();
     this.#state = 'closed';
     if (wasLive) this.#owner.connectionLost(this);
@@ -217,6 +284,7 @@ export class Connection {
 
   /** Closes the peer without firing lifecycle events (the session is ending). */
   closeSilently(): void {
+    this.#dropPendingOffer();
     this.#teardownPeer();
     this.#state = 'closed';
   }
@@ -316,8 +384,16 @@ export class Connection {
     if (wasReady) this.#owner.connectionLost(this);
   }
 
+  /** Closes the peer of an offer still being answered (its negotiation then installs nothing). */
+  #dropPendingOffer(): void {
+    const pending = this.#offer;
+    this.#offer = undefined;
+    if (pending && pending.pc !== this.#pc) closePeer(pending.pc, undefined).catch(() => {});
+  }
+
   #teardownPeer(): void {
     this.#generation++;
+    if (this.#offer?.pc === this.#pc) this.#offer = undefined;
     this.frameTimes.stop();
     this.#mediaStats?.stop();
     this.#mediaStats = undefined;

@@ -1,7 +1,7 @@
 /**
  * Answers a client's SDP offer on a fresh runtime peer: maps each offered m-line (by mid) to a
- * model track, sets the runtime's direction for it, and returns the complete answer (no trickle
- * ICE: every candidate is in it).
+ * model track, sets the runtime's direction for it, and returns the complete answer (every
+ * runtime candidate is in it; the client may trickle its own later, see trickle-candidates.ts).
  */
 
 import type { RTCPeerConnection, RTCRtpTransceiver } from 'werift';
@@ -34,6 +34,8 @@ export async function answerOffer(
   mapping: readonly TrackMappingEntry[] | undefined,
   icePolicy: IcePolicy,
   videoCodecs: readonly VideoCodecPreference[] = DEFAULT_VIDEO_CODECS,
+  /** Called once the offer is applied: from then on trickled candidates can go to `pc`. */
+  onOfferApplied: () => void = () => {},
 ): Promise<{ answerSdp: string; bindings: TrackBinding[] }> {
   assertSdpOfferShape(offerSdp);
   try {
@@ -41,6 +43,7 @@ export async function answerOffer(
   } catch (error) {
     throw new ArclightError('invalid_sdp', `The SDP offer could not be applied: ${(error as Error).message}`, { cause: error });
   }
+  onOfferApplied();
   const bindings = bindTracks(pc.getTransceivers(), tracks, mapping);
   for (const binding of bindings) {
     // The track's direction is the client's; the runtime's is the mirror image.

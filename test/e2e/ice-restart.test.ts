@@ -1,0 +1,189 @@
+/**
+ * ICE restart, trickle ICE and renegotiation (issue 10, part 3), in Node: our client (wrtc)
+ * against a real runtime over loopback.
+ *
+ * - A path failure (the runtime's test-only NetworkFaults blackout: every datagram of its peers
+ *   dropped, long enough for the client's ICE to go disconnected past its grace) is repaired by
+ *   the client by itself: a fresh peer renegotiated on the same connection id, same session,
+ *   and the video comes back.
+ * - A client whose offer carries no candidates connects through the ones it trickles.
+ * - Bad trickle input gets 400 `invalid_request`, and a renegotiation offer that cannot be
+ *   applied gets 400 `invalid_sdp`: the live connection goes on either way.
+ */
+
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ArclightClient, nodeWebRtc, wrtc, type ReconnectedEvent, type ReconnectingEvent } from '../../client/node.ts';
+import type { ArclightClientOptions } from '../../client/arclight-client.ts';
+import pattern from '../../models/examples/pattern/index.ts';
+import { startRuntime, type Runtime } from '../../runtime/index.ts';
+import { NetworkFaults } from '../../runtime/webrtc/network-faults.ts';
+import { FrameArrivals } from '../support/media-fault-probe.ts';
+import { waitUntil } from '../support/video-probe.ts';
+import { WEBRTC_VERSION, WEBRTC_VERSION_HEADER } from '../../protocol/versions.ts';
+
+const LOOPBACK = '127.0.0.1';
+type VideoSink = { stop(): void; onframe: (() => void) | null };
+
+interface Watched {
+  readonly client: ArclightClient;
+  readonly frames: FrameArrivals;
+  readonly reconnecting: ReconnectingEvent[];
+  readonly reconnected: ReconnectedEvent[];
+}
+
+describe('ICE restart, trickle and renegotiation (local runtime)', () => {
+  const network = new NetworkFaults();
+  let runtime: Runtime;
+  const sinks: VideoSink[] = [];
+  const clients: ArclightClient[] = [];
+
+  beforeAll(async () => {
+    runtime = await startRuntime({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, faults: { network } });
+  });
+
+  afterEach(async () => {
+    network.clear();
+    for (const sink of sinks.splice(0)) sink.stop();
+    for (const client of clients.splice(0)) await client.disconnect().catch(() => {});
+  });
+
+  afterAll(async () => runtime?.close());
+
+  async function watchedClient(options: Partial<ArclightClientOptions> = {}): Promise<Watched> {
+    const client = new ArclightClient({ modelName: 'pattern', local: true, localRuntimeUrl: runtime.url, rtc: nodeWebRtc, ...options });
+    clients.push(client);
+    const watched: Watched = { client, frames: new FrameArrivals(), reconnecting: [], reconnected: [] };
+    client.on('reconnecting', (event) => watched.reconnecting.push(event));
+    client.on('reconnected', (event) => watched.reconnected.push(event));
+    client.on('trackReceived', (name, track) => {
+      if (name !== 'main_video' || track.kind !== 'video') return;
+      const Sink = (wrtc as unknown as { nonstandard: { RTCVideoSink: new (t: MediaStreamTrack) => VideoSink } }).nonstandard.RTCVideoSink;
+      const sink = new Sink(track);
+      sink.onframe = () => watched.frames.note(performance.now());
+      sinks.push(sink);
+    });
+    await client.connect();
+    await waitUntil(() => watched.frames.count > 0, 10_000, 'the first decoded frame');
+    return watched;
+  }
+
+  const transportUrl = (client: ArclightClient) => `${runtime.url}/sessions/${client.getSessionId()}/transport/webrtc/connections/${client.getConnectionId()}`;
+  const post = (url: string, body: string, method = 'POST') =>
+    fetch(url, { method, headers: { 'content-type': 'application/json', [WEBRTC_VERSION_HEADER]: WEBRTC_VERSION }, body });
+
+  it('a path failure: the client restarts ICE on the same connection, same session, and video resumes', async () => {
+    const { client, frames, reconnecting, reconnected } = await watchedClient();
+    const sessionId = client.getSessionId();
+    const connectionId = client.getConnectionId();
+    const statuses: string[] = [];
+    client.on('statusChanged', (status) => statuses.push(status));
+    // wrtc says `disconnected` ~7.5 s into an outage; 2 s of grace later the client restarts.
+    // The outage outlasts both, so the restart's first offer meets a path still down, and must
+    // get through once it is back.
+    network.blackout(11_000);
+    const darkFrom = performance.now();
+    await waitUntil(() => reconnecting.length > 0, 13_000, 'the client to notice the broken path');
+    await waitUntil(() => reconnected.length > 0, 15_000, `the connection back (attempts: ${JSON.stringify(reconnecting)})`);
+    const backAt = performance.now();
+    await waitUntil(() => frames.firstAfter(backAt) !== undefined, 5_000, 'a decoded frame after the restart');
+    const detail = JSON.stringify({ reconnecting, reconnected, statuses, backAfterMs: Math.round(backAt - darkFrom) });
+    expect(client.getStatus(), detail).toBe('ready');
+    expect(client.getSessionId(), detail).toBe(sessionId);
+    expect(client.getConnectionId(), detail).toBe(connectionId);
+    expect(statuses, detail).toEqual(['connecting', 'ready']);
+    expect(['ice_disconnected', 'ice_failed', 'channel_closed', 'peer_closed'], detail).toContain(reconnecting[0]!.reason);
+    // The same session on the runtime: the one it had, still open, with this connection id.
+    const record = (await (await fetch(`${runtime.url}/sessions/${sessionId}`)).json()) as { state: string; connections: number[] };
+    expect(record.state).toBe('ACTIVE');
+    expect(record.connections).toContain(connectionId);
+    expect((await client.sendCommand('set_color', { color: '#00ff00' }))?.type).toBe('color_changed');
+  }, 25_000);
+
+  it('an offer without candidates connects through trickled ones', async () => {
+    const offers: string[] = [];
+    const trickled: Array<{ status: number; added?: number }> = [];
+    const realFetch = globalThis.fetch;
+    globalThis.fetch = async (input, init) => {
+      const url = String(input instanceof Request ? input.url : input);
+      const response = await realFetch(input, init);
+      if (url.endsWith('/sdp_params') && init?.method === 'POST') offers.push((JSON.parse(String(init.body)) as { sdp_offer: string }).sdp_offer);
+      if (url.endsWith('/ice_candidates')) trickled.push({ status: response.status, ...((await response.clone().json()) as { added?: number }) });
+      return response;
+    };
+    try {
+      const { client } = await watchedClient({ iceGatheringTimeoutMs: 0 });
+      expect(client.getStatus()).toBe('ready');
+    } finally {
+      globalThis.fetch = realFetch;
+    }
+    expect(offers).toHaveLength(1);
+    expect(offers[0]).not.toMatch(/a=candidate:/);
+    expect(trickled.length).toBeGreaterThan(0);
+    expect(trickled.every((t) => t.status === 200), JSON.stringify(trickled)).toBe(true);
+    expect(trickled.reduce((sum, t) => sum + (t.added ?? 0), 0)).toBeGreaterThan(0);
+  }, 15_000);
+
+  it('bad trickle input → 400 invalid_request, and the connection goes on', async () => {
+    const { client, frames } = await watchedClient();
+    const url = `${transportUrl(client)}/ice_candidates`;
+    const bad: Array<[string, string | undefined]> = [
+      ['{}', undefined],
+      ['{"candidates":[]}', '/candidates'],
+      ['{"candidates":"candidate:1 1 udp 1 127.0.0.1 9 typ host"}', undefined],
+      ['{"candidates":[{"candidate":"hello","sdp_mid":"0"}]}', '/candidates/0/candidate'],
+      ['{"candidates":[{"candidate":"candidate:1 1 udp 2122260223 127.0.0.1 70000 typ host","sdp_mid":"0"}]}', '/candidates/0/candidate'],
+      ['{"candidates":[{"candidate":"candidate:1 1 udp 2122260223 127.0.0.1 9 typ host"}]}', '/candidates/0'],
+      ['{"candidates":[{"candidate":"candidate:1 1 udp 2122260223 127.0.0.1 9 typ host","sdp_mid":"nope"}]}', '/candidates/0/sdp_mid'],
+      ['{"candidates":[{"candidate":"candidate:1 1 udp 2122260223 127.0.0.1 9 typ host","sdp_m_line_index":99}]}', '/candidates/0/sdp_m_line_index'],
+      ['{"candidates":[{"candidate":"candidate:1 1 udp 2122260223 127.0.0.1 9 typ host\\r\\na=evil","sdp_mid":"0"}]}', '/candidates/0/candidate'],
+    ];
+    for (const [body, field] of bad) {
+      const response = await post(url, body);
+      const answer = (await response.json()) as { code: string; field?: string };
+      expect(response.status, body).toBe(400);
+      expect(answer.code, body).toBe('invalid_request');
+      if (field) expect(answer.field, body).toBe(field);
+    }
+    expect((await post(url, '{"candidates":')).status).toBe(400);
+    // A well-formed candidate for the live peer is taken; a stale one (another ufrag) is not.
+    const ok = await post(url, JSON.stringify({ candidates: [{ candidate: 'candidate:9 1 udp 2122260223 127.0.0.1 9 typ host', sdp_mid: '0' }] }));
+    expect(ok.status).toBe(200);
+    expect(await ok.json()).toEqual({ connection_id: client.getConnectionId(), added: 1 });
+    const stale = await post(url, JSON.stringify({ candidates: [{ candidate: 'candidate:9 1 udp 2122260223 127.0.0.1 9 typ host', sdp_mid: '0', username_fragment: 'old0' }], end_of_candidates: true }));
+    expect(await stale.json()).toEqual({ connection_id: client.getConnectionId(), added: 0 });
+    // Unknown connections: 404; the connection and its video go on.
+    const unknown = await post(`${runtime.url}/sessions/${client.getSessionId()}/transport/webrtc/connections/999/ice_candidates`, '{"candidates":[],"end_of_candidates":true}');
+    expect(unknown.status).toBe(404);
+    const after = performance.now();
+    await waitUntil(() => frames.firstAfter(after) !== undefined, 3_000, 'frames after the bad input');
+    expect(client.getStatus()).toBe('ready');
+    expect((await client.sendCommand('set_color', { color: '#0000ff' }))?.type).toBe('color_changed');
+  }, 15_000);
+
+  it('a renegotiation offer that cannot be applied → 400 invalid_sdp; the live connection is untouched', async () => {
+    const { client, frames, reconnecting } = await watchedClient();
+    // Shaped like SDP (so it reaches the peer), but no peer can apply it.
+    const offer = 'v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\na=mid:0\r\n';
+    const response = await post(`${transportUrl(client)}/sdp_params`, JSON.stringify({ sdp_offer: offer }), 'PUT');
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as { code: string }).code).toBe('invalid_sdp');
+    const after = performance.now();
+    await waitUntil(() => frames.between(after, performance.now()) >= 10, 3_000, 'frames after the failed offer');
+    expect(client.getStatus()).toBe('ready');
+    expect(reconnecting).toEqual([]);
+    expect((await client.sendCommand('set_color', { color: '#ff0000' }))?.type).toBe('color_changed');
+  }, 15_000);
+
+  it('restartIce(): renegotiates the live connection on the same id; video goes on', async () => {
+    const { client, frames, reconnected } = await watchedClient();
+    const connectionId = client.getConnectionId();
+    const sessionId = client.getSessionId();
+    await client.restartIce();
+    expect(reconnected).toHaveLength(1);
+    expect(client.getStatus()).toBe('ready');
+    expect(client.getConnectionId()).toBe(connectionId);
+    expect(client.getSessionId()).toBe(sessionId);
+    const after = performance.now();
+    await waitUntil(() => frames.firstAfter(after) !== undefined, 5_000, 'frames after the restart');
+  }, 15_000);
+});
