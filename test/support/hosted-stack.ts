@@ -1,12 +1,12 @@
 /**
  * Hosted mode for tests, all real: a coordinator on a fresh SQLite file with the `pattern` model
- * (5 credits/s), an account with credits and an API key, and a runtime in hosted mode serving
+ * (5 credits/s; or another one), an account with credits and an API key, and a runtime in hosted mode serving
  * `pattern` on 127.0.0.1 that has registered with it.
  */
 
 import { startCoordinator, type Coordinator } from '../../coordinator/index.ts';
 import pattern from '../../models/examples/pattern/index.ts';
-import { startRuntime, type Runtime } from '../../runtime/index.ts';
+import { startRuntime, type ModelDefinition, type Runtime } from '../../runtime/index.ts';
 import { freshDatabase } from '../coordinator/storage-engines.ts';
 import { waitUntil } from './video-probe.ts';
 
@@ -30,7 +30,11 @@ export async function startHostedStack(options: {
   recording?: boolean;
   /** The coordinator's `publicUrl` (`--public-url`). */
   publicUrl?: string;
+  /** The model the runtime serves (and the catalog lists, at 5 credits/s); default `pattern`. */
+  model?: ModelDefinition<never>;
 }): Promise<HostedStack> {
+  const model = options.model ?? (pattern as never);
+  const slug = model.name;
   const secret = `secret-${options.runtimeId}`;
   const coordinator = await startCoordinator({
     database: await freshDatabase('sqlite'),
@@ -40,12 +44,12 @@ export async function startHostedStack(options: {
     ...(options.reconnectWindowSeconds === undefined ? {} : { reconnectWindowSeconds: options.reconnectWindowSeconds }),
     ...(options.publicUrl === undefined ? {} : { publicUrl: options.publicUrl }),
   });
-  await coordinator.catalog.add('pattern', 5);
+  await coordinator.catalog.add(slug, 5);
   const account = await coordinator.accounts.create('Acme');
   await coordinator.ledger.grantPromotional(account.id, options.credits ?? 100_000);
   const { key } = await coordinator.apiKeys.create(account.id);
   const runtime = await startRuntime({
-    model: pattern as never,
+    model,
     port: 0,
     host: LOOPBACK,
     ice: { hostAddresses: [LOOPBACK] },
@@ -60,7 +64,7 @@ export async function startHostedStack(options: {
     accountId: account.id,
     key,
     async mintToken(bind) {
-      const resources = { models: { match: ['pattern'] }, ...(bind ? { sessions: { bind } } : {}) };
+      const resources = { models: { match: [slug] }, ...(bind ? { sessions: { bind } } : {}) };
       const response = await fetch(`${coordinator.url}/tokens`, {
         method: 'POST',
         headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
