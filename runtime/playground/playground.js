@@ -24,6 +24,8 @@
 import { ArclightClient, ArclightError, cacheToken } from '/playground/arclight-client.js';
 
 const LOG_LIMIT = 200;
+/** Session log lines kept on the page (the runtime keeps 10,000; getSessionLogs pages through them). */
+const SESSION_LOG_LIMIT = 500;
 /** Runtime messages that are pure plumbing: not worth a log line. */
 const QUIET_RUNTIME_MESSAGES = new Set(['pong', 'command_ack', 'media_stats']);
 const CLIP_SECONDS = 10;
@@ -121,6 +123,23 @@ function log(kind, text, { type, data } = {}) {
   );
   list.prepend(item);
   while (list.children.length > LOG_LIMIT) list.lastElementChild.remove();
+}
+
+/** A line of the session's log (the client's `log` event): newest first, capped at SESSION_LOG_LIMIT. */
+function sessionLogLine(line) {
+  const list = $('#session-log');
+  const time = new Date(line.time);
+  const pad = (n, w = 2) => String(n).padStart(w, '0');
+  const item = el(
+    'li',
+    { class: `log-entry slog-${line.source} slog-${line.level}`, 'data-source': line.source, 'data-level': line.level, 'data-seq': String(line.seq) },
+    el('time', { text: `${pad(time.getHours())}:${pad(time.getMinutes())}:${pad(time.getSeconds())}.${pad(time.getMilliseconds(), 3)}` }),
+    el('span', { class: 'log-kind', text: line.source }),
+    el('span', { class: 'log-text', text: line.level === 'info' ? line.message : `${line.level}: ${line.message}` }),
+    line.fields === undefined ? null : el('code', { class: 'log-data', text: compactJson(line.fields) }),
+  );
+  list.prepend(item);
+  while (list.children.length > SESSION_LOG_LIMIT) list.lastElementChild.remove();
 }
 
 function logError(error, context) {
@@ -929,6 +948,8 @@ function wire(client) {
     log('runtime', '', { type: message.type, data: message.data });
   }));
   client.on('statsUpdate', mine((stats) => renderStats(stats)));
+  // Listening is what makes the client follow the session's log (while it is ready).
+  client.on('log', mine((line) => sessionLogLine(line)));
   client.on('sessionEnded', mine((reason) => {
     setProblem(`The session ended (${reason}). Connect again to start a new one.`);
     log('info', `session ended: ${reason}`, { type: 'session_ended' });
@@ -956,6 +977,7 @@ async function connect() {
   app.client = client;
   app.clientMode = hosted ? 'hosted' : 'local';
   app.token = undefined;
+  $('#session-log').replaceChildren();
   wire(client);
   renderStats(undefined);
   if (hosted) log('info', `hosted mode: through the coordinator at ${hosted.coordinator_url}`);
@@ -1091,6 +1113,9 @@ async function boot() {
     }
   });
   $('#log-clear').addEventListener('click', () => $('#log').replaceChildren());
+  $('#session-log-runtime').addEventListener('change', (event) => {
+    $('#session-log').dataset.runtimeLines = event.target.checked ? 'shown' : 'hidden';
+  });
   $('#clip').addEventListener('click', () => void requestClip());
   $('#download').addEventListener('click', () => void downloadClip());
   window.addEventListener('pagehide', endOnPageHide);

@@ -312,6 +312,9 @@ describe('playground with the pattern model', () => {
     }, 10_000);
     expect(near(lastPixel, green, 40), JSON.stringify(lastPixel)).toBe(true);
     expect(await sentOfType(h, 'set_color')).toHaveLength(1);
+    // The Session log panel follows the session's log: the model's line and the command's outcome.
+    await until(h, "the model's line in the Session log panel", () => page.locator('#session-log li[data-source="model"]', { hasText: 'patch colour set' }).count());
+    await until(h, 'the outcome in the Session log panel', () => page.locator('#session-log li[data-source="runtime"]', { hasText: 'command set_color: reply color_changed' }).count());
 
     // Browser-side validation: set_speed 999 is stopped before sending, with the field named.
     const invalid = await submit(h, 'set_speed', { speed: '999' });

@@ -67,6 +67,8 @@ export default defineModel<PatternState>({
         const { r, g, b } = parseHexColor(color);
         session.state.color = color.toLowerCase();
         session.state.patch = rgbToYuv(r, g, b);
+        // Lands in the session's log too: the playground's Session log panel shows it.
+        session.log.info('patch colour set', { color: session.state.color });
         return { color: session.state.color };
       },
     }),
