@@ -121,6 +121,35 @@ export function buildOpenApi(model: ModelDefinition<unknown>, capabilities: Capa
           responses: { '200': { description: 'video/mp4 or video/iso.segment' }, '403': errorResponse('Forged or expired URL.'), '410': errorResponse('More than five minutes after the session ended.') },
         },
       },
+      '/sessions/{sid}/logs': {
+        get: {
+          summary: "A page of the session's log: the model's session.log lines and the runtime's account (docs/protocol.md \"Session logs\").",
+          parameters: [
+            sid,
+            { name: 'after', in: 'query', required: false, schema: { type: 'integer', minimum: 0, default: 0 } },
+            { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000, default: 200 } },
+          ],
+          responses: {
+            '200': json({ type: 'object', required: ['lines', 'next', 'dropped', 'missed', 'live'] }, 'Lines with seq > after, oldest first.'),
+            '404': errorResponse('Unknown session.'),
+            '410': errorResponse('More than five minutes after the session ended (logs_gone).'),
+          },
+        },
+      },
+      '/sessions/{sid}/logs/stream': {
+        get: {
+          summary: "The session's log as server-sent events (log, dropped, end); resumes after Last-Event-ID or ?after.",
+          parameters: [sid, { name: 'after', in: 'query', required: false, schema: { type: 'integer', minimum: 0, default: 0 } }],
+          responses: { '200': { description: 'text/event-stream' }, '404': errorResponse('Unknown session.'), '410': errorResponse('More than five minutes after the session ended (logs_gone).') },
+        },
+      },
+      '/events': {
+        get: {
+          summary: "The runtime's state changes as server-sent events (sessions, connections, model load, encoders, recording); the runtime secret in hosted mode.",
+          parameters: [{ name: 'after', in: 'query', required: false, schema: { type: 'integer', minimum: 0, default: 0 } }],
+          responses: { '200': { description: 'text/event-stream' }, '401': errorResponse('Hosted runtime: the runtime secret is missing or wrong.') },
+        },
+      },
     },
     components: {
       schemas: {
