@@ -49,6 +49,9 @@ export function uploadRoutes(options: UploadRouteOptions): Hono {
       throw new ArclightError('invalid_json', 'The body must be JSON: {name, size, mime_type}.');
     }
     const slot = store.reserve(session.id, body);
+    // The session's log gets the slot, never its presigned URLs (they are credentials).
+    const { size, mime_type: mimeType } = body as { size: number; mime_type: string };
+    session.recordEvent('info', 'upload reserved', { upload_id: slot.upload_id, size, mime_type: mimeType });
     const path = `/sessions/${encodeURIComponent(session.id)}/uploads/${slot.upload_id}`;
     const base = publicBase(c, options.trustPublicUrlHeader);
     const expiresAt = now() + UPLOAD_URL_LIFETIME_SECONDS * 1000;
@@ -67,7 +70,15 @@ export function uploadRoutes(options: UploadRouteOptions): Hono {
   app.put('/sessions/:sid/uploads/:id', async (c) => {
     requireSignature(signer, 'PUT', new URL(c.req.url));
     const session = host.get(c.req.param('sid'));
-    const reference = await store.receive(session.id, c.req.param('id'), c.req.raw.body as never);
+    let reference;
+    try {
+      reference = await store.receive(session.id, c.req.param('id'), c.req.raw.body as never);
+    } catch (error) {
+      const code = error instanceof ArclightError ? error.code : 'internal_error';
+      session.recordEvent('warn', `upload failed: ${code}`, { upload_id: c.req.param('id'), code });
+      throw error;
+    }
+    session.recordEvent('info', 'upload received', { upload_id: reference.upload_id, size: reference.size, mime_type: reference.mime_type });
     return c.json(reference, 200);
   });
 

@@ -56,8 +56,16 @@ describe('session logs (local mode)', () => {
       await expect(client.sendCommand('say', { text: 42 } as never)).rejects.toMatchObject({ code: 'invalid_params' });
       await waitUntil(() => live.some((l) => l.message.startsWith('command say: failed invalid_params')), 5_000, 'the last outcome on the live stream');
 
+      // An upload: reserved, received and announced — without its presigned URLs.
+      const file = await client.uploadFile(new Blob(['hello']), { name: 'notes.txt' });
+      await waitUntil(() => live.some((l) => l.message.startsWith('command fileUploaded')), 5_000, 'the upload announcement on the live stream');
+
       // Paged: everything so far, in order, model and runtime lines interleaved as they happened.
       const page = await client.getSessionLogs({ limit: 1000 });
+      const uploadStory = page.lines.filter((l) => l.message.startsWith('upload') || l.message.startsWith('command fileUploaded')).map((l) => l.message.replace(/ \([\d.]+ ms\)$/, ''));
+      expect(uploadStory).toEqual(['upload reserved', 'upload received', 'command fileUploaded: ack']);
+      expect(page.lines.find((l) => l.message === 'upload received')!.fields).toMatchObject({ upload_id: file.uploadId, size: 5 });
+      expect(JSON.stringify(page)).not.toMatch(/signature|expires=/);
       expect(page).toMatchObject({ dropped: 0, missed: 0, live: true });
       const messages = page.lines.map((l) => `${l.source}: ${l.message.replace(/ \([\d.]+ ms\)$/, '')}`);
       const expected = [
