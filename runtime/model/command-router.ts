@@ -87,11 +87,13 @@ export class CommandRouter {
 
   /**
    * Never throws: every failure, the model's included, becomes a `failed` outcome. `files`: file
-   * parameters, validated as references within `data` and handed to the handler as these.
+   * parameters, validated as references within `data` and handed to the handler as these. `log`:
+   * where a handler's failure is told in detail — the session's logger, so the session's log has
+   * it (the client only learns the code); default the runtime's.
    */
-  async dispatch(name: string, data: unknown, context: CommandContext<unknown>, files?: Readonly<Record<string, unknown>>): Promise<CommandOutcome> {
+  async dispatch(name: string, data: unknown, context: CommandContext<unknown>, files?: Readonly<Record<string, unknown>>, log: Logger = this.#log): Promise<CommandOutcome> {
     const started = performance.now();
-    const outcome = await this.#run(name, data, context, files);
+    const outcome = await this.#run(name, data, context, files, log);
     const known = this.#commands.has(name);
     // Unknown names are not used as label values: a client must not be able to grow the metric set.
     const label = known ? name : '(unknown)';
@@ -100,7 +102,7 @@ export class CommandRouter {
     return outcome;
   }
 
-  async #run(name: string, data: unknown, context: CommandContext<unknown>, files: Readonly<Record<string, unknown>> | undefined): Promise<CommandOutcome> {
+  async #run(name: string, data: unknown, context: CommandContext<unknown>, files: Readonly<Record<string, unknown>> | undefined, log: Logger): Promise<CommandOutcome> {
     const command = this.#commands.get(name);
     if (!command) {
       return { kind: 'failed', code: 'unknown_command', message: `The model has no command "${name}". Known: ${this.names.join(', ') || '(none)'}.` };
@@ -113,7 +115,7 @@ export class CommandRouter {
     if (refused) return refused;
     if (files) Object.assign(params as Record<string, unknown>, files);
     // A CommandError is the model answering on purpose, not a fault: it is not logged as one.
-    const result = await callAuthorCode(this.#log, `command ${name}`, () => command.spec.handler(params, context), undefined, isCommandError);
+    const result = await callAuthorCode(log, `command ${name}`, () => command.spec.handler(params, context), undefined, isCommandError);
     if (!result.ok) {
       if (isCommandError(result.error)) return { kind: 'failed', code: result.error.code, message: result.error.message };
       // The detail stays in the log (callAuthorCode logged it); the client learns only that it failed.
@@ -121,7 +123,7 @@ export class CommandRouter {
     }
     if (result.value === undefined) return { kind: 'ack' };
     if (command.validateReply && !command.validateReply(result.value)) {
-      this.#log.error('model reply breaks its declared schema', { command: name, errors: command.validateReply.errors });
+      log.error('model reply breaks its declared schema', { command: name, errors: command.validateReply.errors });
       return { kind: 'failed', code: 'internal_error', message: `Command "${name}" produced an invalid reply.` };
     }
     return { kind: 'reply', type: command.replyType, data: result.value as JsonValue };

@@ -117,6 +117,7 @@ export class MessageHandler {
       data,
       { session: this.#session.model, connection: connection.handle, requestId: body.request_id },
       files,
+      this.#log,
     );
     this.#send(connection, body, outcome);
   }

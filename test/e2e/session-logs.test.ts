@@ -53,6 +53,7 @@ describe('session logs (local mode)', () => {
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
       await expect(client.sendCommand('refuse', {})).rejects.toMatchObject({ code: 'refused' });
+      await expect(client.sendCommand('crash', {})).rejects.toMatchObject({ code: 'internal_error' });
       await expect(client.sendCommand('say', { text: 42 } as never)).rejects.toMatchObject({ code: 'invalid_params' });
       await waitUntil(() => live.some((l) => l.message.startsWith('command say: failed invalid_params')), 5_000, 'the last outcome on the live stream');
 
@@ -77,6 +78,7 @@ describe('session logs (local mode)', () => {
         'model: line 4', 'runtime: command say: ack',
         'model: line 5', 'runtime: command say: ack',
         'model: refusing on purpose', 'runtime: command refuse: failed refused',
+        'runtime: model command crash failed', 'runtime: command crash: failed internal_error',
         'runtime: command say: failed invalid_params',
       ];
       const relevant = messages.filter((m) => expected.includes(m));
@@ -87,6 +89,8 @@ describe('session logs (local mode)', () => {
       const outcome = page.lines.find((l) => l.message.startsWith('command refuse'))!;
       expect(outcome).toMatchObject({ level: 'warn', fields: { command: 'refuse', outcome: 'failed', code: 'refused' } });
       expect(outcome.fields!['latency_ms']).toEqual(expect.any(Number));
+      // A model bug: the client learns only internal_error; the session's log has the detail.
+      expect(page.lines.find((l) => l.message === 'model command crash failed')).toMatchObject({ level: 'error', fields: { error: { name: 'Error', message: 'kaboom' } } });
       // Paging resumes exactly after `next`.
       const first = await client.getSessionLogs({ limit: 3 });
       const second = await client.getSessionLogs({ after: first.next, limit: 3 });
