@@ -179,6 +179,8 @@ export interface Runtime {
   readonly sessions: LocalSessionHost;
   /** What `GET /events` streams: the runtime's state changes. */
   readonly events: RuntimeEventLog;
+  /** Every session's log (what `GET /sessions/{id}/logs` reads). */
+  readonly sessionLogs: SessionLogRegistry;
   readonly state: RuntimeState;
   /** Resolves when the model's `load()` has finished (or failed). */
   readonly loaded: Promise<void>;
@@ -434,6 +436,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     metrics,
     sessions: host,
     events,
+    sessionLogs,
     get state() {
       return state();
     },

@@ -66,6 +66,11 @@ export class SessionLogBuffer {
     return this.#lastSeq;
   }
 
+  /** Live readers following it now (open streams). */
+  get readers(): number {
+    return this.#listeners.size;
+  }
+
   /** Set once the session has ended: no line is added after that. */
   get endReason(): string | undefined {
     return this.#endReason;

@@ -58,6 +58,15 @@ describe('session logs (hosted mode)', () => {
         expect(await refused.json()).toMatchObject({ code: 'forbidden' });
         expect((await fetch(`${coordinator.url}/sessions/${sessionId}/${path}`)).status).toBe(401);
       }
+      // The relay holds the runtime's stream only while its reader does.
+      const buffer = runtime.sessionLogs.get(sessionId);
+      expect(buffer.readers).toBe(1); // the client's `log` listener
+      const relayed = await readEventStream(`${coordinator.url}/sessions/${sessionId}/logs/stream`, { Authorization: `Bearer ${token}` });
+      expect(relayed.status).toBe(200);
+      await waitUntil(() => relayed.events.length > 0 && buffer.readers === 2, 5_000, 'a second reader through the relay');
+      relayed.stop();
+      await waitUntil(() => buffer.readers === 1, 5_000, 'the relay to let go of the runtime stream');
+
       // Bound to it, the other token may read.
       const bound = await stack.mintToken([sessionId]);
       expect((await fetch(`${coordinator.url}/sessions/${sessionId}/logs`, { headers: { Authorization: `Bearer ${bound}` } })).status).toBe(200);
