@@ -113,6 +113,8 @@ describe('playground in hosted mode (the local stack)', () => {
     await form.locator('button[type="submit"]').click();
     await until(page, lines, 'the set_color reply', async () => (await form.locator('[data-result]').getAttribute('data-state')) === 'ok', 10_000);
     expect(await form.locator('[data-result]').textContent()).toContain('color_changed');
+    // The Session log panel follows the log through the coordinator (cross-origin, with the token).
+    await until(page, lines, "the model's line in the Session log panel", async () => (await page.locator('#session-log li[data-source="model"]', { hasText: 'patch colour set' }).count()) > 0, 10_000);
 
     // A clip of the hosted session (the stack's runtimes record): its playlist URL points at the
     // coordinator, which relays it and the files (cross-origin from this page) to the runtime.
