@@ -1016,6 +1016,12 @@ export class ArclightClient extends TypedEmitter<ClientEvents> {
     if (event === 'log') this.#followLogs();
   }
 
+  override off<E extends keyof ClientEvents>(event: E, listener: (...args: ClientEvents[E]) => void): void {
+    super.off(event, listener);
+    // Nobody listens any more: let the stream go (a new listener resumes after the last line).
+    if (event === 'log' && !this.hasListeners('log')) this.#logFollower?.stop();
+  }
+
   /** Follows the session's log while the client is ready and someone listens for `log`. */
   #followLogs(): void {
     if (this.#status !== 'ready' || !this.hasListeners('log')) {

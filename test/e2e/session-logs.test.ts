@@ -44,7 +44,8 @@ describe('session logs (local mode)', () => {
   it('keeps the model lines and command outcomes in order, streams them live, and keeps them after the end', async () => {
     const client = new ArclightClient({ modelName: 'logging', local: true, localRuntimeUrl: runtime.url });
     const live: Array<SessionLogLine & { receivedAt: number }> = [];
-    client.on('log', (line) => live.push({ ...line, receivedAt: Date.now() }));
+    const onLog = (line: SessionLogLine): void => void live.push({ ...line, receivedAt: Date.now() });
+    client.on('log', onLog);
     try {
       await client.connect();
       const sessionId = client.getSessionId()!;
@@ -102,6 +103,11 @@ describe('session logs (local mode)', () => {
       expect(delays).toHaveLength(5);
       console.log(`session log, local: model line → client 'log' event: ${delays.join(', ')} ms (max ${Math.max(...delays)})`);
       expect(Math.max(...delays)).toBeLessThan(200);
+
+      // The last listener gone, the client lets the stream go.
+      expect(runtime.sessionLogs.get(sessionId).readers).toBe(1);
+      client.off('log', onLog);
+      await waitUntil(() => runtime.sessionLogs.get(sessionId).readers === 0, 5_000, 'the client to close its log stream');
 
       await client.disconnect();
       await waitUntil(async () => (await fetch(`${runtime.url}/sessions/${sessionId}/logs`).then((r) => r.json() as Promise<{ live: boolean }>)).live === false, 10_000, 'the log to be complete');
