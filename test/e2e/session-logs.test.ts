@@ -49,6 +49,9 @@ describe('session logs (local mode)', () => {
     try {
       await client.connect();
       const sessionId = client.getSessionId()!;
+      // The stream is open once it has replayed the lines written while connecting: from here on
+      // a line's delay is the live path's, not the stream's set-up.
+      await waitUntil(() => live.some((l) => l.message === 'client connected'), 5_000, 'the log stream to open');
       for (let i = 1; i <= 5; i++) {
         await client.sendCommand('say', { text: `line ${i}` });
         await new Promise((resolve) => setTimeout(resolve, 50));
