@@ -9,6 +9,8 @@
  * - A client whose offer carries no candidates connects through the ones it trickles.
  * - Bad trickle input gets 400 `invalid_request`, and a renegotiation offer that cannot be
  *   applied gets 400 `invalid_sdp`: the live connection goes on either way.
+ * - A renegotiation offer from a fresh peer on a live connection is answered first, then takes
+ *   the connection over (same id, same session).
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -18,6 +20,7 @@ import pattern from '../../models/examples/pattern/index.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import { NetworkFaults } from '../../runtime/webrtc/network-faults.ts';
 import { FrameArrivals } from '../support/media-fault-probe.ts';
+import { createWrtcOffer, keepLoopbackCandidates } from '../support/raw-peer.ts';
 import { waitUntil } from '../support/video-probe.ts';
 import { WEBRTC_VERSION, WEBRTC_VERSION_HEADER } from '../../protocol/versions.ts';
 
@@ -173,6 +176,35 @@ describe('ICE restart, trickle and renegotiation (local runtime)', () => {
     expect(reconnecting).toEqual([]);
     expect((await client.sendCommand('set_color', { color: '#ff0000' }))?.type).toBe('color_changed');
   }, 15_000);
+
+  it('a renegotiation offer from a fresh peer, on a live connection: answered, then it takes the connection over', async () => {
+    const { client } = await watchedClient({ autoReconnect: false });
+    const connectionId = client.getConnectionId();
+    const offer = await createWrtcOffer(client.getCapabilities()!.tracks);
+    try {
+      const accepted = await post(`${transportUrl(client)}/sdp_params`, JSON.stringify({ sdp_offer: keepLoopbackCandidates(offer.sdp), track_mapping: offer.mapping }), 'PUT');
+      expect(accepted.status).toBe(202);
+      const answer = await fetch(`${transportUrl(client)}/sdp_params`, { headers: { [WEBRTC_VERSION_HEADER]: WEBRTC_VERSION } });
+      expect(answer.status).toBe(200);
+      const body = (await answer.json()) as { sdp_answer: string; connection_id: number };
+      expect(body.connection_id).toBe(connectionId);
+      await offer.pc.setRemoteDescription({ type: 'answer', sdp: body.sdp_answer });
+      const info = await new Promise<{ connection_id?: number }>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('no connection_info on the new peer')), 10_000);
+        offer.channel.onmessage = (event) => {
+          const message = JSON.parse(String(event.data)) as { data?: { type?: string; data?: { connection_id?: number } } };
+          if (message.data?.type !== 'connection_info') return;
+          clearTimeout(timer);
+          resolve(message.data.data ?? {});
+        };
+      });
+      expect(info.connection_id).toBe(connectionId);
+      // The old peer was retired for the new one: the client (no autoReconnect here) hears it.
+      await waitUntil(() => client.getStatus() === 'disconnected', 10_000, 'the replaced client peer to go');
+    } finally {
+      offer.pc.close();
+    }
+  }, 20_000);
 
   it('restartIce(): renegotiates the live connection on the same id; video goes on', async () => {
     const { client, frames, reconnected } = await watchedClient();
