@@ -88,8 +88,7 @@ export class PeerLink {
     const { connectionState, iceConnectionState } = this.pc;
     if (connectionState === 'closed') return this.#gone('peer_closed');
     if (connectionState === 'failed' || iceConnectionState === 'failed') return this.#gone('ice_failed');
-    const disconnected = () => connectionState === 'disconnected' || iceConnectionState === 'disconnected';
-    if (disconnected()) {
+    if (connectionState === 'disconnected' || iceConnectionState === 'disconnected') {
       this.#disconnectedTimer ??= setTimeout(() => {
         this.#disconnectedTimer = undefined;
         if (this.pc.connectionState === 'disconnected' || this.pc.iceConnectionState === 'disconnected') this.#gone('ice_disconnected');
