@@ -12,8 +12,9 @@
  *
  * An offer is answered within the POST when that is quick (it usually is), so the client's
  * first GET finds the answer; the POST still answers exactly 202, as 2.9.0 requires. A PUT on a
- * live connection (an ICE restart or renegotiation from a fresh client peer) keeps the live peer
- * until the new one has answered, so an offer that fails costs the client nothing.
+ * live connection from its current client peer is answered in place on the live peer; one from
+ * a fresh client peer (or an ICE restart) keeps the live peer until the new one has answered.
+ * Either way an offer that fails costs the client nothing.
  */
 
 import { Hono, type Context } from 'hono';
@@ -77,7 +78,8 @@ export function transportRoutes(host: LocalSessionHost, iceServers: (sessionId: 
     } else {
       connection = findConnection(session, c.req.param('cid') ?? '', false);
     }
-    // A failed offer leaves a live connection's peer alone (negotiate builds the new one first);
+    // A failed offer leaves a live connection's peer alone (negotiate checks an offer in place
+    // before applying it, and builds a new peer before retiring the old one);
     // the failure is answered here when quick, else recorded for the answer poll.
     const negotiation = connection.negotiate(body);
     negotiation.catch(() => {}); // the outcome is read through connection.answer

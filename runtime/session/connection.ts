@@ -13,6 +13,8 @@ import type { IceCandidatesRequest, SdpOfferRequest } from '../../protocol/trans
 import type { Logger } from '../log.ts';
 import type { ConnectionHandle } from '../model/model-session.ts';
 import { answerOffer, type TrackBinding } from '../webrtc/answer-offer.ts';
+import { answerInPlace } from '../webrtc/answer-in-place.ts';
+import { offerOrigin } from '../webrtc/offer-origin.ts';
 import { applyPeerFaults, blackholePeer, createRuntimePeer, type PeerFactoryOptions } from '../webrtc/peer-factory.ts';
 import { RtpTrackSender, type RtpTrackSenderOptions } from '../webrtc/rtp-track-sender.ts';
 import { FrameTimesReporter } from './frame-times.ts';
@@ -41,10 +43,10 @@ export interface ConnectionOwner {
   connectionReady(connection: Connection): void;
   connectionLost(connection: Connection): void;
   messageReceived(connection: Connection, raw: string | Buffer): void;
-  /** Attach output sinks and input receivers for a freshly negotiated peer. */
+  /** Attach output sinks and input receivers for these bindings (a fresh peer's, or those a renegotiation in place adds). */
   bindMedia(connection: Connection, bindings: readonly TrackBinding[], pausedTracks: ReadonlySet<string>): void;
-  /** Detach everything `bindMedia` attached for this connection. */
-  unbindMedia(connection: Connection): void;
+  /** Detach what `bindMedia` attached for this connection: for the named tracks only, or everything. */
+  unbindMedia(connection: Connection, trackNames?: readonly string[]): void;
   /** The model's output video track (for `media_stats`: frames the model emitted, frames the track dropped). */
   outputVideoTrack?(name: string): OutputTrackCounters | undefined;
   /** The model as sessions see it (for `media_stats`: the declared fps). */
@@ -85,6 +87,11 @@ export class Connection {
   #offerReceivedAt = 0;
   /** Output video tracks of the current peer: transceiver → track name, for frame counting. */
   #videoOutputs = new Map<RTCRtpTransceiver, string>();
+  /** The current peer's track bindings, and the offer it last answered (a renegotiation in place starts from both). */
+  #bindings: readonly TrackBinding[] = [];
+  #answeredOffer: string | undefined;
+  /** A renegotiation in place still running: the next one waits for it (one description at a time on a peer). */
+  #inPlace: Promise<unknown> = Promise.resolve();
   /** Output tracks this client has paused (from the offer, then `track_subscription`). */
   readonly #pausedTracks = new Set<string>();
   #mediaStats: MediaStatsReporter | undefined;
@@ -118,12 +125,18 @@ export class Connection {
 
   /**
    * Starts answering an offer; resolves when the answer is ready for `GET sdp_params`.
-   * A renegotiation (PUT: the client's reconnect or ICE restart, from a fresh client peer)
-   * replaces the previous peer — but only once the new one has answered: an offer that cannot
-   * be applied fails alone and leaves a live connection as it was.
+   * A renegotiation (PUT) of a live connection from its current client peer (same DTLS
+   * fingerprint and ICE credentials, see offer-origin.ts) is answered in place on the current
+   * peer. Any other offer (a reconnect from a fresh client peer, an ICE restart, or any offer to
+   * a connection that is not ready) gets a new peer, which replaces the previous one — but only
+   * once it has answered. Either way an offer that cannot be applied fails alone and leaves a
+   * live connection as it was.
    */
   async negotiate(offer: SdpOfferRequest): Promise<void> {
     if (this.#state === 'closed') throw new ArclightError('connection_closed', `Connection ${this.id} is closed.`);
+    if (this.#state === 'ready' && this.#pc && offerOrigin(this.#answeredOffer, offer.sdp_offer) === 'same-peer') {
+      return this.#renegotiateInPlace(this.#pc, offer);
+    }
     const negotiation = ++this.#negotiation;
     const live = this.#state === 'ready';
     if (!live) {
@@ -174,6 +187,75 @@ export class Connection {
   }
 
   /**
+   * Answers an offer from the current client peer on the current runtime peer: kept transceivers
+   * go on as they are, media is attached for the m-lines the offer adds and detached for those
+   * it ends. A refused offer leaves the peer and its media as they were (answer-in-place.ts
+   * checks before it applies); only the answer status reports the failure.
+   */
+  async #renegotiateInPlace(pc: RTCPeerConnection, offer: SdpOfferRequest): Promise<void> {
+    const negotiation = ++this.#negotiation;
+    const previousOffer = this.#offer;
+    this.#answer = { state: 'pending' };
+    let offerApplied: (applied: boolean) => void = () => {};
+    const target: OfferTarget = {
+      pc,
+      sections: offerIceSections(offer.sdp_offer),
+      applied: new Promise<boolean>((resolve) => (offerApplied = resolve)),
+    };
+    this.#offer = target;
+    const superseded = () => negotiation !== this.#negotiation || this.#pc !== pc || this.#state === 'closed';
+    const run = this.#inPlace.then(async () => {
+      if (superseded()) return undefined;
+      return answerInPlace(pc, {
+        offerSdp: offer.sdp_offer,
+        currentOfferSdp: this.#answeredOffer ?? '',
+        current: this.#bindings,
+        tracks: this.#owner.tracks,
+        mapping: offer.track_mapping,
+        peerOptions: this.#owner.peerOptions,
+        onOfferApplied: () => offerApplied(true),
+      });
+    });
+    this.#inPlace = run.catch(() => {});
+    try {
+      const result = await run;
+      // Applied to a peer that is still the connection's: its media follows, even if a newer
+      // offer is already waiting (that one starts from these bindings).
+      if (!result || this.#pc !== pc || this.#state === 'closed') {
+        offerApplied(false);
+        return;
+      }
+      this.#answeredOffer = offer.sdp_offer;
+      this.#bindings = result.bindings;
+      this.#owner.unbindMedia(this, result.detached.map((b) => b.track.name));
+      for (const { transceiver } of result.detached) this.#videoOutputs.delete(transceiver);
+      for (const { transceiver, track } of result.attached) {
+        if (track.kind === 'video' && track.direction === 'recvonly') this.#videoOutputs.set(transceiver, track.name);
+      }
+      const paused = new Set(offer.paused_tracks ?? []);
+      for (const { track } of result.attached) {
+        if (paused.has(track.name)) this.#pausedTracks.add(track.name);
+        else this.#pausedTracks.delete(track.name);
+      }
+      this.#owner.bindMedia(this, result.attached, paused);
+      if (result.attached.length > 0 || result.detached.length > 0) this.#startMediaStats();
+      this.#log.info('renegotiated in place', {
+        attached: result.attached.map((b) => b.track.name),
+        detached: result.detached.map((b) => b.track.name),
+      });
+      if (negotiation === this.#negotiation) this.#answer = { state: 'ready', sdp: result.answerSdp };
+    } catch (error) {
+      offerApplied(false);
+      if (this.#offer === target) this.#offer = previousOffer;
+      if (negotiation !== this.#negotiation) return;
+      const failure = error instanceof ArclightError ? error : new ArclightError('internal_error', 'Negotiation failed.', { cause: error });
+      if (failure.code === 'internal_error') this.#log.error('renegotiation in place failed', { error });
+      this.#answer = { state: 'failed', error: failure };
+      throw failure;
+    }
+  }
+
+  /**
    * Trickled candidates for the newest offer's peer (after the offer is applied; werift then
    * pairs and checks them at once). Resolves with how many were added (stale ones are not).
    */
@@ -202,6 +284,8 @@ export class Connection {
     this.#offerReceivedAt = receivedAt;
     const generation = ++this.#generation;
     this.#pc = pc;
+    this.#bindings = bindings;
+    this.#answeredOffer = offer.sdp_offer;
     // Subscribed only now: the client cannot finish DTLS (so no channel, no "connected") before
     // it has the answer, which is released after this.
     pc.onDataChannel.subscribe((channel) => this.#attachChannel(channel, generation));
@@ -401,6 +485,8 @@ export class Connection {
     const pc = this.#pc;
     const channel = this.#channel;
     this.#pc = undefined;
+    this.#bindings = [];
+    this.#answeredOffer = undefined;
     this.#channel = undefined;
     this.#peerConnected = false;
     this.#channelOpen = false;

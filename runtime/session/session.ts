@@ -77,11 +77,19 @@ export interface SessionOptions {
   readonly runtimeEvents?: RuntimeEventSink;
 }
 
-/** What one connection has attached to the session's tracks, so it can be detached as a unit. */
-interface MediaAttachment {
-  readonly outputs: Map<string, { sink: VideoSink | AudioSink; dispose?: () => void }>;
+/** What one connection has attached to one of the session's tracks, detached as a unit. */
+interface TrackAttachment {
+  /** Output tracks: the connection's sink. */
+  sink?: VideoSink | AudioSink;
   readonly receivers: Array<VideoReceiver | AudioReceiver>;
   readonly disposers: Array<() => void>;
+}
+
+/** What one connection has attached to the session's tracks: per track, so a renegotiation in place can change one. */
+interface MediaAttachment {
+  readonly tracks: Map<string, TrackAttachment>;
+  /** Picture loss handlers of the connection's output video senders, by sender SSRC (see bindMedia). */
+  readonly pictureLossBySsrc: Map<number, () => void>;
 }
 
 export class Session implements ConnectionOwner {
@@ -316,8 +324,8 @@ export class Session implements ConnectionOwner {
     this.#options.metrics?.connections.inc();
     this.#options.metrics?.webrtcConnectDuration.observe(connection.connectSeconds);
     clearTimeout(this.#idleTimer);
-    for (const [name, { sink }] of this.#attachments.get(connection)?.outputs ?? []) {
-      this.#outputVideo.get(name)?.sinkReady(sink as VideoSink);
+    for (const [name, { sink }] of this.#attachments.get(connection)?.tracks ?? []) {
+      if (sink) this.#outputVideo.get(name)?.sinkReady(sink as VideoSink);
     }
     connection.sendMessage('runtime', { type: 'connection_info', data: { session_id: this.id, connection_id: connection.id } });
     this.recordEvent('info', 'connection ready', { connection: connection.id, connect_ms: Math.round(connection.connectSeconds * 1000) });
@@ -344,51 +352,75 @@ export class Session implements ConnectionOwner {
     void this.#messages.handle(connection, raw);
   }
 
+  /**
+   * Attaches output sinks and input receivers for these bindings of a connection's peer: all of
+   * a freshly negotiated peer's, or those a renegotiation in place adds (beside what is there).
+   */
   bindMedia(connection: Connection, bindings: readonly TrackBinding[], pausedTracks: ReadonlySet<string>): void {
-    const attachment: MediaAttachment = { outputs: new Map(), receivers: [], disposers: [] };
-    this.#attachments.set(connection, attachment);
-    const pictureLossBySsrc = new Map<number, () => void>();
+    let attachment = this.#attachments.get(connection);
+    if (!attachment) this.#attachments.set(connection, (attachment = { tracks: new Map(), pictureLossBySsrc: new Map() }));
+    const { pictureLossBySsrc } = attachment;
     for (const { transceiver, track } of bindings) {
+      const bound: TrackAttachment = { receivers: [], disposers: [] };
+      attachment.tracks.set(track.name, bound);
       if (track.direction === 'recvonly') {
-        const onLoss = this.#bindOutput(connection, attachment, transceiver, track, pausedTracks.has(track.name));
-        if (onLoss) pictureLossBySsrc.set(transceiver.sender.ssrc, onLoss);
+        const onLoss = this.#bindOutput(connection, bound, transceiver, track, pausedTracks.has(track.name));
+        if (onLoss) {
+          const ssrc = transceiver.sender.ssrc;
+          pictureLossBySsrc.set(ssrc, onLoss);
+          bound.disposers.push(() => pictureLossBySsrc.delete(ssrc));
+        }
+        // A sink added to a connection that is already up (a renegotiation in place) opens now.
+        if (bound.sink && connection.state === 'ready') this.#outputVideo.get(track.name)?.sinkReady(bound.sink as VideoSink);
       } else {
-        this.#bindInput(connection, attachment, transceiver, track);
+        this.#bindInput(connection, bound, transceiver, track);
       }
-    }
-    // werift routes payload-specific feedback by the *sender* SSRC first. A browser that also
-    // sends video (a webcam) stamps its PLIs with that outgoing SSRC, so they land on our
-    // receiver, not on the output sender they are about, and the picture would only open at the
-    // next periodic keyframe. Route PLI and FIR by their media SSRC here, from every receiver.
-    for (const { transceiver } of bindings) {
+      // werift routes payload-specific feedback by the *sender* SSRC first. A browser that also
+      // sends video (a webcam) stamps its PLIs with that outgoing SSRC, so they land on our
+      // receiver, not on the output sender they are about, and the picture would only open at the
+      // next periodic keyframe. Route PLI and FIR by their media SSRC here, from every receiver.
       const { unSubscribe } = transceiver.receiver.onRtcp.subscribe((packet) => {
         const feedback = (packet as { type?: number; feedback?: { count?: number; mediaSsrc?: number } }).feedback;
         if ((packet as { type?: number }).type !== RTCP_PAYLOAD_SPECIFIC_FEEDBACK || !feedback) return;
         if (feedback.count !== PLI_FORMAT && feedback.count !== FIR_FORMAT) return;
         pictureLossBySsrc.get(feedback.mediaSsrc ?? -1)?.();
       });
-      attachment.disposers.push(unSubscribe);
+      bound.disposers.push(unSubscribe);
     }
   }
 
-  unbindMedia(connection: Connection): void {
+  /**
+   * Detaches what `bindMedia` attached for a connection: for the named tracks only (a
+   * renegotiation in place ended or changed them; input claims on them are released), or all.
+   */
+  unbindMedia(connection: Connection, trackNames?: readonly string[]): void {
     const attachment = this.#attachments.get(connection);
     if (!attachment) return;
-    this.#attachments.delete(connection);
-    for (const [name, { sink }] of attachment.outputs) {
-      this.#outputVideo.get(name)?.removeSink(sink as VideoSink);
-      this.#outputAudio.get(name)?.removeSink(sink as AudioSink);
+    const names = trackNames ?? [...attachment.tracks.keys()];
+    for (const name of names) {
+      const bound = attachment.tracks.get(name);
+      if (!bound) continue;
+      attachment.tracks.delete(name);
+      if (bound.sink) {
+        this.#outputVideo.get(name)?.removeSink(bound.sink as VideoSink);
+        this.#outputAudio.get(name)?.removeSink(bound.sink as AudioSink);
+      }
+      for (const receiver of bound.receivers) receiver.close();
+      for (const dispose of bound.disposers) dispose();
+      if (trackNames) {
+        const input = this.#inputVideo.get(name) ?? this.#inputAudio.get(name);
+        if (input?.publisher === connection.id) input.publisher = undefined;
+      }
     }
-    for (const receiver of attachment.receivers) receiver.close();
-    for (const dispose of attachment.disposers) dispose();
+    if (!trackNames) this.#attachments.delete(connection);
   }
 
   // ---- track control, used by the message handler ----
 
   /** Pauses or resumes one output track for one connection. */
   setSubscribed(connection: Connection, trackName: string, subscribed: boolean): void {
-    const output = this.#attachments.get(connection)?.outputs.get(trackName);
-    if (!output) {
+    const output = this.#attachments.get(connection)?.tracks.get(trackName);
+    if (!output?.sink) {
       const known = this.tracks.some((t) => t.name === trackName && t.direction === 'recvonly');
       throw new ArclightError('unknown_track', known
         ? `Output track "${trackName}" is not negotiated on this connection.`
@@ -459,7 +491,7 @@ export class Session implements ConnectionOwner {
   }
 
   /** Attaches an output; returns what to call when the client reports picture loss (video only). */
-  #bindOutput(connection: Connection, attachment: MediaAttachment, transceiver: RTCRtpTransceiver, track: TrackCapability, paused: boolean): (() => void) | undefined {
+  #bindOutput(connection: Connection, bound: TrackAttachment, transceiver: RTCRtpTransceiver, track: TrackCapability, paused: boolean): (() => void) | undefined {
     const sender = connection.createTrackSender(transceiver, {
       latencyMode: () => this.#latencyMode,
       onRetransmit: (packets) => this.#options.metrics?.rtpRetransmitted.inc({ track: track.name }, packets),
@@ -489,21 +521,21 @@ export class Session implements ConnectionOwner {
       };
       video.addSink(sink, { paused });
       const { unSubscribe } = transceiver.sender.onPictureLossIndication.subscribe(() => video.pictureLost(sink));
-      attachment.outputs.set(track.name, { sink });
-      attachment.disposers.push(unSubscribe, () => sender.close());
+      bound.sink = sink;
+      bound.disposers.push(unSubscribe, () => sender.close());
       return () => video.pictureLost(sink);
     }
     const audio = this.#outputAudio.get(track.name);
     if (audio) {
       const sink: AudioSink = { connectionId: connection.id, sendFrame: (p, ts, mediaTimeMs) => sender.sendFrame(p, ts, mediaTimeMs) };
       audio.addSink(sink, { paused });
-      attachment.outputs.set(track.name, { sink });
-      attachment.disposers.push(() => sender.close());
+      bound.sink = sink;
+      bound.disposers.push(() => sender.close());
     }
     return undefined;
   }
 
-  #bindInput(connection: Connection, attachment: MediaAttachment, transceiver: RTCRtpTransceiver, track: TrackCapability): void {
+  #bindInput(connection: Connection, bound: TrackAttachment, transceiver: RTCRtpTransceiver, track: TrackCapability): void {
     const inputVideo = this.#inputVideo.get(track.name);
     const inputAudio = this.#inputAudio.get(track.name);
     const spec = this.#options.model.tracks.find((t) => t.name === track.name);
@@ -518,7 +550,7 @@ export class Session implements ConnectionOwner {
       if (!receiver) {
         receiver = this.#createReceiver(connection, transceiver, track, rtp.header.payloadType, rtp.header.ssrc, spec);
         if (!receiver) return;
-        attachment.receivers.push(receiver);
+        bound.receivers.push(receiver);
       }
       const packet: RtpInput = {
         payload: rtp.payload,
@@ -529,10 +561,10 @@ export class Session implements ConnectionOwner {
       receiver.push(packet);
     };
     const subscribeTrack = (remote: { onReceiveRtp: { subscribe: (fn: typeof onRtp) => { unSubscribe: () => void } } }): void => {
-      attachment.disposers.push(remote.onReceiveRtp.subscribe(onRtp).unSubscribe);
+      bound.disposers.push(remote.onReceiveRtp.subscribe(onRtp).unSubscribe);
     };
     for (const remote of transceiver.receiver.tracks) subscribeTrack(remote);
-    attachment.disposers.push(transceiver.onTrack.subscribe((remote) => subscribeTrack(remote)).unSubscribe);
+    bound.disposers.push(transceiver.onTrack.subscribe((remote) => subscribeTrack(remote)).unSubscribe);
   }
 
   #createReceiver(

@@ -118,7 +118,7 @@ export const DEFAULT_VIDEO_CODECS: readonly VideoCodecPreference[] = ['h264', 'v
  * packetization-mode 1 (we fragment with FU-A) and constrained baseline (what x264 produces)
  * first, High (sent as High, see negotiatedH264Profile) last; mode 0 cannot carry our packets. Codecs the runtime cannot encode go last.
  */
-function preferCodecs(transceiver: RTCRtpTransceiver, preference: readonly VideoCodecPreference[]): void {
+export function preferCodecs(transceiver: RTCRtpTransceiver, preference: readonly VideoCodecPreference[]): void {
   const rank = (codec: { mimeType: string; parameters?: string }): number => {
     const name = codec.mimeType.toLowerCase().split('/')[1] as VideoCodecPreference;
     const index = preference.indexOf(name);
