@@ -35,10 +35,12 @@ describe('H.265 to a client that offers it', () => {
       const luma = frame.width * frame.height;
       centre = { y: frame.data[y * frame.width + x]!, v: frame.data[luma * 1.25 + (y / 2) * (frame.width / 2) + x / 2]! };
     });
-    await waitUntil(() => decoded >= 30, 20_000, '30 decoded H.265 frames');
+    // libx265 at 720p, plus an H.265 decode in this process: a few frames a second on a busy
+    // 2-core machine. The property is that the frames decode to the picture, not how fast.
+    await waitUntil(() => decoded >= 15, 45_000, '15 decoded H.265 frames');
     const red = rgbToYuv(0xe0, 0x10, 0x10);
     expect(Math.abs(centre!.y - red.y)).toBeLessThan(12);
     expect(Math.abs(centre!.v - red.v)).toBeLessThan(12);
     decoding.close();
-  });
+  }, 60_000);
 });
