@@ -98,7 +98,9 @@ function bindTracks(
   const free = [...tracks];
   const bindings: TrackBinding[] = [];
   for (const transceiver of transceivers) {
-    const wantsOutput = transceiver.offerDirection === 'recvonly' || transceiver.offerDirection === 'sendrecv';
+    // werift's offerDirection is the offer's direction reversed — the runtime's side: a client's
+    // `recvonly` (it wants our output) reads `sendonly`.
+    const wantsOutput = transceiver.offerDirection === 'sendonly' || transceiver.offerDirection === 'sendrecv';
     const index = free.findIndex(
       (t) => t.kind === transceiver.kind && (t.direction === 'recvonly') === wantsOutput,
     );
