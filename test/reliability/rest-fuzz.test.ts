@@ -396,6 +396,57 @@ describe('REST fuzzing: runtime (local mode)', () => {
     });
   }
 
+  describe('POST ice_candidates (trickle ICE, the live connection)', () => {
+    fuzzBodies(url, () => ({
+      label: 'runtime POST …/connections/:cid/ice_candidates',
+      method: 'POST',
+      path: () => `${transport()}/connections/${peer.connectionId}/ice_candidates`,
+      headers: () => ({}),
+      valid: { candidates: [] },
+      // Conservative: any array counts as accepted (a bad candidate in it is a 400 as well).
+      accepts: { candidates: (v) => Array.isArray(v), end_of_candidates: (v) => v === undefined || typeof v === 'boolean' },
+      required: ['candidates'],
+      poison: (inner) => `{"candidates":[{"candidate":${inner}}]}`,
+      limit: RUNTIME_LIMIT,
+    }), unchanged);
+
+    it('bad candidate lines, mids and ids → clean 4xx; the connection survives', { timeout: FUZZ_TIMEOUT_MS }, async () => {
+      const live = `${transport()}/connections/${peer.connectionId}/ice_candidates`;
+      const badCandidate = fc.record(
+        {
+          candidate: fc.oneof(fc.string({ minLength: 1, maxLength: 300 }), fc.constantFrom('candidate:1 1 udp 1 127.0.0.1 99999 typ host', 'candidate:1 1 udp 1 127.0.0.1 9 typ host\r\na=evil', 'candidate:x')),
+          sdp_mid: fc.oneof(fc.constant(undefined), fc.string({ minLength: 1, maxLength: 64 })),
+        },
+        { requiredKeys: ['candidate'] },
+      );
+      await fc.assert(
+        fc.asyncProperty(fc.array(badCandidate, { minLength: 1, maxLength: 5 }), async (candidates) => {
+          const body = JSON.stringify({ candidates });
+          const answer = await send('runtime POST ice_candidates (bad lines)', `${url()}${live}`, 'POST', body);
+          // A generated line may happen to be a well-formed candidate for a known mid: 200 then.
+          if (answer.status !== 200) expectCleanError(answer, body);
+        }),
+        fuzzParams(),
+      );
+      await fuzzIds('runtime POST ice_candidates (ids)', url(), 'POST', (id) => `${transport()}/connections/${id}/ice_candidates`, {}, JSON.stringify({ candidates: [], end_of_candidates: true }));
+      await unchanged();
+      await expectAlive(url());
+    });
+  });
+
+  it('GET session logs: bad session ids and bad after/limit → clean 4xx', { timeout: FUZZ_TIMEOUT_MS }, async () => {
+    await fuzzIds('runtime GET /sessions/:sid/logs', url(), 'GET', (id) => `/sessions/${id}/logs`, {});
+    const notASequenceNumber = fc.string({ minLength: 1, maxLength: 40 }).filter((v) => !/^\d{1,15}$/.test(v));
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom('after', 'limit'), notASequenceNumber, async (name, value) => {
+        const path = `/sessions/${sessionId}/logs?${name}=${encodeURIComponent(value)}`;
+        expectCleanError(await send('runtime GET /sessions/:sid/logs (query)', `${url()}${path}`, 'GET', undefined), path);
+      }),
+      fuzzParams(),
+    );
+    await unchanged();
+  });
+
   it('GET ice_servers: bad session ids and version headers → clean 4xx', { timeout: FUZZ_TIMEOUT_MS }, async () => {
     await fuzzIds('runtime GET ice_servers', url(), 'GET', (id) => `/sessions/${id}/transport/webrtc/ice_servers`, {});
     await fc.assert(
