@@ -67,7 +67,7 @@ describe('ICE restart through the coordinator', () => {
     expect((await client.sendCommand('set_color', { color: '#00ff00' }))?.type).toBe('color_changed');
   }, 20_000);
 
-  it('a resolver minting a fresh token per call: the restart gets 403, said plainly, without retries', async () => {
+  it('a resolver minting a fresh token per call: an upload and the restart get 403, said plainly, without retries', async () => {
     const token = await stack.mintToken();
     let mintEveryCall = false;
     const client = newClient();
@@ -78,6 +78,13 @@ describe('ICE restart through the coordinator', () => {
     client.on('reconnecting', (event) => attempts.push(event));
     client.on('error', (error) => errors.push(error));
     mintEveryCall = true; // from now on, as a resolver that does not cache
+    // An upload reservation is refused the same way: the fresh token has no bound session.
+    const upload = await client.uploadFile(new Blob([new Uint8Array(16)], { type: 'image/png' }), { name: 'a.png' }).then(
+      () => undefined,
+      (error: unknown) => error as ArclightError,
+    );
+    expect(upload?.code).toBe('forbidden');
+    expect(upload?.status).toBe(403);
     const failure = await client.restartIce().then(() => undefined, (error: unknown) => error as ArclightError);
     expect(failure).toBeInstanceOf(ArclightError);
     expect(failure!.code).toBe('forbidden');
