@@ -5,7 +5,7 @@
  * and housekeeping; the database-backed gauges are the same on every replica (sum them with max()).
  */
 
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Kysely } from 'kysely';
 import type { CoordinatorDatabase } from './storage/schema.ts';
 
@@ -20,6 +20,14 @@ async function readOrNothing<T>(read: () => Promise<T>): Promise<T | undefined> 
   } catch {
     return undefined;
   }
+}
+
+/** Node's process metrics (prom-client's defaults: `process_*`, `nodejs_*`) come under this prefix. */
+const PROCESS_METRICS_PREFIX = 'arclight_coordinator_';
+
+/** Whether `name` is one of Node's process metrics rather than one this file declares. */
+export function isProcessMetric(name: string): boolean {
+  return /^arclight_coordinator_(process|nodejs)_/.test(name);
 }
 
 export class CoordinatorMetrics {
@@ -56,6 +64,9 @@ export class CoordinatorMetrics {
   });
 
   constructor(db: Kysely<CoordinatorDatabase>) {
+    // The process itself (heap, RSS, event-loop lag, GC), as the runtime exports it: a soak or an
+    // operator can then tell a growing live heap from an allocator that has not given memory back.
+    collectDefaultMetrics({ register: this.registry, prefix: PROCESS_METRICS_PREFIX });
     const registry = this.registry;
     new Gauge({
       name: 'arclight_coordinator_open_sessions',

@@ -58,6 +58,9 @@ describe.each(ENGINES)('coordinator health and metrics on %s', (engine) => {
     expect(sample(text, 'arclight_coordinator_open_sessions{status="ready"}')).toBe(0);
     expect(sample(text, 'arclight_coordinator_housekeeping_duration_seconds_count')).toBe(1);
     expect(sample(text, 'arclight_coordinator_meter_ticks_total')).toBe(0);
+    // Its process: memory (what a soak reads to tell heap growth from RSS), event-loop lag.
+    expect(sample(text, 'arclight_coordinator_process_resident_memory_bytes')).toBeGreaterThan(0);
+    expect(sample(text, 'arclight_coordinator_nodejs_heap_size_used_bytes')).toBeGreaterThan(0);
   });
 
 });
