@@ -72,6 +72,17 @@ export async function fetchRuntimeMetrics(runtimeUrl: string): Promise<RuntimeMe
   };
 }
 
+/**
+ * The V8 heap in use of a process serving Prometheus metrics at `url` (Node's default
+ * `nodejs_heap_size_used_bytes` under the process's prefix), MiB; undefined if not exported.
+ */
+export async function fetchHeapUsedMiB(url: string): Promise<number | undefined> {
+  const response = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5_000) });
+  if (!response.ok) throw new Error(`GET ${url}/metrics: ${response.status}`);
+  const line = (await response.text()).split('\n').find((l) => /^arclight_\w*nodejs_heap_size_used_bytes /.test(l));
+  return line === undefined ? undefined : Number(line.split(' ')[1]) / (1024 * 1024);
+}
+
 /** Bucket-wise sum of histograms with the same bounds (several runtimes' views as one). */
 export function addHistograms(histograms: readonly CumulativeHistogram[]): CumulativeHistogram {
   const first = histograms[0];

@@ -11,6 +11,8 @@ import type { ChurnCounters, SoakFailure } from './virtual-user.ts';
 export interface ProcessReading {
   readonly rssMiB: number;
   readonly fds: number;
+  /** V8 heap in use, from the process's /metrics (Node's `nodejs_heap_size_used_bytes`), when it could be read. */
+  readonly heapUsedMiB?: number;
 }
 
 /** One reading of every watched process (`coordinator`, `runtime-1`, ...) and of the runtimes' metrics. */
@@ -101,6 +103,8 @@ export interface ProcessesAt {
   readonly atSeconds: number;
   readonly fds: Readonly<Record<string, number>>;
   readonly rssMiB: Readonly<Record<string, number>>;
+  /** For the processes whose heap could be read. */
+  readonly heapUsedMiB: Readonly<Record<string, number>>;
 }
 
 function processesAt(sample: SoakSample): ProcessesAt {
@@ -108,6 +112,7 @@ function processesAt(sample: SoakSample): ProcessesAt {
     atSeconds: round(sample.atSeconds, 1),
     fds: Object.fromEntries(Object.entries(sample.processes).map(([name, r]) => [name, r.fds])),
     rssMiB: Object.fromEntries(Object.entries(sample.processes).map(([name, r]) => [name, round(r.rssMiB, 1)])),
+    heapUsedMiB: Object.fromEntries(Object.entries(sample.processes).flatMap(([name, r]) => (r.heapUsedMiB === undefined ? [] : [[name, round(r.heapUsedMiB, 1)]]))),
   };
 }
 
@@ -281,6 +286,13 @@ export function formatFigures(figures: SoakFigures, reasons: readonly string[]):
         `${`${p.fds.start} / ${p.fds.end} / ${p.fds.max}`.padEnd(22)} ${p.fds.atQuietPoints.join(' ')} (${p.fds.quietGrowth === null ? '–' : (p.fds.quietGrowth >= 0 ? '+' : '') + p.fds.quietGrowth})`,
     );
   }
+  // Heap in use at the quiet points: a live heap that keeps growing is a leak; RSS alone may be
+  // memory the allocator has not returned.
+  const heaps = Object.keys(figures.processes).map((name) => {
+    const values = figures.quietPoints.map((q) => q.heapUsedMiB[name]).filter((v): v is number => v !== undefined);
+    return values.length === 0 ? undefined : `${name} ${values.map((v) => v.toFixed(1)).join(' ')}`;
+  }).filter((line): line is string => line !== undefined);
+  if (heaps.length > 0) lines.push('', 'heap used MiB at quiet points:', ...heaps.map((line) => `  ${line}`));
   const e = figures.emitP99Ms;
   lines.push(
     '',

@@ -6,7 +6,7 @@
  */
 
 import { ChurnGate } from './churn-gate.ts';
-import { addHistograms, fetchRuntimeMetrics, histogramDelta, openFds, rssMiB, type CumulativeHistogram } from './process-probe.ts';
+import { addHistograms, fetchHeapUsedMiB, fetchRuntimeMetrics, histogramDelta, openFds, rssMiB, type CumulativeHistogram } from './process-probe.ts';
 import { progressLine, quantileMs, soakFigures, type SoakFigures, type SoakSample, type SoakSettings } from './soak-figures.ts';
 import { SOAK_MODEL, startSoakStack, type SoakStack } from './soak-stack.ts';
 import { runVirtualUser, type ChurnCounters } from './virtual-user.ts';
@@ -51,6 +51,8 @@ async function churn(stack: SoakStack, options: SoakRunOptions): Promise<SoakFig
       emitToSend: addHistograms(metrics.map((m) => m.emitToSend)),
     };
   };
+  const urls: Record<string, string> = { coordinator: stack.coordinatorUrl };
+  stack.runtimes.forEach((runtime, i) => (urls[`runtime-${i + 1}`] = runtime.url));
   const quietReading = async (): Promise<SoakSample> => {
     const deadline = Date.now() + QUIET_TIMEOUT_MS;
     for (;;) {
@@ -60,7 +62,14 @@ async function churn(stack: SoakStack, options: SoakRunOptions): Promise<SoakFig
       await sleep(250);
     }
     await sleep(QUIET_SETTLE_MS);
-    return read();
+    const sample = await read();
+    // Quiet points also read each process's heap in use (a growing live heap is a leak).
+    const processes: Record<string, SoakSample['processes'][string]> = { ...sample.processes };
+    for (const [name, reading] of Object.entries(sample.processes)) {
+      const heapUsedMiB = urls[name] === undefined ? undefined : await fetchHeapUsedMiB(urls[name]);
+      processes[name] = heapUsedMiB === undefined ? reading : { ...reading, heapUsedMiB };
+    }
+    return { ...sample, processes };
   };
 
   const beforeChurn = await quietReading();
