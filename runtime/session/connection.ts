@@ -67,6 +67,13 @@ interface OfferTarget {
   readonly applied: Promise<boolean>;
 }
 
+/** A target for `offerSdp` on `pc`, and the call that settles its `applied` (true once werift has applied the offer). */
+function offerTarget(pc: RTCPeerConnection, offerSdp: string): { target: OfferTarget; offerApplied: (applied: boolean) => void } {
+  let offerApplied: (applied: boolean) => void = () => {};
+  const applied = new Promise<boolean>((resolve) => (offerApplied = resolve));
+  return { target: { pc, sections: offerIceSections(offerSdp), applied }, offerApplied };
+}
+
 export class Connection {
   readonly id: number;
   readonly handle: ConnectionHandle;
@@ -148,12 +155,7 @@ export class Connection {
     const previousOffer = this.#offer;
     this.#answer = { state: 'pending' };
     const pc = createRuntimePeer(this.#owner.peerOptions);
-    let offerApplied: (applied: boolean) => void = () => {};
-    const target: OfferTarget = {
-      pc,
-      sections: offerIceSections(offer.sdp_offer),
-      applied: new Promise<boolean>((resolve) => (offerApplied = resolve)),
-    };
+    const { target, offerApplied } = offerTarget(pc, offer.sdp_offer);
     this.#offer = target;
     try {
       const { answerSdp, bindings } = await answerOffer(
@@ -196,12 +198,7 @@ export class Connection {
     const negotiation = ++this.#negotiation;
     const previousOffer = this.#offer;
     this.#answer = { state: 'pending' };
-    let offerApplied: (applied: boolean) => void = () => {};
-    const target: OfferTarget = {
-      pc,
-      sections: offerIceSections(offer.sdp_offer),
-      applied: new Promise<boolean>((resolve) => (offerApplied = resolve)),
-    };
+    const { target, offerApplied } = offerTarget(pc, offer.sdp_offer);
     this.#offer = target;
     const superseded = () => negotiation !== this.#negotiation || this.#pc !== pc || this.#state === 'closed';
     const run = this.#inPlace.then(async () => {

@@ -15,7 +15,7 @@ import { SessionDescription, type MediaDescription, type RTCRtpCodecParameters, 
 import { ArclightError } from '../../protocol/errors.ts';
 import type { TrackCapability } from '../../protocol/capabilities.ts';
 import type { TrackMappingEntry } from '../../protocol/transport.ts';
-import { assertSdpOfferShape, DEFAULT_VIDEO_CODECS, preferCodecs, type TrackBinding } from './answer-offer.ts';
+import { assertSdpOfferShape, DEFAULT_VIDEO_CODECS, orientTransceiver, runtimeDirection, setAnswer, type TrackBinding } from './answer-offer.ts';
 import { createRuntimePeer, type PeerFactoryOptions } from './peer-factory.ts';
 
 export interface InPlaceAnswer {
@@ -97,30 +97,12 @@ export async function answerInPlace(pc: RTCPeerConnection, request: InPlaceOffer
     if (attached.some((b) => b.transceiver === transceiver)) continue;
     attached.push({ transceiver, track });
   }
-  for (const { transceiver, track } of attached) {
-    transceiver.setDirection(runtimeDirection(track));
-    if (track.direction === 'recvonly' && track.kind === 'video') preferCodecs(transceiver, videoCodecs);
-  }
+  for (const binding of attached) orientTransceiver(binding, videoCodecs);
   const bindings = [...keptAfter, ...attached];
-  const bound = new Set(bindings.map((b) => b.transceiver));
-  for (const transceiver of pc.getTransceivers()) {
-    if (!bound.has(transceiver)) transceiver.setDirection('inactive');
-  }
-  let answer;
-  try {
-    answer = await pc.createAnswer();
-    await pc.setLocalDescription(answer);
-  } catch (error) {
-    throw new ArclightError('invalid_sdp', `No answer could be negotiated for this offer: ${(error as Error).message}`, { cause: error });
-  }
+  await setAnswer(pc, bindings);
   const sdp = pc.localDescription?.sdp;
   if (!sdp) throw new ArclightError('internal_error', 'The runtime produced no local description.');
   return { answerSdp: request.peerOptions.icePolicy.advertisedSdp(sdp), bindings, attached, detached };
-}
-
-/** The track's direction is the client's; the runtime's is the mirror image. */
-function runtimeDirection(track: TrackCapability): 'sendonly' | 'recvonly' {
-  return track.direction === 'recvonly' ? 'sendonly' : 'recvonly';
 }
 
 function parseOffer(sdp: string): SessionDescription {

@@ -45,26 +45,39 @@ export async function answerOffer(
   }
   onOfferApplied();
   const bindings = bindTracks(pc.getTransceivers(), tracks, mapping);
-  for (const binding of bindings) {
-    // The track's direction is the client's; the runtime's is the mirror image.
-    binding.transceiver.setDirection(binding.track.direction === 'recvonly' ? 'sendonly' : 'recvonly');
-    if (binding.track.direction === 'recvonly' && binding.track.kind === 'video') preferCodecs(binding.transceiver, videoCodecs);
-  }
-  const bound = new Set(bindings.map((b) => b.transceiver));
-  for (const transceiver of pc.getTransceivers()) {
-    if (!bound.has(transceiver)) transceiver.setDirection('inactive');
-  }
-  let answer;
-  try {
-    answer = await pc.createAnswer();
-    await pc.setLocalDescription(answer);
-  } catch (error) {
-    throw new ArclightError('invalid_sdp', `No answer could be negotiated for this offer: ${(error as Error).message}`, { cause: error });
-  }
+  for (const binding of bindings) orientTransceiver(binding, videoCodecs);
+  await setAnswer(pc, bindings);
   await waitForGathering(pc);
   const sdp = pc.localDescription?.sdp;
   if (!sdp) throw new ArclightError('internal_error', 'The runtime produced no local description.');
   return { answerSdp: icePolicy.advertisedSdp(sdp), bindings };
+}
+
+/** The runtime's direction for a track: the mirror image of the client's. */
+export function runtimeDirection(track: TrackCapability): 'sendonly' | 'recvonly' {
+  return track.direction === 'recvonly' ? 'sendonly' : 'recvonly';
+}
+
+/** Points a bound transceiver the runtime's way, and an output video one at our codec preference. */
+export function orientTransceiver({ transceiver, track }: TrackBinding, videoCodecs: readonly VideoCodecPreference[]): void {
+  transceiver.setDirection(runtimeDirection(track));
+  if (track.direction === 'recvonly' && track.kind === 'video') preferCodecs(transceiver, videoCodecs);
+}
+
+/**
+ * Answers the applied offer: every transceiver not in `bindings` inactive, then the answer
+ * created and set locally; werift's refusal is the client's offer's fault (`invalid_sdp`).
+ */
+export async function setAnswer(pc: RTCPeerConnection, bindings: readonly TrackBinding[]): Promise<void> {
+  const bound = new Set(bindings.map((b) => b.transceiver));
+  for (const transceiver of pc.getTransceivers()) {
+    if (!bound.has(transceiver)) transceiver.setDirection('inactive');
+  }
+  try {
+    await pc.setLocalDescription(await pc.createAnswer());
+  } catch (error) {
+    throw new ArclightError('invalid_sdp', `No answer could be negotiated for this offer: ${(error as Error).message}`, { cause: error });
+  }
 }
 
 function bindTracks(
