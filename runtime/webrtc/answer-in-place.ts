@@ -15,7 +15,7 @@ import { SessionDescription, type MediaDescription, type RTCRtpCodecParameters, 
 import { ArclightError } from '../../protocol/errors.ts';
 import type { TrackCapability } from '../../protocol/capabilities.ts';
 import type { TrackMappingEntry } from '../../protocol/transport.ts';
-import { assertSdpOfferShape, DEFAULT_VIDEO_CODECS, orientTransceiver, runtimeDirection, setAnswer, type TrackBinding } from './answer-offer.ts';
+import { assertSdpOfferShape, DEFAULT_VIDEO_CODECS, mappedTrack, orientTransceiver, runtimeDirection, setAnswer, type TrackBinding } from './answer-offer.ts';
 import { createRuntimePeer, type PeerFactoryOptions } from './peer-factory.ts';
 
 export interface InPlaceAnswer {
@@ -154,15 +154,7 @@ function planBindings(
     const seen = new Set<string>();
     const plan: PlannedBinding[] = [];
     for (const entry of mapping) {
-      const track = byName.get(entry.name);
-      if (!track) {
-        throw new ArclightError('unknown_track', `track_mapping names "${entry.name}", which the model does not have. Tracks: ${[...byName.keys()].join(', ')}.`);
-      }
-      if (track.kind !== entry.kind || track.direction !== entry.direction) {
-        throw new ArclightError('invalid_request', `track_mapping says "${entry.name}" is ${entry.kind}/${entry.direction}; the model declares ${track.kind}/${track.direction}.`);
-      }
-      if (seen.has(entry.name)) throw new ArclightError('invalid_request', `track_mapping names "${entry.name}" twice.`);
-      seen.add(entry.name);
+      const track = mappedTrack(entry, byName, seen);
       const line = byMid.get(entry.mid);
       if (!line) throw new ArclightError('invalid_request', `track_mapping names mid "${entry.mid}", which the offer does not have.`);
       if (line.kind !== entry.kind) throw new ArclightError('invalid_request', `mid "${entry.mid}" is ${line.kind} in the offer but ${entry.kind} in track_mapping.`);

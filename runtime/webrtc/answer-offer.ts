@@ -80,6 +80,23 @@ export async function setAnswer(pc: RTCPeerConnection, bindings: readonly TrackB
   }
 }
 
+/**
+ * The model track a `track_mapping` entry names, checked: it exists, with the entry's kind and
+ * direction, and no earlier entry (recorded in `seen`) named it.
+ */
+export function mappedTrack(entry: TrackMappingEntry, byName: ReadonlyMap<string, TrackCapability>, seen: Set<string>): TrackCapability {
+  const track = byName.get(entry.name);
+  if (!track) {
+    throw new ArclightError('unknown_track', `track_mapping names "${entry.name}", which the model does not have. Tracks: ${[...byName.keys()].join(', ')}.`);
+  }
+  if (track.kind !== entry.kind || track.direction !== entry.direction) {
+    throw new ArclightError('invalid_request', `track_mapping says "${entry.name}" is ${entry.kind}/${entry.direction}; the model declares ${track.kind}/${track.direction}.`);
+  }
+  if (seen.has(entry.name)) throw new ArclightError('invalid_request', `track_mapping names "${entry.name}" twice.`);
+  seen.add(entry.name);
+  return track;
+}
+
 function bindTracks(
   transceivers: readonly RTCRtpTransceiver[],
   tracks: readonly TrackCapability[],
@@ -89,15 +106,7 @@ function bindTracks(
   if (mapping && mapping.length > 0) {
     const seen = new Set<string>();
     return mapping.map((entry) => {
-      const track = byName.get(entry.name);
-      if (!track) {
-        throw new ArclightError('unknown_track', `track_mapping names "${entry.name}", which the model does not have. Tracks: ${[...byName.keys()].join(', ')}.`);
-      }
-      if (track.kind !== entry.kind || track.direction !== entry.direction) {
-        throw new ArclightError('invalid_request', `track_mapping says "${entry.name}" is ${entry.kind}/${entry.direction}; the model declares ${track.kind}/${track.direction}.`);
-      }
-      if (seen.has(entry.name)) throw new ArclightError('invalid_request', `track_mapping names "${entry.name}" twice.`);
-      seen.add(entry.name);
+      const track = mappedTrack(entry, byName, seen);
       const transceiver = transceivers.find((t) => t.mid === entry.mid);
       if (!transceiver) throw new ArclightError('invalid_request', `track_mapping names mid "${entry.mid}", which the offer does not have.`);
       if (transceiver.kind !== entry.kind) {
