@@ -28,7 +28,7 @@ import { launchChromiumInNamespace, recordPageLog, type LaunchedChromium } from 
 import { createTestNetwork, type TestNetwork } from '../support/netns.ts';
 import { pollUntil } from '../support/poll.ts';
 
-const TEST_TIMEOUT = 60_000;
+const TEST_TIMEOUT = 120_000;
 const SCREENSHOT = '/tmp/playground.png';
 
 interface Rgb {
@@ -279,7 +279,7 @@ describe('playground with the pattern model', () => {
     const latency = await until(h, 'a latency measurement', async () => {
       const summary = await page.evaluate(() => (window as unknown as { playground: { client: { getLatency(): Array<{ p50: number; p95: number; samples: number }> } } }).playground.client.getLatency()[0]);
       return summary && summary.samples >= 30 ? summary : undefined;
-    }, 15_000);
+    }, 40_000); // 30 samples take a few seconds; far longer on a loaded 2-core CI machine
     expect(latency.p50).toBeGreaterThan(0);
     expect(latency.p50).toBeLessThan(1_000);
     expect(latency.p95).toBeGreaterThanOrEqual(latency.p50);
