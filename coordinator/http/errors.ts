@@ -13,6 +13,8 @@ export type ErrorLogger = (message: string, fields: Record<string, unknown>) => 
 export function errorResponse(c: Context, error: ArclightError): Response {
   if (error.status === 401) c.header('WWW-Authenticate', 'Bearer');
   if (error.retryAfterSeconds !== undefined) c.header('Retry-After', String(Math.max(1, Math.ceil(error.retryAfterSeconds))));
+  // A body refused for its size may be partly unread: the connection cannot carry another request.
+  if (error.code === 'payload_too_large') c.header('Connection', 'close');
   return c.json(error.toBody(), (error.status ?? 500) as ContentfulStatusCode);
 }
 

@@ -9,7 +9,10 @@ import { ArclightError } from '../../protocol/errors.ts';
 import type { Logger } from '../log.ts';
 
 export function errorResponse(c: Context, error: ArclightError): Response {
-  return c.json(error.toBody(), (error.status ?? 500) as ContentfulStatusCode);
+  // A body refused for its size may be partly unread: the connection cannot carry another
+  // request, so say so — a client that reused it would see its next request cut off.
+  const headers = error.code === 'payload_too_large' ? { connection: 'close' } : undefined;
+  return c.json(error.toBody(), (error.status ?? 500) as ContentfulStatusCode, headers);
 }
 
 export function createErrorHandler(log: Logger): ErrorHandler {
