@@ -11,6 +11,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
+import { outlastClientIdleTimeouts } from '../runtime/http/keep-alive.ts';
 import { createLogger, type Logger } from '../runtime/log.ts';
 import { AccountStore } from './accounts/account-store.ts';
 import { ApiKeyStore } from './accounts/api-keys.ts';
@@ -97,8 +98,6 @@ export interface Coordinator {
 }
 
 const DEFAULT_RECONNECT_WINDOW_SECONDS = 30;
-/** How long an idle HTTP connection is kept (see where it is set). */
-const KEEP_ALIVE_TIMEOUT_MS = 65_000;
 /** What clients are told when the meter ends their session. */
 const METER_STOP_REASONS: Record<MeterStop, string> = {
   out_of_credits: 'The account ran out of credits.',
@@ -199,12 +198,7 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     await storage.close();
     throw error;
   }
-  // Idle keep-alive connections outlive the clients' and load balancers' own idle timeouts
-  // (undici 4 s, typical LBs 60 s), so it is always the client that closes one. With Node's 5 s
-  // the server could close a connection just as a client sent its next request on it — that
-  // request then fails with "other side closed" (seen once in 50,000 racing POST /sessions).
-  (server as Server).keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
-  (server as Server).headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1_000;
+  outlastClientIdleTimeouts(server as Server);
   const { port } = server.address() as AddressInfo;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
   lifecycle.runtimes.publicUrl = options.publicUrl ?? url;

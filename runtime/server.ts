@@ -13,6 +13,7 @@
  */
 
 import { mkdtemp, rm } from 'node:fs/promises';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,6 +31,7 @@ import {
   WEBRTC_VERSION_HEADER,
 } from '../protocol/versions.ts';
 import { createErrorHandler, notFound } from './http/errors.ts';
+import { outlastClientIdleTimeouts } from './http/keep-alive.ts';
 import { playgroundRoutes, type PlaygroundHostedOptions } from './http/playground-routes.ts';
 import { sessionRoutes } from './http/session-routes.ts';
 import { transportRoutes } from './http/transport-routes.ts';
@@ -417,6 +419,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     const s = serve({ fetch: app.fetch, port: options.port ?? 8080, hostname: listenHost }, () => resolve(s));
     s.once('error', reject);
   });
+  outlastClientIdleTimeouts(server as Server);
   const port = (server.address() as AddressInfo).port;
   const urlHost = listenHost.includes(':') ? `[${listenHost}]` : listenHost === '0.0.0.0' ? '127.0.0.1' : listenHost;
   log.info('runtime listening', { url: `http://${urlHost}:${port}` });

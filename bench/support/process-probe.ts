@@ -32,6 +32,8 @@ export interface RuntimeMetrics {
   readonly connections: number;
   /** `arclight_video_emit_to_send_seconds`, all tracks together. */
   readonly emitToSend: CumulativeHistogram;
+  /** The V8 heap in use (`arclight_process_nodejs_heap_size_used_bytes`), MiB. */
+  readonly heapUsedMiB: number;
 }
 
 const SAMPLE_LINE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})?\s+(\S+)$/;
@@ -69,18 +71,15 @@ export async function fetchRuntimeMetrics(runtimeUrl: string): Promise<RuntimeMe
     sessions: valueFromText(text, 'arclight_sessions'),
     connections: valueFromText(text, 'arclight_connections'),
     emitToSend: histogramFromText(text, 'arclight_video_emit_to_send_seconds'),
+    heapUsedMiB: valueFromText(text, 'arclight_process_nodejs_heap_size_used_bytes') / MIB,
   };
 }
 
-/**
- * The V8 heap in use of a process serving Prometheus metrics at `url` (Node's default
- * `nodejs_heap_size_used_bytes` under the process's prefix), MiB; undefined if not exported.
- */
-export async function fetchHeapUsedMiB(url: string): Promise<number | undefined> {
-  const response = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5_000) });
-  if (!response.ok) throw new Error(`GET ${url}/metrics: ${response.status}`);
-  const line = (await response.text()).split('\n').find((l) => /^arclight_\w*nodejs_heap_size_used_bytes /.test(l));
-  return line === undefined ? undefined : Number(line.split(' ')[1]) / (1024 * 1024);
+/** The coordinator's V8 heap in use (`arclight_coordinator_nodejs_heap_size_used_bytes`), MiB. */
+export async function fetchCoordinatorHeapMiB(coordinatorUrl: string): Promise<number> {
+  const response = await fetch(`${coordinatorUrl}/metrics`, { signal: AbortSignal.timeout(5_000) });
+  if (!response.ok) throw new Error(`GET ${coordinatorUrl}/metrics: ${response.status}`);
+  return valueFromText(await response.text(), 'arclight_coordinator_nodejs_heap_size_used_bytes') / MIB;
 }
 
 /** Bucket-wise sum of histograms with the same bounds (several runtimes' views as one). */

@@ -6,8 +6,8 @@
  */
 
 import { ChurnGate } from './churn-gate.ts';
-import { addHistograms, fetchHeapUsedMiB, fetchRuntimeMetrics, histogramDelta, openFds, rssMiB, type CumulativeHistogram } from './process-probe.ts';
-import { progressLine, quantileMs, soakFigures, type SoakFigures, type SoakSample, type SoakSettings } from './soak-figures.ts';
+import { addHistograms, fetchCoordinatorHeapMiB, fetchRuntimeMetrics, histogramDelta, openFds, rssMiB, type CumulativeHistogram } from './process-probe.ts';
+import { progressLine, quantileMs, soakFigures, type ProcessReading, type SoakFigures, type SoakSample, type SoakSettings } from './soak-figures.ts';
 import { SOAK_MODEL, startSoakStack, type SoakStack } from './soak-stack.ts';
 import { runVirtualUser, type ChurnCounters } from './virtual-user.ts';
 
@@ -40,9 +40,17 @@ async function churn(stack: SoakStack, options: SoakRunOptions): Promise<SoakFig
   let churnStartedAt = Date.now();
 
   const read = async (): Promise<SoakSample> => {
-    const processes: Record<string, { rssMiB: number; fds: number }> = {};
-    for (const [name, pid] of Object.entries(pids)) processes[name] = { rssMiB: rssMiB(pid), fds: openFds(pid) };
-    const metrics = await Promise.all(stack.runtimes.map((runtime) => fetchRuntimeMetrics(runtime.url)));
+    const [metrics, coordinatorHeapMiB] = await Promise.all([
+      Promise.all(stack.runtimes.map((runtime) => fetchRuntimeMetrics(runtime.url))),
+      fetchCoordinatorHeapMiB(stack.coordinatorUrl),
+    ]);
+    // Heap in use beside RSS: a live heap that keeps growing is a leak; RSS alone may be memory the allocator keeps.
+    const heaps: Record<string, number> = { coordinator: coordinatorHeapMiB };
+    metrics.forEach((m, i) => (heaps[`runtime-${i + 1}`] = m.heapUsedMiB));
+    const processes: Record<string, ProcessReading> = {};
+    for (const [name, pid] of Object.entries(pids)) {
+      processes[name] = { rssMiB: rssMiB(pid), fds: openFds(pid), ...(heaps[name] ? { heapUsedMiB: heaps[name] } : {}) };
+    }
     return {
       atSeconds: (Date.now() - churnStartedAt) / 1000,
       processes,
@@ -51,8 +59,6 @@ async function churn(stack: SoakStack, options: SoakRunOptions): Promise<SoakFig
       emitToSend: addHistograms(metrics.map((m) => m.emitToSend)),
     };
   };
-  const urls: Record<string, string> = { coordinator: stack.coordinatorUrl };
-  stack.runtimes.forEach((runtime, i) => (urls[`runtime-${i + 1}`] = runtime.url));
   const quietReading = async (): Promise<SoakSample> => {
     const deadline = Date.now() + QUIET_TIMEOUT_MS;
     for (;;) {
@@ -62,14 +68,7 @@ async function churn(stack: SoakStack, options: SoakRunOptions): Promise<SoakFig
       await sleep(250);
     }
     await sleep(QUIET_SETTLE_MS);
-    const sample = await read();
-    // Quiet points also read each process's heap in use (a growing live heap is a leak).
-    const processes: Record<string, SoakSample['processes'][string]> = { ...sample.processes };
-    for (const [name, reading] of Object.entries(sample.processes)) {
-      const heapUsedMiB = urls[name] === undefined ? undefined : await fetchHeapUsedMiB(urls[name]);
-      processes[name] = heapUsedMiB === undefined ? reading : { ...reading, heapUsedMiB };
-    }
-    return { ...sample, processes };
+    return read();
   };
 
   const beforeChurn = await quietReading();

@@ -11,6 +11,7 @@
  */
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { valueFromText } from '../../bench/support/process-probe.ts';
 import type { MediaQuality } from '../../client/stats.ts';
 import pattern from '../../models/examples/pattern/index.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
@@ -158,8 +159,6 @@ describe('media faults: a keyframe after PLI (werift client, H.264)', () => {
   /** The runtime's picture-loss and keyframe counters, summed over their labels. */
   async function runtimeCounters(): Promise<{ pictureLoss: number; keyframes: number }> {
     const text = await (await fetch(`${runtime.url}/metrics`)).text();
-    const sum = (name: string) =>
-      text.split('\n').filter((line) => line.startsWith(`${name}{`) || line.startsWith(`${name} `)).reduce((total, line) => total + Number(line.split(' ').at(-1)), 0);
-    return { pictureLoss: sum('arclight_video_picture_loss_total'), keyframes: sum('arclight_video_keyframes_total') };
+    return { pictureLoss: valueFromText(text, 'arclight_video_picture_loss_total'), keyframes: valueFromText(text, 'arclight_video_keyframes_total') };
   }
 });
