@@ -201,8 +201,10 @@ describe('recording with sound (pattern: video + tone)', () => {
     await client.disconnect();
     expect(sentBefore).toBeGreaterThan(30);
     expect(videoPackets).toBeGreaterThanOrEqual(sentBefore);
-    // The tone plays while the picture does: within half a second of the video's span.
-    expect(Math.abs(audioSamples / 48_000 - recording.durationSeconds)).toBeLessThan(0.5);
+    // The tone plays while the picture does: within a second of the video's ~5 s span (a loaded
+    // machine's tone falls a few hundred ms behind — 0.55 s once in CI; a missing or doubled track
+    // is seconds off).
+    expect(Math.abs(audioSamples / 48_000 - recording.durationSeconds)).toBeLessThan(1);
   }, 60_000);
 
   it('a clip request cut short by a disconnection fails with recording_error', async () => {
