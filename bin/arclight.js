@@ -7,10 +7,11 @@ import { fileURLToPath } from 'node:url';
 
 const fromSource = process.execArgv.some((arg, i, all) =>
   arg === '--conditions=source' || arg === '-C=source' || ((arg === '--conditions' || arg === '-C') && all[i + 1] === 'source'));
-// `arclight coordinator` and `arclight admin …` are the coordinator's, `arclight stack` (the full
-// local stack, dev/) starts both; everything else is the runtime's.
+// `arclight coordinator` and `arclight admin …` are the coordinator's; the developer tools (dev/:
+// `arclight stack`, the full local stack) have their verbs listed here; everything else is the runtime's.
+const DEV_VERBS = ['stack'];
 const first = process.argv.slice(2).find((arg) => !arg.startsWith('-'));
-const owner = first === 'coordinator' || first === 'admin' ? 'coordinator' : first === 'stack' ? 'dev' : 'runtime';
+const owner = first === 'coordinator' || first === 'admin' ? 'coordinator' : DEV_VERBS.includes(first) ? 'dev' : 'runtime';
 const compiled = new URL(`../dist/${owner}/cli.js`, import.meta.url);
 let cli;
 if (!fromSource && existsSync(fileURLToPath(compiled))) {

@@ -191,7 +191,7 @@ export async function main(argv: readonly string[]): Promise<number> {
 /**
  * Loads a model module for a command line: a module that cannot be loaded, or whose definition
  * is wrong, is reported on stderr (with the cause's stack: usually the author's own error) and
- * gives undefined, for exit code 1. Shared with `arclight stack` (dev/cli.ts).
+ * gives undefined, for exit code 1. Shared with `arclight stack` (dev/stack-cli.ts).
  */
 export async function loadModelForCli(modulePath: string): Promise<ModelDefinition<unknown> | undefined> {
   try {
