@@ -10,7 +10,8 @@ const src = (path: string): string => fileURLToPath(new URL(path, import.meta.ur
  */
 const BROWSER_TESTS = ['**/*.browser.test.ts', 'test/support/harness.test.ts'];
 // .tmp/ is gitignored scratch space.
-const EXCLUDE = ['**/node_modules/**', '**/dist/**', '**/.tmp/**'];
+// dev/scaffold/template/ is the project `arclight init` writes: its tests run under node:test there.
+const EXCLUDE = ['**/node_modules/**', '**/dist/**', '**/.tmp/**', 'dev/scaffold/template/**'];
 
 export default defineConfig({
   resolve: {
@@ -20,6 +21,7 @@ export default defineConfig({
       { find: /^arclight\/client$/, replacement: src('./client/index.ts') },
       { find: /^arclight\/client\/node$/, replacement: src('./client/node.ts') },
       { find: /^arclight\/client\/server$/, replacement: src('./client/server.ts') },
+      { find: /^arclight\/client\/react$/, replacement: src('./client/react/index.ts') },
       { find: /^arclight\/protocol$/, replacement: src('./protocol/index.ts') },
       { find: /^arclight\/coordinator$/, replacement: src('./coordinator/index.ts') },
     ],

@@ -5,11 +5,15 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
+// NODE_OPTIONS counts too: it is how a child process (npm scripts in a project that depends on a
+// checkout of Arclight) inherits the condition.
 const fromSource = process.execArgv.some((arg, i, all) =>
-  arg === '--conditions=source' || arg === '-C=source' || ((arg === '--conditions' || arg === '-C') && all[i + 1] === 'source'));
+  arg === '--conditions=source' || arg === '-C=source' || ((arg === '--conditions' || arg === '-C') && all[i + 1] === 'source'))
+  || /(^|\s)(--conditions[= ]|-C[= ]?)source(\s|$)/.test(process.env.NODE_OPTIONS ?? '');
 // `arclight coordinator` and `arclight admin …` are the coordinator's; the developer tools (dev/:
-// `arclight stack`, the full local stack) have their verbs listed here; everything else is the runtime's.
-const DEV_VERBS = ['stack'];
+// `arclight stack`, the full local stack; `arclight init`, a new model project) have their verbs
+// listed here (and in dev/cli.ts); everything else is the runtime's.
+const DEV_VERBS = ['stack', 'init'];
 const first = process.argv.slice(2).find((arg) => !arg.startsWith('-'));
 const owner = first === 'coordinator' || first === 'admin' ? 'coordinator' : DEV_VERBS.includes(first) ? 'dev' : 'runtime';
 const compiled = new URL(`../dist/${owner}/cli.js`, import.meta.url);

@@ -139,6 +139,10 @@ describe('deploy/runtime/Dockerfile', () => {
     expect(all(final, 'COPY')).toContain('--from=build /app /app');
   });
 
+  it("lets a model anywhere under / import 'arclight/runtime' from the image's own copy", () => {
+    expect(all(final, 'RUN').join('\n')).toContain('ln -s /app /node_modules/arclight');
+  });
+
   it('runs as a non-root user, under tini, through the entrypoint', () => {
     expectNonRootUser(final);
     expect(execForm(one(final, 'ENTRYPOINT'))).toEqual(['/usr/bin/tini', '--', '/usr/local/bin/arclight-runtime-entrypoint']);
@@ -249,5 +253,28 @@ describe('.dockerignore', () => {
     for (const needed of ['package.json', 'package-lock.json', '.npmrc', 'CMakeLists.txt', 'native', 'scripts', 'bin', 'runtime', 'coordinator', 'client', 'protocol', 'dev', 'models', 'deploy/runtime', 'deploy/coordinator']) {
       expect(ignored.filter((pattern) => needed === pattern || needed.startsWith(`${pattern}/`)), needed).toEqual([]);
     }
+  });
+});
+
+describe('the Dockerfile `arclight init` writes (dev/scaffold/template/Dockerfile)', () => {
+  const { args, stages } = parseDockerfile('dev/scaffold/template/Dockerfile');
+  const final = stages.at(-1)!;
+
+  it('builds on the runtime image, with the model’s own dependencies from a Node stage (the runtime image has no npm)', () => {
+    expect(args.get('NODE_VERSION')).toBe('20');
+    expect(stages.map((stage) => stage.from)).toEqual(['node:20-bookworm-slim', 'arclight-runtime:0.1.0']);
+    expect(all(stages[0]!, 'RUN').join('\n')).toContain('npm install --omit=dev --omit=peer');
+    expect(all(final, 'RUN')).toEqual([]);
+  });
+
+  it('puts the model under /models, where the runtime image resolves arclight/runtime, and points the entrypoint at it', () => {
+    expect(all(final, 'COPY')).toEqual([
+      '--from=dependencies /model/node_modules /models/arclight-template-model/node_modules',
+      '. /models/arclight-template-model/',
+    ]);
+    expect(envOf(final).get('ARCLIGHT_MODEL')).toBe('/models/arclight-template-model/index.ts');
+    // The runtime image's ENTRYPOINT, USER and HEALTHCHECK are inherited, not replaced.
+    for (const keyword of ['ENTRYPOINT', 'CMD', 'USER', 'HEALTHCHECK']) expect(all(final, keyword)).toEqual([]);
+    expect(readFileSync(join(root, 'dev/scaffold/template/dockerignore'), 'utf8')).toMatch(/^node_modules$/m);
   });
 });

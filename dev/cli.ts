@@ -8,6 +8,7 @@ type VerbMain = (argv: readonly string[]) => Promise<number>;
 
 const VERBS: Readonly<Record<string, () => Promise<{ main: VerbMain }>>> = {
   stack: () => import('./stack-cli.ts'),
+  init: () => import('./scaffold/init-cli.ts'),
 };
 
 /** The verbs bin/arclight.js sends here. */
