@@ -13,7 +13,7 @@ const fromSource = process.execArgv.some((arg, i, all) =>
 // `arclight coordinator` and `arclight admin …` are the coordinator's; the developer tools (dev/:
 // `arclight stack`, the full local stack; `arclight init`, a new model project) have their verbs
 // listed here (and in dev/cli.ts); everything else is the runtime's.
-const DEV_VERBS = ['stack', 'init'];
+const DEV_VERBS = ['stack', 'init', 'types'];
 const first = process.argv.slice(2).find((arg) => !arg.startsWith('-'));
 const owner = first === 'coordinator' || first === 'admin' ? 'coordinator' : DEV_VERBS.includes(first) ? 'dev' : 'runtime';
 const compiled = new URL(`../dist/${owner}/cli.js`, import.meta.url);

@@ -15,6 +15,8 @@ export type {
   Clip,
   ArclightClientOptions,
   ClientEvents,
+  ClientWarning,
+  ClientWarningCode,
   ClientState,
   ClientStatus,
   ConnectOptions,
@@ -27,6 +29,17 @@ export type {
   ReconnectingEvent,
 } from './arclight-client.ts';
 export type { ReconnectPolicy } from './connection-recovery.ts';
+export type {
+  CommandName,
+  CommandParamsArgument,
+  CommandResultOf,
+  DeclaredMessage,
+  MessageOf,
+  ModelTypes,
+  ReplyMessage,
+  TypedReply,
+  UntypedModel,
+} from './model-types.ts';
 export type { InputFrameInfo } from './input-frame-stamper.ts';
 export type { CommandReply } from './pending-commands.ts';
 export type { ClientStats, MediaQuality } from './stats.ts';
@@ -37,7 +50,7 @@ export { cacheToken, type ExpiringToken, type TokenCacheOptions } from './token-
 export { FileRef } from './file-ref.ts';
 export { downloadClipAsFile, DEFAULT_CLIP_FILENAME, type DownloadClipOptions } from './clip-download.ts';
 export { ArclightError } from '../protocol/errors.ts';
-export type { Capabilities, TrackCapability, CommandCapability } from '../protocol/capabilities.ts';
+export type { Capabilities, TrackCapability, CommandCapability, MessageCapability } from '../protocol/capabilities.ts';
 export type { SessionResponse } from '../protocol/session.ts';
 export type { LatencyMode } from '../protocol/messages.ts';
 export type { SessionLogQuery } from './session-logs.ts';

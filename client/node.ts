@@ -7,6 +7,7 @@
 
 import wrtc from '@roamhq/wrtc';
 import { ArclightClient as BaseClient, type ArclightClientOptions } from './arclight-client.ts';
+import type { ModelTypes, UntypedModel } from './model-types.ts';
 import type { RtcImplementation } from './peer-link.ts';
 
 export * from './index.ts';
@@ -18,7 +19,8 @@ export const nodeWebRtc: RtcImplementation = {
 };
 export { wrtc };
 
-export class ArclightClient extends BaseClient {
+/** `Model`: optional model types (see `arclight types`); untyped by default. */
+export class ArclightClient<Model extends ModelTypes = UntypedModel> extends BaseClient<Model> {
   constructor(options: ArclightClientOptions) {
     super({ rtc: nodeWebRtc, ...options });
   }

@@ -9,6 +9,7 @@ type VerbMain = (argv: readonly string[]) => Promise<number>;
 const VERBS: Readonly<Record<string, () => Promise<{ main: VerbMain }>>> = {
   stack: () => import('./stack-cli.ts'),
   init: () => import('./scaffold/init-cli.ts'),
+  types: () => import('./types/types-cli.ts'),
 };
 
 /** The verbs bin/arclight.js sends here. */

@@ -31,9 +31,21 @@ export interface CommandCapability {
   readonly reply?: { readonly type: string; readonly schema?: JsonSchema };
 }
 
+/** Arclight extension: a message type the model declares it sends (model → client). */
+export interface MessageCapability {
+  readonly type: string;
+  readonly description?: string;
+  /** JSON Schema of the message's `data`, when declared. */
+  readonly schema?: JsonSchema;
+}
+
 export interface Capabilities {
   readonly protocol_version: string;
   readonly tracks: readonly TrackCapability[];
   readonly commands?: readonly CommandCapability[];
   readonly emission_fps?: number | null;
+  /** Arclight extension: the message types the model declares (absent when it declares none). */
+  readonly messages?: readonly MessageCapability[];
+  /** Arclight extension: the model's schema hash (protocol/schema-hash.ts), for drift warnings. */
+  readonly schema_hash?: string;
 }

@@ -23,3 +23,5 @@ export * from './uploads.ts';
 export * from './moderation.ts';
 export * from './session-logs.ts';
 export * from './server-sent-events.ts';
+export * from './schema-hash.ts';
+export { sha256Hex } from './sha256.ts';

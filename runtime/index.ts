@@ -22,7 +22,14 @@ export type {
   OutputAudioTrackSpec,
   InputAudioTrackSpec,
   DropPolicy,
+  MessageSpec,
+  ReplySpec,
+  CommandMap,
+  MessageMap,
+  ParamsOf,
+  SchemaLiteral,
 } from './model/definition.ts';
+export type { ModelTypesOf, ReplyTypeOf } from './model/model-types-of.ts';
 export type { ModelSession, ConnectionHandle, InputVideo, InputAudio, ModelLogger, EmitOptions } from './model/model-session.ts';
 export { CommandError, isCommandError } from './model/command-error.ts';
 export { ModelDefinitionError } from './model/validate-definition.ts';

@@ -155,7 +155,7 @@ export function buildOpenApi(model: ModelDefinition<unknown>, capabilities: Capa
       schemas: {
         Error: errorBody,
         Health: { type: 'object', required: ['status', 'state'], properties: { status: { enum: ['healthy', 'unhealthy'] }, state: { enum: ['loading', 'available', 'serving', 'terminated'] }, detail: { type: ['string', 'null'] } } },
-        Capabilities: { type: 'object', required: ['protocol_version', 'tracks'], properties: { protocol_version: { type: 'string' }, tracks: { type: 'array' }, commands: { type: 'array' }, emission_fps: { type: ['number', 'null'] } } },
+        Capabilities: { type: 'object', required: ['protocol_version', 'tracks'], properties: { protocol_version: { type: 'string' }, tracks: { type: 'array' }, commands: { type: 'array' }, emission_fps: { type: ['number', 'null'] }, messages: { type: 'array' }, schema_hash: { type: 'string' } } },
         Session: { type: 'object', required: ['session_id', 'state', 'cluster', 'model', 'server_info'], properties: { session_id: { type: 'string' }, state: { type: 'string' }, cluster: { type: 'string' }, model: { type: 'object' }, server_info: { type: 'object' }, selected_transport: { type: 'object' }, capabilities: { $ref: '#/components/schemas/Capabilities' } } },
         SdpOffer: { type: 'object', required: ['sdp_offer'], properties: { sdp_offer: { type: 'string' }, track_mapping: { type: 'array' }, paused_tracks: { type: 'array', items: { type: 'string' } } } },
       },
@@ -168,6 +168,10 @@ export function buildOpenApi(model: ModelDefinition<unknown>, capabilities: Capa
       fps: model.fps,
       tracks: capabilities.tracks,
       commands,
+      // Declared model → client messages (type → description and data schema), and the hash
+      // `arclight types` and clients compare (protocol/schema-hash.ts).
+      messages: Object.fromEntries((capabilities.messages ?? []).map((m) => [m.type, { description: m.description, schema: m.schema }])),
+      schema_hash: capabilities.schema_hash,
     },
   };
 }

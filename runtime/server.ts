@@ -27,7 +27,6 @@ import type { IceServerEntry } from '../protocol/transport.ts';
 import {
   API_ACCEPT_VERSION_HEADER,
   API_VERSION_HEADER,
-  CAPABILITIES_PROTOCOL_VERSION,
   WEBRTC_VERSION_HEADER,
 } from '../protocol/versions.ts';
 import { createErrorHandler, notFound } from './http/errors.ts';
@@ -45,6 +44,7 @@ import { createLogger, type Logger } from './log.ts';
 import { RuntimeMetrics } from './metrics.ts';
 import { callAuthorCode, installProcessGuards } from './model/author-code.ts';
 import { CommandRouter } from './model/command-router.ts';
+import { modelCapabilities } from './model/model-capabilities.ts';
 import type { ModerationOptions } from './moderation/moderator.ts';
 import type { ModelDefinition } from './model/definition.ts';
 import { validateModelDefinition } from './model/validate-definition.ts';
@@ -238,18 +238,7 @@ function rejectOtherMethods(app: Hono, playground: boolean): void {
 }
 
 export function capabilitiesOf(model: ModelDefinition<unknown>, router: CommandRouter): Capabilities {
-  return {
-    protocol_version: CAPABILITIES_PROTOCOL_VERSION,
-    tracks: model.tracks.map((t) => ({
-      name: t.name,
-      kind: t.kind,
-      direction: t.direction,
-      ...(t.kind === 'video' && t.direction === 'recvonly' ? { width: t.width, height: t.height } : {}),
-      ...(t.kind === 'audio' ? { sample_rate: 48_000, channels: t.channels ?? 1 } : {}),
-    })),
-    commands: router.capabilities(),
-    emission_fps: model.fps,
-  };
+  return modelCapabilities(model, router.capabilities());
 }
 
 export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {

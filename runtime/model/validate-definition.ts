@@ -17,6 +17,8 @@ export class ModelDefinitionError extends TypeError {
 
 const SLUG = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/;
+/** Message types follow command names: they travel as the same `type` field. */
+const MESSAGE_TYPE = /^[A-Za-z_][A-Za-z0-9_.-]{0,63}$/;
 
 export function validateModelDefinition(value: unknown, source: string): ModelDefinition<unknown> {
   const problems: string[] = [];
@@ -77,6 +79,24 @@ export function validateModelDefinition(value: unknown, source: string): ModelDe
       for (const [name, spec] of Object.entries(commands)) {
         if (!/^[A-Za-z_][A-Za-z0-9_.-]{0,63}$/.test(name)) problems.push(`command name "${name}" must be an identifier (letters, digits, "_", "." or "-")`);
         if (typeof (spec as { handler?: unknown })?.handler !== 'function') problems.push(`commands.${name}.handler must be a function`);
+      }
+    }
+  }
+  const messages = model['messages'];
+  if (messages !== undefined) {
+    if (typeof messages !== 'object' || messages === null || Array.isArray(messages)) problems.push('messages must be an object of message type → { description?, schema? }');
+    else {
+      for (const [type, spec] of Object.entries(messages)) {
+        if (!MESSAGE_TYPE.test(type)) problems.push(`message type "${type}" must be an identifier (letters, digits, "_", "." or "-")`);
+        if (typeof spec !== 'object' || spec === null || Array.isArray(spec)) {
+          problems.push(`messages.${type} must be an object ({ description?, schema? })`);
+          continue;
+        }
+        const { description, schema } = spec as Record<string, unknown>;
+        if (description !== undefined && typeof description !== 'string') problems.push(`messages.${type}.description must be a string`);
+        if (schema !== undefined && typeof schema !== 'boolean' && (typeof schema !== 'object' || schema === null || Array.isArray(schema))) {
+          problems.push(`messages.${type}.schema must be a JSON Schema (an object or a boolean)`);
+        }
       }
     }
   }

@@ -9,7 +9,7 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ArclightClient } from '../../client/node.ts';
 import pattern from '../../models/examples/pattern/index.ts';
-import { startRuntime, type Runtime } from '../../runtime/index.ts';
+import { startRuntime, type CommandMap, type Runtime } from '../../runtime/index.ts';
 import { createLogger } from '../../runtime/log.ts';
 
 // ---- a small, strict parser for the Prometheus text exposition format (0.0.4) ----
@@ -333,7 +333,8 @@ describe('GET /schema and GET /metrics', () => {
         commands: Record<string, { requestBody: { $ref: string }; response: { $ref: string }; reply_type?: string; description?: string }>;
       };
     };
-    const commands = pattern.commands!;
+    // Read by name from the document: the plain map type, not the model's literal command types.
+    const commands: CommandMap<never> = pattern.commands!;
     const names = Object.keys(commands);
     expect(names).toEqual(expect.arrayContaining(['set_color', 'set_speed', 'set_text', 'set_tone', 'get_state']));
     expect(Object.keys(doc['x-arclight'].commands).sort()).toEqual([...names].sort());

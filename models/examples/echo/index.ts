@@ -19,7 +19,8 @@ interface EchoState {
 
 const command = commandFor<EchoState>();
 
-export default defineModel<EchoState>({
+// State is inferred from createSessionState, so `ModelTypesOf<typeof echo>` sees the commands and messages.
+export default defineModel({
   name: 'echo',
   version: '1.0.0',
   description: 'Streams the webcam back with adjustable brightness.',
@@ -28,7 +29,7 @@ export default defineModel<EchoState>({
     { name: 'webcam', kind: 'video', direction: 'sendonly', format: 'i420' },
     { name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT },
   ],
-  createSessionState: () => ({ brightness: 1, inputSize: undefined }),
+  createSessionState: (): EchoState => ({ brightness: 1, inputSize: undefined }),
   commands: {
     set_brightness: command({
       description: 'Multiplies the picture brightness: 0 is black, 1 unchanged, 2 twice as bright.',
@@ -47,6 +48,17 @@ export default defineModel<EchoState>({
         return { brightness: value };
       },
     }),
+  },
+  messages: {
+    input_started: {
+      description: 'Broadcast when the webcam input starts or changes size.',
+      schema: {
+        type: 'object',
+        properties: { width: { type: 'integer' }, height: { type: 'integer' } },
+        required: ['width', 'height'],
+        additionalProperties: false,
+      },
+    },
   },
   async run(session) {
     const webcam = session.inputVideo('webcam');

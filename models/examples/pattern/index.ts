@@ -32,7 +32,9 @@ const BARS: readonly Yuv[] = [
   [192, 192, 192], [192, 192, 0], [0, 192, 192], [0, 192, 0], [192, 0, 192], [192, 0, 0], [0, 0, 192], [32, 32, 32],
 ].map(([r, g, b]) => rgbToYuv(r!, g!, b!));
 
-export default defineModel<PatternState>({
+// State is inferred from createSessionState (not `defineModel<PatternState>`), so that the
+// command and message types stay visible to `ModelTypesOf<typeof pattern>`.
+export default defineModel({
   name: 'pattern',
   version: '1.0.0',
   description: 'Scrolling test pattern with a colour patch, frame counter, clock, caption and a tone.',
@@ -41,7 +43,7 @@ export default defineModel<PatternState>({
     { name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT },
     { name: 'tone', kind: 'audio', direction: 'recvonly', channels: 1 },
   ],
-  createSessionState: () => ({
+  createSessionState: (): PatternState => ({
     color: '#e01010',
     patch: rgbToYuv(0xe0, 0x10, 0x10),
     speed: 4,
@@ -129,6 +131,17 @@ export default defineModel<PatternState>({
         return { color, speed, text, frame };
       },
     }),
+  },
+  messages: {
+    welcome: {
+      description: 'Sent to each client as it connects: the model and the frame counter at that moment.',
+      schema: {
+        type: 'object',
+        properties: { model: { const: 'pattern' }, frame: { type: 'integer', minimum: 0 } },
+        required: ['model', 'frame'],
+        additionalProperties: false,
+      },
+    },
   },
   hooks: {
     connected: (session, connection) => {

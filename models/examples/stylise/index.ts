@@ -89,6 +89,26 @@ export function createStyliseModel(options: StyliseOptions = {}): ModelDefinitio
         },
       }),
     },
+    messages: {
+      stylise_info: {
+        description: 'Sent to each client as it connects: the onnxruntime execution provider in use, the network size and the current strength.',
+        schema: {
+          type: 'object',
+          properties: { provider: { type: 'string' }, size: { type: 'integer' }, strength: { type: 'number', minimum: 0, maximum: 1 } },
+          required: ['provider', 'size', 'strength'],
+          additionalProperties: false,
+        },
+      },
+      input_started: {
+        description: 'Broadcast when the webcam input starts or changes size.',
+        schema: {
+          type: 'object',
+          properties: { width: { type: 'integer' }, height: { type: 'integer' } },
+          required: ['width', 'height'],
+          additionalProperties: false,
+        },
+      },
+    },
     hooks: {
       connected: async (session, connection) => {
         const { provider } = await currentEngine();
