@@ -24,6 +24,7 @@ export default defineConfig({
       { find: /^arclight\/client\/react$/, replacement: src('./client/react/index.ts') },
       { find: /^arclight\/protocol$/, replacement: src('./protocol/index.ts') },
       { find: /^arclight\/coordinator$/, replacement: src('./coordinator/index.ts') },
+      { find: /^arclight\/testing$/, replacement: src('./runtime/testing/index.ts') },
     ],
   },
   test: {

@@ -8,14 +8,18 @@
 import type { OutputAudioTrackSpec } from '../model/definition.ts';
 import type { Logger } from '../log.ts';
 import type { RuntimeMetrics } from '../metrics.ts';
+import { assertEmittableAudio } from './emit-checks.ts';
 import type { AudioFrame } from './frames.ts';
 import { OpusEncoder } from './opus.ts';
 
 export const AUDIO_SAMPLE_RATE = 48_000;
-const FRAME_MS = 20;
+/** The audio clock's tick: one Opus frame. */
+export const AUDIO_FRAME_MS = 20;
+const FRAME_MS = AUDIO_FRAME_MS;
 const SAMPLES_PER_FRAME = (AUDIO_SAMPLE_RATE * FRAME_MS) / 1000;
 /** emit() waits while more than this much audio is buffered ahead of the clock. */
-const MAX_BUFFERED_MS = 200;
+export const MAX_BUFFERED_AUDIO_MS = 200;
+const MAX_BUFFERED_MS = MAX_BUFFERED_AUDIO_MS;
 
 export interface AudioSink {
   readonly connectionId: number;
@@ -64,9 +68,7 @@ export class OutputAudioTrack {
 
   async emit(frame: AudioFrame): Promise<void> {
     if (this.#closed) return;
-    if (frame.sampleRate !== AUDIO_SAMPLE_RATE) {
-      throw new TypeError(`emit("${this.name}"): audio must be ${AUDIO_SAMPLE_RATE} Hz, got ${frame.sampleRate}`);
-    }
+    assertEmittableAudio(this.name, frame, AUDIO_SAMPLE_RATE);
     const samples = remix(frame.samples, frame.channels, this.channels);
     this.#metrics?.framesEmitted.inc({ track: this.name });
     while (!this.#closed && this.#bufferedMs() > MAX_BUFFERED_MS) {

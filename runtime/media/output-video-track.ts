@@ -29,7 +29,8 @@ import { Vp8Packetizer } from '../rtp/vp8-packetizer.ts';
 import { BoundedQueue } from './bounded-queue.ts';
 import { selectEncoderBackend, type EncoderBackend } from './encoder-backends.ts';
 import { handleVideoEncoderFailure, type EncoderFailureAction, type EncoderFailurePhase } from './encoder-failures.ts';
-import { CudaFramePool, assertCudaFrame, cudaEncoderInput, downloadCudaFrame, isCudaVideoFrame, type PooledCudaFrame } from './cuda-frames.ts';
+import { CudaFramePool, cudaEncoderInput, downloadCudaFrame, isCudaVideoFrame, type PooledCudaFrame } from './cuda-frames.ts';
+import { assertEmittableVideo } from './emit-checks.ts';
 import { FramePool } from './frame-pool.ts';
 import { NvencVideoEncoder } from './nvenc-video-encoder.ts';
 import { solidI420 } from './frame-convert.ts';
@@ -129,7 +130,7 @@ interface CodecPipeline {
 const ENCODER_ERROR_LOG_INTERVAL_MS = 5_000;
 
 /** Frames queued between emit() and the encoder; small, so latency stays one or two frames. */
-const DEFAULT_QUEUE_FRAMES = 2;
+export const DEFAULT_QUEUE_FRAMES = 2;
 const MAX_RTP_PAYLOAD = 1200;
 /** A frame may leave this much before its slot: absorbs timer jitter in the model's own loop. */
 const PACING_SLACK_MS = 4;
@@ -206,17 +207,9 @@ export class OutputVideoTrack {
     batchMetadata?: FrameMetadata,
   ): Promise<void> {
     let batch: readonly (VideoFrame | CudaVideoFrame)[] = Array.isArray(frames) ? frames : [frames as VideoFrame];
-    for (const frame of batch) {
-      if (isCudaVideoFrame(frame)) {
-        assertCudaFrame(this.name, frame);
-      } else if (!frame || !(frame.width > 0 && frame.height > 0) || !(frame.data instanceof Uint8Array)) {
-        throw new TypeError(`emit("${this.name}"): a video frame needs width, height and data (Uint8Array)`);
-      }
-      if (frame.metadata !== undefined) assertMetadata(this.name, frame.metadata);
-    }
-    if (batchMetadata !== undefined && batch.length > 0) {
-      assertMetadata(this.name, batchMetadata);
-      if (batch[0]!.metadata === undefined) batch = [{ ...batch[0]!, metadata: batchMetadata }, ...batch.slice(1)];
+    assertEmittableVideo(this.name, batch, batch.length > 0 ? batchMetadata : undefined);
+    if (batchMetadata !== undefined && batch.length > 0 && batch[0]!.metadata === undefined) {
+      batch = [{ ...batch[0]!, metadata: batchMetadata }, ...batch.slice(1)];
     }
     for (const frame of batch) {
       if (this.#queue.closed) return;
@@ -650,19 +643,6 @@ export class OutputVideoTrack {
       state.awaitingKeyframe = true;
       void this.#requestKeyframe(streamKey(sink));
     });
-  }
-}
-
-/** Metadata must be bytes or a JSON-serializable mapping; a model learns at emit(), not later. */
-function assertMetadata(track: string, metadata: FrameMetadata): void {
-  if (metadata instanceof Uint8Array) return;
-  if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
-    throw new TypeError(`emit("${track}"): metadata must be a Uint8Array or a plain object`);
-  }
-  try {
-    JSON.stringify(metadata);
-  } catch (error) {
-    throw new TypeError(`emit("${track}"): metadata must be JSON-serializable (${(error as Error).message})`);
   }
 }
 

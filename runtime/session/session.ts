@@ -19,7 +19,8 @@ import type { CommandRouter } from '../model/command-router.ts';
 import type { ModelDefinition, OutputAudioTrackSpec, OutputVideoTrackSpec, TrackSpec } from '../model/definition.ts';
 import type { ConnectionHandle, EmitOptions, InputAudio, InputVideo, ModelSession } from '../model/model-session.ts';
 import { AudioReceiver } from '../media/audio-receiver.ts';
-import type { AudioFrame, CudaVideoFrame, VideoFrame } from '../media/frames.ts';
+import { audioBatch, emitAfterEndError, unknownOutputTrackError, videoBatch, type EmitFrames } from '../media/emit-checks.ts';
+import type { AudioFrame, VideoFrame } from '../media/frames.ts';
 import type { InputFrameAnnotation } from '../media/input-frame-aligner.ts';
 import { InputAudioTrack, InputVideoTrack } from '../media/input-tracks.ts';
 import { OutputAudioTrack, type AudioSink } from '../media/output-audio-track.ts';
@@ -651,25 +652,20 @@ export class Session implements ConnectionOwner {
       },
       emit: async (
         track: string,
-        frames: VideoFrame | CudaVideoFrame | AudioFrame | readonly (VideoFrame | CudaVideoFrame)[] | readonly AudioFrame[],
+        frames: EmitFrames,
         options?: EmitOptions,
       ): Promise<void> => {
         // Rejecting (rather than resolving at once) stops a loop paced only by emit() from
         // spinning; the runtime treats this rejection as a normal end.
-        if (session.ended) throw new ArclightError('session_ended', `Session ${session.id} has ended; emit() is closed.`);
-        const batch = (Array.isArray(frames) ? frames : [frames]) as ReadonlyArray<VideoFrame | CudaVideoFrame | AudioFrame>;
+        if (session.ended) throw emitAfterEndError(session.id);
         const video = session.#outputVideo.get(track);
-        if (video) {
-          if (batch.some((f) => !f || !('width' in f))) throw new TypeError(`emit("${track}"): "${track}" is a video track; got something else`);
-          return video.emit(batch as readonly (VideoFrame | CudaVideoFrame)[], options?.dropPolicy, options?.metadata);
-        }
+        if (video) return video.emit(videoBatch(track, frames), options?.dropPolicy, options?.metadata);
         const audio = session.#outputAudio.get(track);
         if (audio) {
-          if (batch.some((f) => !f || !('samples' in f))) throw new TypeError(`emit("${track}"): "${track}" is an audio track; got something else`);
-          for (const frame of batch as readonly AudioFrame[]) await audio.emit(frame);
+          for (const frame of audioBatch(track, frames)) await audio.emit(frame);
           return;
         }
-        throw new TypeError(`emit("${track}"): the model declares no output track "${track}"`);
+        throw unknownOutputTrackError(track);
       },
       flush: async (track?: string): Promise<void> => {
         if (track !== undefined && !session.#outputVideo.has(track)) {
