@@ -25,6 +25,7 @@ export const ERROR_CODES = {
   connection_closed: { status: 410, retryable: false, summary: 'The connection was closed for good; register a new one.' },
   invalid_sdp: { status: 400, retryable: false, summary: 'The SDP offer could not be parsed or negotiated.' },
   model_not_ready: { status: 503, retryable: true, summary: 'The model is still loading or failed to load.' },
+  model_load_failed: { status: 503, retryable: true, summary: "The model's module failed to import, its definition is invalid, or its load() threw (arclight dev shows where)." },
   // Credentials and permissions (the coordinator)
   unauthorized: { status: 401, retryable: false, summary: 'No valid API key or token was presented.' },
   token_expired: { status: 401, retryable: false, summary: 'The token has expired; mint a new one.' },

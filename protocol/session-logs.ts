@@ -45,11 +45,37 @@ export const SESSION_LOG_PAGE_LIMIT = { default: 200, max: 1000 } as const;
  */
 export type SessionLogStreamEvent = 'log' | 'dropped' | 'end';
 
+/**
+ * Why a model could not be loaded (its module failed to import, its definition is invalid, or its
+ * `load()` threw), with where in the author's files when that is known (`line`/`column` 1-based).
+ * `code` is always `model_load_failed` (docs/errors.md).
+ */
+export interface ModelLoadErrorInfo {
+  readonly code: 'model_load_failed';
+  readonly message: string;
+  readonly file?: string;
+  readonly line?: number;
+  readonly column?: number;
+  /** A few lines of the file around `line`, the offending one marked with `>`. */
+  readonly frame?: string;
+}
+
 /** Every runtime event: its stream sequence number, time, type and the type's payload. */
 export type RuntimeEvent = { readonly seq: number; readonly time: number } & RuntimeEventBody;
 
 export type RuntimeEventBody =
-  | { readonly type: 'model_load'; readonly phase: 'loading' | 'loaded' | 'failed'; readonly elapsed_seconds: number }
+  | {
+      readonly type: 'model_load';
+      readonly phase: 'loading' | 'loaded' | 'failed';
+      readonly elapsed_seconds: number;
+      /** What the model's `load` last reported through `progress(fraction, message?)`: 0–1. */
+      readonly progress?: number;
+      readonly message?: string;
+      /** `failed`: why, and where in the model's files (see ModelLoadErrorInfo). */
+      readonly error?: ModelLoadErrorInfo;
+    }
+  /** A new version of the model is serving (`Runtime.reloadModel`, `arclight dev`); `version` counts from 1. */
+  | { readonly type: 'model_reloaded'; readonly version: number; readonly sessions_kept: boolean }
   | { readonly type: 'encoder_backends'; readonly selection: readonly { readonly codec: string; readonly backend: string | null; readonly hardware: boolean }[] }
   | { readonly type: 'session_opened'; readonly session_id: string }
   | { readonly type: 'session_ended'; readonly session_id: string; readonly reason: string }

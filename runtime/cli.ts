@@ -1,22 +1,31 @@
 /**
  * The `arclight` command.
  *
+ *   arclight dev <module> [the same options]   (serve, reloading the module on every save)
  *   arclight serve <module> [--port 8080] [--host 127.0.0.1] [--ice-host ADDR]... [--ice-port-range A-B] [--public-ip ADDR]
  *                           [--turn-url URL]... [--turn-ttl S] [--latency realtime|smooth] [--no-playground] [--moderator-url URL]
  */
 
 import { parseArgs } from 'node:util';
-import { startRuntime } from './server.ts';
+import { startRuntime, type RuntimeOptions } from './server.ts';
 import { iceOptionsFromFlags, TURN_SECRET_ENV } from './ice-cli-options.ts';
 import { HttpModerator } from './moderation/http-moderator.ts';
 import { loadModelModule, ModelModuleError } from './model/load-model-module.ts';
+import { startDevServer } from './dev/dev-server.ts';
 import { ModelDefinitionError } from './model/validate-definition.ts';
 import type { ModelDefinition } from './model/definition.ts';
 
 const USAGE = `Usage: arclight serve <model-module> [options]
+       arclight dev <model-module> [options]
 
 Hosts a model module (a .ts or .js file, or a folder with index.ts, whose default export is
 defineModel({...})) and serves it with the playground on http://localhost:8080.
+
+arclight dev does the same while you work on the model: it watches the module's folder and, on
+every save, loads the new version without restarting — the open session keeps running (its state
+kept, its run loop restarted) unless the tracks or fps changed, and the playground refreshes its
+forms by itself. Load errors are printed with file and line and shown in the playground; the
+previous version keeps serving until the next save fixes them. Local mode only (no --coordinator).
 
 Options:
   --port <n>              HTTP port (default 8080; 0 = any free port)
@@ -89,8 +98,13 @@ export async function main(argv: readonly string[]): Promise<number> {
     return 0;
   }
   const [verb, modulePath, ...extra] = positionals;
-  if (verb !== 'serve' || !modulePath || extra.length > 0) {
-    process.stderr.write(`arclight: ${verb && verb !== 'serve' ? `unknown command "${verb}"` : 'missing model module'}\n\n${USAGE}\n`);
+  const dev = verb === 'dev';
+  if ((verb !== 'serve' && !dev) || !modulePath || extra.length > 0) {
+    process.stderr.write(`arclight: ${verb && verb !== 'serve' && !dev ? `unknown command "${verb}"` : 'missing model module'}\n\n${USAGE}\n`);
+    return 2;
+  }
+  if (dev && values.coordinator !== undefined) {
+    process.stderr.write(`arclight: arclight dev runs in local mode; --coordinator is for arclight serve\n`);
     return 2;
   }
   const port = values.port === undefined ? 8080 : /^\d{1,5}$/.test(values.port) ? Number(values.port) : NaN;
@@ -138,12 +152,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
   }
 
-  const model = await loadModelForCli(modulePath);
-  if (model === undefined) return 1;
-  let runtime;
-  try {
-    runtime = await startRuntime({
-      model: model as never,
+  const runtimeOptions = {
       port,
       ...(values.host ? { host: values.host } : {}),
       ice: ice.ice,
@@ -163,7 +172,14 @@ export async function main(argv: readonly string[]): Promise<number> {
             },
           }
         : {}),
-    });
+  } satisfies Omit<RuntimeOptions, 'model'>;
+  if (dev) return runDev(modulePath, runtimeOptions);
+
+  const model = await loadModelForCli(modulePath);
+  if (model === undefined) return 1;
+  let runtime;
+  try {
+    runtime = await startRuntime({ ...runtimeOptions, model: model as never });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') {
@@ -185,6 +201,28 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
   process.stdout.write('arclight: shutting down\n');
   await runtime.close();
+  return 0;
+}
+
+/** `arclight dev`: serves and reloads on every save until SIGINT/SIGTERM. */
+async function runDev(modulePath: string, runtimeOptions: Omit<RuntimeOptions, 'model'>): Promise<number> {
+  let server;
+  try {
+    server = await startDevServer({ modulePath, runtime: runtimeOptions, print: (line) => process.stdout.write(`${line}\n`) });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+      process.stderr.write(`arclight: port ${runtimeOptions.port ?? 8080} is in use; pick another with --port\n`);
+      return 1;
+    }
+    throw error;
+  }
+  process.stdout.write(`arclight: developing ${modulePath} on ${server.runtime.url.replace('127.0.0.1', 'localhost')}\n`);
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  process.stdout.write('arclight: shutting down\n');
+  await server.close();
   return 0;
 }
 

@@ -48,6 +48,9 @@ import { modelCapabilities } from './model/model-capabilities.ts';
 import type { ModerationOptions } from './moderation/moderator.ts';
 import type { ModelDefinition } from './model/definition.ts';
 import { validateModelDefinition } from './model/validate-definition.ts';
+import { ModelSlot, type ServedModel } from './model/model-slot.ts';
+import { describeLoadError } from './model/load-error.ts';
+import type { ModelLoadErrorInfo } from '../protocol/session-logs.ts';
 import { buildOpenApi } from './openapi.ts';
 import { LocalSessionHost } from './session/local-session-host.ts';
 import { CoordinatorLink, type HostedOptions } from './hosted/coordinator-link.ts';
@@ -143,7 +146,20 @@ export interface RuntimeOptions {
    * minutes), on the recording's clock unless `now` is given.
    */
   readonly sessionLogs?: SessionLogSettings;
+  /**
+   * Development mode (`arclight dev`): also serves `GET /dev/status` — the model version serving
+   * and the last load error (`model_load_failed`, with file and line) — for the playground and
+   * tools. Default off.
+   */
+  readonly dev?: boolean;
 }
+
+/** What `Runtime.reloadModel` did. */
+export type ModelReloadOutcome =
+  /** The new version serves; `sessions`: the open session runs it in place (`kept`), ended with reason `model_reloaded` (`ended`, its tracks or fps changed), or there was none. */
+  | { readonly ok: true; readonly version: number; readonly sessions: 'no_session' | 'kept' | 'ended'; readonly loadMs: number }
+  /** It could not be loaded; the previous version keeps serving. */
+  | { readonly ok: false; readonly error: ModelLoadErrorInfo };
 
 /** `RuntimeOptions.ice`. */
 export interface RuntimeIceOptions extends IcePolicyOptions {
@@ -186,6 +202,25 @@ export interface Runtime {
   readonly state: RuntimeState;
   /** Resolves when the model's `load()` has finished (or failed). */
   readonly loaded: Promise<void>;
+  /** Why the model's last version could not be loaded; undefined once a version loads. */
+  readonly lastLoadError: ModelLoadErrorInfo | undefined;
+  /**
+   * Serves a new version of the model without restarting (what `arclight dev` does on each save).
+   * Its `load()` runs first (the runtime reports `loading`; the old version serves meanwhile). Then,
+   * if its tracks and fps are unchanged, the open session is kept: commands go to the new handlers
+   * at once, new hooks apply, its run loop restarts on the new definition with `session.state`
+   * kept, and its clients get a `model_reloaded` runtime message with the new capabilities.
+   * Otherwise the open session ends with reason `model_reloaded`. An invalid definition or a
+   * failing `load()` keeps the old version serving and resolves `{ ok: false, error }` (also
+   * `lastLoadError`, and a `model_load` event with phase `failed`). Reloads run one at a time.
+   */
+  reloadModel(definition: ModelDefinition<never>): Promise<ModelReloadOutcome>;
+  /**
+   * Records that a new version of the model could not even be imported (a syntax or import error
+   * found by whoever imports it, e.g. `arclight dev`): it becomes `lastLoadError` and a `model_load`
+   * event (phase `failed`). The current version keeps serving. Returns what was recorded.
+   */
+  reportModelError(error: unknown): ModelLoadErrorInfo;
   /**
    * Hosted mode, on SIGTERM: takes no new sessions (the coordinator hears at once) and resolves
    * when the open session has ended or after `deadlineMs`. Local mode: resolves at once.
@@ -247,8 +282,15 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   installProcessGuards(log);
   const metrics = new RuntimeMetrics();
   const events = new RuntimeEventLog();
-  const router = new CommandRouter(model.commands ?? {}, log, metrics, options.moderation);
-  const capabilities = capabilitiesOf(model, router);
+  // Each version of the model, with what is derived from it; the first is built here and a bad
+  // schema still fails the start, as before.
+  const serve_ = (definition: ModelDefinition<unknown>, version: number): ServedModel => {
+    const router = new CommandRouter(definition.commands ?? {}, log, metrics, options.moderation);
+    const capabilities = capabilitiesOf(definition, router);
+    return { definition, router, capabilities, openApi: buildOpenApi(definition, capabilities), version };
+  };
+  const slot = new ModelSlot(serve_(model, 1));
+  const { router, capabilities } = slot.current;
   const iceServers = options.ice?.servers ?? [];
   // Checked here, so a bad ICE configuration fails the start, not a client's first request.
   const icePolicy = new IcePolicy(options.ice);
@@ -325,33 +367,97 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
 
   let loadState: 'loading' | 'loaded' | 'failed' = 'loading';
   let closed = false;
-  const loadStarted = performance.now();
-  const loadSeconds = (): number => Math.round(performance.now() - loadStarted) / 1000;
-  const loaded = (async () => {
-    events.publish({ type: 'model_load', phase: 'loading', elapsed_seconds: 0 });
-    // load() reports no progress of its own: while it runs, say every few seconds that it still is.
-    const progress = setInterval(() => events.publish({ type: 'model_load', phase: 'loading', elapsed_seconds: loadSeconds() }), MODEL_LOAD_PROGRESS_MS);
-    progress.unref();
+  /** A new version is loading (reloadModel) while the current one serves: reported as `loading`. */
+  let reloading = false;
+  let lastLoadError: ModelLoadErrorInfo | undefined;
+  const loadFailed = (error: unknown, elapsedSeconds: number): ModelLoadErrorInfo => {
+    lastLoadError = describeLoadError(error);
+    events.publish({ type: 'model_load', phase: 'failed', elapsed_seconds: elapsedSeconds, error: lastLoadError });
+    return lastLoadError;
+  };
+  /** Runs a version's load(), reporting its progress as `model_load` events; the error when it throws. */
+  const runLoad = async (definition: ModelDefinition<unknown>): Promise<{ ok: true; seconds: number } | { ok: false; error: ModelLoadErrorInfo }> => {
+    const started = performance.now();
+    const seconds = (): number => Math.round(performance.now() - started) / 1000;
+    let latest: { progress: number; message?: string } | undefined;
+    let publishedAt = -Infinity;
+    /** A report held back by the rate limit, published when the limit allows (the last one wins). */
+    let trailing: NodeJS.Timeout | undefined;
+    const publishLoading = (): void => {
+      clearTimeout(trailing);
+      trailing = undefined;
+      publishedAt = performance.now();
+      events.publish({ type: 'model_load', phase: 'loading', elapsed_seconds: seconds(), ...latest });
+    };
+    publishLoading();
+    // A load() that reports no progress of its own: say every few seconds that it still runs.
+    const heartbeat = setInterval(publishLoading, MODEL_LOAD_PROGRESS_MS);
+    heartbeat.unref();
     try {
-      if (model.load) {
-        const outcome = await callAuthorCode(log, 'load', () => model.load!());
-        if (!outcome.ok) {
-          loadState = 'failed';
-          events.publish({ type: 'model_load', phase: 'failed', elapsed_seconds: loadSeconds() });
-          return;
-        }
+      if (definition.load) {
+        const context = {
+          progress(fraction: number, message?: string): void {
+            if (typeof fraction !== 'number' || Number.isNaN(fraction)) return;
+            latest = { progress: Math.min(1, Math.max(0, fraction)), ...(typeof message === 'string' ? { message } : {}) };
+            // A model may report per tensor: at most ten events a second reach the stream.
+            const wait = publishedAt + 100 - performance.now();
+            if (wait <= 0 || latest.progress === 1) publishLoading();
+            else trailing ??= setTimeout(publishLoading, wait);
+          },
+        };
+        const outcome = await callAuthorCode(log, 'load', () => definition.load!(context));
+        if (!outcome.ok) return { ok: false, error: loadFailed(outcome.error, seconds()) };
       }
     } finally {
-      clearInterval(progress);
+      clearInterval(heartbeat);
+      clearTimeout(trailing);
     }
-    metrics.modelLoadDuration.set((performance.now() - loadStarted) / 1000);
+    events.publish({ type: 'model_load', phase: 'loaded', elapsed_seconds: seconds() });
+    return { ok: true, seconds: (performance.now() - started) / 1000 };
+  };
+  const loaded = (async () => {
+    const outcome = await runLoad(model);
+    if (!outcome.ok) {
+      loadState = 'failed';
+      return;
+    }
+    metrics.modelLoadDuration.set(outcome.seconds);
     loadState = 'loaded';
-    events.publish({ type: 'model_load', phase: 'loaded', elapsed_seconds: loadSeconds() });
-    log.info('model loaded', { seconds: (performance.now() - loadStarted) / 1000 });
+    lastLoadError = undefined;
+    log.info('model loaded', { seconds: outcome.seconds });
   })();
 
+  // Reloads one at a time, in the order asked.
+  let reloadQueue: Promise<unknown> = loaded;
+  const reloadModel = async (next: ModelDefinition<never>): Promise<ModelReloadOutcome> => {
+    const started = performance.now();
+    let definition: ModelDefinition<unknown>;
+    let served: ServedModel;
+    try {
+      definition = validateModelDefinition(next, `model "${(next as { name?: string }).name ?? '?'}"`);
+      served = serve_(definition, slot.current.version + 1);
+    } catch (error) {
+      return { ok: false, error: loadFailed(error, 0) };
+    }
+    reloading = true;
+    try {
+      const outcome = await runLoad(definition);
+      if (!outcome.ok) return outcome;
+      if (closed) return { ok: false, error: loadFailed(new Error('The runtime is shutting down.'), 0) };
+      slot.replace(served);
+      const sessions = await host.adoptModel(served.definition, served.router, served.capabilities);
+      loadState = 'loaded';
+      lastLoadError = undefined;
+      events.publish({ type: 'model_reloaded', version: served.version, sessions_kept: sessions === 'kept' });
+      log.info('model reloaded', { version: served.version, sessions, seconds: outcome.seconds });
+      return { ok: true, version: served.version, sessions, loadMs: performance.now() - started };
+    } finally {
+      reloading = false;
+    }
+  };
+
   const state = (): RuntimeState =>
-    closed || loadState === 'failed' ? 'terminated' : loadState === 'loading' ? 'loading' : host.current ? 'serving' : 'available';
+    closed || loadState === 'failed' ? 'terminated' : loadState === 'loading' || reloading ? 'loading' : host.current ? 'serving' : 'available';
 
   const app = new Hono();
   app.onError(createErrorHandler(log));
@@ -370,9 +476,17 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     return c.json({ status: healthy ? 'healthy' : 'unhealthy', state: s, detail }, healthy ? 200 : 503);
   });
   app.get('/metrics', async (c) => c.body(await metrics.text(), 200, { 'content-type': metrics.contentType }));
-  const openApi = buildOpenApi(model, capabilities);
-  app.get('/schema', (c) => c.json(openApi));
-  app.get('/capabilities', (c) => c.json(capabilities));
+  app.get('/schema', (c) => c.json(slot.current.openApi as object));
+  app.get('/capabilities', (c) => c.json(slot.current.capabilities));
+  if (options.dev) {
+    // arclight dev: which version serves and why the last one did not load, for the playground.
+    app.get('/dev/status', (c) => c.json({
+      model: slot.current.definition.name,
+      version: slot.current.version,
+      state: state(),
+      error: lastLoadError ?? null,
+    }));
+  }
   const readiness = {
     assertReady: () => {
       if (loadState === 'loading') throw new ArclightError('model_not_ready', 'The model is still loading; retry shortly.');
@@ -433,6 +547,17 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
       return state();
     },
     loaded,
+    get lastLoadError() {
+      return lastLoadError;
+    },
+    reloadModel(definition) {
+      const outcome = reloadQueue.then(() => reloadModel(definition));
+      reloadQueue = outcome.catch(() => {});
+      return outcome;
+    },
+    reportModelError(error) {
+      return loadFailed(error, 0);
+    },
     async drain(deadlineMs) {
       if (!options.hosted) return;
       await link?.drain();

@@ -24,6 +24,12 @@ import type { RecordingRegistry } from '../recording/recording-registry.ts';
 import type { SessionLogRegistry } from '../logs/session-log-registry.ts';
 import type { RuntimeEventSink } from '../events/runtime-event-log.ts';
 import { Session } from './session.ts';
+import type { JsonValue } from '../../protocol/json-schema.ts';
+
+/** Whether a session's tracks and frame rate — what its peers and encoders were built for — are the same in both versions. */
+function sameMedia(before: ModelDefinition<unknown>, after: ModelDefinition<unknown>): boolean {
+  return before.fps === after.fps && JSON.stringify(before.tracks) === JSON.stringify(after.tracks);
+}
 
 export interface SessionHostOptions {
   readonly model: ModelDefinition<unknown>;
@@ -53,14 +59,46 @@ export interface SessionHostEvents {
   ended(session: Session, reason: string): void;
 }
 
+/** What `adoptModel` did with the open session. */
+export type ModelAdoption = 'no_session' | 'kept' | 'ended';
+
 export class LocalSessionHost {
   readonly #options: SessionHostOptions;
+  /** The model version new sessions get; replaced by adoptModel (arclight dev). */
+  #model: ModelDefinition<unknown>;
+  #router: CommandRouter;
+  #capabilities: Capabilities;
   #current: Session | undefined;
   /** Ended sessions are remembered briefly so their id answers 410 rather than 404. */
   readonly #ended = new Map<string, string>();
 
   constructor(options: SessionHostOptions) {
     this.#options = options;
+    this.#model = options.model;
+    this.#router = options.router;
+    this.#capabilities = options.capabilities;
+  }
+
+  /**
+   * A new version of the model: new sessions get it, and the open one runs it in place when its
+   * tracks and fps are unchanged (Session.adoptModel: same session, state kept, run restarted;
+   * its clients are told `model_reloaded` with the new capabilities). Otherwise the open session
+   * ends with reason `model_reloaded` — its media no longer matches — and clients start anew.
+   */
+  async adoptModel(model: ModelDefinition<unknown>, router: CommandRouter, capabilities: Capabilities): Promise<ModelAdoption> {
+    const compatible = sameMedia(this.#model, model);
+    this.#model = model;
+    this.#router = router;
+    this.#capabilities = capabilities;
+    const session = this.#current;
+    if (!session || session.ended) return 'no_session';
+    if (!compatible) {
+      await session.end('model_reloaded');
+      return 'ended';
+    }
+    await session.adoptModel(model, router);
+    session.notifyClients({ type: 'model_reloaded', data: { capabilities: capabilities as unknown as JsonValue } });
+    return 'kept';
   }
 
   get current(): Session | undefined {
@@ -82,6 +120,9 @@ export class LocalSessionHost {
     const events = this.#options.events;
     const session = new Session({
       ...this.#options,
+      model: this.#model,
+      router: this.#router,
+      capabilities: this.#capabilities,
       ...(id === undefined ? {} : { id }),
       ...(overrides.reconnectGraceMs === undefined ? {} : { reconnectGraceMs: overrides.reconnectGraceMs }),
       ...(overrides.publicUrl === undefined ? {} : { publicUrl: overrides.publicUrl }),
@@ -127,10 +168,10 @@ export class LocalSessionHost {
       session_id: session.id,
       state: session.ended ? 'CLOSED' : 'ACTIVE',
       cluster: 'local',
-      model: { name: this.#options.model.name, ...(this.#options.model.version ? { version: this.#options.model.version } : {}) },
+      model: { name: this.#model.name, ...(this.#model.version ? { version: this.#model.version } : {}) },
       server_info: { server_version: SERVER_VERSION },
       selected_transport: { protocol: 'webrtc', version: WEBRTC_VERSION },
-      capabilities: this.#options.capabilities,
+      capabilities: this.#capabilities,
       created_at: session.createdAt,
       connections: session.connections.filter((c) => c.state === 'ready').map((c) => c.id),
       latency_mode: session.latencyMode,

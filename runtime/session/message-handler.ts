@@ -47,7 +47,8 @@ export class MessageHandler {
   /** When each message being handled arrived (performance.now()), for its outcome's latency. */
   readonly #receivedAt = new WeakMap<EnvelopeBody, number>();
   readonly #session: Session;
-  readonly #router: CommandRouter;
+  /** Replaced when a new version of the model is adopted (`Session.adoptModel`). */
+  #router: CommandRouter;
   readonly #maxBytes: number;
   readonly #log: Logger;
 
@@ -56,6 +57,11 @@ export class MessageHandler {
     this.#router = router;
     this.#maxBytes = maxBytes;
     this.#log = log;
+  }
+
+  /** Commands from now on go to this router's handlers (a command already dispatched finishes on the old one). */
+  useRouter(router: CommandRouter): void {
+    this.#router = router;
   }
 
   async handle(connection: Connection, raw: string | Buffer): Promise<void> {

@@ -128,11 +128,16 @@ export class Session implements ConnectionOwner {
   #idleTimer: NodeJS.Timeout | undefined;
   #maxDurationTimer: NodeJS.Timeout | undefined;
   #running: Promise<void> = Promise.resolve();
+  /** Aborts the current run loop alone (a new version of the model restarts it; see adoptModel). */
+  #runAbort = new AbortController();
   #endedPromise: Promise<void> | undefined;
+  /** The model version the session runs: replaced in place by adoptModel (arclight dev). */
+  #model: ModelDefinition<unknown>;
 
   constructor(options: SessionOptions) {
     this.id = options.id ?? randomUUID();
     this.#options = options;
+    this.#model = options.model;
     this.#baseLog = options.log.child({ session: this.id });
     this.#logBuffer = options.sessionLogs?.begin(this.id);
     // Everything logged about the session (its connections and tracks log through children of
@@ -159,7 +164,7 @@ export class Session implements ConnectionOwner {
       if (heard) this.#outputAudio.get(heard.name)?.setFrameTap((samples, wallTimeMs) => recording.recorder.pushAudio(samples, wallTimeMs));
     }
     this.#messages = new MessageHandler(this, options.router, options.maxMessageBytes, this.log);
-    this.#facade = this.#createFacade(options.model.createSessionState?.() ?? ({} as unknown));
+    this.#facade = this.#createFacade(options.model.createSessionState?.() ?? ({} as unknown), this.#abort.signal);
   }
 
   get ended(): boolean {
@@ -224,7 +229,7 @@ export class Session implements ConnectionOwner {
 
   /** Fires `session_started`, then runs the model loop in the background. */
   async start(): Promise<void> {
-    this.recordEvent('info', 'session opened', { model: this.#options.model.name });
+    this.recordEvent('info', 'session opened', { model: this.#model.name });
     this.#options.runtimeEvents?.publish({ type: 'session_opened', session_id: this.id });
     this.#options.metrics?.sessions.inc();
     this.#options.metrics?.sessionsStarted.inc();
@@ -232,16 +237,47 @@ export class Session implements ConnectionOwner {
       this.#maxDurationTimer = setTimeout(() => void this.end('max_duration'), this.#options.maxDurationMs);
     }
     this.#armIdleTimer();
-    const hooks = this.#options.model.hooks;
+    const hooks = this.#model.hooks;
     if (hooks?.session_started) {
       await callAuthorCode(this.log, 'hook session_started', () => hooks.session_started!(this.#facade), DEFAULT_HOOK_DEADLINE_MS);
     }
-    const run = this.#options.model.run;
-    if (run && !this.ended) {
-      this.#running = callAuthorCode(this.log, 'run', () => run(this.#facade), undefined, isSessionEnded).then((outcome) => {
-        if (!outcome.ok && !this.ended) void this.end('model_error');
-      });
+    this.#startRun();
+  }
+
+  /**
+   * Runs a new version of the model in this session without ending it (same tracks and fps —
+   * the caller checks): commands go to `router`'s handlers at once, hooks are the new ones from
+   * now on, and the run loop is restarted on the new definition with `session.state` kept (the
+   * new `createSessionState` is not called). The old loop is aborted through its own signal and
+   * awaited (at most 2 s) before the new one starts, so two versions never emit at once.
+   */
+  async adoptModel(model: ModelDefinition<unknown>, router: CommandRouter): Promise<void> {
+    if (this.ended) return;
+    this.#model = model;
+    this.#messages.useRouter(router);
+    this.#runAbort.abort(new ArclightError('session_ended', 'The model was reloaded; its run loop restarts.'));
+    await Promise.race([this.#running, new Promise((resolve) => setTimeout(resolve, 2_000))]);
+    this.#runAbort = new AbortController();
+    this.#startRun();
+    this.recordEvent('info', 'model reloaded; run loop restarted', { model: model.name });
+  }
+
+  /** Tells every ready client something about the runtime (e.g. `model_reloaded`). */
+  notifyClients(body: EnvelopeBody): void {
+    for (const connection of this.#connections.values()) {
+      if (connection.state === 'ready') connection.sendMessage('runtime', body);
     }
+  }
+
+  #startRun(): void {
+    const run = this.#model.run;
+    if (!run || this.ended) return;
+    const runAbort = this.#runAbort;
+    // The loop gets a facade whose signal and ticks also end when only this run is aborted.
+    const facade = this.#createFacade(this.#facade.state, AbortSignal.any([this.#abort.signal, runAbort.signal]));
+    this.#running = callAuthorCode(this.log, 'run', () => run(facade), undefined, isSessionEnded).then((outcome) => {
+      if (!outcome.ok && !this.ended && !runAbort.signal.aborted) void this.end('model_error');
+    });
   }
 
   registerConnection(): Connection {
@@ -286,7 +322,7 @@ export class Session implements ConnectionOwner {
     await Promise.all([...this.#outputVideo.values()].map((t) => t.close()));
     // The run loop sees the aborted signal; give it a moment to return, without waiting forever.
     await Promise.race([this.#running, new Promise((resolve) => setTimeout(resolve, 2_000))]);
-    const hooks = this.#options.model.hooks;
+    const hooks = this.#model.hooks;
     if (hooks?.session_ended) {
       await callAuthorCode(this.log, 'hook session_ended', () => hooks.session_ended!(this.#facade, reason), DEFAULT_HOOK_DEADLINE_MS);
     }
@@ -313,7 +349,7 @@ export class Session implements ConnectionOwner {
 
   /** A client announced a finished upload: the model's `file_uploaded` hook runs (isolated, bounded). */
   async fileUploaded(connection: Connection, file: UploadedFile): Promise<void> {
-    const hook = this.#options.model.hooks?.file_uploaded;
+    const hook = this.#model.hooks?.file_uploaded;
     if (hook) await callAuthorCode(this.log, 'hook file_uploaded', () => hook(this.#facade, file, connection.handle), DEFAULT_HOOK_DEADLINE_MS);
   }
 
@@ -332,7 +368,7 @@ export class Session implements ConnectionOwner {
     this.recordEvent('info', 'connection ready', { connection: connection.id, connect_ms: Math.round(connection.connectSeconds * 1000) });
     this.#options.runtimeEvents?.publish({ type: 'connection_ready', session_id: this.id, connection_id: connection.id });
     this.#options.onConnectionReady?.(this);
-    const hook = this.#options.model.hooks?.connected;
+    const hook = this.#model.hooks?.connected;
     if (hook) void callAuthorCode(this.log, 'hook connected', () => hook(this.#facade, connection.handle), DEFAULT_HOOK_DEADLINE_MS);
   }
 
@@ -344,7 +380,7 @@ export class Session implements ConnectionOwner {
     this.#options.runtimeEvents?.publish({ type: 'connection_lost', session_id: this.id, connection_id: connection.id });
     this.releaseInputs(connection.id);
     this.#armIdleTimer();
-    const hook = this.#options.model.hooks?.disconnected;
+    const hook = this.#model.hooks?.disconnected;
     if (hook) void callAuthorCode(this.log, 'hook disconnected', () => hook(this.#facade, connection.handle), DEFAULT_HOOK_DEADLINE_MS);
   }
 
@@ -481,7 +517,7 @@ export class Session implements ConnectionOwner {
   #createTrack(spec: TrackSpec): void {
     const metrics = this.#options.metrics;
     if (spec.kind === 'video' && spec.direction === 'recvonly') {
-      this.#outputVideo.set(spec.name, new OutputVideoTrack(spec, this.#options.model.fps, this.log, metrics, this.#encoderEvents(spec.name)));
+      this.#outputVideo.set(spec.name, new OutputVideoTrack(spec, this.#model.fps, this.log, metrics, this.#encoderEvents(spec.name)));
     } else if (spec.kind === 'audio' && spec.direction === 'recvonly') {
       this.#outputAudio.set(spec.name, new OutputAudioTrack(spec, this.log, metrics));
     } else if (spec.kind === 'video') {
@@ -539,7 +575,7 @@ export class Session implements ConnectionOwner {
   #bindInput(connection: Connection, bound: TrackAttachment, transceiver: RTCRtpTransceiver, track: TrackCapability): void {
     const inputVideo = this.#inputVideo.get(track.name);
     const inputAudio = this.#inputAudio.get(track.name);
-    const spec = this.#options.model.tracks.find((t) => t.name === track.name);
+    const spec = this.#model.tracks.find((t) => t.name === track.name);
     let receiver: VideoReceiver | AudioReceiver | undefined;
     const onRtp = (rtp: { header: { payloadType: number; marker: boolean; sequenceNumber: number; timestamp: number; ssrc: number }; payload: Buffer }): void => {
       const input = inputVideo ?? inputAudio;
@@ -636,14 +672,15 @@ export class Session implements ConnectionOwner {
     }, this.#options.reconnectGraceMs);
   }
 
-  #createFacade(state: unknown): ModelSession<unknown> {
+  /** `signal`: the session's, or (a run loop's facade) one that also aborts when that run is restarted. */
+  #createFacade(state: unknown, signal: AbortSignal): ModelSession<unknown> {
     const session = this;
-    const fps = this.#options.model.fps;
+    const fps = this.#model.fps;
     const modelLog = this.#baseLog.child({ source: 'model' });
     const log = this.#logBuffer ? sessionLogger(modelLog, this.#logBuffer, 'model') : modelLog;
     return Object.freeze({
       id: this.id,
-      signal: this.#abort.signal,
+      signal,
       state,
       fps,
       log: { info: log.info, warn: log.warn, error: log.error },
@@ -658,6 +695,8 @@ export class Session implements ConnectionOwner {
         // Rejecting (rather than resolving at once) stops a loop paced only by emit() from
         // spinning; the runtime treats this rejection as a normal end.
         if (session.ended) throw emitAfterEndError(session.id);
+        // A run loop replaced by a new version of the model stops here, like one whose session ended.
+        if (signal.aborted) throw new ArclightError('session_ended', 'This run loop was restarted on a new version of the model; emit() is closed to it.');
         const video = session.#outputVideo.get(track);
         if (video) return video.emit(videoBatch(track, frames), options?.dropPolicy, options?.metadata);
         const audio = session.#outputAudio.get(track);
@@ -684,7 +723,7 @@ export class Session implements ConnectionOwner {
         return input;
       },
       broadcast: (type: string, data?: JsonValue): void => session.broadcast({ type, ...(data === undefined ? {} : { data }) }),
-      ticks: (rate?: number): AsyncIterable<number> => new FrameClock(rate ?? fps, this.#abort.signal),
+      ticks: (rate?: number): AsyncIterable<number> => new FrameClock(rate ?? fps, signal),
     });
   }
 
