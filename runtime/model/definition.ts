@@ -178,6 +178,12 @@ export type MessageMap = Readonly<Record<string, MessageSpec>>;
  * `defineModel` infers them; `ModelTypesOf<typeof model>` reads them to type a client. They
  * default to the plain maps, which is what an explicit `defineModel<State>(...)` gets.
  */
+/** What `load` is given. */
+export interface ModelLoadContext {
+  /** How far loading is: `fraction` from 0 to 1, and optionally what it is doing (`'weights'`). */
+  progress(fraction: number, message?: string): void;
+}
+
 export interface ModelDefinition<State = Record<string, unknown>, Commands extends CommandMap<State> = CommandMap<State>, Messages extends MessageMap = MessageMap> {
   /** The model's slug: `modelName` at connect time. */
   readonly name: string;
@@ -199,8 +205,13 @@ export interface ModelDefinition<State = Record<string, unknown>, Commands exten
    */
   readonly messages?: Messages;
   readonly hooks?: ModelHooks<State>;
-  /** Once per process, before any session: load weights, warm up. The runtime reports `loading` until it resolves. */
-  readonly load?: () => void | Promise<void>;
+  /**
+   * Once per process, before any session: load weights, warm up. The runtime reports `loading` until
+   * it resolves; `context.progress(fraction, message?)` reports how far it is (0–1) to the event
+   * stream, `arclight dev`'s terminal and the playground. Under `arclight dev` it runs again for each
+   * new version of the module.
+   */
+  readonly load?: (context: ModelLoadContext) => void | Promise<void>;
   /** Fresh per-session state, available as `session.state` to `run`, hooks and handlers. */
   readonly createSessionState?: () => State;
   /** The session's loop: read inputs, `await session.emit(...)`. Ends when `session.signal` aborts. */
