@@ -40,7 +40,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   const runtime = await startRuntime({ ...options.runtime, model: model as never, dev: true });
   reportLoadProgress(runtime, print);
   await runtime.loaded;
-  if (runtime.lastLoadError) printError(print, runtime.lastLoadError);
+  if (runtime.lastLoadError) printError(print, runtime.lastLoadError, 'nothing serves until a save fixes it');
 
   let reloading: Promise<void> | undefined;
   let again = false;
@@ -116,8 +116,8 @@ function watchedFolder(path: string): string {
   return existsSync(full) && statSync(full).isDirectory() ? full : dirname(full);
 }
 
-function printError(print: (line: string) => void, error: ModelLoadErrorInfo): void {
-  print(`arclight: model failed to load (the previous version keeps serving; save to retry)\n${formatLoadError(error)}`);
+function printError(print: (line: string) => void, error: ModelLoadErrorInfo, meanwhile = 'the previous version keeps serving; save to retry'): void {
+  print(`arclight: model failed to load (${meanwhile})\n${formatLoadError(error)}`);
 }
 
 /** A line per ~10 % of `load()`'s reported progress. */
