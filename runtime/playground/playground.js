@@ -19,6 +19,13 @@
  *   #log (li[data-kind][data-type]), #stats [data-stat=fps|rtt|bitrate|framesDecoded|framesDropped|packetLoss|latency]
  *   #clip, #download, #clip-info[data-duration] (with a#clip-link to the playlist),
  *   #clip-progress[data-state=pending|done|error][data-bytes] (data-bytes: the saved file's size)
+ *   #model-load (#model-load-progress: the model's load() progress), #load-error (#load-error-where:
+ *   file:line:column, #load-error-detail), #reload-notice[data-version] (shown after each reload)
+ *
+ * Under `arclight dev` the model changes while the page is open: on each new version (the
+ * `model_reloaded` runtime event or message) the page re-reads /schema, re-renders the command
+ * forms keeping every value whose command and field still exist, and — when the reload ended the
+ * session (its tracks changed) — connects again by itself.
  */
 
 import { ArclightClient, ArclightError, cacheToken } from '/playground/arclight-client.js';
@@ -934,6 +941,27 @@ function wire(client) {
       stopAllLocal();
       detachTracks();
       renderStats(undefined);
+      if (app.reconnectAfterReload) {
+        app.reconnectAfterReload = false;
+        void reloadChain.then(async () => {
+          // The schema may not show the new tracks yet: read it again before the players are built.
+          try {
+            app.schema = await loadSchema();
+          } catch (error) {
+            logError(error, 'schema');
+          }
+          const values = formValues();
+          app.pendingTracks = undefined;
+          app.tracks = Array.isArray(app.schema['x-arclight']?.tracks) ? app.schema['x-arclight'].tracks : [];
+          renderHeader();
+          renderTracks();
+          renderCommands();
+          restoreFormValues(values);
+          setStatus(app.status);
+          log('info', 'reconnecting to the reloaded model');
+          await connect();
+        });
+      }
     }
   }));
   client.on('sessionIdChanged', mine((sessionId) => {
@@ -943,6 +971,7 @@ function wire(client) {
   client.on('message', mine((message) => log('message', message.request_id ? `(reply to ${message.request_id})` : '', { type: message.type, data: message.data })));
   client.on('runtimeMessage', mine((message) => {
     if (QUIET_RUNTIME_MESSAGES.has(message.type)) return;
+    if (message.type === 'model_reloaded') void modelReloaded(undefined);
     // A failure of one of our own requests is logged (as an error) by whoever awaited it.
     if (message.type === 'command_failed' && message.request_id) return;
     log('runtime', '', { type: message.type, data: message.data });
@@ -951,13 +980,142 @@ function wire(client) {
   // Listening is what makes the client follow the session's log (while it is ready).
   client.on('log', mine((line) => sessionLogLine(line)));
   client.on('sessionEnded', mine((reason) => {
-    setProblem(`The session ended (${reason}). Connect again to start a new one.`);
     log('info', `session ended: ${reason}`, { type: 'session_ended' });
+    if (reason === 'model_reloaded') {
+      // The model's tracks changed: a new session, with the new players, as soon as this one is gone.
+      app.reconnectAfterReload = true;
+      return;
+    }
+    setProblem(`The session ended (${reason}). Connect again to start a new one.`);
   }));
   client.on('error', mine((error) => {
     logError(error);
     if (error?.code === 'connection_failed' && app.status !== 'ready') setProblem(`${error.code}: ${error.message}`);
   }));
+}
+
+// ---------------------------------------------------------------------------
+// Model reloads and load state (arclight dev)
+// ---------------------------------------------------------------------------
+
+/** Every command form's field values, by command and field name. */
+function formValues() {
+  const values = new Map();
+  for (const form of $$('form[data-command]')) {
+    const fields = new Map();
+    for (const input of $$('[name]', form)) fields.set(input.name, input.type === 'checkbox' ? { checked: input.checked } : { value: input.value });
+    values.set(form.dataset.command, fields);
+  }
+  return values;
+}
+
+/** Puts back the values of fields whose command and name still exist (and whose value the control accepts). */
+function restoreFormValues(values) {
+  for (const form of $$('form[data-command]')) {
+    const fields = values.get(form.dataset.command);
+    if (!fields) continue;
+    for (const input of $$('[name]', form)) {
+      const saved = fields.get(input.name);
+      if (!saved) continue;
+      if ('checked' in saved && input.type === 'checkbox') input.checked = saved.checked;
+      else if ('value' in saved && input.type !== 'checkbox') {
+        input.value = saved.value;
+        // A select without that option any more keeps its default.
+        if (input.value !== saved.value) continue;
+        input.dispatchEvent(new Event('input'));
+      }
+    }
+  }
+}
+
+let reloadChain = Promise.resolve();
+
+/** A new version of the model serves: refresh what the page shows of it, keeping what was typed. */
+function modelReloaded(version) {
+  reloadChain = reloadChain.then(async () => {
+    if (app.shownVersion !== undefined && version !== undefined && version <= app.shownVersion) return;
+    let schema;
+    try {
+      schema = await loadSchema();
+    } catch (error) {
+      logError(error, 'schema');
+      return;
+    }
+    if (version !== undefined) app.shownVersion = version;
+    const values = formValues();
+    app.schema = schema;
+    renderHeader();
+    const tracks = Array.isArray(schema['x-arclight']?.tracks) ? schema['x-arclight'].tracks : [];
+    // The players stay while the session does (same tracks); new tracks mean a new session anyway.
+    if (JSON.stringify(tracks) !== JSON.stringify(app.tracks) && app.status === 'disconnected') {
+      app.tracks = tracks;
+      renderTracks();
+    } else if (JSON.stringify(tracks) !== JSON.stringify(app.tracks)) {
+      app.pendingTracks = tracks;
+    }
+    renderCommands();
+    restoreFormValues(values);
+    setStatus(app.status);
+    showLoadError(null);
+    const notice = $('#reload-notice');
+    notice.textContent = `Reloaded ${app.modelName ?? 'the model'}${version !== undefined ? ` (version ${version})` : ''} at ${timestamp()}`;
+    notice.dataset.version = String(version ?? '');
+    notice.hidden = false;
+    log('info', `model reloaded${version !== undefined ? ` (version ${version})` : ''}`, { type: 'model_reloaded' });
+  });
+  return reloadChain;
+}
+
+/** Shows (or, with null, hides) where the model failed to load. */
+function showLoadError(error) {
+  const box = $('#load-error');
+  box.hidden = !error;
+  if (!error) return;
+  const where = error.file ? `${error.file}${error.line ? `:${error.line}${error.column ? `:${error.column}` : ''}` : ''}` : '';
+  $('#load-error-where').textContent = where;
+  $('#load-error-detail').textContent = `${error.message}${error.frame ? `\n\n${error.frame}` : ''}`;
+  $('#reload-notice').hidden = true;
+}
+
+function showLoadProgress(event) {
+  const box = $('#model-load');
+  if (event.phase !== 'loading') {
+    box.hidden = true;
+    return;
+  }
+  box.hidden = false;
+  const bar = $('#model-load-progress');
+  if (typeof event.progress === 'number') bar.value = event.progress;
+  else bar.removeAttribute('value');
+  $('#model-load-text').textContent = `Loading the model${event.message ? ` — ${event.message}` : ''}${typeof event.progress === 'number' ? ` (${Math.round(event.progress * 100)} %)` : ''}`;
+}
+
+/** Follows the runtime's event stream for the model's load state (EventSource reconnects by itself). */
+function followRuntimeEvents() {
+  if (typeof EventSource === 'undefined') return;
+  // The stream starts with the events it still keeps: replayed in order, they end in the current state
+  // (versions the page already shows are skipped by modelReloaded).
+  const source = new EventSource('/events');
+  source.addEventListener('model_load', (message) => {
+    const event = JSON.parse(message.data);
+    showLoadProgress(event);
+    if (event.phase === 'failed' && event.error) showLoadError(event.error);
+    if (event.phase === 'loaded') showLoadError(null);
+  });
+  source.addEventListener('model_reloaded', (message) => void modelReloaded(JSON.parse(message.data).version));
+}
+
+/** arclight dev: the serving version and the last load error (absent elsewhere: 404). */
+async function loadDevStatus() {
+  try {
+    const response = await fetch('/dev/status', { headers: { accept: 'application/json' } });
+    if (!response.ok) return;
+    const status = await response.json();
+    app.shownVersion = status.version;
+    if (status.error) showLoadError(status.error);
+  } catch {
+    // not in dev mode
+  }
 }
 
 async function connect() {
@@ -1135,6 +1293,8 @@ async function boot() {
   renderTracks();
   renderCommands();
   setStatus('disconnected');
+  await loadDevStatus();
+  followRuntimeEvents();
   log('info', `loaded ${app.modelName}${app.schema['x-arclight']?.model?.version ? ` ${app.schema['x-arclight'].model.version}` : ''}: ${app.tracks.length} track(s), ${Object.keys(app.schema['x-arclight']?.commands ?? {}).length} command(s)`);
 }
 
