@@ -1,0 +1,84 @@
+/**
+ * Model messages in React: `useModelMessages()` renders the latest ones, `useModelMessage()`
+ * calls a function for each.
+ */
+
+import { useEffect, useLayoutEffect, useMemo, useRef, useSyncExternalStore } from 'react';
+import type { ModelMessage } from '../arclight-client.ts';
+import { useArclightContext } from './arclight-context.ts';
+import { MESSAGE_HISTORY, storeOf } from './client-store.ts';
+
+/** Which messages `useModelMessages` returns. */
+export interface ModelMessagesQuery {
+  /** Only messages of this `type` (e.g. `'input_started'`); default all, command replies included. */
+  readonly type?: string;
+  /** How many of the latest to return; default 50, at most 500 (what the provider keeps). */
+  readonly limit?: number;
+}
+
+const DEFAULT_LIMIT = 50;
+const NO_MESSAGES: readonly ModelMessage[] = Object.freeze([]);
+
+/**
+ * The latest messages from the model (`message` events: broadcasts, sends and command replies)
+ * in the current session, oldest first; the component renders again when one arrives that the
+ * query selects. Messages that arrived before the component mounted are included (the provider
+ * keeps the latest 500 of the session); a new session starts empty.
+ *
+ * @example
+ * ```tsx
+ * const messages = useModelMessages({ type: 'caption', limit: 5 });
+ * return <ul>{messages.map((m, i) => <li key={i}>{String(m.data)}</li>)}</ul>;
+ * ```
+ */
+export function useModelMessages(query: ModelMessagesQuery = {}): readonly ModelMessage[] {
+  const { client } = useArclightContext('useModelMessages');
+  const store = storeOf(client);
+  const { type } = query;
+  const limit = Math.max(0, Math.min(query.limit ?? DEFAULT_LIMIT, MESSAGE_HISTORY));
+  const select = useMemo(() => messageSelector(type, limit), [type, limit]);
+  const snapshot = (): readonly ModelMessage[] => select(store.messages);
+  return useSyncExternalStore(store.subscribeMessages, snapshot, snapshot);
+}
+
+/**
+ * A selection of `messages` that returns the same array as long as it selects the same
+ * messages, so a message of another type does not render the component again.
+ */
+function messageSelector(type: string | undefined, limit: number): (messages: readonly ModelMessage[]) => readonly ModelMessage[] {
+  let source: readonly ModelMessage[] | undefined;
+  let selected = NO_MESSAGES;
+  return (messages) => {
+    if (messages === source) return selected;
+    source = messages;
+    const matching = type === undefined ? messages : messages.filter((m) => m.type === type);
+    const next = limit === 0 ? NO_MESSAGES : matching.slice(-limit);
+    if (next.length !== selected.length || next.some((m, i) => m !== selected[i])) selected = next.length === 0 ? NO_MESSAGES : next;
+    return selected;
+  };
+}
+
+/**
+ * Calls `handler` for every message of `type` from the model while the component is mounted
+ * (not for earlier ones). The latest `handler` is called, so an inline function is fine: the
+ * subscription is not renewed when it changes.
+ *
+ * @example
+ * ```tsx
+ * useModelMessage('input_started', (message) => setSize(message.data));
+ * ```
+ */
+export function useModelMessage(type: string, handler: (message: ModelMessage) => void): void {
+  const { client } = useArclightContext('useModelMessage');
+  const latest = useRef(handler);
+  useLayoutEffect(() => {
+    latest.current = handler;
+  });
+  useEffect(() => {
+    const listener = (message: ModelMessage): void => {
+      if (message.type === type) latest.current(message);
+    };
+    client.on('message', listener);
+    return () => client.off('message', listener);
+  }, [client, type]);
+}
