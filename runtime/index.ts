@@ -28,6 +28,7 @@ export type {
   MessageMap,
   ParamsOf,
   SchemaLiteral,
+  ModelLoadContext,
 } from './model/definition.ts';
 export type { ModelTypesOf, ReplyTypeOf } from './model/model-types-of.ts';
 export type { ModelSession, ConnectionHandle, InputVideo, InputAudio, ModelLogger, EmitOptions } from './model/model-session.ts';
@@ -37,7 +38,8 @@ export { loadModelModule, ModelModuleError } from './model/load-model-module.ts'
 export type { VideoFrame, CudaVideoFrame, AudioFrame, PixelFormat, FrameMetadata } from './media/frames.ts';
 export { videoFrameByteLength } from './media/frames.ts';
 export { startRuntime, capabilitiesOf } from './server.ts';
-export type { Runtime, RuntimeIceOptions, RuntimeOptions, RuntimeState } from './server.ts';
+export type { Runtime, RuntimeIceOptions, RuntimeOptions, RuntimeState, ModelReloadOutcome } from './server.ts';
+export type { ModelLoadErrorInfo } from '../protocol/session-logs.ts';
 export type { IcePolicyOptions } from './webrtc/ice-policy.ts';
 export type { TurnOptions } from './webrtc/turn-credentials.ts';
 export type { HostedOptions } from './hosted/coordinator-link.ts';
