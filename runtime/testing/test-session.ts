@@ -188,11 +188,12 @@ export class TestSession<State> implements AsyncDisposable {
   #nextConnectionId = 1;
   #nextRequestId = 1;
   #running: Promise<void> = Promise.resolve();
+  #started = false;
   #error: unknown;
   #endReason: string | undefined;
   #ending: Promise<void> | undefined;
 
-  /** Use `createTestSession`. */
+  /** Use `createTestSession`, which validates the model and runs `load()` first. @internal */
   constructor(model: ModelDefinition<State>, options: TestSessionOptions<State>, fps: number, loadLogs: readonly TestLogRecord[]) {
     this.#model = model;
     this.#fps = fps;
@@ -228,8 +229,14 @@ export class TestSession<State> implements AsyncDisposable {
     return [...this.#connections.keys()];
   }
 
-  /** Fires `session_started`, starts `run`, then opens `connections` connections. */
+  /**
+   * Fires `session_started`, starts `run`, then opens `connections` connections. Called once, by
+   * `createTestSession`.
+   * @internal
+   */
   async start(connections: number): Promise<void> {
+    if (this.#started) throw new Error('TestSession.start(): the session has started already');
+    this.#started = true;
     const started = this.#model.hooks?.session_started;
     if (started) await callAuthorCode(this.#log, 'hook session_started', () => started(this.session), DEFAULT_HOOK_DEADLINE_MS);
     const run = this.#model.run;
