@@ -30,7 +30,7 @@ export type {
   SchemaLiteral,
   ModelLoadContext,
 } from './model/definition.ts';
-export type { ModelTypesOf, ReplyTypeOf } from './model/model-types-of.ts';
+export type { ModelTypesOf, ReplyTypeOf, ClientParamsOf } from './model/model-types-of.ts';
 export type { ModelSession, ConnectionHandle, InputVideo, InputAudio, ModelLogger, EmitOptions } from './model/model-session.ts';
 export { CommandError, isCommandError } from './model/command-error.ts';
 export { ModelDefinitionError } from './model/validate-definition.ts';

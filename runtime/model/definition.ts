@@ -97,13 +97,14 @@ export interface ReplySpec {
 }
 
 /**
- * `Reply` is the declared reply's literal type (kept for `ModelTypesOf`); `undefined` when the
- * command declares none.
+ * `Params` is what the handler receives (schema defaults filled in). `Reply` and `Schema` are the
+ * declared reply's and the params schema's literal types, kept for `ModelTypesOf` (what a client
+ * sends, where defaulted parameters stay optional); `Reply` is `undefined` when none is declared.
  */
-export interface CommandSpec<State = unknown, Params = unknown, Reply extends ReplySpec | undefined = ReplySpec | undefined> {
+export interface CommandSpec<State = unknown, Params = unknown, Reply extends ReplySpec | undefined = ReplySpec | undefined, Schema extends SchemaLiteral = JSONSchema> {
   readonly description?: string;
   /** JSON Schema of the command's data; validated (ajv) before the handler runs. Default: any object. */
-  readonly params?: JSONSchema;
+  readonly params?: Schema;
   /** The reply's message type and schema. Type defaults to `<command>_result`. */
   readonly reply?: Reply;
   // Method syntax on purpose: parameters are then checked bivariantly, so a handler typed for
@@ -127,7 +128,7 @@ export type CommandFactory<State> = <const P extends SchemaLiteral, const R exte
   readonly params: P;
   readonly reply?: R;
   handler(params: ParamsOf<P>, context: CommandContext<State>): CommandResult | Promise<CommandResult>;
-}) => CommandSpec<State, ParamsOf<P>, R>;
+}) => CommandSpec<State, ParamsOf<P>, R, P>;
 
 /**
  * Binds `command` to a session-state type: `const command = commandFor<MyState>();`.
@@ -168,7 +169,7 @@ export interface MessageSpec {
 }
 
 /** A model's commands by name. */
-export type CommandMap<State> = Readonly<Record<string, CommandSpec<State, never>>>;
+export type CommandMap<State> = Readonly<Record<string, CommandSpec<State, never, ReplySpec | undefined, SchemaLiteral>>>;
 
 /** A model's declared messages by type. */
 export type MessageMap = Readonly<Record<string, MessageSpec>>;

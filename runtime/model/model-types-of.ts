@@ -13,7 +13,14 @@
  * ```
  */
 
+import type { FromSchema, JSONSchema } from 'json-schema-to-ts';
 import type { CommandSpec, MessageMap, ModelDefinition, ParamsOf, ReplySpec } from './definition.ts';
+
+/**
+ * What a client sends for a params schema: like the handler's `ParamsOf`, except that a parameter
+ * with a `default` stays optional (the runtime fills it in).
+ */
+export type ClientParamsOf<Schema> = Schema extends JSONSchema ? FromSchema<Schema, { keepDefaultedPropertiesOptional: true }> : unknown;
 
 /** The reply a command with this declared `reply` resolves to (`undefined` when none is declared). */
 export type ReplyTypeOf<Name extends string, Reply> = Reply extends ReplySpec
@@ -24,8 +31,8 @@ export type ReplyTypeOf<Name extends string, Reply> = Reply extends ReplySpec
   : undefined;
 
 type CommandTypesOf<Commands> = {
-  readonly [Name in keyof Commands & string]: Commands[Name] extends CommandSpec<never, infer Params, infer Reply>
-    ? { readonly params: Params; readonly reply: ReplyTypeOf<Name, Reply> }
+  readonly [Name in keyof Commands & string]: Commands[Name] extends CommandSpec<never, unknown, infer Reply, infer Schema>
+    ? { readonly params: ClientParamsOf<Schema>; readonly reply: ReplyTypeOf<Name, Reply> }
     : never;
 };
 
