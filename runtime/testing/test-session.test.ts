@@ -355,8 +355,18 @@ describe('createTestSession: hooks, connections, end', () => {
 describe('createTestSession: set-up', () => {
   it('runs load() once per model object, and a failed load fails with model_not_ready', async () => {
     let loads = 0;
-    const model = defineModel({ name: 'loading', fps: 10, tracks: [], load: () => void loads++ });
-    await (await createTestSession(model)).end();
+    const model = defineModel({
+      name: 'loading',
+      fps: 10,
+      tracks: [],
+      load: (context) => {
+        loads++;
+        context.progress(0.5, 'weights');
+      },
+    });
+    const first = await createTestSession(model);
+    expect(first.logs).toContainEqual({ level: 'info', message: 'model load progress', fields: { fraction: 0.5, message: 'weights' }, source: 'runtime' });
+    await first.end();
     await (await createTestSession(model)).end();
     expect(loads).toBe(1);
 

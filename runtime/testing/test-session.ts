@@ -12,7 +12,7 @@ import type { JsonValue } from '../../protocol/json-schema.ts';
 import type { Logger } from '../log.ts';
 import { callAuthorCode, DEFAULT_HOOK_DEADLINE_MS, isSessionEnded } from '../model/author-code.ts';
 import { CommandRouter } from '../model/command-router.ts';
-import type { ModelDefinition, TrackSpec } from '../model/definition.ts';
+import type { ModelDefinition, ModelLoadContext, TrackSpec } from '../model/definition.ts';
 import type { ConnectionHandle, EmitOptions, InputAudio, InputVideo, ModelSession } from '../model/model-session.ts';
 import { validateModelDefinition } from '../model/validate-definition.ts';
 import type { ModerationOptions } from '../moderation/moderator.ts';
@@ -86,11 +86,6 @@ export interface WaitForOptions {
 /** The reason `TestSession.end()` gives by default: the runtime's for a client's `stop_session`. */
 export const DEFAULT_END_REASON = 'stopped';
 
-/** What `load()` is given (`context.progress`); declared here so the harness does not pin the definition's own type. */
-interface LoadContext {
-  progress(fraction: number, message?: string): void;
-}
-
 /**
  * `load()` runs once per model object, as the runtime runs it once per process: later sessions
  * of the same model (later tests in a file) share the first one's outcome, a failure included.
@@ -142,13 +137,12 @@ export async function createTestSession<State>(model: ModelDefinition<State>, op
 }
 
 /** Runs `model.load()` the first time a model object is seen; later calls share its outcome. */
-async function loadOnce(model: object, modelLoad: ModelDefinition<unknown>['load']): Promise<readonly TestLogRecord[]> {
+async function loadOnce(model: object, load: ModelDefinition<unknown>['load']): Promise<readonly TestLogRecord[]> {
   const records: TestLogRecord[] = [];
   let pending = loads.get(model);
   if (!pending) {
     const log = recordingLogger(records, 'runtime');
-    const load = modelLoad as ((context: LoadContext) => unknown) | undefined;
-    const context: LoadContext = { progress: (fraction, message) => log.info('model load progress', { fraction, ...(message === undefined ? {} : { message }) }) };
+    const context: ModelLoadContext = { progress: (fraction, message) => log.info('model load progress', { fraction, ...(message === undefined ? {} : { message }) }) };
     pending = load
       ? callAuthorCode(log, 'load', () => load(context)).then((outcome) => (outcome.ok ? { ok: true as const } : { ok: false as const, error: outcome.error }))
       : Promise.resolve({ ok: true as const });
