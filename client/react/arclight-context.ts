@@ -4,6 +4,7 @@
 
 import { createContext, useContext } from 'react';
 import type { ArclightClient, ConnectOptions } from '../arclight-client.ts';
+import type { ModelTypes, UntypedModel } from '../model-types.ts';
 import type { TokenSource } from '../token.ts';
 
 /** What `<ArclightProvider>` puts in context. */
@@ -30,9 +31,9 @@ export function useArclightContext(hook: string): ArclightContextValue {
 /**
  * The provider's `ArclightClient`.
  *
- * The type parameter states which client the provider holds (no check at run time): when
- * `ArclightClient` is generic over a model's types, `useArclightClient<ArclightClient<MyModel>>()`
- * gives the typed client.
+ * `Model` (optional) states which model's types the provider's client has (no check at run
+ * time): `useArclightClient<EchoModel>()` is an `ArclightClient<EchoModel>` (see `arclight
+ * types`). Without it the client is untyped.
  *
  * @example
  * ```tsx
@@ -40,6 +41,6 @@ export function useArclightContext(hook: string): ArclightContextValue {
  * useEffect(() => client.setLatencyMode('smooth'), [client]);
  * ```
  */
-export function useArclightClient<C extends ArclightClient = ArclightClient>(): C {
-  return useArclightContext('useArclightClient').client as C;
+export function useArclightClient<Model extends ModelTypes = UntypedModel>(): ArclightClient<Model> {
+  return useArclightContext('useArclightClient').client as ArclightClient<Model>;
 }

@@ -33,7 +33,8 @@ export {
 } from './arclight-provider.tsx';
 export { ArclightContext, useArclightClient, type ArclightContextValue } from './arclight-context.ts';
 export { useArclight, useArclightStatus, type UseArclightResult } from './use-arclight.ts';
-export { useModelMessages, useModelMessage, type ModelMessagesQuery } from './use-model-messages.ts';
+export { useModelMessages, useModelMessage, type ModelMessagesQuery, type MessageOfType } from './use-model-messages.ts';
+export { typedHooks, type TypedArclightHooks } from './typed-hooks.ts';
 export { useArclightStats } from './use-arclight-stats.ts';
 export { useArclightTrack } from './use-arclight-track.ts';
 export { ArclightVideo, type ArclightVideoProps } from './arclight-video.tsx';

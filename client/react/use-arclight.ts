@@ -6,13 +6,14 @@
 import { useCallback, useMemo, useSyncExternalStore } from 'react';
 import type { ArclightClient, ClientStatus, ConnectOptions } from '../arclight-client.ts';
 import type { ArclightError } from '../../protocol/errors.ts';
+import type { ModelTypes, UntypedModel } from '../model-types.ts';
 import type { TokenSource } from '../token.ts';
 import { useArclightContext } from './arclight-context.ts';
 import { storeOf } from './client-store.ts';
 
 /** What `useArclight()` returns. The functions keep their identity for the client's lifetime. */
-export interface UseArclightResult<C extends ArclightClient = ArclightClient> {
-  readonly client: C;
+export interface UseArclightResult<Model extends ModelTypes = UntypedModel> {
+  readonly client: ArclightClient<Model>;
   /** The client's status; the component renders again when it changes. */
   readonly status: ClientStatus;
   /** Why the current (or last) connect failed, or what went wrong since; cleared when a connect starts. */
@@ -21,16 +22,17 @@ export interface UseArclightResult<C extends ArclightClient = ArclightClient> {
   readonly connect: (token?: TokenSource, options?: ConnectOptions) => Promise<void>;
   /** `client.disconnect()`. */
   readonly disconnect: (recoverable?: boolean) => Promise<void>;
-  /** `client.sendCommand()`, bound. */
-  readonly sendCommand: C['sendCommand'];
+  /** `client.sendCommand()`, bound (typed by `Model`: declared command names, params and replies). */
+  readonly sendCommand: ArclightClient<Model>['sendCommand'];
 }
 
 /**
  * The provider's client with its status and error, and stable `connect`, `disconnect` and
  * `sendCommand` functions (safe in effect dependencies).
  *
- * The type parameter states which client the provider holds (no check at run time), so a client
- * typed by its model (`ArclightClient<MyModel>`) gives a typed `sendCommand`.
+ * `Model` (optional; from `arclight types`, or `ModelTypesOf<typeof model>`) states the types of
+ * the provider's model (no check at run time): `useArclight<EchoModel>()` gives a `sendCommand`
+ * that accepts only declared commands with their params and resolves to the declared reply.
  *
  * @example
  * ```tsx
@@ -40,14 +42,15 @@ export interface UseArclightResult<C extends ArclightClient = ArclightClient> {
  * }
  * ```
  */
-export function useArclight<C extends ArclightClient = ArclightClient>(): UseArclightResult<C> {
+export function useArclight<Model extends ModelTypes = UntypedModel>(): UseArclightResult<Model> {
   const { client, connect } = useArclightContext('useArclight');
   const store = storeOf(client);
   const status = useSyncExternalStore(store.subscribeStatus, () => client.getStatus(), () => client.getStatus());
   const error = useSyncExternalStore(store.subscribeError, () => store.error, () => store.error);
   const disconnect = useCallback((recoverable?: boolean) => client.disconnect(recoverable), [client]);
   const sendCommand = useMemo(() => client.sendCommand.bind(client), [client]);
-  return { client: client as C, status, error, connect, disconnect, sendCommand: sendCommand as C['sendCommand'] };
+  const typed = client as ArclightClient<Model>;
+  return { client: typed, status, error, connect, disconnect, sendCommand: sendCommand as ArclightClient<Model>['sendCommand'] };
 }
 
 /**

@@ -5,13 +5,18 @@
 
 import { useEffect, useLayoutEffect, useMemo, useRef, useSyncExternalStore } from 'react';
 import type { ModelMessage } from '../arclight-client.ts';
+import type { MessageOf, ModelTypes, UntypedModel } from '../model-types.ts';
 import { useArclightContext } from './arclight-context.ts';
 import { MESSAGE_HISTORY, storeOf } from './client-store.ts';
 
+/** The messages of `Model` whose `type` is `Type` (every message for an untyped model). */
+export type MessageOfType<Model extends ModelTypes, Type extends string> =
+  string extends MessageOf<Model>['type'] ? MessageOf<Model> : Extract<MessageOf<Model>, { readonly type: Type }>;
+
 /** Which messages `useModelMessages` returns. */
-export interface ModelMessagesQuery {
+export interface ModelMessagesQuery<Type extends string = string> {
   /** Only messages of this `type` (e.g. `'input_started'`); default all, command replies included. */
-  readonly type?: string;
+  readonly type?: Type;
   /** How many of the latest to return; default 50, at most 500 (what the provider keeps). */
   readonly limit?: number;
 }
@@ -25,20 +30,26 @@ const NO_MESSAGES: readonly ModelMessage[] = Object.freeze([]);
  * query selects. Messages that arrived before the component mounted are included (the provider
  * keeps the latest 500 of the session); a new session starts empty.
  *
+ * `Model` (optional, see `useArclight`) types the messages: with `type`, their `data` is that
+ * message's declared type. `typedHooks<Model>()` infers `Type` from the query.
+ *
  * @example
  * ```tsx
  * const messages = useModelMessages({ type: 'caption', limit: 5 });
  * return <ul>{messages.map((m, i) => <li key={i}>{String(m.data)}</li>)}</ul>;
  * ```
  */
-export function useModelMessages(query: ModelMessagesQuery = {}): readonly ModelMessage[] {
+export function useModelMessages<Model extends ModelTypes = UntypedModel, Type extends string = string>(
+  query: ModelMessagesQuery<Type> = {},
+): readonly MessageOfType<Model, Type>[] {
   const { client } = useArclightContext('useModelMessages');
   const store = storeOf(client);
   const { type } = query;
   const limit = Math.max(0, Math.min(query.limit ?? DEFAULT_LIMIT, MESSAGE_HISTORY));
   const select = useMemo(() => messageSelector(type, limit), [type, limit]);
   const snapshot = (): readonly ModelMessage[] => select(store.messages);
-  return useSyncExternalStore(store.subscribeMessages, snapshot, snapshot);
+  // The runtime sent what the model declares (a changed model is reported as schema_drift at connect).
+  return useSyncExternalStore(store.subscribeMessages, snapshot, snapshot) as readonly MessageOfType<Model, Type>[];
 }
 
 /**
@@ -61,14 +72,18 @@ function messageSelector(type: string | undefined, limit: number): (messages: re
 /**
  * Calls `handler` for every message of `type` from the model while the component is mounted
  * (not for earlier ones). The latest `handler` is called, so an inline function is fine: the
- * subscription is not renewed when it changes.
+ * subscription is not renewed when it changes. `Model` (optional) types the message as for
+ * `useModelMessages`.
  *
  * @example
  * ```tsx
  * useModelMessage('input_started', (message) => setSize(message.data));
  * ```
  */
-export function useModelMessage(type: string, handler: (message: ModelMessage) => void): void {
+export function useModelMessage<Model extends ModelTypes = UntypedModel, Type extends string = string>(
+  type: Type,
+  handler: (message: MessageOfType<Model, Type>) => void,
+): void {
   const { client } = useArclightContext('useModelMessage');
   const latest = useRef(handler);
   useLayoutEffect(() => {
@@ -76,7 +91,7 @@ export function useModelMessage(type: string, handler: (message: ModelMessage) =
   });
   useEffect(() => {
     const listener = (message: ModelMessage): void => {
-      if (message.type === type) latest.current(message);
+      if (message.type === type) latest.current(message as MessageOfType<Model, Type>);
     };
     client.on('message', listener);
     return () => client.off('message', listener);

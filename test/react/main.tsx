@@ -3,21 +3,18 @@
  * test/react/react-bindings.browser.test.ts: the provider (autoConnect, under StrictMode), the
  * status/error, message, stats and track hooks, the video view, the webcam publisher with a
  * preview, a command button with its reply, and a button that unmounts the whole tree.
- * `?runtime=<url>` says where the runtime is.
+ * The hooks are typed by the model (`typedHooks`). `?runtime=<url>` says where the runtime is.
  */
 
 import { StrictMode, useState, type ReactNode } from 'react';
 import { createRoot } from 'react-dom/client';
 import type { ArclightError } from 'arclight/client';
-import {
-  ArclightProvider,
-  ArclightVideo,
-  WebcamPublisher,
-  useArclight,
-  useArclightStats,
-  useModelMessage,
-  useModelMessages,
-} from 'arclight/client/react';
+import { ArclightProvider, ArclightVideo, WebcamPublisher, typedHooks, useArclightStats } from 'arclight/client/react';
+import type { ModelTypesOf } from 'arclight/runtime';
+import type echo from '../../models/examples/echo/index.ts';
+
+// The echo model's command and message types (type-only: the page bundles no runtime code).
+const { useArclight, useModelMessage, useModelMessages } = typedHooks<ModelTypesOf<typeof echo>>();
 
 const runtimeUrl = new URLSearchParams(location.search).get('runtime') ?? location.origin;
 
