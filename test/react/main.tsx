@@ -2,7 +2,8 @@
  * A small app on the React bindings (`arclight/client/react`) against the `echo` model, for
  * test/react/react-bindings.browser.test.ts: the provider (autoConnect, under StrictMode), the
  * status/error, message, stats and track hooks, the video view, the webcam publisher with a
- * preview, a command button with its reply, and a button that unmounts the whole tree.
+ * preview, a command button with its reply, disconnect/connect buttons, and a button that
+ * unmounts the whole tree.
  * The hooks are typed by the model (`typedHooks`). `?runtime=<url>` says where the runtime is.
  */
 
@@ -23,6 +24,17 @@ function Status(): ReactNode {
   return (
     <p>
       <span id="status" data-status={status}>{status}</span> <span id="error">{error ? `${error.code}: ${error.message}` : ''}</span>
+    </p>
+  );
+}
+
+/** Disconnect (ending the session) and connect again (a new one): the publisher must publish again. */
+function ConnectionButtons(): ReactNode {
+  const { status, connect, disconnect } = useArclight();
+  return (
+    <p>
+      <button id="disconnect" disabled={status !== 'ready'} onClick={() => void disconnect()}>Disconnect</button>{' '}
+      <button id="connect" disabled={status !== 'disconnected'} onClick={() => connect().catch(() => {})}>Connect</button>
     </p>
   );
 }
@@ -78,6 +90,7 @@ function App(): ReactNode {
       {mounted && (
         <ArclightProvider modelName="echo" local localRuntimeUrl={runtimeUrl} autoConnect>
           <Status />
+          <ConnectionButtons />
           <ArclightVideo id="output" track="main_video" width={320} placeholder={<p id="waiting">Waiting for video…</p>} />
           <WebcamPublisher id="preview" track="webcam" constraints={{ width: 320, height: 240 }} preview width={160} />
           <DimButton />

@@ -8,8 +8,8 @@
  * Checked: one session and one connect despite StrictMode's double effects; status `ready` in
  * the UI; the <video> plays the model's frames; the webcam reaches the model (its
  * `input_started` message, through both message hooks); the stats hook updates; the command
- * button's reply shows (and arrives as a message too); unmounting the tree stops the camera and
- * ends the session.
+ * button's reply shows (and arrives as a message too); after a disconnect and a new connect the
+ * webcam is published again; unmounting the tree stops the camera and ends the session.
  */
 
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -141,14 +141,28 @@ it('drives a model from React: provider, hooks, video view, webcam publisher, un
   expect(JSON.parse(reply)).toEqual({ type: 'brightness_changed', data: { brightness: 0.5 } });
   await until('the reply in the message list', async () => (await page.locator('#messages li[data-type="brightness_changed"]').count()) === 1);
 
+  // A new connect (a new session) gets the webcam published again: the model announces it anew,
+  // and the message hooks start the new session's list empty.
+  await page.click('#disconnect');
+  await until('status disconnected', async () => (await page.getAttribute('#status', 'data-status')) === 'disconnected');
+  await until('the first session ended', async () => session!.ended);
+  await page.click('#connect');
+  await until('status ready again', async () => (await page.getAttribute('#status', 'data-status')) === 'ready');
+  const second = runtime!.sessions.current;
+  expect(second).toBeDefined();
+  expect(second).not.toBe(session);
+  await until('input_started heard again', async () => Number(await page.getAttribute('#input-size', 'data-heard')) >= 2);
+  expect(await page.locator('#messages li[data-type="brightness_changed"]').count()).toBe(0);
+  expect(sessionStarts).toHaveLength(2);
+
   // Unmounting the tree stops the camera and ends the session.
   await page.click('#unmount');
-  await until('the session ended', async () => session!.ended && runtime!.sessions.current === undefined);
+  await until('the session ended', async () => second!.ended && runtime!.sessions.current === undefined);
   const cameras = await page.evaluate(() =>
     (window as unknown as { __cameras: MediaStream[] }).__cameras.map((stream) => stream.getTracks().map((track) => track.readyState)),
   );
   expect(cameras.length).toBeGreaterThanOrEqual(1);
   expect(cameras.flat().every((state) => state === 'ended')).toBe(true);
-  expect(sessionStarts).toHaveLength(1);
+  expect(sessionStarts).toHaveLength(2);
   expect(log.filter((line) => line.startsWith('[pageerror]'))).toEqual([]);
 }, 60_000);
