@@ -13,16 +13,19 @@ interface Sleeper {
   readonly wake: (aborted: boolean) => void;
 }
 
+/** A `Clock` at 0 that moves only through `moveTo`; its sleepers wake in due order. */
 export class ManualClock implements Clock {
   #now = 0;
   #order = 0;
   #sleepers: Sleeper[] = [];
   #waitsBegun = 0;
 
+  /** Milliseconds since the clock was made, as far as it has been moved. */
   now(): number {
     return this.#now;
   }
 
+  /** Resolves `false` once the clock is moved to `now() + ms` or past it; `true` at once if `signal` aborts first. */
   sleep(ms: number, signal: AbortSignal): Promise<boolean> {
     if (signal.aborted) return Promise.resolve(true);
     this.#waitsBegun++;

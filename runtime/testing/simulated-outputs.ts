@@ -55,6 +55,7 @@ export class SimulatedVideoOutput {
     return this.#dropped;
   }
 
+  /** The track's half of `session.emit()`: checks, copies and queues as OutputVideoTrack.emit does. */
   async emit(frames: readonly (VideoFrame | CudaVideoFrame)[], dropPolicy: DropPolicy = this.#dropPolicy, batchMetadata?: FrameMetadata): Promise<void> {
     let batch = frames;
     assertEmittableVideo(this.name, batch, batch.length > 0 ? batchMetadata : undefined);
@@ -87,6 +88,7 @@ export class SimulatedVideoOutput {
     this.#dropped += this.#queue.clear().length;
   }
 
+  /** Session end: a waiting emit() returns, the pacer stops. */
   async close(): Promise<void> {
     this.#queue.close();
     this.#closing.abort();
@@ -153,6 +155,7 @@ export class SimulatedAudioOutput {
     this.#playing = this.#play();
   }
 
+  /** The track's half of `session.emit()` for one audio frame: checks it, waits for room, records it. */
   async emit(frame: AudioFrame): Promise<void> {
     if (this.#closing.signal.aborted) return;
     assertEmittableAudio(this.name, frame, AUDIO_SAMPLE_RATE);
@@ -166,6 +169,7 @@ export class SimulatedAudioOutput {
     this.#buffered += copy.samples.length / copy.channels;
   }
 
+  /** Session end: a waiting emit() returns, the audio clock stops. */
   close(): Promise<void> {
     this.#closing.abort();
     for (const wake of this.#roomWaiters.splice(0)) wake();
