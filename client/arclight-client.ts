@@ -13,7 +13,7 @@
  */
 
 import type { Capabilities, TrackCapability } from '../protocol/capabilities.ts';
-import { ArclightError } from '../protocol/errors.ts';
+import { ArclightError, type WarningCode } from '../protocol/errors.ts';
 import type { JsonObject, JsonValue } from '../protocol/json-schema.ts';
 import { MAX_MESSAGE_BYTES, type Envelope, type LatencyMode } from '../protocol/messages.ts';
 import { decodeFrameMetadata, encodeFrameMetadata, type FrameMetadataData, type InputFrameMetadataData } from '../protocol/frame-metadata.ts';
@@ -98,8 +98,8 @@ export interface ArclightClientOptions {
   readonly schemaHash?: string;
 }
 
-/** Codes of `warning` events: something the app should know about that does not stop it. */
-export type ClientWarningCode = 'schema_drift';
+/** Codes of `warning` events (protocol/errors.ts `WARNING_CODES`): something the app should know about that does not stop it. */
+export type ClientWarningCode = WarningCode;
 
 /** A `warning` event: the client carries on. */
 export interface ClientWarning {

@@ -60,6 +60,16 @@ export const ERROR_CODES = {
 /** A code defined by Arclight. Models may add their own codes through `CommandError`. */
 export type ErrorCode = keyof typeof ERROR_CODES;
 
+/**
+ * Codes of warnings: conditions an app should hear about that stop nothing (the client emits
+ * them as `warning` events). Stable like error codes; docs/errors.md lists them too.
+ */
+export const WARNING_CODES = {
+  schema_drift: { summary: "The runtime's model has another schema hash than the one the app's types were generated from." },
+} as const satisfies Record<string, { summary: string }>;
+
+export type WarningCode = keyof typeof WARNING_CODES;
+
 /** The JSON body of every failed HTTP request. */
 export interface ErrorBody {
   readonly code: ErrorCode | (string & {});
