@@ -395,7 +395,9 @@ export class ArclightClient<Model extends ModelTypes = UntypedModel> extends Typ
    * Sends a command to the model. Resolves with the model's reply (`{type, data}`), or
    * undefined when the model acknowledges without a body; rejects with an ArclightError
    * carrying the failure code (`invalid_params`, `unknown_command`, `internal_error`, a
-   * model-defined code, `timeout`, ...).
+   * model-defined code, `timeout`, ...). On a typed client (`ArclightClient<Model>`), `command`
+   * must be a declared name, `data` its params type (optional when nothing is required), and
+   * the result is its declared reply.
    */
   async sendCommand<Name extends CommandName<Model>>(command: Name, ...args: CommandParamsArgument<Model, Name>): Promise<CommandResultOf<Model, Name>> {
     this.#assertReady('sendCommand');
