@@ -2,7 +2,7 @@
  * `<ArclightProvider>`: one `ArclightClient` for a React tree.
  */
 
-import { useEffect, useMemo, useRef, useState, type ReactNode } from 'react';
+import { useEffect, useMemo, useRef, type ReactNode } from 'react';
 import { ArclightClient, type ArclightClientOptions, type ConnectOptions } from '../arclight-client.ts';
 import type { TokenSource } from '../token.ts';
 import { ArclightContext, type ArclightContextValue } from './arclight-context.ts';
@@ -37,10 +37,11 @@ export interface ArclightProviderClientProps extends ProviderCommonProps {
 /** `<ArclightProvider>`'s props: client options, or an existing `client`. */
 export type ArclightProviderProps = ArclightProviderOwnClientProps | ArclightProviderClientProps;
 
-/** A disconnect scheduled by an effect's cleanup, and whether the provider connected the client. */
+/** The client the provider last managed: whether it connected it, and a disconnect its cleanup scheduled. */
 interface Lifecycle {
-  release: ReturnType<typeof setTimeout> | undefined;
+  client: ArclightClient | undefined;
   autoConnected: boolean;
+  release: ReturnType<typeof setTimeout> | undefined;
 }
 
 /**
@@ -65,9 +66,11 @@ interface Lifecycle {
 export function ArclightProvider(props: ArclightProviderProps): ReactNode {
   const { token, autoConnect = false, connectOptions, children } = props;
   const external = props.client;
-  // The constructor has no side effects, so StrictMode's second call of this initializer is harmless.
-  const [owned] = useState(() => (external ? undefined : new ArclightClient(clientOptionsOf(props as ArclightProviderOwnClientProps))));
-  const client = external ?? owned!;
+  // Created on the first render that needs it (React's lazy-ref idiom); the constructor has no
+  // side effects, so a render StrictMode repeats or discards costs nothing.
+  const owned = useRef<ArclightClient | undefined>(undefined);
+  if (!external && !owned.current) owned.current = new ArclightClient(clientOptionsOf(props as ArclightProviderOwnClientProps));
+  const client = external ?? owned.current!;
   // Listening from now on: tracks and messages that arrive before a hook mounts are kept.
   storeOf(client);
 
@@ -85,17 +88,24 @@ export function ArclightProvider(props: ArclightProviderProps): ReactNode {
     [client],
   );
 
-  const lifecycle = useRef<Lifecycle>({ release: undefined, autoConnected: false });
+  const lifecycle = useRef<Lifecycle>({ client: undefined, autoConnected: false, release: undefined });
   const ownsClient = external === undefined;
   useEffect(() => {
     const life = lifecycle.current;
-    // A cleanup that ran just before this effect (StrictMode's remount, or a changed
-    // autoConnect) scheduled a disconnect: this run decides instead.
-    clearTimeout(life.release);
+    if (life.client === client) {
+      // The cleanup that ran just before this effect (StrictMode's remount, or a changed
+      // autoConnect) scheduled a disconnect of this same client: this run decides instead.
+      clearTimeout(life.release);
+    } else {
+      // Another client (a new `client` prop): the previous one's scheduled release goes ahead.
+      life.client = client;
+      life.autoConnected = false;
+    }
     life.release = undefined;
     if (autoConnect) {
       if (!life.autoConnected) {
         life.autoConnected = true;
+        // connect() turns the status to `connecting` before its first await, so a remount sees it.
         if (client.getStatus() === 'disconnected') context.connect().catch(() => {}); // reported as `error`
       }
     } else if (life.autoConnected) {
@@ -103,12 +113,13 @@ export function ArclightProvider(props: ArclightProviderProps): ReactNode {
       void client.disconnect();
     }
     return () => {
+      const connectedHere = life.autoConnected;
       life.release = setTimeout(() => {
-        life.release = undefined;
-        if (ownsClient || life.autoConnected) {
+        if (life.client === client) {
+          life.release = undefined;
           life.autoConnected = false;
-          void client.disconnect();
         }
+        if (ownsClient || connectedHere) void client.disconnect();
       }, 0);
     };
   }, [client, context, autoConnect, ownsClient]);
