@@ -284,12 +284,12 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   const events = new RuntimeEventLog();
   // Each version of the model, with what is derived from it; the first is built here and a bad
   // schema still fails the start, as before.
-  const serve_ = (definition: ModelDefinition<unknown>, version: number): ServedModel => {
+  const buildServedModel = (definition: ModelDefinition<unknown>, version: number): ServedModel => {
     const router = new CommandRouter(definition.commands ?? {}, log, metrics, options.moderation);
     const capabilities = capabilitiesOf(definition, router);
     return { definition, router, capabilities, openApi: buildOpenApi(definition, capabilities), version };
   };
-  const slot = new ModelSlot(serve_(model, 1));
+  const slot = new ModelSlot(buildServedModel(model, 1));
   const { router, capabilities } = slot.current;
   const iceServers = options.ice?.servers ?? [];
   // Checked here, so a bad ICE configuration fails the start, not a client's first request.
@@ -435,7 +435,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     let served: ServedModel;
     try {
       definition = validateModelDefinition(next, `model "${(next as { name?: string }).name ?? '?'}"`);
-      served = serve_(definition, slot.current.version + 1);
+      served = buildServedModel(definition, slot.current.version + 1);
     } catch (error) {
       return { ok: false, error: loadFailed(error, 0) };
     }
