@@ -8,8 +8,9 @@
  * Checked: one session and one connect despite StrictMode's double effects; status `ready` in
  * the UI; the <video> plays the model's frames; the webcam reaches the model (its
  * `input_started` message, through both message hooks); the stats hook updates; the command
- * button's reply shows (and arrives as a message too); after a disconnect and a new connect the
- * webcam is published again; unmounting the tree stops the camera and ends the session.
+ * button's reply shows (and arrives as a message too); a second page's refused connect shows its
+ * error; after a disconnect and a new connect the webcam is published again and the video view
+ * plays the new track; unmounting the tree stops the camera and ends the session.
  */
 
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -141,6 +142,16 @@ it('drives a model from React: provider, hooks, video view, webcam publisher, un
   expect(JSON.parse(reply)).toEqual({ type: 'brightness_changed', data: { brightness: 0.5 } });
   await until('the reply in the message list', async () => (await page.locator('#messages li[data-type="brightness_changed"]').count()) === 1);
 
+  // A second app on the same runtime is refused while the session is live: the error shows.
+  const other = await chrome!.newPage();
+  try {
+    await other.goto(`${site!.url}/?runtime=${encodeURIComponent(runtime!.url)}`);
+    await until('the second page refused', async () => (await other.textContent('#error'))?.startsWith('session_conflict') && (await other.getAttribute('#status', 'data-status')) === 'disconnected');
+  } finally {
+    await other.close();
+  }
+  expect(runtime!.sessions.current).toBe(session);
+
   // A new connect (a new session) gets the webcam published again: the model announces it anew,
   // and the message hooks start the new session's list empty.
   await page.click('#disconnect');
@@ -154,6 +165,11 @@ it('drives a model from React: provider, hooks, video view, webcam publisher, un
   await until('input_started heard again', async () => Number(await page.getAttribute('#input-size', 'data-heard')) >= 2);
   expect(await page.locator('#messages li[data-type="brightness_changed"]').count()).toBe(0);
   expect(sessionStarts).toHaveLength(2);
+  // The video view shows the new connection's track (the placeholder stood in meanwhile).
+  await until('the output video playing again', async () => {
+    const state = await outputVideo(page);
+    return state && state.width > 0 && state.frames > 5;
+  });
 
   // Unmounting the tree stops the camera and ends the session.
   await page.click('#unmount');
