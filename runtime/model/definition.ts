@@ -202,7 +202,8 @@ export interface ModelDefinition<State = Record<string, unknown>, Commands exten
   readonly commands?: Commands;
   /**
    * The message types the model sends on its own (besides command replies), with the schema of
-   * their data. Optional: undeclared types still go out, but typed clients do not know them.
+   * their data. Optional. Once declared, a type sent but not declared still goes out, and is
+   * logged as a warning once per type and session (typed clients do not know it).
    */
   readonly messages?: Messages;
   readonly hooks?: ModelHooks<State>;

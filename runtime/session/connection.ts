@@ -51,6 +51,8 @@ export interface ConnectionOwner {
   outputVideoTrack?(name: string): OutputTrackCounters | undefined;
   /** The model as sessions see it (for `media_stats`: the declared fps). */
   readonly model?: { readonly fps?: number };
+  /** The model sent an application message of this type itself (`connection.send`): undeclared types are warned about once. */
+  modelMessageSent?(type: string): void;
 }
 
 export type AnswerStatus =
@@ -113,7 +115,10 @@ export class Connection {
     this.#log = owner.log.child({ connection: id });
     this.handle = Object.freeze({
       id,
-      send: (type: string, data?: JsonValue) => this.sendMessage('application', { type, ...(data === undefined ? {} : { data }) }),
+      send: (type: string, data?: JsonValue) => {
+        this.#owner.modelMessageSent?.(type);
+        this.sendMessage('application', { type, ...(data === undefined ? {} : { data }) });
+      },
     });
   }
 

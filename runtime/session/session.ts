@@ -36,6 +36,7 @@ import type { SessionLogLevel } from '../../protocol/session-logs.ts';
 import type { RuntimeEventSink } from '../events/runtime-event-log.ts';
 import type { SessionLogBuffer } from '../logs/session-log-buffer.ts';
 import type { SessionLogRegistry } from '../logs/session-log-registry.ts';
+import { UndeclaredMessageWarner } from './undeclared-messages.ts';
 import { sessionLogger } from '../logs/session-logger.ts';
 import type { VideoEncoderEvents } from '../media/output-video-track.ts';
 
@@ -113,6 +114,7 @@ export class Session implements ConnectionOwner {
   readonly #facade: ModelSession<unknown>;
   /** The session's log (absent when the runtime keeps none). */
   readonly #logBuffer: SessionLogBuffer | undefined;
+  readonly #undeclaredMessages = new UndeclaredMessageWarner();
   /** The process logger for this session, before teeing: the model's logger derives from it. */
   readonly #baseLog: Logger;
   /**
@@ -225,6 +227,11 @@ export class Session implements ConnectionOwner {
    */
   recordEvent(level: SessionLogLevel, message: string, fields?: JsonObject): void {
     this.#logBuffer?.append({ level, source: 'runtime', message, ...(fields ? { fields } : {}) });
+  }
+
+  /** The model sent a message of `type` itself (broadcast or a connection's send): one warning per undeclared type. */
+  modelMessageSent(type: string): void {
+    this.#undeclaredMessages.check(this.#model.messages, type, (message, fields) => this.log.warn(message, fields));
   }
 
   /** Fires `session_started`, then runs the model loop in the background. */
@@ -722,7 +729,10 @@ export class Session implements ConnectionOwner {
         if (!input) throw new TypeError(`inputAudio("${track}"): the model declares no input audio track "${track}"`);
         return input;
       },
-      broadcast: (type: string, data?: JsonValue): void => session.broadcast({ type, ...(data === undefined ? {} : { data }) }),
+      broadcast: (type: string, data?: JsonValue): void => {
+        session.modelMessageSent(type);
+        session.broadcast({ type, ...(data === undefined ? {} : { data }) });
+      },
       ticks: (rate?: number): AsyncIterable<number> => new FrameClock(rate ?? fps, signal),
     });
   }
