@@ -810,6 +810,12 @@ export class ArclightClient<Model extends ModelTypes = UntypedModel> extends Typ
         this.emit('mediaStats', quality);
         break;
       }
+      case 'model_reloaded': {
+        // `arclight dev` serves a new version of the model in place: the app's types may be stale now.
+        const capabilities = ((body.data ?? {}) as { capabilities?: Capabilities }).capabilities;
+        if (capabilities && typeof capabilities === 'object') this.#checkSchemaHash(capabilities);
+        break;
+      }
       case 'session_ended': {
         const reason = ((body.data ?? {}) as { reason?: string }).reason ?? 'ended';
         if (this.#disconnecting) break; // our own disconnect(false) ended it
@@ -1080,7 +1086,10 @@ export class ArclightClient<Model extends ModelTypes = UntypedModel> extends Typ
     });
   }
 
-  /** Warns (event + one console line) when the runtime's model is not the one the app's types describe. */
+  /**
+   * Warns (event + one console line) when the runtime's model is not the one the app's types
+   * describe: at connect, and when `arclight dev` reloads the model in place (`model_reloaded`).
+   */
   #checkSchemaHash(capabilities: Capabilities): void {
     const expected = this.#options.schemaHash;
     const actual = capabilities.schema_hash;

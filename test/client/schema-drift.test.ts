@@ -97,4 +97,25 @@ describe('schema drift warning', () => {
     await client.sendCommand('set_speed', { speed: 2 });
     await client.disconnect();
   }, 60_000);
+
+  it('a model reloaded in place (arclight dev) with another interface: schema_drift for the open connection', async () => {
+    const { client, warnings } = await connect(moduleHash);
+    expect(warnings).toEqual([]);
+    const drifted = new Promise<ClientWarning>((resolve) => client.on('warning', resolve));
+    const spy = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    try {
+      // Same tracks and fps (the session is kept), one more declared message: another hash.
+      const outcome = await runtime.reloadModel({ ...pattern, messages: { ...pattern.messages, goodbye: {} } } as never);
+      expect(outcome).toMatchObject({ ok: true });
+      const warning = await drifted;
+      expect(warning).toMatchObject({ code: 'schema_drift', expected: moduleHash });
+      expect(warning.actual).toMatch(/^[0-9a-f]{64}$/);
+      expect(warning.actual).not.toBe(moduleHash);
+    } finally {
+      spy.mockRestore();
+      // Back to the module's version for any later test.
+      await runtime.reloadModel(pattern as never);
+    }
+    await client.disconnect();
+  }, 60_000);
 });
