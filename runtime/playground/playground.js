@@ -986,6 +986,12 @@ function wire(client) {
       app.reconnectAfterReload = true;
       return;
     }
+    if (reason === 'shutdown') {
+      // The runtime is stopping (a restart, say): connect again once its event stream is back.
+      app.reconnectWhenBack = true;
+      setProblem('The runtime shut down. The page connects again when it is back.');
+      return;
+    }
     setProblem(`The session ended (${reason}). Connect again to start a new one.`);
   }));
   client.on('error', mine((error) => {
@@ -1103,6 +1109,28 @@ function followRuntimeEvents() {
     if (event.phase === 'loaded') showLoadError(null);
   });
   source.addEventListener('model_reloaded', (message) => void modelReloaded(JSON.parse(message.data).version));
+  // The runtime went away (restarted, say): when the stream is back, so is a runtime — maybe with
+  // another model version. Re-read it, and connect again if the page was connected when it went.
+  let lost = false;
+  source.addEventListener('error', () => {
+    if (lost) return;
+    lost = true;
+    app.reconnectWhenBack ||= app.status !== 'disconnected';
+  });
+  source.addEventListener('open', () => {
+    if (!lost) return;
+    lost = false;
+    app.shownVersion = undefined;
+    void loadDevStatus()
+      .then(() => modelReloaded(undefined))
+      .then(async () => {
+        if (!app.reconnectWhenBack) return;
+        app.reconnectWhenBack = false;
+        // The old session died with the old process; wait for the client to notice, then start anew.
+        for (let i = 0; i < 100 && app.status !== 'disconnected'; i++) await new Promise((resolve) => setTimeout(resolve, 100));
+        if (app.status === 'disconnected') await connect();
+      });
+  });
 }
 
 /** arclight dev: the serving version and the last load error (absent elsewhere: 404). */

@@ -9,7 +9,8 @@
  *  - a version whose load() throws: an error banner with the file and line, cleared by the next
  *    good version;
  *  - a version with other tracks: the session ends (`model_reloaded`) and the page connects again
- *    by itself, to a new session, the typed value still there.
+ *    by itself, to a new session, the typed value still there;
+ *  - the runtime restarting on the same address: the page re-reads the model and connects again.
  */
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -114,6 +115,24 @@ describe('playground under arclight dev', () => {
     await until('a new session, ready', async () => (await status()) === 'ready' && (await sessionText()) !== firstSession && Boolean(await sessionText()), 40_000);
     expect(await page.inputValue(label)).toBe('kept text');
     await until('a decoded frame of the new size', async () => page.evaluate(() => document.querySelector<HTMLVideoElement>('video[data-track="main_video"]')?.videoWidth === 96), 20_000);
+
+    // The runtime restarts (same address, first version again): the page follows it and connects again.
+    const secondSession = await sessionText();
+    const port = runtime.port;
+    await runtime.close();
+    runtime = await startRuntime({
+      model: version('v4', { extraCommand: false }) as never,
+      port,
+      host: net!.hostAddress,
+      ice: { hostAddresses: [net!.hostAddress] },
+      logger: createLogger({ test: 'playground-dev' }, 'error'),
+      dev: true,
+    });
+    await until('the forms of the restarted runtime', async () => (await page.$('form[data-command="extra"]')) === null, 30_000);
+    expect(await page.inputValue(label)).toBe('kept text');
+    await until('connected to the restarted runtime', async () => (await status()) === 'ready' && (await sessionText()) !== secondSession && Boolean(await sessionText()), 40_000);
+    await page.click('form[data-command="set_label"] button[type="submit"]');
+    await until('the v4 reply', async () => (await page.textContent('[data-result="set_label"]'))?.includes('v4'));
     await page.close();
   }, TEST_TIMEOUT);
 });
