@@ -213,6 +213,7 @@ export interface Runtime {
    * Otherwise the open session ends with reason `model_reloaded`. An invalid definition or a
    * failing `load()` keeps the old version serving and resolves `{ ok: false, error }` (also
    * `lastLoadError`, and a `model_load` event with phase `failed`). Reloads run one at a time.
+   * Meant for local mode: a hosted runtime's coordinator keeps the capabilities it registered with.
    */
   reloadModel(definition: ModelDefinition<never>): Promise<ModelReloadOutcome>;
   /**
