@@ -156,6 +156,12 @@ export interface ModelHooks<State> {
   readonly file_uploaded?: (session: ModelSession<State>, file: UploadedFile, connection: ConnectionHandle) => void | Promise<void>;
 }
 
+/** What `load` is given. */
+export interface ModelLoadContext {
+  /** How far loading is: `fraction` from 0 to 1, and optionally what it is doing (`'weights'`). */
+  progress(fraction: number, message?: string): void;
+}
+
 /**
  * A message type the model sends to clients (`session.broadcast(type, data)`,
  * `connection.send(type, data)`), declared so clients can rely on it: it is listed in
@@ -179,12 +185,6 @@ export type MessageMap = Readonly<Record<string, MessageSpec>>;
  * `defineModel` infers them; `ModelTypesOf<typeof model>` reads them to type a client. They
  * default to the plain maps, which is what an explicit `defineModel<State>(...)` gets.
  */
-/** What `load` is given. */
-export interface ModelLoadContext {
-  /** How far loading is: `fraction` from 0 to 1, and optionally what it is doing (`'weights'`). */
-  progress(fraction: number, message?: string): void;
-}
-
 export interface ModelDefinition<State = Record<string, unknown>, Commands extends CommandMap<State> = CommandMap<State>, Messages extends MessageMap = MessageMap> {
   /** The model's slug: `modelName` at connect time. */
   readonly name: string;
