@@ -14,9 +14,11 @@ const TEMPLATE_NAME = 'arclight-template-model';
 const VERSION_PLACEHOLDER = 'ARCLIGHT_VERSION_RANGE';
 /**
  * Template files stored under another name: npm drops `.gitignore` from published packages (and
- * a dotfile is easy to miss in a listing), so they become dotfiles on the way out.
+ * a dotfile is easy to miss in a listing), so they become dotfiles on the way out; and a
+ * package.json in the template would make it a package of its own, where `arclight/runtime` no
+ * longer resolves to this package and the template could not be type-checked here.
  */
-const RENAMED: Readonly<Record<string, string>> = { gitignore: '.gitignore', dockerignore: '.dockerignore' };
+const RENAMED: Readonly<Record<string, string>> = { gitignore: '.gitignore', dockerignore: '.dockerignore', 'package.template.json': 'package.json' };
 
 /** A model slug, as defineModel() accepts it and clients connect with (`modelName`). */
 export const MODEL_NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;

@@ -74,6 +74,12 @@ describe('arclight init', () => {
     expect(tests.status, `${tests.stdout}\n${tests.stderr}`).toBe(0);
     expect(tests.stdout).toMatch(/# pass [1-9]/);
     expect(tests.stdout).toMatch(/# fail 0/);
+
+    // Its typed-client declarations come from the module.
+    const types = run('npm', ['run', '--silent', 'types'], project);
+    expect(types.status, types.stderr).toBe(0);
+    expect(types.stdout).toContain('set_color');
+    expect(types.stdout).toContain('welcome');
   }, TIMEOUT_MS);
 
   it('`npm start` serves it: a client connects, gets the greeting and the video, and commands work', async () => {
@@ -89,6 +95,8 @@ describe('arclight init', () => {
         if (child.exitCode !== null || Date.now() > deadline) throw new Error(`npm start printed no URL:\n${output}`);
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
+      // npm start is dev mode: it watches the project for changes.
+      expect(output).toMatch(/watching/);
       const connected = new ArclightClient({ modelName: 'glow-model', local: true, localRuntimeUrl: `http://127.0.0.1:${port}` });
       const welcome = new Promise((resolve) => connected.on('message', (m) => m.type === 'welcome' && resolve(m.data)));
       const video = new Promise((resolve) => connected.on('trackReceived', (name, track) => name === 'main_video' && resolve(track.kind)));

@@ -25,7 +25,9 @@ interface State {
 // `commandFor<State>()` gives handlers a typed `session.state`; params are typed from the schema.
 const command = commandFor<State>();
 
-export default defineModel<State>({
+// No type argument on defineModel: it then keeps each command's and message's exact types, which
+// `ModelTypesOf<typeof model>` and `arclight types` turn into a typed client.
+export default defineModel({
   name: 'arclight-template-model',
   version: '0.1.0',
   description: 'A moving square on a scrolling gradient: the starting point of a new model.',
@@ -33,7 +35,7 @@ export default defineModel<State>({
   // Interactive models show each frame as soon as it is decoded.
   latencyMode: 'realtime',
   tracks: [{ name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT }],
-  createSessionState: () => ({ color: rgbToYuv(230, 60, 40), speed: 4, position: 0 }),
+  createSessionState: (): State => ({ color: rgbToYuv(230, 60, 40), speed: 4, position: 0 }),
   commands: {
     set_color: command({
       description: 'Colour of the square, as #rrggbb.',
@@ -66,6 +68,12 @@ export default defineModel<State>({
         session.state.speed = speed;
       },
     }),
+  },
+  messages: {
+    welcome: {
+      description: 'Sent to each client as it connects.',
+      schema: { type: 'object', properties: { model: { type: 'string' }, speed: { type: 'integer' } }, required: ['model', 'speed'] },
+    },
   },
   hooks: {
     // Each client gets a greeting when it connects.

@@ -4,17 +4,24 @@
  */
 
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { createTestSession } from 'arclight/testing';
 import model, { HEIGHT, rgbToYuv, WIDTH } from '../index.ts';
 
-test('greets each client when it connects', async () => {
-  await using session = await createTestSession(model);
+/** A session of the model that ends with the test. */
+async function open(t: TestContext) {
+  const session = await createTestSession(model);
+  t.after(() => session.end());
+  return session;
+}
+
+test('greets each client when it connects', async (t) => {
+  const session = await open(t);
   assert.deepEqual(session.messages.find((m) => m.type === 'welcome')?.data, { model: 'arclight-template-model', speed: 4 });
 });
 
-test('emits one frame per tick, at the track size', async () => {
-  await using session = await createTestSession(model);
+test('emits one frame per tick, at the track size', async (t) => {
+  const session = await open(t);
   await session.advanceFrames(3);
   const frames = session.frames('main_video');
   assert.equal(frames.length, 3);
@@ -22,8 +29,8 @@ test('emits one frame per tick, at the track size', async () => {
   assert.equal(frames[0]!.height, HEIGHT);
 });
 
-test('set_color replies with the colour and paints the square with it', async () => {
-  await using session = await createTestSession(model);
+test('set_color replies with the colour and paints the square with it', async (t) => {
+  const session = await open(t);
   assert.deepEqual(await session.sendCommand('set_color', { color: '#00FF00' }), { type: 'color_changed', data: { color: '#00ff00' } });
   await session.advanceFrames(1);
   const frame = session.frames('main_video').at(-1)!;
@@ -31,8 +38,8 @@ test('set_color replies with the colour and paints the square with it', async ()
   assert.equal(frame.data[((HEIGHT - 80) / 2) * WIDTH + 4 + 1], rgbToYuv(0, 255, 0).y);
 });
 
-test('bad parameters fail with invalid_params; model rules with their own code', async () => {
-  await using session = await createTestSession(model);
+test('bad parameters fail with invalid_params; model rules with their own code', async (t) => {
+  const session = await open(t);
   await assert.rejects(session.sendCommand('set_color', { color: 'green' }), { code: 'invalid_params' });
   await assert.rejects(session.sendCommand('set_speed', { speed: 13 }), { code: 'unlucky_speed' });
   await session.sendCommand('set_speed', { speed: 10 });
