@@ -39,6 +39,7 @@ export type {
   ReplyMessage,
   TypedReply,
   UntypedModel,
+  ValueOf,
 } from './model-types.ts';
 export type { InputFrameInfo } from './input-frame-stamper.ts';
 export type { CommandReply } from './pending-commands.ts';

@@ -48,7 +48,8 @@ export type CommandParamsArgument<Model extends ModelTypes, Name extends Command
  */
 export type CommandResultOf<Model extends ModelTypes, Name extends CommandName<Model>> = Model['commands'][Name]['reply'] | undefined;
 
-type ValueOf<T> = T[keyof T];
+/** The union of an object type's property types (how the message unions below are formed). */
+export type ValueOf<T> = T[keyof T];
 
 /** A declared message, discriminated by `type`. */
 export type DeclaredMessage<Model extends ModelTypes> = ValueOf<{

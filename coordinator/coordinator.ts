@@ -82,15 +82,27 @@ export interface CoordinatorOptions {
 
 export interface Coordinator {
   readonly url: string;
+  // The stores below are the coordinator's insides, reachable for its tests and `arclight admin`;
+  // they are not a stable API (the HTTP API and docs/coordinator.md are).
+  /** @internal */
   readonly storage: CoordinatorStorage;
+  /** @internal */
   readonly accounts: AccountStore;
+  /** @internal */
   readonly apiKeys: ApiKeyStore;
+  /** @internal */
   readonly catalog: ModelCatalog;
+  /** @internal */
   readonly keyring: SigningKeyring;
+  /** @internal */
   readonly tokens: TokenService;
+  /** @internal */
   readonly sessions: SessionStore;
+  /** @internal */
   readonly ledger: CreditLedger;
+  /** @internal */
   readonly meter: SessionMeter;
+  /** @internal */
   readonly registry: RuntimeRegistry;
   /** One pass of what the timer does: end sessions at max duration, bill, end dry accounts' sessions. */
   housekeeping(): Promise<void>;

@@ -30,7 +30,7 @@ export type {
   SchemaLiteral,
   ModelLoadContext,
 } from './model/definition.ts';
-export type { ModelTypesOf, ReplyTypeOf, ClientParamsOf } from './model/model-types-of.ts';
+export type { ModelTypesOf, ReplyTypeOf, ClientParamsOf, CommandTypesOf, MessageTypesOf } from './model/model-types-of.ts';
 export type { ModelSession, ConnectionHandle, InputVideo, InputAudio, ModelLogger, EmitOptions } from './model/model-session.ts';
 export { CommandError, isCommandError } from './model/command-error.ts';
 export { ModelDefinitionError } from './model/validate-definition.ts';
@@ -38,7 +38,11 @@ export { loadModelModule, ModelModuleError } from './model/load-model-module.ts'
 export type { VideoFrame, CudaVideoFrame, AudioFrame, PixelFormat, FrameMetadata } from './media/frames.ts';
 export { videoFrameByteLength } from './media/frames.ts';
 export { startRuntime, capabilitiesOf } from './server.ts';
-export type { Runtime, RuntimeIceOptions, RuntimeOptions, RuntimeState, ModelReloadOutcome } from './server.ts';
+export type { Runtime, RuntimeIceOptions, RuntimeOptions, RuntimeState, ModelReloadOutcome, RecordingOptions } from './server.ts';
+export type { SessionLogSettings } from './logs/session-log-registry.ts';
+export type { RecordingStorage } from './recording/recording-storage.ts';
+export type { VideoCodecPreference } from './webrtc/peer-factory.ts';
+export type { Logger } from './log.ts';
 export type { ModelLoadErrorInfo } from '../protocol/session-logs.ts';
 export type { IcePolicyOptions } from './webrtc/ice-policy.ts';
 export type { TurnOptions } from './webrtc/turn-credentials.ts';
@@ -62,9 +66,9 @@ export { nativeAddonStatus, type NativeAddonStatus } from './native/native-addon
  * process-wide backend choice, and NVENC directly — including `encodeCuda` for frames already in
  * GPU memory (native/README.md).
  */
-export { VideoEncoder, type VideoEncoderOptions, type EncodedVideoFrame, type VideoCodec } from './media/video-encoder.ts';
+export { VideoEncoder, type VideoEncoderOptions, type EncodedVideoFrame, type VideoCodec, type VideoEncoderStats, type H264Profile, type CheckedEncoderOptions } from './media/video-encoder.ts';
 export { NvencVideoEncoder } from './media/nvenc-video-encoder.ts';
-export { listEncoderBackends, describeEncoderBackendSelection, type EncoderBackend, type EncoderBackendListing } from './media/encoder-backends.ts';
-export type { CudaFrame, CudaBuffer, NvencProbeResult, NvencEncoderOptions } from './native/native-addon.ts';
+export { listEncoderBackends, describeEncoderBackendSelection, type EncoderBackend, type EncoderBackendListing, type EncoderImplementation, type EncoderCandidateOutcome } from './media/encoder-backends.ts';
+export type { CudaFrame, CudaBuffer, NvencProbeResult, NvencEncoderOptions, NvencCodec, NvencInputFormat, NativeAddon, NvencEncoder, NvencPicture } from './native/native-addon.ts';
 /** The native addon itself (undefined when not built): nvencProbe, CudaBuffer, … (native/README.md). */
 export { nativeAddon } from './native/native-addon.ts';

@@ -105,7 +105,7 @@ export interface RuntimeOptions {
   /** Largest data-channel message accepted. Default 256 KiB. */
   readonly maxMessageBytes?: number;
   readonly logger?: Logger;
-  /** Deliberate network impairments on every peer, for tests (see PeerFaults). Default none. */
+  /** @internal Deliberate network impairments on every peer, for tests (see PeerFaults). Default none. */
   readonly faults?: PeerFaults;
   /**
    * Output video codecs in order of preference; each client gets the first one it offers.
@@ -193,11 +193,13 @@ export type RuntimeState = 'loading' | 'available' | 'serving' | 'terminated';
 export interface Runtime {
   readonly url: string;
   readonly port: number;
+  /** @internal The runtime's Prometheus registry (what `GET /metrics` serves); for tests and tools. */
   readonly metrics: RuntimeMetrics;
+  /** @internal The session host; for tests and tools, not a stable API. */
   readonly sessions: LocalSessionHost;
-  /** What `GET /events` streams: the runtime's state changes. */
+  /** @internal What `GET /events` streams: the runtime's state changes. */
   readonly events: RuntimeEventLog;
-  /** Every session's log (what `GET /sessions/{id}/logs` reads). */
+  /** @internal Every session's log (what `GET /sessions/{id}/logs` reads). */
   readonly sessionLogs: SessionLogRegistry;
   readonly state: RuntimeState;
   /** Resolves when the model's `load()` has finished (or failed). */
@@ -273,6 +275,7 @@ function rejectOtherMethods(app: Hono, playground: boolean): void {
   }
 }
 
+/** @internal What a client is told about the model at connect (tracks, commands, messages, schema hash). */
 export function capabilitiesOf(model: ModelDefinition<unknown>, router: CommandRouter): Capabilities {
   return modelCapabilities(model, router.capabilities());
 }

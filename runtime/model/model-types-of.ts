@@ -30,13 +30,15 @@ export type ReplyTypeOf<Name extends string, Reply> = Reply extends ReplySpec
     }
   : undefined;
 
-type CommandTypesOf<Commands> = {
+/** The `commands` half of ModelTypesOf: each command's client-side params and reply. */
+export type CommandTypesOf<Commands> = {
   readonly [Name in keyof Commands & string]: Commands[Name] extends CommandSpec<never, unknown, infer Reply, infer Schema>
     ? { readonly params: ClientParamsOf<Schema>; readonly reply: ReplyTypeOf<Name, Reply> }
     : never;
 };
 
-type MessageTypesOf<Messages> = string extends keyof Messages
+/** The `messages` half of ModelTypesOf: each declared message type's data. */
+export type MessageTypesOf<Messages> = string extends keyof Messages
   ? {} // the plain MessageMap: nothing declared
   : { readonly [Type in keyof Messages & string]: Messages[Type] extends { readonly schema: infer Schema } ? ParamsOf<Schema> : unknown };
 
