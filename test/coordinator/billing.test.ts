@@ -220,6 +220,40 @@ describe.each(ENGINES)('billing on %s', (engine) => {
     now = START;
   });
 
+  // The other two sides of "the lower of token and account wins": the account's maximum lower
+  // than the token's, and no token maximum at all (the account's applies alone).
+  it.each([
+    { name: 'the account maximum is lower than the token\'s', account: 60, token: 90 as number | undefined, expected: 60 },
+    { name: 'the token sets none', account: 60, token: undefined, expected: 60 },
+  ])('maximum duration when $name: ends at $expected s and bills exactly that long', async ({ account: accountMax, token: tokenMax, expected }) => {
+    const account = await coordinator.accounts.create(`Duration ${accountMax}/${tokenMax ?? 'none'}`, { maxSessionDurationSeconds: accountMax });
+    const { key } = await coordinator.apiKeys.create(account.id);
+    await coordinator.ledger.grantPromotional(account.id, 100_000);
+    const constraints = tokenMax === undefined ? {} : { constraints: { max_session_duration_seconds: tokenMax } };
+    const minted = await fetch(`${coordinator.url}/tokens`, {
+      method: 'POST',
+      headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
+      body: JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } }, ...constraints }] }),
+    });
+    const { token } = (await minted.json()) as { token: string };
+    const { body } = await createSession(token);
+    expect(body.max_duration_seconds).toBe(expected);
+    await coordinator.sessions.markReady(body.session_id);
+    const readyAt = now;
+    now = readyAt + (expected - 1) * 1000;
+    await coordinator.housekeeping();
+    expect((await coordinator.sessions.get(body.session_id))?.status).toBe('ready');
+    now = readyAt + (expected + 20) * 1000; // past the account's 60 s, short of the token's 90 s
+    await coordinator.housekeeping();
+    expect(await coordinator.sessions.get(body.session_id)).toMatchObject({
+      status: 'ended',
+      ended_at: readyAt + expected * 1000,
+      end_reason: expect.stringMatching(new RegExp(`maximum duration \\(${expected} s\\)`)),
+    });
+    expect((await ticks(body.session_id)).reduce((sum, t) => sum + Number(t.seconds), 0)).toBe(expected);
+    now = START;
+  });
+
   describe('platform API', () => {
     const read = (path: string, credential?: string) =>
       fetch(`${coordinator.url}${path}`, { headers: credential ? { authorization: `Bearer ${credential}` } : {} }).then(async (r) => ({
