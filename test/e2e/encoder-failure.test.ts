@@ -15,6 +15,8 @@ import { openVideoEncoderCount } from '../../runtime/media/open-encoders.ts';
 import { rgbToYuv } from '../../models/examples/shared/i420-canvas.ts';
 import solidColourModel from '../fixtures/solid-colour-model.ts';
 import { openEncoderFailureViewer, type EncoderFailureViewer } from '../support/encoder-failure-viewer.ts';
+import { readRuntimeEvents } from '../support/event-stream-reader.ts';
+import type { SessionLogPage } from '../../protocol/session-logs.ts';
 import { near, waitUntil } from '../support/video-probe.ts';
 
 const LOOPBACK = '127.0.0.1';
@@ -66,6 +68,7 @@ describe('a video encoder failing mid-stream (libx264, test fault injection)', (
   }
 
   it('restarts the encoder: the viewer decodes a keyframe and the picture after it, the session stays up and a command still works', async () => {
+    const events = await readRuntimeEvents(runtime.url);
     viewer = await openEncoderFailureViewer(runtime.url, faultsFired);
     const v = viewer;
     await waitUntil(() => v.decoded.length >= 10 && near(v.decoded.at(-1)!.centre, RED, 3), 10_000, '10 decoded frames of the red picture');
@@ -88,6 +91,23 @@ describe('a video encoder failing mid-stream (libx264, test fault injection)', (
     expect(text).toMatch(/arclight_frames_dropped_total\{track="main_video",reason="encode_error"\} 1\b/);
     // libx264 is the last candidate: it is restarted, never demoted.
     expect(text).toContain('arclight_encoder_backend{codec="h264",backend="libx264",hardware="false"} 1');
+
+    // Operators hear of it on /events, and the session's log says it (protocol.md "Runtime
+    // events" and "Session logs"): one restart, with the backend, phase and why.
+    const sessionId = v.peer.session.session_id;
+    const failed = { track: 'main_video', codec: 'h264', backend: 'libx264', phase: 'encode', action: 'restart' };
+    try {
+      await waitUntil(() => events.ofSession(sessionId).some((e) => e.type === 'encoder_failed'), 5_000, 'encoder_failed on /events');
+      const ofSession = events.ofSession(sessionId);
+      expect(ofSession.filter((e) => e.type === 'encoder_failed')).toEqual([expect.objectContaining({ ...failed, session_id: sessionId, reason: expect.any(String) })]);
+      // Opened, failed, opened again (the fresh encoder).
+      expect(ofSession.filter((e) => e.type === 'encoder_opened' || e.type === 'encoder_failed').map((e) => e.type).slice(0, 3)).toEqual(['encoder_opened', 'encoder_failed', 'encoder_opened']);
+    } finally {
+      events.stop();
+    }
+    const log = (await (await fetch(`${runtime.url}/sessions/${sessionId}/logs?limit=1000`)).json()) as SessionLogPage;
+    const line = log.lines.find((l) => l.message.startsWith('video encoder failed'));
+    expect(line).toMatchObject({ source: 'runtime', level: 'warn', message: 'video encoder failed (encode); a fresh one follows', fields: { track: 'main_video', stream: 'h264', backend: 'libx264', phase: 'encode', action: 'restart' } });
   }, 30_000);
 
   it('restarts it 20 times in a row without leaking file descriptors, encoders or memory, and streams on', async () => {
