@@ -26,7 +26,7 @@ export const COORDINATOR_USAGE = `Usage:
                        [--public-url https://api.example.com]
       --public-url        the URL clients reach this service at (behind a load balancer): presigned
                           upload and clip URLs point there; default its own listening URL
-      --reconnect-window  seconds a session outlives its last client (GPU held, still billed)
+      --reconnect-window  seconds a session outlives its last client (GPU held, still billed), 1–3600
       --meter-flush-ms    how often running sessions are charged and housekeeping runs
       --heartbeat-ms      how often runtimes heartbeat; one silent for three intervals is gone and
                           its sessions end, billed to its last heartbeat (at the next housekeeping)
@@ -121,6 +121,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       const port = values.port === undefined ? 8090 : /^\d{1,5}$/.test(values.port) && Number(values.port) < 65536 ? Number(values.port) : NaN;
       if (Number.isNaN(port)) throw new UsageError('--port must be 0–65535');
       const reconnectWindow = count(values['reconnect-window'] as string | undefined, '--reconnect-window');
+      if (reconnectWindow !== undefined && reconnectWindow > 3600) throw new UsageError('--reconnect-window must be 1–3600 seconds');
       const flushMs = count(values['meter-flush-ms'] as string | undefined, '--meter-flush-ms');
       const heartbeatMs = count(values['heartbeat-ms'] as string | undefined, '--heartbeat-ms');
       const publicUrl = values['public-url'] as string | undefined;

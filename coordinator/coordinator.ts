@@ -128,6 +128,8 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   if (heartbeatMs !== undefined && !(Number.isInteger(heartbeatMs) && heartbeatMs >= 100)) {
     throw new RangeError(`heartbeatIntervalMs must be a whole number of ms, at least 100 (got ${heartbeatMs})`);
   }
+  // Checked before the database opens: a refused option must not leave a pool behind.
+  const reconnectWindowSeconds = reconnectWindow(options.reconnectWindowSeconds);
   const storage = await openStorage(options.database ?? 'data/coordinator.db', {
     onConnectionError: (error) => log.warn('a database connection failed; it will be replaced', { error }),
   });
@@ -149,7 +151,7 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   const metrics = new CoordinatorMetrics(db);
   const runtimeSecret = options.runtimeSecret ?? process.env['ARCLIGHT_RUNTIME_SECRET'];
   const inFlight = new Set<Promise<unknown>>();
-  const lifecycle = new SessionLifecycle(sessions, registry, new RuntimeClient(runtimeSecret, reconnectWindow(options.reconnectWindowSeconds)), meter, log);
+  const lifecycle = new SessionLifecycle(sessions, registry, new RuntimeClient(runtimeSecret, reconnectWindowSeconds), meter, log);
   // Every registration, heartbeat and session end asks for a placement pass; at fleet scale that
   // is thousands a second, each a query for waiting sessions. Requests coalesce: one pass at a
   // time, and one more after it if anything asked meanwhile (what it saw may have changed).
