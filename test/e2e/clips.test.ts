@@ -15,7 +15,9 @@ import { ArclightClient, type Clip } from '../../client/node.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import counter, { COUNTER_SIZE } from '../fixtures/counter-model.ts';
 import pattern from '../../models/examples/pattern/index.ts';
+import { readRuntimeEvents } from '../support/event-stream-reader.ts';
 import { waitUntil } from '../support/video-probe.ts';
+import type { SessionLogPage } from '../../protocol/session-logs.ts';
 
 const LOOPBACK = '127.0.0.1';
 const FPS = 30;
@@ -98,6 +100,7 @@ describe('recording and clips (local mode)', () => {
   it('a 10 s session: requestClip(5) decodes to ~5 s of frames, requestRecording() to all of it; 410 five minutes after the end', async () => {
     const client = new ArclightClient({ modelName: 'counter', local: true, localRuntimeUrl: runtime.url });
     await expect(client.requestClip(5)).rejects.toMatchObject({ code: 'not_ready' });
+    const events = await readRuntimeEvents(runtime.url);
     await client.connect();
     const started = Date.now();
     await new Promise((resolve) => setTimeout(resolve, 10_000));
@@ -123,6 +126,21 @@ describe('recording and clips (local mode)', () => {
     expect(whole.durationSeconds).toBeGreaterThan(elapsed - 2); // from the first frame until now
     expect(all.frames).toBeGreaterThan(five.frames);
     expect(all.seconds).toBeCloseTo(whole.durationSeconds, 0);
+
+    // Each segment written is a `recording_segment` on /events and a line of the session's log
+    // (protocol.md "Runtime events", "Session logs"): the same segments as the playlist's.
+    const sessionId = client.getSessionId()!;
+    const segments = () => events.ofSession(sessionId).flatMap((e) => (e.type === 'recording_segment' ? [e] : []));
+    await waitUntil(() => segments().length >= all.playlist.segments.length, 5_000, 'a recording_segment per segment of the recording');
+    events.stop();
+    expect(segments()).toHaveLength(all.playlist.segments.length);
+    expect(segments().every((e) => e.track === 'main_video')).toBe(true);
+    const sequences = segments().map((e) => e.sequence);
+    expect(sequences).toEqual(sequences.map((_, i) => sequences[0]! + i));
+    segments().forEach((e, i) => expect(e.duration_ms / 1000, `segment ${e.sequence}`).toBeCloseTo(all.playlist.segments[i]!.duration, 1));
+    const log = (await (await fetch(`${runtime.url}/sessions/${sessionId}/logs?limit=1000`)).json()) as SessionLogPage;
+    const written = log.lines.filter((l) => l.message === 'recording segment written');
+    expect(written.map((l) => ({ source: l.source, ...l.fields }))).toEqual(segments().map((e) => ({ source: 'runtime', track: e.track, sequence: e.sequence, duration_ms: e.duration_ms })));
 
     // downloadClipAsFile: one MP4 that FFmpeg opens at the clip's duration; progress rises; abort works.
     const progress: Array<[number, number, number]> = [];
