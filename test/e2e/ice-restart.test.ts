@@ -20,7 +20,10 @@ import pattern from '../../models/examples/pattern/index.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import { NetworkFaults } from '../../runtime/webrtc/network-faults.ts';
 import { FrameArrivals } from '../support/media-fault-probe.ts';
+import { readRuntimeEvents } from '../support/event-stream-reader.ts';
 import { createWrtcOffer, keepLoopbackCandidates } from '../support/raw-peer.ts';
+import type { SessionLogPage } from '../../protocol/session-logs.ts';
+import type { ArclightError } from '../../protocol/errors.ts';
 import { waitUntil } from '../support/video-probe.ts';
 import { WEBRTC_VERSION, WEBRTC_VERSION_HEADER } from '../../protocol/versions.ts';
 
@@ -75,6 +78,7 @@ describe('ICE restart, trickle and renegotiation (local runtime)', () => {
     fetch(url, { method, headers: { 'content-type': 'application/json', [WEBRTC_VERSION_HEADER]: WEBRTC_VERSION }, body });
 
   it('a path failure: the client restarts ICE on the same connection, same session, and video resumes', async () => {
+    const events = await readRuntimeEvents(runtime.url);
     const { client, frames, reconnecting, reconnected } = await watchedClient();
     const sessionId = client.getSessionId();
     const connectionId = client.getConnectionId();
@@ -100,6 +104,57 @@ describe('ICE restart, trickle and renegotiation (local runtime)', () => {
     expect(record.state).toBe('ACTIVE');
     expect(record.connections).toContain(connectionId);
     expect((await client.sendCommand('set_color', { color: '#00ff00' }))?.type).toBe('color_changed');
+
+    // The drop as operators see it (protocol.md "Runtime events"): the connection was lost, then
+    // ready again on the same id, the session never ending; and the session's log says the same.
+    const ofConnection = () =>
+      events.ofSession(sessionId!).flatMap((e) => ((e.type === 'connection_ready' || e.type === 'connection_lost') && e.connection_id === connectionId ? [e.type] : []));
+    await waitUntil(() => ofConnection().length >= 3, 5_000, `connection_lost then ready on /events (${JSON.stringify(ofConnection())})`);
+    events.stop();
+    expect(ofConnection()).toEqual(['connection_ready', 'connection_lost', 'connection_ready']);
+    expect(events.ofSession(sessionId!).some((e) => e.type === 'session_ended')).toBe(false);
+    const log = (await (await fetch(`${runtime.url}/sessions/${sessionId}/logs?limit=1000`)).json()) as SessionLogPage;
+    const story = log.lines.filter((l) => l.message === 'connection ready' || l.message === 'connection lost');
+    expect(story.map((l) => l.message)).toEqual(['connection ready', 'connection lost', 'connection ready']);
+    expect(story.every((l) => l.source === 'runtime' && l.fields?.['connection'] === connectionId)).toBe(true);
+  }, 25_000);
+
+  it('gives up after maxAttempts on a failure worth retrying: error with its code, status disconnected, the session kept for reconnect()', async () => {
+    // Short attempts: each one's fresh peer gets its answer over HTTP but no ICE through the
+    // blackout, so it times out (`timeout`, retryable) and the next is tried, until none is left.
+    const { client, reconnecting, reconnected } = await watchedClient({ autoReconnect: { maxAttempts: 2, baseDelayMs: 50, maxDelayMs: 100 }, connectTimeoutMs: 1_500 });
+    const sessionId = client.getSessionId();
+    const connectionId = client.getConnectionId();
+    const statuses: string[] = [];
+    const errors: ArclightError[] = [];
+    client.on('statusChanged', (status) => statuses.push(status));
+    client.on('error', (error) => errors.push(error));
+    network.blackout(60_000);
+    const failure = (await client.restartIce().then(
+      () => undefined,
+      (error: unknown) => error,
+    )) as ArclightError | undefined;
+    const detail = JSON.stringify({ reconnecting, statuses, errors: errors.map((e) => `${e.code}: ${e.message}`) });
+    expect(failure, detail).toBeDefined();
+    expect(reconnecting.map((r) => [r.attempt, r.maxAttempts, r.reason]), detail).toEqual([[1, 2, 'requested'], [2, 2, 'requested']]);
+    expect(reconnected).toEqual([]);
+    // docs/client.md "Connection recovery", giving up: `error` with the last failure's code, its
+    // message saying how many attempts failed; status disconnected; the session kept.
+    expect(failure!.code, detail).toBe('timeout');
+    expect(failure!.retryable).toBe(true);
+    expect(failure!.message).toMatch(/2 attempt\(s\) to renegotiate it failed: Not connected after 1500 ms/);
+    expect(errors.at(-1)).toBe(failure);
+    expect(client.getLastError()).toBe(failure);
+    expect(statuses, detail).toEqual(['connecting', 'disconnected']);
+    expect(client.getStatus()).toBe('disconnected');
+    expect(client.getSessionId()).toBe(sessionId);
+    // The path back, the app's reconnect() resumes the same session and connection id.
+    network.clear();
+    await client.reconnect();
+    expect(client.getStatus()).toBe('ready');
+    expect(client.getSessionId()).toBe(sessionId);
+    expect(client.getConnectionId()).toBe(connectionId);
+    expect((await client.sendCommand('set_color', { color: '#00ffff' }))?.type).toBe('color_changed');
   }, 25_000);
 
   it('an offer without candidates connects through trickled ones', async () => {
