@@ -471,7 +471,9 @@ export class ArclightClient<Model extends ModelTypes = UntypedModel> extends Typ
    * Uploads a file to the session (status `ready` only) and returns a reference to pass as a
    * command parameter. The bytes go straight to a presigned URL (no token needed for the PUT);
    * the model's `file_uploaded` hook has run when this resolves. `name` defaults to the File's
-   * name, or `upload` for a Blob.
+   * name, or `upload` for a Blob. A PUT URL found expired (403 `url_expired`) is reserved afresh
+   * and sent once more. The reference is good in commands for the whole session (the model
+   * receives the file by its id); its `downloadUrl` is for the app and lives 5 minutes.
    */
   async uploadFile(file: Blob, options: { readonly name?: string } = {}): Promise<FileRef> {
     this.#assertReady('uploadFile');
@@ -480,12 +482,16 @@ export class ArclightClient<Model extends ModelTypes = UntypedModel> extends Typ
     const mimeType = file.type || 'application/octet-stream';
     if (file.size === 0) throw new ArclightError('invalid_request', 'The file is empty.');
     const api = this.#standaloneApi();
-    const slot = await api.createUpload(sessionId, { name, size: file.size, mime_type: mimeType });
-    let put: Response;
-    try {
-      put = await fetch(slot.presigned_url, { method: 'PUT', body: file, headers: { 'Content-Type': mimeType } });
-    } catch (error) {
-      throw new ArclightError('connection_failed', `The upload could not be sent: ${(error as Error).message}`, { cause: error });
+    let slot = await api.createUpload(sessionId, { name, size: file.size, mime_type: mimeType });
+    let put = await putUpload(slot.presigned_url, file, mimeType);
+    // A PUT URL past its 15 minutes (a tab suspended between reserving and sending, a clock far
+    // off) is answered 403 url_expired: reserve a fresh slot and send once more. Only once —
+    // a second expiry in a row means the clocks disagree, which another try will not fix.
+    if (put.status === 403) {
+      const error = await errorFromResponse(put);
+      if (error.code !== 'url_expired') throw error;
+      slot = await api.createUpload(sessionId, { name, size: file.size, mime_type: mimeType });
+      put = await putUpload(slot.presigned_url, file, mimeType);
     }
     if (!put.ok) throw await errorFromResponse(put);
     await this.#request('runtime', FILE_UPLOADED_MESSAGE, { upload_id: slot.presigned_id, name, mime_type: mimeType, size: file.size });
@@ -1122,4 +1128,13 @@ function asError(error: unknown, code: string): ArclightError {
   if (error instanceof ArclightError) return error;
   if ((error as Error)?.name === 'AbortError') return new ArclightError('connection_failed', 'Aborted by disconnect().', { cause: error });
   return new ArclightError(code, (error as Error)?.message ?? String(error), { cause: error });
+}
+
+/** PUTs an upload's bytes to its presigned URL (no other credentials); a network failure is `connection_failed`. */
+async function putUpload(url: string, file: Blob, mimeType: string): Promise<Response> {
+  try {
+    return await fetch(url, { method: 'PUT', body: file, headers: { 'Content-Type': mimeType } });
+  } catch (error) {
+    throw new ArclightError('connection_failed', `The upload could not be sent: ${(error as Error).message}`, { cause: error });
+  }
 }

@@ -54,8 +54,10 @@ export function uploadRoutes(options: UploadRouteOptions): Hono {
     session.recordEvent('info', 'upload reserved', { upload_id: slot.upload_id, size, mime_type: mimeType });
     const path = `/sessions/${encodeURIComponent(session.id)}/uploads/${slot.upload_id}`;
     const base = publicBase(c, options.trustPublicUrlHeader);
-    const expiresAt = now() + UPLOAD_URL_LIFETIME_SECONDS * 1000;
-    const downloadExpiresAt = now() + DOWNLOAD_URL_LIFETIME_SECONDS * 1000;
+    // One clock reading for both URLs: they are issued at the same instant.
+    const issuedAt = now();
+    const expiresAt = issuedAt + UPLOAD_URL_LIFETIME_SECONDS * 1000;
+    const downloadExpiresAt = issuedAt + DOWNLOAD_URL_LIFETIME_SECONDS * 1000;
     const response: CreateUploadResponse = {
       presigned_id: slot.upload_id,
       presigned_url: base + signer.sign('PUT', path, expiresAt),

@@ -372,7 +372,7 @@ describe('@reactor-team/js-sdk@2.9.0 (Node + wrtc) uploads in local mode', () =>
       await reactor.sendCommand('inspect', { file: ref, label: 'sdk' });
       await waitFor(() => messages.some((m) => m.type === 'inspect_result'), 10_000, 'the reply', () => ({ messages, runtimeMessages }));
       const sha = createHash('sha256').update(bytes).digest('hex');
-      expect(messages.find((m) => m.type === 'inspect_result')?.data).toEqual({ label: 'sdk', name: 'sdk.png', mime_type: 'image/png', size: 50_000, sha256: sha });
+      expect(messages.find((m) => m.type === 'inspect_result')?.data).toEqual({ label: 'sdk', name: 'sdk.png', mime_type: 'image/png', size: 50_000, sha256: sha, stream_sha256: sha, path_sha256: sha });
       expect(runtimeMessages.filter((m) => m.type === 'command_failed')).toEqual([]);
     } finally {
       await reactor.disconnect().catch(() => {});

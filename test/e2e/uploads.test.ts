@@ -21,6 +21,11 @@ const API_HEADERS = { 'content-type': 'application/json', 'Reactor-API-Version':
 describe('uploads (local mode)', () => {
   let runtime: Runtime;
   let now = Date.now();
+  /**
+   * Clock readings handed out before `now`, one per read: a reservation reads the runtime's
+   * upload clock once (for both URLs), and so does a PUT's signature check.
+   */
+  let stale: number[] = [];
   const clients: ArclightClient[] = [];
   const connected = async () => {
     const client = new ArclightClient({ modelName: 'upload-model', local: true, localRuntimeUrl: runtime.url });
@@ -42,11 +47,12 @@ describe('uploads (local mode)', () => {
       host: LOOPBACK,
       ice: { hostAddresses: [LOOPBACK] },
       playground: false,
-      uploads: { maxBytes: MAX_BYTES, mimeTypes: ['image/*', 'application/octet-stream'], now: () => now },
+      uploads: { maxBytes: MAX_BYTES, mimeTypes: ['image/*', 'application/octet-stream'], now: () => stale.shift() ?? now },
     });
   });
   afterEach(async () => {
     now = Date.now();
+    stale = [];
     for (const client of clients.splice(0)) await client.disconnect().catch(() => {});
   });
   afterAll(async () => runtime?.close());
@@ -58,7 +64,9 @@ describe('uploads (local mode)', () => {
     expect(ref).toMatchObject({ name: 'picture.png', mimeType: 'image/png', size: 200_000 });
     expect(uploadedFiles.at(-1)).toMatchObject({ name: 'picture.png', size: 200_000, mimeType: 'image/png' }); // hook ran before uploadFile resolved
     const reply = await client.sendCommand('inspect', { file: ref, label: 'first' });
-    expect(reply?.data).toEqual({ label: 'first', name: 'picture.png', mime_type: 'image/png', size: 200_000, sha256: sha256(bytes) });
+    // The handler reached the same bytes through read(), stream() and its path on disk.
+    const digest = sha256(bytes);
+    expect(reply?.data).toEqual({ label: 'first', name: 'picture.png', mime_type: 'image/png', size: 200_000, sha256: digest, stream_sha256: digest, path_sha256: digest });
     const downloaded = await fetch(ref.downloadUrl!);
     expect(downloaded.status).toBe(200);
     expect(downloaded.headers.get('content-type')).toBe('image/png');
@@ -73,7 +81,9 @@ describe('uploads (local mode)', () => {
     const sessionId = client.getSessionId()!;
     const slot = (await reserve(sessionId, { name: 'a.png', size: 4, mime_type: 'image/png' })).body;
     expect(slot.expires_at - now).toBeGreaterThan(14 * 60_000); // 15 minutes (to the second)
-    expect(slot.download_expires_at - now).toBeGreaterThan(4 * 60_000);
+    expect(slot.download_expires_at - now).toBeGreaterThan(4 * 60_000); // 5 minutes (to the second)
+    expect(slot.download_expires_at - now).toBeLessThanOrEqual(5 * 60_000);
+    expect(slot.expires_at - now).toBeLessThanOrEqual(15 * 60_000);
     const url = new URL(slot.presigned_url);
     const flipped = url.searchParams.get('signature')!.replace(/^./, (c) => (c === '0' ? '1' : '0'));
     const forged = new URL(url);
@@ -114,6 +124,42 @@ describe('uploads (local mode)', () => {
     expect(await put(long.presigned_url, 'abcdef')).toMatchObject({ status: 413, body: { code: 'payload_too_large' } });
     const short = (await reserve(sessionId, { name: 'a.png', size: 4, mime_type: 'image/png' })).body;
     expect(await put(short.presigned_url, 'ab')).toMatchObject({ status: 400, body: { code: 'invalid_request' } });
+  }, 60_000);
+
+  it('the download URL expires after 5 minutes (403 url_expired); the reference still works in commands', async () => {
+    const client = await connected();
+    const bytes = new Uint8Array(randomBytes(1_000));
+    const ref = await client.uploadFile(new Blob([bytes], { type: 'image/png' }), { name: 'late.png' });
+    expect(ref.downloadExpiresAt! - now).toBeLessThanOrEqual(5 * 60_000);
+    expect((await fetch(ref.downloadUrl!)).status).toBe(200);
+    now += 5 * 60_000 + 1_000;
+    const expired = await fetch(ref.downloadUrl!);
+    expect(expired.status).toBe(403);
+    expect(((await expired.json()) as { code: string }).code).toBe('url_expired');
+    // The model gets the file by its id, not through the URL: the reference outlives the URL.
+    const reply = await client.sendCommand('inspect', { file: ref, label: 'late' });
+    expect(reply?.data).toMatchObject({ name: 'late.png', size: 1_000, sha256: sha256(bytes) });
+  }, 60_000);
+
+  it('uploadFile reserves a fresh slot once when its PUT URL has expired, and gives up after a second expiry', async () => {
+    const client = await connected();
+    const bytes = new Uint8Array(randomBytes(2_000));
+    // The runtime's clock reads 16 minutes early for the next reservation only: the PUT URL it
+    // signs is already past its 15 minutes when the PUT (read on the true clock) arrives.
+    stale = [Date.now() - 16 * 60_000];
+    const hooksBefore = uploadedFiles.length;
+    const ref = await client.uploadFile(new Blob([bytes], { type: 'image/png' }), { name: 'retried.png' });
+    expect(stale).toEqual([]); // the first reservation was the stale one
+    expect(uploadedFiles.length).toBe(hooksBefore + 1); // announced once, for the fresh slot
+    expect((await client.sendCommand('inspect', { file: ref }))?.data).toMatchObject({ name: 'retried.png', sha256: sha256(bytes) });
+
+    // Two stale reservations in a row (reads: reserve, PUT check, reserve again): one retry, then
+    // the url_expired answer is the result.
+    const t = Date.now();
+    stale = [t - 16 * 60_000, t, t - 16 * 60_000];
+    await expect(client.uploadFile(new Blob([bytes], { type: 'image/png' }))).rejects.toMatchObject({ code: 'url_expired', status: 403 });
+    expect(stale).toEqual([]);
+    expect(uploadedFiles.length).toBe(hooksBefore + 1);
   }, 60_000);
 
   it('a command naming an unknown or unfinished upload fails on that field; the files go with the session', async () => {
