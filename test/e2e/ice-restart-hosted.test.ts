@@ -10,6 +10,8 @@
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ArclightClient, ArclightError, type ReconnectingEvent } from '../../client/node.ts';
+import { WEBRTC_VERSION, WEBRTC_VERSION_HEADER } from '../../protocol/versions.ts';
+import { peerIdentity } from '../../runtime/webrtc/offer-origin.ts';
 import { startHostedStack, type HostedStack } from '../support/hosted-stack.ts';
 
 describe('ICE restart through the coordinator', () => {
@@ -100,5 +102,58 @@ describe('ICE restart through the coordinator', () => {
     await client.reconnect();
     expect(client.getStatus()).toBe('ready');
     expect(client.getSessionId()).toBe(sessionId);
+  }, 20_000);
+
+  it('renegotiation in place through the relay: a caching resolver\'s token is answered by the same runtime peer; a fresh unbound token gets 403', async () => {
+    // Our client never renegotiates in place (it lays out every model track at connect, and
+    // publishTrack only attaches a track: docs/protocol.md "Renegotiation"), so this test is the
+    // app doing it on the client's live peer — as a browser app adding a camera would — and
+    // authorising each request with the same resolver the client was given.
+    const token = await stack.mintToken();
+    let mintEveryCall = false;
+    const resolver = async (): Promise<string> => (mintEveryCall ? await stack.mintToken() : token);
+    const client = newClient();
+    const reconnecting: ReconnectingEvent[] = [];
+    client.on('reconnecting', (event) => reconnecting.push(event));
+    await client.connect(resolver);
+    const pc = client.getPeerConnection()!;
+    const sdpParams = `${stack.coordinator.url}/sessions/${client.getSessionId()}/transport/webrtc/connections/${client.getConnectionId()}/sdp_params`;
+    const headers = async () => ({ authorization: `Bearer ${await resolver()}`, 'content-type': 'application/json', [WEBRTC_VERSION_HEADER]: WEBRTC_VERSION });
+    const firstAnswer = peerIdentity(pc.remoteDescription!.sdp);
+    // The change: the tone's m-line turned inactive (detached in place; the video goes on).
+    const tone = pc.getTransceivers().find((t) => t.receiver.track.kind === 'audio')!;
+    tone.direction = 'inactive';
+    const offer = await pc.createOffer();
+
+    mintEveryCall = true;
+    const refused = await fetch(sdpParams, { method: 'PUT', headers: await headers(), body: JSON.stringify({ sdp_offer: offer.sdp }) });
+    expect(refused.status).toBe(403);
+    expect(((await refused.json()) as { code: string }).code).toBe('forbidden');
+    expect(client.getStatus()).toBe('ready');
+
+    mintEveryCall = false;
+    await pc.setLocalDescription(offer);
+    const accepted = await fetch(sdpParams, { method: 'PUT', headers: await headers(), body: JSON.stringify({ sdp_offer: pc.localDescription!.sdp }) });
+    expect(accepted.status, await accepted.clone().text()).toBe(202);
+    let answer: string | undefined;
+    for (let polls = 0; answer === undefined && polls < 50; polls++) {
+      const got = await fetch(sdpParams, { headers: await headers() });
+      if (got.status === 200) answer = ((await got.json()) as { sdp_answer: string }).sdp_answer;
+      else {
+        expect(got.status).toBe(202);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+    // Answered in place: the runtime peer the client is connected to (same ICE credentials and
+    // certificate), so it applies to the peer the client has.
+    expect(peerIdentity(answer!)).toEqual(firstAnswer);
+    expect(answer!.split(/\r\n(?=m=)/).find((section) => section.includes(`\r\na=mid:${tone.mid}\r\n`))).toMatch(/\r\na=inactive\r\n/);
+    await pc.setRemoteDescription({ type: 'answer', sdp: answer! });
+    expect(pc.signalingState).toBe('stable');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(pc.connectionState).toBe('connected');
+    expect(client.getStatus()).toBe('ready');
+    expect(reconnecting).toEqual([]);
+    expect((await client.sendCommand('set_color', { color: '#0000ff' }))?.type).toBe('color_changed');
   }, 20_000);
 });
