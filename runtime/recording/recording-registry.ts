@@ -16,6 +16,13 @@ import type { RecordedSegment } from './track-recorder.ts';
 
 export interface RecordingSettings {
   readonly storage: RecordingStorage;
+  /**
+   * The output video track to record, by name. Default: the model's first output (`recvonly`)
+   * video track. One video track is recorded per session — a clip is one picture — with the
+   * first output audio track beside it. A name the model has no output video track by leaves
+   * its sessions unrecorded (a warning in the log; clip requests fail with `recording_error`).
+   */
+  readonly track?: string;
   /** Target segment length; default 4 s. */
   readonly segmentSeconds?: number;
   /** Recording bitrate (quality); default the track's live bitrate. */
@@ -60,6 +67,11 @@ export class RecordingRegistry {
     this.#signer = signer;
     this.#log = log;
     this.#now = now;
+  }
+
+  /** The output video track named to record (`RecordingSettings.track`), if one was. */
+  get trackName(): string | undefined {
+    return this.#settings.track;
   }
 
   /** Starts recording `track` of a new session; `publicUrl` is where its clients reach us. */

@@ -149,7 +149,12 @@ export class Session implements ConnectionOwner {
     this.peerOptions = options.peerOptions;
     this.#latencyMode = options.latencyMode;
     for (const spec of options.model.tracks) this.#createTrack(spec);
-    const recorded = options.model.tracks.find((t): t is OutputVideoTrackSpec => t.kind === 'video' && t.direction === 'recvonly');
+    // One picture per recording: the named output video track, else the first one.
+    const wanted = options.recordings?.trackName;
+    const recorded = options.model.tracks.find((t): t is OutputVideoTrackSpec => t.kind === 'video' && t.direction === 'recvonly' && (wanted === undefined || t.name === wanted));
+    if (options.recordings && wanted !== undefined && !recorded) {
+      this.log.warn(`recording.track "${wanted}" is not an output video track of this model; the session is not recorded`);
+    }
     const heard = options.model.tracks.find((t): t is OutputAudioTrackSpec => t.kind === 'audio' && t.direction === 'recvonly');
     if (options.recordings && recorded) {
       const recording = options.recordings.begin(
