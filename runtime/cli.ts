@@ -4,11 +4,15 @@
  *   arclight dev <module> [the same options]   (serve, reloading the module on every save)
  *   arclight serve <module> [--port 8080] [--host 127.0.0.1] [--ice-host ADDR]... [--ice-port-range A-B] [--public-ip ADDR]
  *                           [--turn-url URL]... [--turn-ttl S] [--latency realtime|smooth] [--no-playground] [--moderator-url URL]
+ *                           [--upload-max-bytes N] [--upload-mime-type T]... [--upload-max-files N] [--upload-dir DIR]
+ *                           [--no-recording | --recording-dir DIR --recording-track NAME --recording-segment-seconds S
+ *                            --recording-bitrate KBPS --max-clip-seconds S]
  */
 
 import { parseArgs } from 'node:util';
 import { startRuntime, type RuntimeOptions } from './server.ts';
 import { iceOptionsFromFlags, TURN_SECRET_ENV } from './ice-cli-options.ts';
+import { sessionFilesOptionsFromFlags } from './session-files-cli-options.ts';
 import { HttpModerator } from './moderation/http-moderator.ts';
 import { loadModelModule, ModelModuleError } from './model/load-model-module.ts';
 import { startDevServer } from './dev/dev-server.ts';
@@ -46,6 +50,19 @@ Options:
   --no-playground         do not serve the playground page at /
   --no-recording          do not record sessions (requestClip/requestRecording then fail); recording
                           costs one more H.264 encode per frame
+  --recording-dir <dir>   keep recordings here (default a fresh folder in the OS temp dir); each
+                          is deleted five minutes after its session ends
+  --recording-track <name>  the output video track to record (default the model's first); the first
+                          output audio track is recorded beside it
+  --recording-segment-seconds <s>  recording segment length (default 4)
+  --recording-bitrate <kbps>  the recording's H.264 bitrate (default the track's live bitrate)
+  --max-clip-seconds <s>  the longest clip requestClip returns (default 300)
+  --upload-max-bytes <n>  largest upload, bytes or with K/M/G (default 100M)
+  --upload-mime-type <t>  accept uploads of this type, exact (image/png) or a family (image/*)
+                          (repeatable; default any type)
+  --upload-max-files <n>  uploads per session (default 100)
+  --upload-dir <dir>      keep uploads here (default a fresh folder in the OS temp dir); a session's
+                          files are deleted when it ends
   --grace <seconds>       end a session this long after its last client leaves (default 60)
   --coordinator <url>     hosted mode: register with this coordinator, which opens sessions here
                           (the runtime secret comes from $ARCLIGHT_RUNTIME_SECRET)
@@ -79,6 +96,15 @@ export async function main(argv: readonly string[]): Promise<number> {
         latency: { type: 'string' },
         'no-playground': { type: 'boolean' },
         'no-recording': { type: 'boolean' },
+        'recording-dir': { type: 'string' },
+        'recording-track': { type: 'string' },
+        'recording-segment-seconds': { type: 'string' },
+        'recording-bitrate': { type: 'string' },
+        'max-clip-seconds': { type: 'string' },
+        'upload-max-bytes': { type: 'string' },
+        'upload-mime-type': { type: 'string', multiple: true },
+        'upload-max-files': { type: 'string' },
+        'upload-dir': { type: 'string' },
         grace: { type: 'string' },
         coordinator: { type: 'string' },
         'runtime-id': { type: 'string' },
@@ -121,6 +147,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write(`arclight: ${ice.error}\n`);
     return 2;
   }
+  const files = sessionFilesOptionsFromFlags(values);
+  if ('error' in files) {
+    process.stderr.write(`arclight: ${files.error}\n`);
+    return 2;
+  }
   const grace = values.grace === undefined ? undefined : /^\d+(\.\d+)?$/.test(values.grace) ? Number(values.grace) : NaN;
   if (grace !== undefined && !(grace > 0)) {
     process.stderr.write(`arclight: --grace must be a positive number of seconds\n`);
@@ -158,8 +189,10 @@ export async function main(argv: readonly string[]): Promise<number> {
       ice: ice.ice,
       ...(values.latency ? { latencyMode: values.latency as 'realtime' | 'smooth' } : {}),
       playground: !values['no-playground'],
-      // Recording (for clips) is on for served models: it is what the spec promises clients.
-      ...(values['no-recording'] ? {} : { recording: {} }),
+      // Recording (for clips) is on for served models unless --no-recording: it is what the spec
+      // promises clients.
+      ...(files.recording ? { recording: files.recording } : {}),
+      ...(files.uploads ? { uploads: files.uploads } : {}),
       ...(grace === undefined ? {} : { reconnectGraceSeconds: grace }),
       ...(moderator ? { moderation: { moderator } } : {}),
       ...(values.coordinator

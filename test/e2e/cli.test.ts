@@ -137,6 +137,15 @@ describe('arclight serve: argument errors → exit 2', () => {
     expect(result.stderr).toContain('--moderator-url must be an http(s) URL');
   });
 
+  it('upload and recording flags out of range, or recording flags with --no-recording → exit 2', { timeout: 2 * START_TIMEOUT_MS }, async () => {
+    const zero = await runCli(['serve', 'models/examples/pattern', '--upload-max-bytes', '10M', '--max-clip-seconds', '0']);
+    expect(zero.code, describeResult(zero)).toBe(2);
+    expect(zero.stderr).toContain('--max-clip-seconds must be a positive number of seconds');
+    const both = await runCli(['serve', 'models/examples/pattern', '--no-recording', '--recording-segment-seconds', '2']);
+    expect(both.code, describeResult(both)).toBe(2);
+    expect(both.stderr).toContain('--recording-segment-seconds configures the recording; it cannot be combined with --no-recording');
+  });
+
   it('--port abc → exit 2', { timeout: START_TIMEOUT_MS }, async () => {
     const result = await runCli(['serve', 'models/examples/pattern', '--port', 'abc']);
     expect(result.code, describeResult(result)).toBe(2);
