@@ -46,6 +46,8 @@ describe('hosted mode: client → coordinator → runtime', () => {
         }
       });
     });
+    const statuses: string[] = [];
+    client.on('statusChanged', (status) => statuses.push(status));
     await client.connect(await mintToken());
     const sessionId = client.getSessionId()!;
     expect(runtime.sessions.current?.id).toBe(sessionId); // the coordinator's id, on the runtime
@@ -64,6 +66,9 @@ describe('hosted mode: client → coordinator → runtime', () => {
     expect(Number((await coordinator.sessions.get(sessionId))!.billed_seconds)).toBeGreaterThanOrEqual(2);
 
     await client.disconnect(); // the creator ends its session
+    // What the app sees in hosted mode (docs/coordinator.md "Statuses"): `connecting` until the
+    // coordinator admitted the session, `waiting` while a GPU is found and WebRTC comes up.
+    expect(statuses).toEqual(['connecting', 'waiting', 'ready', 'disconnected']);
     await waitUntil(() => runtime.sessions.current === undefined, 10_000, 'the runtime to end the session');
     const ended = (await coordinator.sessions.get(sessionId))!;
     expect(ended.status).toBe('ended');
@@ -176,6 +181,87 @@ describe('hosted mode: client → coordinator → runtime', () => {
     expect(transport.status).toBe(401);
     expect((await fetch(`${runtime.url}/hosted/sessions`, { method: 'POST', body: '{}' })).status).toBe(401);
   });
+  /** Another account on this coordinator, with its own API key (so rotating it leaves `stack.key` alone). */
+  const otherAccount = async (name: string, credits: number) => {
+    const account = await coordinator.accounts.create(name);
+    await coordinator.ledger.grantPromotional(account.id, credits);
+    const issued = await coordinator.apiKeys.create(account.id);
+    const mint = async (key: string) =>
+      fetch(`${coordinator.url}/tokens`, {
+        method: 'POST',
+        headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
+        body: JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } } }] }),
+      });
+    return { id: account.id, keyId: issued.record.id, key: issued.key, mint };
+  };
+
+  it('rotating the API key leaves a live session alone: it stays ready, keeps billing, and its token still reads and ends it', async () => {
+    const acme = await otherAccount('Rotating', 100_000);
+    const { token } = (await (await acme.mint(acme.key)).json()) as { token: string };
+    const client = new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url });
+    await client.connect(token);
+    const sessionId = client.getSessionId()!;
+    await waitUntil(async () => (await coordinator.sessions.get(sessionId))?.status === 'ready', 10_000, 'the session to be ready');
+
+    const rotated = await coordinator.apiKeys.rotate(acme.keyId);
+    expect((await acme.mint(acme.key)).status).toBe(401); // the old key is revoked at once
+    expect((await acme.mint(rotated.key)).status).toBe(200);
+
+    const read = await fetch(`${coordinator.url}/sessions/${sessionId}`, { headers: { authorization: `Bearer ${token}` } });
+    expect(read.status).toBe(200);
+    expect(((await read.json()) as { status: string }).status).toBe('ready');
+    expect((await client.sendCommand('set_color', { color: '#ff0000' }))?.type).toBe('color_changed');
+    // Still billing after the rotation. Polled: charges may trail the clock (by up to a runtime
+    // heartbeat), so a fixed sleep would test the meter's lag rather than the rotation.
+    const billed = async () => {
+      await coordinator.housekeeping();
+      return Number((await coordinator.sessions.get(sessionId))!.billed_seconds);
+    };
+    const billedAtRotation = await billed();
+    await waitUntil(async () => (await billed()) > billedAtRotation, 15_000, 'the meter to charge the session after the rotation');
+    expect((await coordinator.sessions.get(sessionId))!.status).toBe('ready');
+
+    const ended = await fetch(`${coordinator.url}/sessions/${sessionId}`, { method: 'DELETE', headers: { authorization: `Bearer ${token}` } });
+    expect(ended.status).toBe(200);
+    expect(((await ended.json()) as { state: string }).state).toBe('CLOSED');
+    await waitUntil(() => runtime.sessions.current === undefined, 10_000, 'the runtime to end the session');
+    await client.disconnect();
+  }, 60_000);
+
+  it('an account that runs dry: housekeeping ends its running session, and the client hears why', async () => {
+    const dry = await otherAccount('Dry', 10); // two seconds of pattern at 5 credits/s
+    const { token } = (await (await dry.mint(dry.key)).json()) as { token: string };
+    const client = new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url });
+    const heard = new Promise<string>((resolve) => client.on('sessionEnded', resolve));
+    await client.connect(token);
+    const sessionId = client.getSessionId()!;
+    await waitUntil(async () => (await coordinator.sessions.get(sessionId))?.status === 'ready', 10_000, 'the session to be ready');
+    // The timer's pass (off in this stack), until the meter has charged past the 10 credits
+    // (charges may trail the clock by up to a runtime heartbeat).
+    await waitUntil(
+      async () => {
+        await coordinator.housekeeping();
+        return (await coordinator.sessions.get(sessionId))!.status === 'ended';
+      },
+      20_000,
+      'the meter to end the dry account\'s session',
+    );
+    expect(await heard).toBe('The account ran out of credits.');
+    const ended = (await coordinator.sessions.get(sessionId))!;
+    expect(ended).toMatchObject({ status: 'ended', end_reason: 'The account ran out of credits.' });
+    expect((await coordinator.ledger.balance(dry.id)).credits).toBe(0);
+    await waitUntil(() => client.getStatus() === 'disconnected', 5_000, 'the client to disconnect');
+    await waitUntil(() => runtime.sessions.current === undefined, 10_000, 'the runtime to end the session');
+    // And the account cannot start another until it tops up.
+    const refused = await fetch(`${coordinator.url}/sessions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: { name: 'pattern' } }),
+    });
+    expect(refused.status).toBe(402);
+    expect(((await refused.json()) as { code: string }).code).toBe('insufficient_credits');
+  }, 60_000);
+
   // Last: the runtime stays draining afterwards.
   it('drains on request (SIGTERM in the CLI): the coordinator hears at once, the open session runs to its end', async () => {
     const client = new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url });
