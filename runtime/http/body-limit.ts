@@ -6,6 +6,14 @@
 
 import { ArclightError } from '../../protocol/errors.ts';
 
+/**
+ * JSON text is UTF-8 (RFC 8259 §8.1). A lenient decoder turns bad bytes inside a string value
+ * into U+FFFD, so a name or reason the sender never wrote would be accepted and stored; refusing
+ * them is the only answer that does not guess. `ignoreBOM` keeps a byte-order mark in the text,
+ * where JSON.parse refuses it, as before.
+ */
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
 export async function readBodyText(request: Request, maxBytes: number): Promise<string> {
   const declared = request.headers.get('content-length');
   if (declared !== null && Number(declared) > maxBytes) {
@@ -25,5 +33,9 @@ export async function readBodyText(request: Request, maxBytes: number): Promise<
     }
     chunks.push(value);
   }
-  return Buffer.concat(chunks).toString('utf8');
+  try {
+    return UTF8.decode(Buffer.concat(chunks));
+  } catch {
+    throw new ArclightError('invalid_json', 'The body is not valid UTF-8.');
+  }
 }

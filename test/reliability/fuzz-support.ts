@@ -117,6 +117,46 @@ export function badObject(valid: Record<string, unknown>, accepts: Record<string
     });
 }
 
+/**
+ * Byte sequences that are not UTF-8 (RFC 3629): a byte never used, an overlong NUL, a surrogate,
+ * a truncated sequence, a lone continuation, a 5-byte form, a code point past U+10FFFF.
+ */
+export const INVALID_UTF8: ReadonlyArray<{ name: string; bytes: readonly number[] }> = [
+  { name: '0xFF', bytes: [0xff] },
+  { name: 'overlong NUL', bytes: [0xc0, 0x80] },
+  { name: 'surrogate U+D800', bytes: [0xed, 0xa0, 0x80] },
+  { name: 'truncated 3-byte', bytes: [0xe2, 0x82] },
+  { name: 'lone continuation', bytes: [0x80] },
+  { name: '5-byte form', bytes: [0xf8, 0x88, 0x80, 0x80, 0x80] },
+  { name: 'past U+10FFFF', bytes: [0xf4, 0x90, 0x80, 0x80] },
+];
+
+const MARK = '\u{e000}mark\u{e000}';
+
+/**
+ * The valid body with `before` + `bytes` + `after` appended to one of its string values: one
+ * body per string value (nested ones too), and one with an extra `"note"` key holding them (an
+ * ignored key, or a body with no string value). Everything else about each is acceptable, so
+ * only the bytes can make it a 4xx.
+ */
+export function invalidUtf8InStrings(valid: Record<string, unknown>, bytes: readonly number[], before = '', after = ''): Uint8Array[] {
+  const insert = Buffer.concat([Buffer.from(before), Buffer.from(bytes), Buffer.from(after)]);
+  const withBytes = (marked: string) => {
+    const [head, tail] = marked.split(MARK) as [string, string];
+    return new Uint8Array(Buffer.concat([Buffer.from(head), insert, Buffer.from(tail)]));
+  };
+  const bodies: Uint8Array[] = [];
+  for (let target = 0; ; target++) {
+    let seen = 0;
+    const marked = JSON.stringify(valid, (_key, value: unknown) => (typeof value === 'string' && seen++ === target ? `${value}${MARK}` : value));
+    if (!marked.includes(MARK)) break;
+    bodies.push(withBytes(marked));
+  }
+  const json = JSON.stringify(valid);
+  bodies.push(withBytes(json === '{}' ? `{"note":"${MARK}"}` : json.replace(/}$/, `,"note":"${MARK}"}`)));
+  return bodies;
+}
+
 /** Texts no JSON parser accepts, or JSON documents no endpoint accepts, whatever its schema. */
 export function hostileTexts(valid: Record<string, unknown>, poison: (inner: string) => string, limit: number, hasRequiredFields: boolean): Array<{ name: string; body: RawBody }> {
   const json = JSON.stringify(valid);
@@ -144,6 +184,7 @@ export function hostileTexts(valid: Record<string, unknown>, poison: (inner: str
     { name: 'invalid UTF-8 overlong', body: bytes([0xc0, 0x80, 0xed, 0xa0, 0x80]) },
     { name: 'lone continuation bytes', body: bytes('{"a":', [0x80, 0x81], '}') },
     { name: 'UTF-16 BOM', body: bytes([0xfe, 0xff], json) },
+    ...INVALID_UTF8.flatMap(({ name, bytes: sequence }) => invalidUtf8InStrings(valid, sequence, 'a', 'b').map((body, i) => ({ name: `invalid UTF-8 inside a string value (${i + 1}): ${name}`, body }))),
     { name: 'arrays 10,000 deep', body: '['.repeat(10_000) + ']'.repeat(10_000) },
     { name: 'poisoned field 10,000 deep', body: poison('['.repeat(10_000) + ']'.repeat(10_000)) },
     { name: 'poisoned field, objects 10,000 deep', body: poison('{"a":'.repeat(10_000) + '1' + '}'.repeat(10_000)) },

@@ -17,7 +17,7 @@ import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import uploadModel from '../fixtures/upload-model.ts';
 import { freshDatabase } from '../coordinator/storage-engines.ts';
 import { openRawPeer, type RawPeer } from '../support/raw-peer.ts';
-import { FUZZ_TIMEOUT_MS, anyValue, badObject, expectCleanError, fuzzParams, hostileTexts, isObject, send, sent, show, type RawBody } from './fuzz-support.ts';
+import { FUZZ_RUNS, FUZZ_TIMEOUT_MS, INVALID_UTF8, anyValue, badObject, expectCleanError, fuzzParams, hostileTexts, invalidUtf8InStrings, isObject, send, sent, show, type RawBody } from './fuzz-support.ts';
 
 const SECRET = 'fuzz-runtime-secret-0123456789abcdef';
 const COORDINATOR_LIMIT = 64 * 1024;
@@ -87,6 +87,18 @@ function fuzzBodies(base: () => string, endpoint: () => BodyEndpoint, sideEffect
         expectCleanError(await send(e.label, base() + e.path(), e.method, text, e.headers()), `${e.label} ${show(text)}`);
       }),
       fuzzParams(),
+    );
+    // Invalid UTF-8 amid generated text inside the string values of an otherwise valid body (a
+    // quarter of the count: the fixed sequences above already cover each kind once).
+    const around = fc.string({ maxLength: 24 }).map((text) => JSON.stringify(text).slice(1, -1));
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...INVALID_UTF8), around, around, fc.nat(), async ({ bytes }, before, after, pick) => {
+        const bodies = invalidUtf8InStrings(e.valid, bytes, before, after);
+        const body = bodies[pick % bodies.length]!;
+        const answer = await send(e.label, base() + e.path(), e.method, body, e.headers());
+        expectCleanError(answer, `${e.label} ${show(body)}`);
+      }),
+      fuzzParams(Math.ceil(FUZZ_RUNS / 4)),
     );
     await sideEffects();
     await expectAlive(base());
