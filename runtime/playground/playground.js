@@ -28,7 +28,7 @@
  * session (its tracks changed) — connects again by itself.
  */
 
-import { ArclightClient, ArclightError, cacheToken } from '/playground/arclight-client.js';
+import { ArclightClient, ArclightError, DEFAULT_CLIP_FILENAME, cacheToken } from '/playground/arclight-client.js';
 
 const LOG_LIMIT = 200;
 /** Session log lines kept on the page (the runtime keeps 10,000; getSessionLogs pages through them). */
@@ -36,7 +36,6 @@ const SESSION_LOG_LIMIT = 500;
 /** Runtime messages that are pure plumbing: not worth a log line. */
 const QUIET_RUNTIME_MESSAGES = new Set(['pong', 'command_ack', 'media_stats']);
 const CLIP_SECONDS = 10;
-const CLIP_FILENAME = 'arclight-clip.mp4';
 
 const $ = (selector, root = document) => root.querySelector(selector);
 const $$ = (selector, root = document) => [...root.querySelectorAll(selector)];
@@ -879,11 +878,12 @@ function downloadClip() {
     if (!clip) return;
     delete progress.dataset.bytes;
     showClipLine(progress, 'pending', 'Downloading…');
-    // The client library fetches playlist, init and segments, joins them into one MP4 and, given
-    // a filename, saves it through an <a download>.
+    // The client library fetches playlist, init and segments, joins them into one MP4 and saves it
+    // through an <a download> under its default name (no filename given: the browser test checks
+    // that default, arclight-clip.mp4, on the file Chromium saves).
     let blob;
     try {
-      blob = await client.downloadClipAsFile(clip, CLIP_FILENAME, {
+      blob = await client.downloadClipAsFile(clip, undefined, {
         onProgress: (fetched, total, bytes) => showClipLine(progress, 'pending', `${fetched}/${total} files, ${formatBytes(bytes)}`),
       });
     } catch (error) {
@@ -891,8 +891,8 @@ function downloadClip() {
       throw error;
     }
     progress.dataset.bytes = String(blob.size);
-    showClipLine(progress, 'done', el('span', { class: 'result-label', text: 'saved' }), `${CLIP_FILENAME}, ${formatBytes(blob.size)}`);
-    log('info', `saved ${CLIP_FILENAME} (${blob.size} bytes)`, { type: 'clip_download' });
+    showClipLine(progress, 'done', el('span', { class: 'result-label', text: 'saved' }), `${DEFAULT_CLIP_FILENAME}, ${formatBytes(blob.size)}`);
+    log('info', `saved ${DEFAULT_CLIP_FILENAME} (${blob.size} bytes)`, { type: 'clip_download' });
   });
 }
 

@@ -6,7 +6,8 @@
  *  - A runtime with `recording: {}`: Connect, ~6 s of video, "Clip last 10 s" → the page shows
  *    the clip's duration and a link to its playlist, which (fetched from here) is an HLS playlist
  *    with an init segment; "Download" → the page reports the saved file's size, and the file
- *    Chromium saved (`arclight-clip.mp4`) has that size and opens with an MP4 `ftyp` box.
+ *    Chromium saved (`arclight-clip.mp4`: downloadClipAsFile's default name, since the playground
+ *    passes none) has that size and opens with an MP4 `ftyp` box.
  *  - A runtime without recording: "Clip last 10 s" shows `recording_error` in the page's banner
  *    and log, and Download stays disabled.
  */
