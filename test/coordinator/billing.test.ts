@@ -6,6 +6,7 @@
  */
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main as coordinatorCli } from '../../coordinator/cli.ts';
 import { startCoordinator, type Coordinator } from '../../coordinator/index.ts';
 import { ENGINES, freshDatabase } from './storage-engines.ts';
 
@@ -14,6 +15,7 @@ const DAY = 86_400_000;
 
 describe.each(ENGINES)('billing on %s', (engine) => {
   let coordinator: Coordinator;
+  let database: string;
   let now = START;
 
   /** A fresh account with an API key and a scoped token for `pattern` (5 credits/s). */
@@ -40,7 +42,8 @@ describe.each(ENGINES)('billing on %s', (engine) => {
     coordinator.storage.db.selectFrom('meter_ticks').select(['seq', 'seconds', 'credits']).where('session_id', '=', sessionId).orderBy('seq').execute();
 
   beforeAll(async () => {
-    coordinator = await startCoordinator({ database: await freshDatabase(engine), port: 0, now: () => now, meterFlushMs: 0 });
+    database = await freshDatabase(engine);
+    coordinator = await startCoordinator({ database, port: 0, now: () => now, meterFlushMs: 0 });
     await coordinator.catalog.add('pattern', 5);
   });
   afterAll(async () => coordinator?.close());
@@ -286,6 +289,46 @@ describe.each(ENGINES)('billing on %s', (engine) => {
         expect((await read(path)).status, path).toBe(401);
       }
       expect((await read('/platform/usage?since=soon', key)).status).toBe(400);
+      now = START;
+    });
+
+    it('an unscoped token (server side, no authorization_details) reads it like the API key', async () => {
+      const { id, key } = await customer('Unscoped');
+      await coordinator.ledger.grantPromotional(id, 1_000);
+      const minted = await fetch(`${coordinator.url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': key } });
+      const { token: unscoped } = (await minted.json()) as { token: string };
+      for (const path of ['/platform/models', '/platform/balance', `/platform/usage?since=${START}`]) {
+        const withToken = await read(path, unscoped);
+        expect(withToken.status, path).toBe(200);
+        expect(withToken.body, path).toEqual((await read(path, key)).body);
+      }
+    });
+
+    it('arclight admin usage reports the charged seconds and credits, and this month\'s spend', async () => {
+      const { id, token } = await customer('Admin usage');
+      await coordinator.ledger.grantPromotional(id, 1_000);
+      await coordinator.accounts.setQuotas(id, { monthlyCreditCap: 5_000 });
+      const { body } = await createSession(token);
+      await coordinator.sessions.markReady(body.session_id);
+      now += 12_400;
+      await coordinator.meter.flush(); // 12 s at 5 credits/s
+      let stdout = '';
+      const write = process.stdout.write;
+      process.stdout.write = ((chunk: string | Uint8Array) => ((stdout += String(chunk)), true)) as typeof process.stdout.write;
+      let code: number;
+      try {
+        code = await coordinatorCli(['admin', 'usage', id, '--since', String(START), '--database', database]);
+      } finally {
+        process.stdout.write = write;
+      }
+      expect(code).toBe(0);
+      const report = JSON.parse(stdout) as Record<string, any>;
+      expect(report.sessions).toEqual([expect.objectContaining({ session_id: body.session_id, model: 'pattern', status: 'ready', billed_seconds: 12, credits: 60 })]);
+      expect(report.total).toEqual({ billed_seconds: 12, credits: 60 });
+      // The CLI takes the month from the real clock while the ticks carry this test's clock (START):
+      // the spend counts them only while the calendar is still in START's month.
+      const realMonthStart = Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), 1);
+      expect(report.month).toEqual({ spent_credits: now >= realMonthStart ? 60 : 0, cap_credits: 5_000 });
       now = START;
     });
   });

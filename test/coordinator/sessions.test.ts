@@ -310,6 +310,23 @@ describe.each(ENGINES)('sessions on %s', (engine) => {
       expect((await create(token)).status).toBe(200);
     });
 
+    it('the concurrency quota is the account\'s, shared by all its API keys', async () => {
+      const account = await coordinator.accounts.create('Two keys', { concurrentSessions: 2 });
+      await coordinator.ledger.grantPromotional(account.id, 1_000_000);
+      const first = await mint({ ...models('pattern'), constraints: { max_sessions: 10 } }, (await coordinator.apiKeys.create(account.id)).key);
+      const second = await mint({ ...models('pattern'), constraints: { max_sessions: 10 } }, (await coordinator.apiKeys.create(account.id)).key);
+      const a = await create(first);
+      expect(a.status).toBe(200);
+      expect((await create(second)).status).toBe(200);
+      for (const token of [first, second]) {
+        const refused = await create(token);
+        expect(refused.status).toBe(429);
+        expect(refused.body.code).toBe('too_many_sessions');
+      }
+      await end(a.body.session_id, first);
+      expect((await create(second)).status).toBe(200); // the slot freed by one key's session serves the other
+    });
+
     it('429 session_rate_limited past the per-minute quota of a model, with Retry-After to the free slot', async () => {
       await coordinator.accounts.setQuotas(limited.id, { concurrentSessions: 100 });
       now = START + 120_000;

@@ -293,5 +293,21 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
         { id: models['webcam-fx']!.id, name: 'webcam-fx', rate: { amount_per_sec: 12, unit: 'credits', denomination: 'second' } },
       ]);
     });
+
+    it('omits auto_topup.max_threshold_credits when max_account_credits is 0 (no cap), as the spec says', async () => {
+      const uncapped = await startCoordinator({ database: await freshDatabase(engine), port: 0, meterFlushMs: 0, pricing: { maxAccountCredits: 0 } });
+      try {
+        const body = (await (await fetch(`${uncapped.url}/pricing`)).json()) as Record<string, any>;
+        expect(body.settings).toEqual({
+          credits_per_dollar: 10_000,
+          purchase: { min_dollars: 1, max_dollars: 1_000 },
+          auto_topup: { min_dollars: 10 }, // the key is absent, not null or 0
+          max_account_credits: 0,
+        });
+        expect(body.models).toEqual([]); // always present, even with an empty catalog
+      } finally {
+        await uncapped.close();
+      }
+    });
   });
 });
