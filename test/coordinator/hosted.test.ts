@@ -312,6 +312,35 @@ describe('hosted mode: client → coordinator → runtime', () => {
   }, 60_000);
 });
 
+// The hosted path touches the database at every step (admission, placement, ready, the meter,
+// the end); the suite above runs on SQLite, this representative pass on PostgreSQL.
+describe('hosted mode on PostgreSQL', () => {
+  let stack: HostedStack;
+  beforeAll(async () => {
+    stack = await startHostedStack({ runtimeId: 'gpu-pg', engine: 'postgres' });
+  }, 60_000);
+  afterAll(async () => stack?.close());
+
+  it('places, streams, bills from ready and ends on both sides', async () => {
+    const { coordinator, runtime } = stack;
+    const client = new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url });
+    await client.connect(await stack.mintToken());
+    const sessionId = client.getSessionId()!;
+    expect(runtime.sessions.current?.id).toBe(sessionId);
+    await waitUntil(async () => (await coordinator.sessions.get(sessionId))?.status === 'ready', 10_000, 'the runtime to report ready');
+    expect((await client.sendCommand('set_color', { color: '#00ff00' }))?.type).toBe('color_changed');
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    await client.disconnect();
+    await waitUntil(() => runtime.sessions.current === undefined, 10_000, 'the runtime to end the session');
+    const ended = (await coordinator.sessions.get(sessionId))!;
+    expect(ended.status).toBe('ended');
+    const billed = Math.floor((ended.ended_at! - ended.ready_at!) / 1000);
+    expect(billed).toBeGreaterThanOrEqual(1);
+    expect(Number(ended.billed_seconds)).toBe(billed); // charged to the end at DELETE
+    expect((await coordinator.ledger.balance(stack.accountId)).credits).toBe(100_000 - billed * 5);
+  }, 60_000);
+});
+
 describe('hosted mode: clips through the coordinator', () => {
   let stack: HostedStack;
   beforeAll(async () => {

@@ -1,5 +1,5 @@
 /**
- * Hosted mode for tests, all real: a coordinator on a fresh SQLite file with the `pattern` model
+ * Hosted mode for tests, all real: a coordinator on a fresh SQLite file (or PostgreSQL database) with the `pattern` model
  * (5 credits/s; or another one), an account with credits and an API key, and a runtime in hosted mode serving
  * `pattern` on 127.0.0.1 that has registered with it.
  */
@@ -7,7 +7,7 @@
 import { startCoordinator, type Coordinator } from '../../coordinator/index.ts';
 import pattern from '../../models/examples/pattern/index.ts';
 import { startRuntime, type ModelDefinition, type Runtime } from '../../runtime/index.ts';
-import { freshDatabase } from '../coordinator/storage-engines.ts';
+import { freshDatabase, type Engine } from '../coordinator/storage-engines.ts';
 import { waitUntil } from './video-probe.ts';
 
 const LOOPBACK = '127.0.0.1';
@@ -32,12 +32,14 @@ export async function startHostedStack(options: {
   publicUrl?: string;
   /** The model the runtime serves (and the catalog lists, at 5 credits/s); default `pattern`. */
   model?: ModelDefinition<never>;
+  /** The coordinator's storage; default SQLite (hosted tests are slow: most run on one engine). */
+  engine?: Engine;
 }): Promise<HostedStack> {
   const model = options.model ?? (pattern as never);
   const slug = model.name;
   const secret = `secret-${options.runtimeId}`;
   const coordinator = await startCoordinator({
-    database: await freshDatabase('sqlite'),
+    database: await freshDatabase(options.engine ?? 'sqlite'),
     port: 0,
     meterFlushMs: 0,
     runtimeSecret: secret,
