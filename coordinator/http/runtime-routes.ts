@@ -83,7 +83,11 @@ export function registerRuntimeRoutes(app: Hono, services: RuntimeRouteServices)
     authenticate(c);
     const session = await heldSession(c.req.param('id'), c.req.param('sid'));
     const body = await readJson(c);
-    const reason = isObject(body) && typeof body['reason'] === 'string' ? body['reason'].slice(0, 256) : 'ended by the runtime';
+    // Checked before anything ends: a body the runtime would never send (not an object, a
+    // reason that is not text) is a fault to report, not a request to end the session.
+    if (!isObject(body)) throw new ArclightError('invalid_request', 'The body must be a JSON object: {reason?}.', { field: '' });
+    if (body['reason'] !== undefined && typeof body['reason'] !== 'string') throw new ArclightError('invalid_request', 'reason must be text.', { field: '/reason' });
+    const reason = typeof body['reason'] === 'string' ? body['reason'].slice(0, 256) : 'ended by the runtime';
     await services.lifecycle.end(session.id, reason, { fromRuntime: true });
     services.onCapacity();
     return c.json({ session_id: session.id }, 200);

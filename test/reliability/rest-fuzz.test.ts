@@ -16,8 +16,12 @@ import { startCoordinator, type Coordinator } from '../../coordinator/index.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import uploadModel from '../fixtures/upload-model.ts';
 import { freshDatabase } from '../coordinator/storage-engines.ts';
+import { startHostedStack, type HostedStack } from '../support/hosted-stack.ts';
 import { openRawPeer, type RawPeer } from '../support/raw-peer.ts';
-import { FUZZ_RUNS, FUZZ_TIMEOUT_MS, INVALID_UTF8, anyValue, badObject, expectCleanError, fuzzParams, hostileTexts, invalidUtf8InStrings, isObject, send, sent, show, type RawBody } from './fuzz-support.ts';
+import { waitUntil } from '../support/video-probe.ts';
+import { RUNTIME_SECRET_HEADER } from '../../protocol/coordinator.ts';
+import { WEBRTC_VERSION, WEBRTC_VERSION_HEADER } from '../../protocol/versions.ts';
+import { FUZZ_RUNS, FUZZ_TIMEOUT_MS, INVALID_UTF8, anyValue, badObject, expectCleanError, fuzzParams, hostileTexts, invalidUtf8InStrings, isObject, send, sent, show, type Answer, type RawBody } from './fuzz-support.ts';
 
 const SECRET = 'fuzz-runtime-secret-0123456789abcdef';
 const COORDINATOR_LIMIT = 64 * 1024;
@@ -55,6 +59,19 @@ interface BodyEndpoint {
   /** A body whose one typed field holds `inner` (raw JSON text). */
   readonly poison: (inner: string) => string;
   readonly limit: number;
+  /**
+   * The codes a refused body may get, where a body that got through would also be a 4xx (a
+   * runtime that already hosts a session answers a valid /hosted/sessions 409): only these
+   * show that the body itself was refused.
+   */
+  readonly refusals?: readonly string[];
+}
+
+const BODY_REFUSALS = ['invalid_request', 'invalid_json', 'payload_too_large'] as const;
+
+function expectRefused(e: BodyEndpoint, answer: Answer, context: string): void {
+  expectCleanError(answer, context);
+  if (e.refusals) expect(e.refusals, `${context} → ${answer.text.slice(0, 200)}`).toContain((answer.body as { code: string }).code);
 }
 
 /** The generated and the fixed bad bodies of one endpoint, each answered with a clean 4xx. */
@@ -64,7 +81,7 @@ function fuzzBodies(base: () => string, endpoint: () => BodyEndpoint, sideEffect
     await fc.assert(
       fc.asyncProperty(badObject(e.valid, e.accepts, e.required), async (body) => {
         const text = JSON.stringify(body);
-        expectCleanError(await send(e.label, base() + e.path(), e.method, text, e.headers()), `${e.label} ${show(text)}`);
+        expectRefused(e, await send(e.label, base() + e.path(), e.method, text, e.headers()), `${e.label} ${show(text)}`);
       }),
       fuzzParams(),
     );
@@ -76,7 +93,7 @@ function fuzzBodies(base: () => string, endpoint: () => BodyEndpoint, sideEffect
     const e = endpoint();
     const fixed = hostileTexts(e.valid, e.poison, e.limit, e.required.length > 0);
     for (const { name, body } of fixed) {
-      expectCleanError(await send(e.label, base() + e.path(), e.method, body, e.headers()), `${e.label} [${name}] ${show(body)}`);
+      expectRefused(e, await send(e.label, base() + e.path(), e.method, body, e.headers()), `${e.label} [${name}] ${show(body)}`);
     }
     // Any JSON value at all as the whole body (objects only where they break a rule).
     await fc.assert(
@@ -84,7 +101,7 @@ function fuzzBodies(base: () => string, endpoint: () => BodyEndpoint, sideEffect
         const text = JSON.stringify(value ?? null) ?? 'null';
         // `null` is "no body" where the body is optional (the runtime's stop/start_session, 2.9.0 compatibility).
         if (text === 'null' && e.required.length === 0) return;
-        expectCleanError(await send(e.label, base() + e.path(), e.method, text, e.headers()), `${e.label} ${show(text)}`);
+        expectRefused(e, await send(e.label, base() + e.path(), e.method, text, e.headers()), `${e.label} ${show(text)}`);
       }),
       fuzzParams(),
     );
@@ -96,7 +113,7 @@ function fuzzBodies(base: () => string, endpoint: () => BodyEndpoint, sideEffect
         const bodies = invalidUtf8InStrings(e.valid, bytes, before, after);
         const body = bodies[pick % bodies.length]!;
         const answer = await send(e.label, base() + e.path(), e.method, body, e.headers());
-        expectCleanError(answer, `${e.label} ${show(body)}`);
+        expectRefused(e, answer, `${e.label} ${show(body)}`);
       }),
       fuzzParams(Math.ceil(FUZZ_RUNS / 4)),
     );
@@ -477,6 +494,39 @@ describe('REST fuzzing: runtime (local mode)', () => {
     await unchanged();
   });
 
+  it('POST …/connections: bad session ids → clean 4xx, no connection registered', { timeout: FUZZ_TIMEOUT_MS }, async () => {
+    // It takes no body (one is ignored): what a client controls is the session id.
+    const connectionsBefore = runtime.sessions.current!.connections.length;
+    await fc.assert(
+      fc.asyncProperty(badId, anyValue, async (id, value) => {
+        const body = JSON.stringify(value ?? null) ?? 'null';
+        expectCleanError(await send('runtime POST …/connections (ids)', `${url()}/sessions/${id}/transport/webrtc/connections`, 'POST', body), `id=${id.slice(0, 80)} ${show(body)}`);
+      }),
+      fuzzParams(),
+    );
+    expect(runtime.sessions.current!.connections.length).toBe(connectionsBefore);
+    await unchanged();
+  });
+
+  it('PUT /sessions/:sid/uploads/:id (presigned): forged, altered or missing signatures and bad ids → clean 403/4xx, nothing stored', { timeout: FUZZ_TIMEOUT_MS }, async () => {
+    // No reservation is made here (the one slot stays free for the check below): every URL is
+    // one the runtime did not sign, so each must be refused before a byte is stored.
+    const query = fc.oneof(
+      fc.constant(''),
+      fc.record({ expires: fc.oneof(fc.integer({ min: -1, max: 2 ** 40 }).map(String), fc.string({ maxLength: 20 })), signature: fc.oneof(fc.hexaString({ minLength: 64, maxLength: 64 }), fc.string({ maxLength: 100 })) }, { requiredKeys: [] })
+        .map((q) => `?${new URLSearchParams(q as Record<string, string>).toString()}`),
+      fc.string({ maxLength: 200 }).map((raw) => `?${raw.replace(/#/g, '')}`),
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(fc.constant(sessionId), badId), fc.oneof(fc.uuid(), badId), query, fc.uint8Array({ maxLength: 2048 }), async (sid, id, search, bytes) => {
+        const target = `${url()}/sessions/${sid}/uploads/${id}${search}`;
+        expectCleanError(await send('runtime PUT /sessions/:sid/uploads/:id', target, 'PUT', bytes, { 'content-type': 'application/octet-stream' }), `${target.slice(0, 200)}`);
+      }),
+      fuzzParams(),
+    );
+    await unchanged();
+  });
+
   describe('POST /sessions/:sid/uploads', () => {
     fuzzBodies(url, () => ({
       label: 'runtime POST /sessions/:sid/uploads',
@@ -500,5 +550,214 @@ describe('REST fuzzing: runtime (local mode)', () => {
       const ok = await send('runtime valid upload', `${url()}/sessions/${sessionId}/uploads`, 'POST', JSON.stringify({ name: 'a.png', size: 10, mime_type: 'image/png' }));
       expect(ok.status, ok.text).toBe(201);
     });
+  });
+});
+
+describe('REST fuzzing: the coordinator\'s relay and callbacks, and a hosted runtime', () => {
+  let stack: HostedStack;
+  let token: string;
+  let sessionId: string;
+  let cid: number;
+  const RUNTIME_ID = 'gpu-fuzz';
+  const secret = `secret-${RUNTIME_ID}`;
+  const coordinatorUrl = () => stack.coordinator.url;
+  const runtimeUrl = () => stack.runtime.url;
+  const bearer = () => ({ authorization: `Bearer ${token}`, [WEBRTC_VERSION_HEADER]: WEBRTC_VERSION });
+  const relay = () => `/sessions/${sessionId}/transport/webrtc`;
+  const rows = async () => {
+    const { db } = stack.coordinator.storage;
+    const count = async (table: 'tokens' | 'sessions' | 'runtimes' | 'token_bindings') =>
+      Number(((await db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()) as { n: number | string }).n);
+    return { tokens: await count('tokens'), sessions: await count('sessions'), runtimes: await count('runtimes'), bindings: await count('token_bindings') };
+  };
+  let baseline: Awaited<ReturnType<typeof rows>>;
+  /** Nothing created, the session open on both sides and still on its runtime, which is not draining. */
+  const unchanged = async () => {
+    expect(await rows()).toEqual(baseline);
+    const session = await stack.coordinator.sessions.get(sessionId);
+    expect(session?.status).not.toBe('ended');
+    expect(session?.runtime_id).toBe(RUNTIME_ID);
+    expect(stack.runtime.sessions.current?.id).toBe(sessionId);
+    const runtime = await stack.coordinator.storage.db.selectFrom('runtimes').selectAll().where('id', '=', RUNTIME_ID).executeTakeFirstOrThrow();
+    expect(runtime.draining).toBe(0);
+  };
+
+  beforeAll(async () => {
+    // A long reconnect window: the session has no client, and must outlast FUZZ_RUNS=1000.
+    stack = await startHostedStack({ runtimeId: RUNTIME_ID, reconnectWindowSeconds: 3600 });
+    token = await stack.mintToken();
+    const created = await fetch(`${coordinatorUrl()}/sessions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: { name: 'pattern' }, client_info: { sdk_version: '2.9.0', sdk_type: 'js' }, supported_transports: [{ protocol: 'webrtc', version: '1.0' }] }),
+    });
+    expect(created.status).toBe(200);
+    sessionId = ((await created.json()) as { session_id: string }).session_id;
+    await waitUntil(() => stack.runtime.sessions.current?.id === sessionId, 10_000, 'the session on the runtime');
+    const registered = await fetch(`${coordinatorUrl()}${relay()}/connections`, { method: 'POST', headers: bearer() });
+    expect(registered.status, await registered.clone().text()).toBe(201);
+    cid = ((await registered.json()) as { connection_id: number }).connection_id;
+    baseline = await rows();
+  }, 30_000);
+
+  afterAll(async () => {
+    await stack?.close();
+    console.info(`relay and hosted requests sent: ${JSON.stringify(Object.fromEntries([...sent].filter(([k]) => k.startsWith('relay') || k.startsWith('hosted'))))}`);
+  });
+
+  for (const method of ['POST', 'PUT']) {
+    describe(`relay ${method} …/connections/:cid/sdp_params`, () => {
+      fuzzBodies(coordinatorUrl, () => ({
+        label: `relay ${method} sdp_params`,
+        method,
+        path: () => `${relay()}/connections/${cid}/sdp_params`,
+        headers: bearer,
+        valid: { sdp_offer: 'v=0' },
+        // Conservative, as for the runtime: any string offer counts as accepted (invalid_sdp is a 4xx too).
+        accepts: {
+          sdp_offer: (v) => typeof v === 'string' && v.length > 0,
+          track_mapping: (v) => v === undefined || Array.isArray(v),
+          paused_tracks: (v) => v === undefined || Array.isArray(v),
+          client_info: (v) => v === undefined || isObject(v),
+        },
+        required: ['sdp_offer'],
+        poison: (inner) => `{"sdp_offer":${inner}}`,
+        limit: RUNTIME_LIMIT,
+      }), unchanged);
+    });
+  }
+
+  describe('relay POST …/connections/:cid/ice_candidates', () => {
+    fuzzBodies(coordinatorUrl, () => ({
+      label: 'relay POST ice_candidates',
+      method: 'POST',
+      path: () => `${relay()}/connections/${cid}/ice_candidates`,
+      headers: bearer,
+      valid: { candidates: [] },
+      accepts: { candidates: (v) => Array.isArray(v), end_of_candidates: (v) => v === undefined || typeof v === 'boolean' },
+      required: ['candidates'],
+      poison: (inner) => `{"candidates":[{"candidate":${inner}}]}`,
+      limit: RUNTIME_LIMIT,
+    }), unchanged);
+  });
+
+  it('relay: bad session and connection ids → clean 4xx', { timeout: FUZZ_TIMEOUT_MS }, async () => {
+    const offer = JSON.stringify({ sdp_offer: 'v=0' });
+    const candidates = JSON.stringify({ candidates: [], end_of_candidates: true });
+    await fuzzIds('relay sdp_params (ids)', coordinatorUrl(), 'PUT', (id) => `${relay()}/connections/${id}/sdp_params`, bearer(), offer);
+    await fuzzIds('relay sdp_params (ids)', coordinatorUrl(), 'POST', (id) => `/sessions/${id}/transport/webrtc/connections/${cid}/sdp_params`, bearer(), offer);
+    await fuzzIds('relay ice_candidates (ids)', coordinatorUrl(), 'POST', (id) => `${relay()}/connections/${id}/ice_candidates`, bearer(), candidates);
+    await unchanged();
+    await expectAlive(coordinatorUrl());
+  });
+
+  it('GET /sessions/:id/logs through the coordinator: bad ids and bad after/limit → clean 4xx', { timeout: FUZZ_TIMEOUT_MS }, async () => {
+    await fuzzIds('relay GET /sessions/:id/logs', coordinatorUrl(), 'GET', (id) => `/sessions/${id}/logs`, bearer());
+    // `after`/`limit` that are not sequence numbers (any text, any Unicode). A number out of
+    // limit's range is clamped to 1–1,000, not refused (protocol.md "Session logs").
+    const notANumber = fc
+      .oneof(fc.string({ minLength: 1, maxLength: 40 }), fc.fullUnicodeString({ minLength: 1, maxLength: 20 }), fc.constantFrom('-1', '1e3', '0x10', '1.5', ' 1', '99999999999999999999'))
+      .filter((v) => !/^\d{1,15}$/.test(v));
+    const query = fc.oneof(notANumber.map((v) => ['after', v] as const), notANumber.map((v) => ['limit', v] as const));
+    await fc.assert(
+      fc.asyncProperty(query, async ([name, value]) => {
+        const path = `/sessions/${sessionId}/logs?${name}=${encodeURIComponent(value)}`;
+        expectCleanError(await send('relay GET /sessions/:id/logs (query)', `${coordinatorUrl()}${path}`, 'GET', undefined, bearer()), path);
+      }),
+      fuzzParams(),
+    );
+    await unchanged();
+  });
+
+  it('POST /runtimes/:id/sessions/:sid/ready|ended (runtime secret): bad runtime and session ids → clean 4xx', { timeout: FUZZ_TIMEOUT_MS }, async () => {
+    const headers = { [RUNTIME_SECRET_HEADER]: secret };
+    for (const report of ['ready', 'ended']) {
+      await fuzzIds(`relay POST /runtimes/:id/sessions/:sid/${report} (ids)`, coordinatorUrl(), 'POST', (id) => `/runtimes/${id}/sessions/${sessionId}/${report}`, headers, '{}');
+      await fuzzIds(`relay POST /runtimes/:id/sessions/:sid/${report} (ids)`, coordinatorUrl(), 'POST', (id) => `/runtimes/${RUNTIME_ID}/sessions/${id}/${report}`, headers, '{}');
+    }
+    await unchanged();
+  });
+
+  describe('POST /runtimes/:id/sessions/:sid/ended (runtime secret), the held session', () => {
+    fuzzBodies(coordinatorUrl, () => ({
+      label: 'relay POST /runtimes/:id/sessions/:sid/ended',
+      method: 'POST',
+      path: () => `/runtimes/${RUNTIME_ID}/sessions/${sessionId}/ended`,
+      headers: () => ({ [RUNTIME_SECRET_HEADER]: secret }),
+      valid: { reason: 'idle_timeout' },
+      accepts: { reason: (v) => v === undefined || typeof v === 'string' },
+      required: [],
+      poison: (inner) => `{"reason":${inner}}`,
+      limit: COORDINATOR_LIMIT,
+    }), unchanged);
+  });
+
+  describe('runtime POST /hosted/sessions (runtime secret)', () => {
+    fuzzBodies(runtimeUrl, () => ({
+      label: 'hosted POST /hosted/sessions',
+      method: 'POST',
+      path: () => '/hosted/sessions',
+      headers: () => ({ [RUNTIME_SECRET_HEADER]: secret }),
+      valid: { session_id: 'fuzz-hosted-session', reconnect_window_seconds: 60, public_url: 'http://127.0.0.1:9' },
+      accepts: {
+        session_id: (v) => typeof v === 'string' && v.length >= 1 && v.length <= 128,
+        reconnect_window_seconds: (v) => v === undefined || (typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= 3600),
+        // Anything: a public_url that is not an origin is ignored.
+        public_url: () => true,
+      },
+      required: ['session_id'],
+      poison: (inner) => `{"session_id":${inner}}`,
+      limit: RUNTIME_LIMIT,
+      // The runtime already hosts a session: a body that got through would get 409, not these.
+      refusals: BODY_REFUSALS,
+    }), unchanged);
+  });
+});
+
+describe('REST fuzzing: POST /playground/token (a runtime minting playground tokens)', () => {
+  let runtime: Runtime;
+  let mints = 0;
+
+  beforeAll(async () => {
+    runtime = await startRuntime({
+      model: uploadModel as never,
+      port: 0,
+      host: '127.0.0.1',
+      ice: { hostAddresses: ['127.0.0.1'] },
+      // Counts what the route hands out; the coordinator is not reached (the URL is only shown to the page).
+      playgroundHosted: {
+        coordinatorUrl: 'http://127.0.0.1:9',
+        mintToken: async () => {
+          mints++;
+          return { token: 'playground-token', expiresAt: Date.now() + 60_000 };
+        },
+      },
+    });
+    await runtime.loaded;
+  });
+  afterAll(async () => runtime?.close());
+
+  it('other origins, with any body → 403 forbidden, no token minted; its own page still gets one', { timeout: FUZZ_TIMEOUT_MS }, async () => {
+    // The route takes no body; its one input is the page's Origin.
+    const own = new URL(runtime.url);
+    const origin = fc.oneof(
+      fc.webUrl().map((u) => new URL(u).origin),
+      fc.string({ minLength: 1, maxLength: 80 }).filter((v) => /^[\x21-\x7e]+$/.test(v)),
+      fc.constantFrom('null', `http://${own.hostname}`, `http://${own.host}.evil.example`, `https://evil.example:${own.port}`, `http://${own.host}/`, `ws://${own.host}`),
+    ).filter((o) => o !== `http://${own.host}` && o !== `https://${own.host}`);
+    await fc.assert(
+      fc.asyncProperty(origin, anyValue, async (from, value) => {
+        const body = JSON.stringify(value ?? null) ?? 'null';
+        const answer = await send('runtime POST /playground/token', `${runtime.url}/playground/token`, 'POST', body, { origin: from });
+        expectCleanError(answer, `origin ${from} ${show(body)}`);
+        expect((answer.body as { code: string }).code).toBe('forbidden');
+      }),
+      fuzzParams(),
+    );
+    expect(mints).toBe(0);
+    const ownPage = await fetch(`${runtime.url}/playground/token`, { method: 'POST', headers: { origin: `http://${own.host}` } });
+    expect(ownPage.status).toBe(200);
+    expect(mints).toBe(1);
+    await expectAlive(runtime.url);
   });
 });
