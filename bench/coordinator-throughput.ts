@@ -2,11 +2,18 @@
  * Coordinator throughput and latency: `POST /tokens` and `POST /sessions` on SQLite and on a
  * real PostgreSQL server (test/support/postgres.ts), and hono vs bare node:http on `POST /tokens`.
  *
- *   node --conditions=source --import tsx bench/coordinator-throughput.ts [--seconds 8] [--concurrency 32] [--rounds 3] [--json out.json]
+ *   node --conditions=source --import tsx bench/coordinator-throughput.ts [--seconds 8] [--concurrency 32] [--rounds 3]
+ *     [--engines sqlite,postgres] [--workers 2] [--load-processes 1] [--json out.json]
  *
  * The coordinator runs in a child process (bench/support/coordinator-server.ts); this process
  * only generates load: `--concurrency` requests in flight on keep-alive connections for
  * `--seconds` per phase, after a 1 s warm-up. Per phase: requests/s and latency percentiles.
+ * `--engines`: sqlite, postgres or both (the default). `--workers N`: the SQLite phases also run
+ * the real CLI, `arclight coordinator --workers N` (0: not). `--load-processes K`: the load comes
+ * from K child processes (bench/support/coordinator-load-child.ts) sharing `--concurrency`, for a
+ * machine where one load process cannot keep N workers busy; latencies are merged, so the
+ * percentiles are over all requests. On a machine without node_modules, see
+ * scripts/bundle-coordinator-bench.mjs.
  * Each round measures every phase once (interleaved), figures are medians over rounds.
  * Goals (issue 4): ≥ 5,000 tokens/s, ≥ 1,000 sessions/s on SQLite, p99 ≤ 20 ms.
  */
@@ -22,8 +29,7 @@ import { CreditLedger } from '../coordinator/billing/credit-ledger.ts';
 import { ModelCatalog } from '../coordinator/models/model-catalog.ts';
 import { DEFAULT_PRICING } from '../coordinator/pricing/pricing.ts';
 import { openStorage } from '../coordinator/storage/database.ts';
-import { startPostgres } from '../test/support/postgres.ts';
-import { closedLoopLoad, startListeningProcess, type PhaseResult } from './support/coordinator-load.ts';
+import { closedLoopLoad, LoadProcesses, requester, startListeningProcess, type LoadRequest, type PhaseResult } from './support/coordinator-load.ts';
 import { loadavg, median } from './support/measure.ts';
 import { finishReport, runBench, runInfo } from './support/report.ts';
 
@@ -32,12 +38,21 @@ const { values: args } = parseArgs({
     seconds: { type: 'string', default: '8' },
     concurrency: { type: 'string', default: '32' },
     rounds: { type: 'string', default: '3' },
+    engines: { type: 'string', default: 'sqlite,postgres' },
+    workers: { type: 'string', default: '2' },
+    'load-processes': { type: 'string', default: '1' },
     json: { type: 'string' },
   },
 });
 const SECONDS = Number(args.seconds);
 const CONCURRENCY = Number(args.concurrency);
 const ROUNDS = Number(args.rounds);
+const ENGINES = args.engines.split(',').map((e) => e.trim());
+const WORKERS = Number(args.workers);
+const LOAD_PROCESSES = Number(args['load-processes']);
+if (ENGINES.length === 0 || ENGINES.some((e) => e !== 'sqlite' && e !== 'postgres')) throw new Error('--engines: sqlite, postgres or sqlite,postgres');
+if (!Number.isInteger(WORKERS) || WORKERS < 0) throw new Error('--workers: a count of processes, 0 for no workers phase');
+if (!Number.isInteger(LOAD_PROCESSES) || LOAD_PROCESSES < 1 || LOAD_PROCESSES > CONCURRENCY) throw new Error('--load-processes: 1 to --concurrency');
 
 /** Accounts the POST /sessions load is spread over: a service's traffic comes from many tenants. */
 const TENANTS = 2_000;
@@ -73,13 +88,18 @@ async function setUp(database: string): Promise<Setup> {
 }
 
 async function startServer(database: string, mode: 'hono' | 'raw' | 'workers'): Promise<{ url: string; child: ChildProcess }> {
-  // `workers`: the real CLI with two worker processes sharing the port (one per core here).
-  const script = mode === 'workers' ? ['bin/arclight.js', 'coordinator', '--port', '0', '--workers', '2', '--meter-flush-ms', '600000'] : ['bench/support/coordinator-server.ts', '--mode', mode];
+  // `workers`: the real CLI with `--workers` processes sharing the port (one per core).
+  const script = mode === 'workers' ? ['bin/arclight.js', 'coordinator', '--port', '0', '--workers', String(WORKERS), '--meter-flush-ms', '600000'] : ['bench/support/coordinator-server.ts', '--mode', mode];
   return startListeningProcess([...script, '--database', database]);
 }
 
-const load = (server: ChildProcess, request: () => Promise<Response>, expectStatus: number): Promise<PhaseResult> =>
-  closedLoopLoad(server, request, { seconds: SECONDS, concurrency: CONCURRENCY, expectStatus });
+/** Load processes (`--load-processes` > 1), started once and shared by every phase. */
+let loadProcesses: LoadProcesses | undefined;
+
+const load = (server: ChildProcess, spec: LoadRequest, expectStatus: number): Promise<PhaseResult> => {
+  const options = { seconds: SECONDS, concurrency: CONCURRENCY, expectStatus };
+  return loadProcesses ? loadProcesses.run(server, spec, options) : closedLoopLoad(server, requester(spec), options);
+};
 
 async function measureEngine(engine: string, database: string, withRaw: boolean, withWorkers: boolean): Promise<Record<string, PhaseResult[]>> {
   const { keys } = await setUp(database);
@@ -90,20 +110,21 @@ async function measureEngine(engine: string, database: string, withRaw: boolean,
     ...(withWorkers ? { workers: await startServer(database, 'workers') } : {}),
   };
   const tokenBody = JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } } }] });
-  const mintAt = (url: string) => () => fetch(`${url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': key, 'content-type': 'application/json' }, body: tokenBody });
+  const mintAt = (url: string): LoadRequest => ({ url: `${url}/tokens`, method: 'POST', headers: { 'Service-API-Key': key, 'content-type': 'application/json' }, body: tokenBody });
   // Unscoped tokens create without a max_sessions cap, so a phase can create as many as it can;
   // one per tenant, taken in turn.
   const unscoped = await Promise.all(
     keys.map(async (k) => ((await (await fetch(`${servers.hono.url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': k } })).json()) as { token: string }).token),
   );
-  let turn = 0;
+  const bearers = unscoped.map((token) => `Bearer ${token}`);
   const sessionBody = JSON.stringify({ model: { name: 'pattern' } });
-  const createAt = (url: string) => () =>
-    fetch(`${url}/sessions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${unscoped[turn++ % unscoped.length]}`, 'content-type': 'application/json' },
-      body: sessionBody,
-    });
+  const createAt = (url: string): LoadRequest => ({
+    url: `${url}/sessions`,
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: sessionBody,
+    rotate: { header: 'authorization', values: bearers },
+  });
   const results: Record<string, PhaseResult[]> = {};
   const note = (name: string, r: PhaseResult) => {
     (results[name] ??= []).push(r);
@@ -116,9 +137,9 @@ async function measureEngine(engine: string, database: string, withRaw: boolean,
       process.stdout.write(`round ${round}\n`);
       note('POST /tokens (hono)', await load(servers.hono.child, mintAt(servers.hono.url), 200));
       if ('raw' in servers) note('POST /tokens (node:http)', await load(servers.raw!.child, mintAt(servers.raw!.url), 200));
-      if ('workers' in servers) note('POST /tokens (2 workers)', await load(servers.workers!.child, mintAt(servers.workers!.url), 200));
+      if ('workers' in servers) note(`POST /tokens (${WORKERS} workers)`, await load(servers.workers!.child, mintAt(servers.workers!.url), 200));
       note('POST /sessions', await load(servers.hono.child, createAt(servers.hono.url), 200));
-      if ('workers' in servers) note('POST /sessions (2 workers)', await load(servers.workers!.child, createAt(servers.workers!.url), 200));
+      if ('workers' in servers) note(`POST /sessions (${WORKERS} workers)`, await load(servers.workers!.child, createAt(servers.workers!.url), 200));
     }
   } finally {
     for (const server of Object.values(servers)) server.child.kill('SIGKILL');
@@ -128,14 +149,28 @@ async function measureEngine(engine: string, database: string, withRaw: boolean,
 
 await runBench('coordinator-throughput', async () => {
   const info = runInfo();
-  process.stdout.write(`coordinator-throughput: ${ROUNDS} rounds × ${SECONDS} s per phase, ${CONCURRENCY} requests in flight\n${JSON.stringify(info)}\n`);
-  const sqlite = join(mkdtempSync(join(tmpdir(), 'arclight-bench-')), 'coordinator.db');
-  const all: Record<string, Record<string, PhaseResult[]>> = { sqlite: await measureEngine('sqlite', sqlite, true, true) };
-  const postgres = await startPostgres();
+  process.stdout.write(
+    `coordinator-throughput: ${ROUNDS} rounds × ${SECONDS} s per phase, ${CONCURRENCY} requests in flight` +
+      `${LOAD_PROCESSES > 1 ? ` from ${LOAD_PROCESSES} load processes` : ''}, engines ${ENGINES.join(', ')}${WORKERS ? `, ${WORKERS} workers` : ''}\n${JSON.stringify(info)}\n`,
+  );
+  if (LOAD_PROCESSES > 1) loadProcesses = await LoadProcesses.start(LOAD_PROCESSES);
+  const all: Record<string, Record<string, PhaseResult[]>> = {};
   try {
-    all['postgres'] = await measureEngine('postgres', await postgres.createDatabase('bench'), false, false);
+    if (ENGINES.includes('sqlite')) {
+      const sqlite = join(mkdtempSync(join(tmpdir(), 'arclight-bench-')), 'coordinator.db');
+      all['sqlite'] = await measureEngine('sqlite', sqlite, true, WORKERS > 0);
+    }
+    if (ENGINES.includes('postgres')) {
+      const { startPostgres } = await import('../test/support/postgres.ts');
+      const postgres = await startPostgres();
+      try {
+        all['postgres'] = await measureEngine('postgres', await postgres.createDatabase('bench'), false, false);
+      } finally {
+        await postgres.stop();
+      }
+    }
   } finally {
-    await postgres.stop();
+    loadProcesses?.close();
   }
   process.stdout.write('\nmedians over rounds (min–max):\n');
   const summary: Record<string, unknown> = {};
@@ -151,9 +186,13 @@ await runBench('coordinator-throughput', async () => {
       );
     }
   }
-  const hono = all['sqlite']!['POST /tokens (hono)']!.map((r) => r.perSecond);
-  const raw = all['sqlite']!['POST /tokens (node:http)']!.map((r) => r.perSecond);
-  const ratios = hono.map((h, i) => h / raw[i]!);
-  process.stdout.write(`  hono / node:http on POST /tokens (SQLite): ${median(ratios).toFixed(2)} (per round ${ratios.map((r) => r.toFixed(2)).join(', ')})\n`);
-  finishReport(info, loadavg(), args.json, { summary, honoOverRaw: ratios });
+  let ratios: number[] | undefined;
+  if (all['sqlite']) {
+    const hono = all['sqlite']['POST /tokens (hono)']!.map((r) => r.perSecond);
+    const raw = all['sqlite']['POST /tokens (node:http)']!.map((r) => r.perSecond);
+    ratios = hono.map((h, i) => h / raw[i]!);
+    process.stdout.write(`  hono / node:http on POST /tokens (SQLite): ${median(ratios).toFixed(2)} (per round ${ratios.map((r) => r.toFixed(2)).join(', ')})\n`);
+  }
+  const options = { engines: ENGINES, workers: WORKERS, loadProcesses: LOAD_PROCESSES, concurrency: CONCURRENCY, seconds: SECONDS, rounds: ROUNDS };
+  finishReport(info, loadavg(), args.json, { options, summary, ...(ratios ? { honoOverRaw: ratios } : {}) });
 });
