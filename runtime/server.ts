@@ -264,8 +264,8 @@ const ROUTE_METHODS: Readonly<Record<string, readonly string[]>> = {
   '/hosted/sessions/:sid': ['DELETE'],
 };
 
-function rejectOtherMethods(app: Hono, playground: boolean): void {
-  const routes = playground ? { ...ROUTE_METHODS, '/': ['GET'] } : ROUTE_METHODS;
+function rejectOtherMethods(app: Hono, playground: boolean, dev: boolean): void {
+  const routes = { ...ROUTE_METHODS, ...(playground ? { '/': ['GET'] } : {}), ...(dev ? { '/dev/status': ['GET'] } : {}) };
   for (const [path, methods] of Object.entries(routes)) {
     // Registered after the real handlers, so it only runs when none of them matched the method.
     app.all(path, (c) => {
@@ -519,7 +519,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   app.route('/', eventRoutes(events));
   app.route('/', transportRoutes(host, clientIceServers));
   if (options.playground ?? true) app.route('/', playgroundRoutes(options.playgroundHosted ? { hosted: options.playgroundHosted } : {}));
-  rejectOtherMethods(app, options.playground ?? true);
+  rejectOtherMethods(app, options.playground ?? true, options.dev ?? false);
 
   const listenHost = options.host ?? '127.0.0.1';
   const server: ServerType = await new Promise((resolve, reject) => {

@@ -134,6 +134,10 @@ describe('Runtime.reloadModel', () => {
       expect(runtime.lastLoadError).toBeUndefined();
       expect((await which(client)).tag).toBe('v3');
       expect(((await (await fetch(`${runtime.url}/dev/status`)).json()) as { error: unknown }).error).toBeNull();
+      // Like every route: another method is a 405 with Allow, not a 404.
+      const posted = await fetch(`${runtime.url}/dev/status`, { method: 'POST' });
+      expect(posted.status).toBe(405);
+      expect(posted.headers.get('allow')).toBe('GET, OPTIONS');
     } finally {
       unsubscribe();
     }
