@@ -30,6 +30,19 @@ export interface FlushResult {
   readonly mustEnd: ReadonlyArray<{ readonly sessionId: string; readonly accountId: string; readonly stop: MeterStop }>;
 }
 
+/**
+ * How far a running session may be billed: up to now, but never past its runtime's last
+ * heartbeat. A runtime that dies stops heartbeating; when the coordinator declares it gone (three
+ * missed heartbeats later) its sessions end as of that last heartbeat, so seconds charged beyond it
+ * would be seconds the GPU was not known to serve — charged, and never given back. Waiting for the
+ * heartbeat costs live billing at most one heartbeat interval of lag (the seconds are charged at the
+ * next flush after it: none is lost), and a dead runtime's sessions are billed exactly to the
+ * moment they end. A session with no runtime row (none is assigned before `ready`) bills to now.
+ */
+function billableUntil(now: number, runtimeHeartbeatAt: number | null): number {
+  return runtimeHeartbeatAt === null ? now : Math.min(now, runtimeHeartbeatAt);
+}
+
 /** Charges in flight during a PostgreSQL flush: overlaps round trips, leaves pool connections for requests. */
 export const METER_CONCURRENCY_POSTGRES = 6;
 
@@ -89,9 +102,15 @@ export class SessionMeter {
     return this.#db.transaction().execute(async (tx) => {
       const { monthlyCreditCap } = await this.#ledger.lockAccount(tx, accountId);
       // Read under the lock: a concurrent flush that committed first has moved billed_seconds.
-      const session = await tx.selectFrom('sessions').selectAll().where('id', '=', sessionId).executeTakeFirstOrThrow();
+      const session = await tx
+        .selectFrom('sessions')
+        .leftJoin('runtimes', 'runtimes.id', 'sessions.runtime_id')
+        .selectAll('sessions')
+        .select('runtimes.heartbeat_at as runtime_heartbeat_at')
+        .where('sessions.id', '=', sessionId)
+        .executeTakeFirstOrThrow();
       if (session.ready_at === null) return { charged: false, unpaid: 0 };
-      const until = session.ended_at ?? this.#now();
+      const until = session.ended_at ?? billableUntil(this.#now(), session.runtime_heartbeat_at);
       const due = Math.min(Math.floor((until - session.ready_at) / 1000), session.max_duration_seconds);
       const billed = Number(session.billed_seconds);
       if (due <= billed) return { charged: false, unpaid: 0 };

@@ -12,6 +12,10 @@ import { waitUntil } from './video-probe.ts';
 
 const LOOPBACK = '127.0.0.1';
 
+
+/** How often the stack's runtime heartbeats (the coordinator tells it at registration). */
+export const HEARTBEAT_MS = 1_000;
+
 export interface HostedStack {
   readonly coordinator: Coordinator;
   readonly runtime: Runtime;
@@ -42,6 +46,9 @@ export async function startHostedStack(options: {
     database: await freshDatabase(options.engine ?? 'sqlite'),
     port: 0,
     meterFlushMs: 0,
+    // Runtimes heartbeat every second (gone after 3 s of silence): a running session is billed up
+    // to its runtime's last heartbeat, so the default 5 s would hold billing back that long.
+    heartbeatIntervalMs: HEARTBEAT_MS,
     runtimeSecret: secret,
     ...(options.reconnectWindowSeconds === undefined ? {} : { reconnectWindowSeconds: options.reconnectWindowSeconds }),
     ...(options.publicUrl === undefined ? {} : { publicUrl: options.publicUrl }),
