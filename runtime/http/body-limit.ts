@@ -19,6 +19,11 @@ export async function readBodyText(request: Request, maxBytes: number): Promise<
   if (declared !== null && Number(declared) > maxBytes) {
     throw new ArclightError('payload_too_large', `The body is ${declared} bytes; the limit is ${maxBytes}.`);
   }
+  // A declared length within the limit bounds the body already: Node's HTTP parser delivers
+  // exactly that many bytes. Read it in one go — on @hono/node-server that is its fast path
+  // straight from the socket, where touching `request.body` would build a web stream around it
+  // first (measured: ~300 µs of server CPU per request, half of what POST /tokens costs).
+  if (declared !== null) return decodeUtf8(new Uint8Array(await request.arrayBuffer()));
   if (!request.body) return '';
   const reader = request.body.getReader();
   const chunks: Uint8Array[] = [];
@@ -33,8 +38,12 @@ export async function readBodyText(request: Request, maxBytes: number): Promise<
     }
     chunks.push(value);
   }
+  return decodeUtf8(Buffer.concat(chunks));
+}
+
+function decodeUtf8(bytes: Uint8Array): string {
   try {
-    return UTF8.decode(Buffer.concat(chunks));
+    return UTF8.decode(bytes);
   } catch {
     throw new ArclightError('invalid_json', 'The body is not valid UTF-8.');
   }
