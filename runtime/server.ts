@@ -133,7 +133,8 @@ export interface RuntimeOptions {
    */
   readonly moderation?: ModerationOptions;
   /**
-   * Records each session's first output video track as fMP4 HLS segments (H.264, ~4 s) for
+   * Records one output video track of each session (the first, or `recording.track`) with the
+   * first output audio track as fMP4 HLS segments (H.264 + AAC, ~4 s) for
    * requestClip/requestRecording. It costs one more encode per frame, so it is opt-in here;
    * `arclight serve` turns it on (`--no-recording` to skip). Default: off.
    */

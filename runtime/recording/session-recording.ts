@@ -1,5 +1,6 @@
 /**
- * A session's recording and its clips. The session's first output video track is recorded
+ * A session's recording and its clips. One output video track of the session is recorded (the first,
+ * or the one `recording.track` names), with its first output audio track
  * (track-recorder.ts); a clip is a run of finished segments — the last N seconds (at least N,
  * starting at a segment boundary, so up to one segment more), or everything recorded — taken
  * after cutting the open segment so it ends with the newest frame.
