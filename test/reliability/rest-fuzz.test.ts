@@ -132,6 +132,18 @@ async function fuzzIds(label: string, url: string, method: string, path: (id: st
   );
 }
 
+
+/**
+ * What an `sdp_params` body may hold, for the runtime and the coordinator's relay alike.
+ * Conservative: any string offer counts as accepted (a non-SDP one gets invalid_sdp, also a 4xx).
+ */
+const SDP_PARAMS_ACCEPTS: BodyEndpoint['accepts'] = {
+  sdp_offer: (v) => typeof v === 'string' && v.length > 0,
+  track_mapping: (v) => v === undefined || Array.isArray(v),
+  paused_tracks: (v) => v === undefined || Array.isArray(v),
+  client_info: (v) => v === undefined || isObject(v),
+};
+
 describe('REST fuzzing: coordinator', () => {
   let coordinator: Coordinator;
   let apiKey: string;
@@ -387,13 +399,7 @@ describe('REST fuzzing: runtime (local mode)', () => {
         path,
         headers: () => ({}),
         valid: { sdp_offer: 'v=0' },
-        // Conservative: any string offer counts as accepted (it gets invalid_sdp, also a 4xx).
-        accepts: {
-          sdp_offer: (v) => typeof v === 'string' && v.length > 0,
-          track_mapping: (v) => v === undefined || Array.isArray(v),
-          paused_tracks: (v) => v === undefined || Array.isArray(v),
-          client_info: (v) => v === undefined || isObject(v),
-        },
+        accepts: SDP_PARAMS_ACCEPTS,
         required: ['sdp_offer'],
         poison: (inner) => `{"sdp_offer":${inner}}`,
         limit: RUNTIME_LIMIT,
@@ -613,13 +619,7 @@ describe('REST fuzzing: the coordinator\'s relay and callbacks, and a hosted run
         path: () => `${relay()}/connections/${cid}/sdp_params`,
         headers: bearer,
         valid: { sdp_offer: 'v=0' },
-        // Conservative, as for the runtime: any string offer counts as accepted (invalid_sdp is a 4xx too).
-        accepts: {
-          sdp_offer: (v) => typeof v === 'string' && v.length > 0,
-          track_mapping: (v) => v === undefined || Array.isArray(v),
-          paused_tracks: (v) => v === undefined || Array.isArray(v),
-          client_info: (v) => v === undefined || isObject(v),
-        },
+        accepts: SDP_PARAMS_ACCEPTS, // the relay forwards to the runtime's checks
         required: ['sdp_offer'],
         poison: (inner) => `{"sdp_offer":${inner}}`,
         limit: RUNTIME_LIMIT,
