@@ -128,6 +128,37 @@ describe('runtime entrypoint', () => {
     expect(result.nodePid).toBe(result.pid);
   });
 
+  it('maps the upload and recording variables to their flags', () => {
+    const result = run(RUNTIME_ENTRYPOINT, {
+      ARCLIGHT_MODEL: '/m',
+      ARCLIGHT_UPLOAD_MAX_BYTES: '50M',
+      ARCLIGHT_UPLOAD_MIME_TYPES: 'image/png, image/jpeg',
+      ARCLIGHT_UPLOAD_MAX_FILES: '8',
+      ARCLIGHT_UPLOAD_DIR: '/data/uploads',
+      ARCLIGHT_RECORDING_DIR: '/data/recordings',
+      ARCLIGHT_RECORDING_TRACK: 'main_video',
+      ARCLIGHT_RECORDING_SEGMENT_SECONDS: '2',
+      ARCLIGHT_RECORDING_BITRATE: '3000',
+      ARCLIGHT_MAX_CLIP_SECONDS: '120',
+    });
+    expect(result.stderr).toBe('');
+    expect(result.argv).toEqual([
+      CLI, 'serve', '/m', '--port', '8080', '--host', '0.0.0.0',
+      '--upload-max-bytes', '50M', '--upload-max-files', '8', '--upload-dir', '/data/uploads',
+      '--recording-dir', '/data/recordings', '--recording-track', 'main_video',
+      '--recording-segment-seconds', '2', '--recording-bitrate', '3000', '--max-clip-seconds', '120',
+      '--upload-mime-type', 'image/png', '--upload-mime-type', 'image/jpeg',
+    ]);
+    expectFlagsDeclared(result.argv!, 'runtime/cli.ts');
+  });
+
+  it('refuses a recording variable when recording is off, as the CLI would', () => {
+    const result = run(RUNTIME_ENTRYPOINT, { ARCLIGHT_MODEL: '/m', ARCLIGHT_RECORDING: 'false', ARCLIGHT_MAX_CLIP_SECONDS: '60' });
+    expect(result.status).toBe(64);
+    expect(result.stderr).toContain('ARCLIGHT_MAX_CLIP_SECONDS is set but ARCLIGHT_RECORDING is false');
+    expect(result.argv).toBeUndefined();
+  });
+
   it("appends the container's arguments after the mapped flags, each kept whole", () => {
     const result = run(RUNTIME_ENTRYPOINT, { ARCLIGHT_MODEL: '/m' }, ['--latency', 'smooth', 'an argument with spaces']);
     expect(result.argv).toEqual([CLI, 'serve', '/m', '--port', '8080', '--host', '0.0.0.0', '--latency', 'smooth', 'an argument with spaces']);

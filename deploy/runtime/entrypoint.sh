@@ -25,6 +25,14 @@
 #   ARCLIGHT_PLAYGROUND       false → --no-playground
 #   ARCLIGHT_RECORDING        false → --no-recording
 #   ARCLIGHT_MODERATOR_URL    --moderator-url (its token: ARCLIGHT_MODERATOR_TOKEN, read by the runtime)
+#   ARCLIGHT_UPLOAD_MAX_BYTES --upload-max-bytes (e.g. 50M)
+#   ARCLIGHT_UPLOAD_MIME_TYPES  --upload-mime-type, once per type (comma- or space-separated)
+#   ARCLIGHT_UPLOAD_MAX_FILES --upload-max-files (per session)
+#   ARCLIGHT_UPLOAD_DIR       --upload-dir
+#   ARCLIGHT_RECORDING_DIR, ARCLIGHT_RECORDING_TRACK, ARCLIGHT_RECORDING_SEGMENT_SECONDS,
+#   ARCLIGHT_RECORDING_BITRATE, ARCLIGHT_MAX_CLIP_SECONDS
+#                             --recording-dir, --recording-track, --recording-segment-seconds,
+#                             --recording-bitrate, --max-clip-seconds (not with ARCLIGHT_RECORDING=false)
 #   ARCLIGHT_HOME             where Arclight is installed (default /app)
 set -eu
 
@@ -57,6 +65,12 @@ for hosted_only in ARCLIGHT_RUNTIME_ID ARCLIGHT_ADVERTISE_URL ARCLIGHT_DRAIN_SEC
 done
 playground=$(flag_value ARCLIGHT_PLAYGROUND "${ARCLIGHT_PLAYGROUND:-true}")
 recording=$(flag_value ARCLIGHT_RECORDING "${ARCLIGHT_RECORDING:-true}")
+if [ "$recording" = false ]; then
+  for recording_only in ARCLIGHT_RECORDING_DIR ARCLIGHT_RECORDING_TRACK ARCLIGHT_RECORDING_SEGMENT_SECONDS ARCLIGHT_RECORDING_BITRATE ARCLIGHT_MAX_CLIP_SECONDS; do
+    eval "value=\${$recording_only:-}"
+    [ -z "$value" ] || fail "$recording_only is set but ARCLIGHT_RECORDING is false: it only applies when sessions are recorded"
+  done
+fi
 
 # Build the command in the positional parameters (POSIX sh has no arrays): the container's own
 # arguments ($1…$n) stay in front while the flags are appended, then are rotated to the end.
@@ -73,6 +87,14 @@ set -- "$@" "${ARCLIGHT_HOME:-/app}/bin/arclight.js" serve "$ARCLIGHT_MODEL" \
 [ -z "${ARCLIGHT_TURN_TTL:-}" ] || set -- "$@" --turn-ttl "$ARCLIGHT_TURN_TTL"
 [ -z "${ARCLIGHT_LATENCY:-}" ] || set -- "$@" --latency "$ARCLIGHT_LATENCY"
 [ -z "${ARCLIGHT_MODERATOR_URL:-}" ] || set -- "$@" --moderator-url "$ARCLIGHT_MODERATOR_URL"
+[ -z "${ARCLIGHT_UPLOAD_MAX_BYTES:-}" ] || set -- "$@" --upload-max-bytes "$ARCLIGHT_UPLOAD_MAX_BYTES"
+[ -z "${ARCLIGHT_UPLOAD_MAX_FILES:-}" ] || set -- "$@" --upload-max-files "$ARCLIGHT_UPLOAD_MAX_FILES"
+[ -z "${ARCLIGHT_UPLOAD_DIR:-}" ] || set -- "$@" --upload-dir "$ARCLIGHT_UPLOAD_DIR"
+[ -z "${ARCLIGHT_RECORDING_DIR:-}" ] || set -- "$@" --recording-dir "$ARCLIGHT_RECORDING_DIR"
+[ -z "${ARCLIGHT_RECORDING_TRACK:-}" ] || set -- "$@" --recording-track "$ARCLIGHT_RECORDING_TRACK"
+[ -z "${ARCLIGHT_RECORDING_SEGMENT_SECONDS:-}" ] || set -- "$@" --recording-segment-seconds "$ARCLIGHT_RECORDING_SEGMENT_SECONDS"
+[ -z "${ARCLIGHT_RECORDING_BITRATE:-}" ] || set -- "$@" --recording-bitrate "$ARCLIGHT_RECORDING_BITRATE"
+[ -z "${ARCLIGHT_MAX_CLIP_SECONDS:-}" ] || set -- "$@" --max-clip-seconds "$ARCLIGHT_MAX_CLIP_SECONDS"
 [ "$playground" = true ] || set -- "$@" --no-playground
 [ "$recording" = true ] || set -- "$@" --no-recording
 set -f # the lists are split on commas and blanks, never globbed (a TURN URL has a '?')
@@ -81,6 +103,9 @@ for address in $(echo "${ARCLIGHT_ICE_HOSTS:-}" | tr ',' ' '); do
 done
 for url in $(echo "${ARCLIGHT_TURN_URLS:-}" | tr ',' ' '); do
   set -- "$@" --turn-url "$url"
+done
+for mime_type in $(echo "${ARCLIGHT_UPLOAD_MIME_TYPES:-}" | tr ',' ' '); do
+  set -- "$@" --upload-mime-type "$mime_type"
 done
 set +f
 while [ "$extra" -gt 0 ]; do
