@@ -321,6 +321,13 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   const uploads = new UploadStore(uploadDirectory, options.uploads);
   const urlSigner = new UrlSigner(options.uploads?.now ? { now: options.uploads.now } : {});
   const recording = options.recording;
+  // A track name the model does not have would leave every session unrecorded: fail the start,
+  // where the operator sees it, not each clip request. (A model reloaded by `arclight dev` without
+  // that track is only warned about, per session: the runtime keeps serving.)
+  if (recording?.track !== undefined && !model.tracks.some((t) => t.kind === 'video' && t.direction === 'recvonly' && t.name === recording.track)) {
+    const outputs = model.tracks.filter((t) => t.kind === 'video' && t.direction === 'recvonly').map((t) => t.name);
+    throw new TypeError(`recording.track "${recording.track}" is not an output video track of model "${model.name}" (its output video tracks: ${outputs.join(', ') || 'none'})`);
+  }
   const recordingDirectory = recording && !recording.storage ? (recording.directory ?? (await mkdtemp(join(tmpdir(), 'arclight-recordings-')))) : undefined;
   // One signer for the clip URLs it issues and checks (its own clock when the recording has one).
   const clipSigner = recording?.now ? new UrlSigner({ now: recording.now }) : urlSigner;

@@ -19,8 +19,9 @@ export interface RecordingSettings {
   /**
    * The output video track to record, by name. Default: the model's first output (`recvonly`)
    * video track. One video track is recorded per session — a clip is one picture — with the
-   * first output audio track beside it. A name the model has no output video track by leaves
-   * its sessions unrecorded (a warning in the log; clip requests fail with `recording_error`).
+   * first output audio track beside it. A name the model has no output video track by fails
+   * `startRuntime`; if a model reloaded by `arclight dev` drops the track, its sessions go
+   * unrecorded (a warning in the log; clip requests fail with `recording_error`).
    */
   readonly track?: string;
   /** Target segment length; default 4 s. */

@@ -178,6 +178,14 @@ const staller = defineModel({
   },
 });
 
+describe('recording.track naming no output video track', () => {
+  it('fails the runtime’s start, naming the tracks there are', async () => {
+    await expect(
+      startRuntime({ model: twoPictures as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, recording: { storage: new MemoryRecordingStorage(), track: 'no_such_track' } }),
+    ).rejects.toThrow(/recording\.track "no_such_track" is not an output video track of model "two-pictures" \(its output video tracks: .+\)/);
+  });
+});
+
 describe('a clip the runtime does not answer in time', () => {
   let runtime: Runtime;
   beforeAll(async () => {
