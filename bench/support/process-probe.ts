@@ -34,6 +34,8 @@ export interface RuntimeMetrics {
   readonly emitToSend: CumulativeHistogram;
   /** The V8 heap in use (`arclight_process_nodejs_heap_size_used_bytes`), MiB. */
   readonly heapUsedMiB: number;
+  /** The V8 heap committed (`arclight_process_nodejs_heap_size_total_bytes`), MiB: in use, garbage and spare young-generation room. */
+  readonly heapTotalMiB: number;
 }
 
 const SAMPLE_LINE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})?\s+(\S+)$/;
@@ -72,14 +74,19 @@ export async function fetchRuntimeMetrics(runtimeUrl: string): Promise<RuntimeMe
     connections: valueFromText(text, 'arclight_connections'),
     emitToSend: histogramFromText(text, 'arclight_video_emit_to_send_seconds'),
     heapUsedMiB: valueFromText(text, 'arclight_process_nodejs_heap_size_used_bytes') / MIB,
+    heapTotalMiB: valueFromText(text, 'arclight_process_nodejs_heap_size_total_bytes') / MIB,
   };
 }
 
-/** The coordinator's V8 heap in use (`arclight_coordinator_nodejs_heap_size_used_bytes`), MiB. */
-export async function fetchCoordinatorHeapMiB(coordinatorUrl: string): Promise<number> {
+/** The coordinator's V8 heap in use and committed (`arclight_coordinator_nodejs_heap_size_{used,total}_bytes`), MiB. */
+export async function fetchCoordinatorHeap(coordinatorUrl: string): Promise<{ readonly usedMiB: number; readonly totalMiB: number }> {
   const response = await fetch(`${coordinatorUrl}/metrics`, { signal: AbortSignal.timeout(5_000) });
   if (!response.ok) throw new Error(`GET ${coordinatorUrl}/metrics: ${response.status}`);
-  return valueFromText(await response.text(), 'arclight_coordinator_nodejs_heap_size_used_bytes') / MIB;
+  const text = await response.text();
+  return {
+    usedMiB: valueFromText(text, 'arclight_coordinator_nodejs_heap_size_used_bytes') / MIB,
+    totalMiB: valueFromText(text, 'arclight_coordinator_nodejs_heap_size_total_bytes') / MIB,
+  };
 }
 
 /** Bucket-wise sum of histograms with the same bounds (several runtimes' views as one). */

@@ -13,6 +13,8 @@ export interface ProcessReading {
   readonly fds: number;
   /** V8 heap in use, from the process's /metrics (Node's `nodejs_heap_size_used_bytes`), when it could be read. */
   readonly heapUsedMiB?: number;
+  /** V8 heap committed (`nodejs_heap_size_total_bytes`), read with `heapUsedMiB`. */
+  readonly heapTotalMiB?: number;
 }
 
 /** One reading of every watched process (`coordinator`, `runtime-1`, ...) and of the runtimes' metrics. */
@@ -50,6 +52,12 @@ export interface SoakSettings {
 
 export interface ProcessFigures {
   readonly rssMiB: { readonly start: number; readonly end: number; readonly max: number; readonly slopePerHour: number | null };
+  /**
+   * Least-squares slope of RSS minus the V8 heap committed, after the warm-up, MiB/h: the growth
+   * that V8's own sizing of its heap (its young generation doubling up to its maximum, for one)
+   * does not explain. Printed, not judged. Null where the heap could not be read.
+   */
+  readonly outsideHeapSlopePerHour: number | null;
   readonly fds: {
     readonly start: number;
     readonly end: number;
@@ -105,6 +113,7 @@ export interface ProcessesAt {
   readonly rssMiB: Readonly<Record<string, number>>;
   /** For the processes whose heap could be read. */
   readonly heapUsedMiB: Readonly<Record<string, number>>;
+  readonly heapTotalMiB: Readonly<Record<string, number>>;
 }
 
 function processesAt(sample: SoakSample): ProcessesAt {
@@ -113,6 +122,7 @@ function processesAt(sample: SoakSample): ProcessesAt {
     fds: Object.fromEntries(Object.entries(sample.processes).map(([name, r]) => [name, r.fds])),
     rssMiB: Object.fromEntries(Object.entries(sample.processes).map(([name, r]) => [name, round(r.rssMiB, 1)])),
     heapUsedMiB: Object.fromEntries(Object.entries(sample.processes).flatMap(([name, r]) => (r.heapUsedMiB === undefined ? [] : [[name, round(r.heapUsedMiB, 1)]]))),
+    heapTotalMiB: Object.fromEntries(Object.entries(sample.processes).flatMap(([name, r]) => (r.heapTotalMiB === undefined ? [] : [[name, round(r.heapTotalMiB, 1)]]))),
   };
 }
 
@@ -197,10 +207,14 @@ export function soakFigures(readings: SoakReadings, settings: SoakSettings): Soa
     const readingsOf = samples.flatMap((s) => (s.processes[name] ? [{ at: s.atSeconds, ...s.processes[name] }] : []));
     const rss = readingsOf.map((r) => r.rssMiB);
     const fds = readingsOf.map((r) => r.fds);
-    const slopePerSecond = leastSquaresSlope(readingsOf.filter((r) => r.at >= warmupSeconds).map((r) => [r.at, r.rssMiB] as const));
+    const afterWarmup = readingsOf.filter((r) => r.at >= warmupSeconds);
+    const slopePerSecond = leastSquaresSlope(afterWarmup.map((r) => [r.at, r.rssMiB] as const));
+    const withHeap = afterWarmup.flatMap((r) => (r.heapTotalMiB === undefined ? [] : [[r.at, r.rssMiB - r.heapTotalMiB] as const]));
+    const outsideSlopePerSecond = withHeap.length === afterWarmup.length ? leastSquaresSlope(withHeap) : null;
     const atQuiet = quietPoints.flatMap((q) => (q.processes[name] ? [q.processes[name].fds] : []));
     processes[name] = {
       rssMiB: { start: rss[0] ?? NaN, end: last(rss) ?? NaN, max: Math.max(...rss), slopePerHour: slopePerSecond === null ? null : slopePerSecond * 3600 },
+      outsideHeapSlopePerHour: outsideSlopePerSecond === null ? null : outsideSlopePerSecond * 3600,
       fds: { start: fds[0] ?? NaN, end: last(fds) ?? NaN, max: Math.max(...fds), atQuietPoints: atQuiet, quietGrowth: quietGrowth(atQuiet) },
     };
   }
@@ -293,6 +307,13 @@ export function formatFigures(figures: SoakFigures, reasons: readonly string[]):
     return values.length === 0 ? undefined : `${name} ${values.map((v) => v.toFixed(1)).join(' ')}`;
   }).filter((line): line is string => line !== undefined);
   if (heaps.length > 0) lines.push('', 'heap used MiB at quiet points:', ...heaps.map((line) => `  ${line}`));
+  const committed = Object.keys(figures.processes).map((name) => {
+    const values = figures.quietPoints.map((q) => q.heapTotalMiB[name]).filter((v): v is number => v !== undefined);
+    return values.length === 0 ? undefined : `${name} ${values.map((v) => v.toFixed(1)).join(' ')}`;
+  }).filter((line): line is string => line !== undefined);
+  if (committed.length > 0) lines.push('heap committed MiB at quiet points:', ...committed.map((line) => `  ${line}`));
+  const outside = Object.entries(figures.processes).flatMap(([name, p]) => (p.outsideHeapSlopePerHour === null ? [] : [`${name} ${p.outsideHeapSlopePerHour.toFixed(1)}`]));
+  if (outside.length > 0) lines.push(`RSS outside the V8 heap, slope MiB/h after ${minutes(figures.warmupSeconds)} (not judged): ${outside.join(', ')}`);
   const e = figures.emitP99Ms;
   lines.push(
     '',

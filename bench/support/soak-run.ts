@@ -6,7 +6,7 @@
  */
 
 import { ChurnGate } from './churn-gate.ts';
-import { addHistograms, fetchCoordinatorHeapMiB, fetchRuntimeMetrics, histogramDelta, openFds, rssMiB, type CumulativeHistogram } from './process-probe.ts';
+import { addHistograms, fetchCoordinatorHeap, fetchRuntimeMetrics, histogramDelta, openFds, rssMiB, type CumulativeHistogram } from './process-probe.ts';
 import { progressLine, quantileMs, soakFigures, type ProcessReading, type SoakFigures, type SoakSample, type SoakSettings } from './soak-figures.ts';
 import { SOAK_MODEL, startSoakStack, type SoakStack } from './soak-stack.ts';
 import { runVirtualUser, type ChurnCounters } from './virtual-user.ts';
@@ -40,16 +40,18 @@ async function churn(stack: SoakStack, options: SoakRunOptions): Promise<SoakFig
   let churnStartedAt = Date.now();
 
   const read = async (): Promise<SoakSample> => {
-    const [metrics, coordinatorHeapMiB] = await Promise.all([
+    const [metrics, coordinatorHeap] = await Promise.all([
       Promise.all(stack.runtimes.map((runtime) => fetchRuntimeMetrics(runtime.url))),
-      fetchCoordinatorHeapMiB(stack.coordinatorUrl),
+      fetchCoordinatorHeap(stack.coordinatorUrl),
     ]);
-    // Heap in use beside RSS: a live heap that keeps growing is a leak; RSS alone may be memory the allocator keeps.
-    const heaps: Record<string, number> = { coordinator: coordinatorHeapMiB };
-    metrics.forEach((m, i) => (heaps[`runtime-${i + 1}`] = m.heapUsedMiB));
+    // The V8 heap beside RSS: a live heap that keeps growing is a leak; a committed heap that grows
+    // is V8 sizing its generations; RSS growing outside both is native memory or the allocator.
+    const heaps: Record<string, { usedMiB: number; totalMiB: number }> = { coordinator: coordinatorHeap };
+    metrics.forEach((m, i) => (heaps[`runtime-${i + 1}`] = { usedMiB: m.heapUsedMiB, totalMiB: m.heapTotalMiB }));
     const processes: Record<string, ProcessReading> = {};
     for (const [name, pid] of Object.entries(pids)) {
-      processes[name] = { rssMiB: rssMiB(pid), fds: openFds(pid), ...(heaps[name] ? { heapUsedMiB: heaps[name] } : {}) };
+      const heap = heaps[name];
+      processes[name] = { rssMiB: rssMiB(pid), fds: openFds(pid), ...(heap && heap.totalMiB > 0 ? { heapUsedMiB: heap.usedMiB, heapTotalMiB: heap.totalMiB } : {}) };
     }
     return {
       atSeconds: (Date.now() - churnStartedAt) / 1000,

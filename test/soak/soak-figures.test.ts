@@ -2,7 +2,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { histogramDelta, histogramFromText, histogramQuantile } from '../../bench/support/process-probe.ts';
-import { emitWindows, leastSquaresSlope, soakFigures, type SoakSample } from '../../bench/support/soak-figures.ts';
+import { emitWindows, formatFigures, leastSquaresSlope, soakFigures, thresholdsCrossed, type SoakSample } from '../../bench/support/soak-figures.ts';
 
 const METRICS = `# HELP arclight_video_emit_to_send_seconds x
 # TYPE arclight_video_emit_to_send_seconds histogram
@@ -73,5 +73,36 @@ describe('soak figures', () => {
     const figures = soakFigures({ samples: [at(10, 40), at(20, 41)], quietPoints: [at(-3, 30), at(30, 34), at(60, 35)], counters, samplingErrors: [] }, settings);
     expect(figures.processes['coordinator']!.fds.atQuietPoints).toEqual([30, 34, 35]);
     expect(figures.processes['coordinator']!.fds.quietGrowth).toBe(1);
+  });
+
+  it('separates RSS growth that the committed V8 heap explains from growth outside it', () => {
+    // RSS +60 MiB/h, all of it the committed heap growing (V8 sizing its young generation), for
+    // the coordinator; for runtime-1, +30 MiB/h with a flat heap; runtime-2's heap was never read.
+    const at = (atSeconds: number): SoakSample => {
+      const hours = atSeconds / 3600;
+      return {
+        atSeconds,
+        processes: {
+          coordinator: { rssMiB: 100 + 60 * hours, fds: 30, heapUsedMiB: 20, heapTotalMiB: 30 + 60 * hours },
+          'runtime-1': { rssMiB: 200 + 30 * hours, fds: 30, heapUsedMiB: 20, heapTotalMiB: 40 },
+          'runtime-2': { rssMiB: 200, fds: 30 },
+        },
+        openSessions: 0,
+        connections: 0,
+        emitToSend: { bounds: [Infinity], counts: [0] },
+      };
+    };
+    const settings = { minutes: 60, users: 1, watchSeconds: [1, 2] as const, sampleEverySeconds: 60, windowSeconds: 300, quietEverySeconds: 300, warmupFraction: 0.1 };
+    const counters = { sessions: 1, attempts: 1, reconnects: 0, commands: 0, failures: [] };
+    const samples = Array.from({ length: 61 }, (_, i) => at(i * 60));
+    const figures = soakFigures({ samples, quietPoints: [at(0), at(3600)], counters, samplingErrors: [] }, settings);
+    expect(figures.processes['coordinator']!.rssMiB.slopePerHour).toBeCloseTo(60);
+    expect(figures.processes['coordinator']!.outsideHeapSlopePerHour).toBeCloseTo(0);
+    expect(figures.processes['runtime-1']!.outsideHeapSlopePerHour).toBeCloseTo(30);
+    expect(figures.processes['runtime-2']!.outsideHeapSlopePerHour).toBeNull();
+    expect(figures.quietPoints[1]!.heapTotalMiB).toEqual({ coordinator: 90, 'runtime-1': 40 });
+    // Printed, and not judged: the RSS slope alone crosses the threshold.
+    expect(formatFigures(figures, thresholdsCrossed(figures))).toContain('RSS outside the V8 heap, slope MiB/h after 6.0 min (not judged): coordinator 0.0, runtime-1 30.0');
+    expect(thresholdsCrossed(figures)).toEqual(['coordinator: RSS grows 60.0 MiB/h (> 20)', 'runtime-1: RSS grows 30.0 MiB/h (> 20)']);
   });
 });

@@ -32,6 +32,7 @@ describe('soak, 18 s in CI', () => {
     for (const [name, p] of Object.entries(figures.processes)) {
       expect(p.rssMiB.max, name).toBeGreaterThan(0);
       expect(p.rssMiB.slopePerHour, name).not.toBeNull();
+      expect(p.outsideHeapSlopePerHour, name).not.toBeNull();
       expect(p.fds.max, name).toBeGreaterThan(0);
       // Before the churn, halfway, after it.
       expect(p.fds.atQuietPoints.length, name).toBeGreaterThanOrEqual(3);
