@@ -59,8 +59,7 @@ import { IcePolicy, type IcePolicyOptions } from './webrtc/ice-policy.ts';
 import { TurnCredentialIssuer, type TurnOptions } from './webrtc/turn-credentials.ts';
 import type { PeerFaults, VideoCodecPreference } from './webrtc/peer-factory.ts';
 import { describeEncoderBackendSelection, listEncoderBackends } from './media/encoder-backends.ts';
-import { tuneAllocator } from './native/allocator.ts';
-import { nativeAddon, nativeAddonStatus } from './native/native-addon.ts';
+import { nativeAddonStatus } from './native/native-addon.ts';
 import { RuntimeEventLog } from './events/runtime-event-log.ts';
 import { SessionLogRegistry, type SessionLogSettings } from './logs/session-log-registry.ts';
 import { sessionLogRoutes } from './http/session-log-routes.ts';
@@ -315,9 +314,8 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     selection: backends.map((b) => ({ codec: b.codec, backend: b.backend?.name ?? null, hardware: b.backend?.hardware ?? false })),
   });
   const native = nativeAddonStatus();
-  log.info('native addon', native.loaded ? { loaded: true, version: native.version } : { loaded: false, reason: native.reason, colour_conversion: 'JavaScript' });
-  const allocator = tuneAllocator(nativeAddon());
-  log.info('allocator', allocator.applied ? { mmap_threshold_bytes: allocator.mmapThresholdBytes } : { unchanged: allocator.reason });
+  // Without the addon, neither native colour conversion nor the allocator trim after an encoder is freed (native/allocator.ts).
+  log.info('native addon', native.loaded ? { loaded: true, version: native.version } : { loaded: false, reason: native.reason, colour_conversion: 'JavaScript', allocator_trim: false });
   const hardwareH265 = backends.some((b) => b.codec === 'h265' && b.backend?.hardware);
   const videoCodecs = options.videoCodecs ?? (hardwareH265 ? ['h265', 'h264', 'vp8'] : ['h264', 'vp8']);
   const uploadDirectory = options.uploads?.directory ?? (await mkdtemp(join(tmpdir(), 'arclight-uploads-')));

@@ -5,7 +5,7 @@
 //   convertToYuv(src, dst, width, height, format, layout, scale, target, threads): undefined
 //   version(): string
 //   features(): { nvenc: <compiled in>, colourConvert: true }
-//   fixMmapThreshold(bytes): boolean — glibc only: see FixMmapThreshold below
+//   trimAllocator(): boolean — glibc's malloc_trim(0); see TrimAllocator below
 //   nvencProbe, openNvencEncoder, CudaBuffer: see nvenc_binding.cc
 #include <napi.h>
 
@@ -146,27 +146,14 @@ Napi::Value Features(const Napi::CallbackInfo& info) {
   return features;
 }
 
-// Fixes glibc's mmap threshold at `bytes`. By default glibc raises the threshold to the size of
-// each mmapped block that is freed (up to 32 MiB), so after the first encoder closes, the next
-// encoder's multi-megabyte frame buffers come from the arena of whichever libuv pool thread opened
-// it, and stay resident there after the session ends (one encoder's worth per pool thread: ~35 MiB
-// each at 720p, measured in docs/reliability.md). A fixed threshold keeps such blocks mmapped, so
-// freeing them returns them to the system. Returns false where there is no glibc, or glibc refuses
-// the value.
-Napi::Value FixMmapThreshold(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  constexpr double kMaxBytes = 32.0 * 1024 * 1024;
-  if (info.Length() != 1 || !info[0].IsNumber()) {
-    throw Napi::TypeError::New(env, "fixMmapThreshold: bytes must be a number");
-  }
-  const double bytes = info[0].As<Napi::Number>().DoubleValue();
-  if (!(bytes >= 4096 && bytes <= kMaxBytes) || std::trunc(bytes) != bytes) {
-    throw Napi::RangeError::New(env, "fixMmapThreshold: bytes must be an integer from 4096 to 33554432");
-  }
+// glibc's malloc_trim(0): gives the pages of every free chunk in every arena back to the system.
+// Why the runtime calls it (after an encoder is freed): runtime/native/allocator.ts. Returns
+// whether memory was released; false without glibc.
+Napi::Value TrimAllocator(const Napi::CallbackInfo& info) {
 #if defined(__GLIBC__)
-  return Napi::Boolean::New(env, mallopt(M_MMAP_THRESHOLD, static_cast<int>(bytes)) == 1);
+  return Napi::Boolean::New(info.Env(), malloc_trim(0) == 1);
 #else
-  return Napi::Boolean::New(env, false);
+  return Napi::Boolean::New(info.Env(), false);
 #endif
 }
 
@@ -174,7 +161,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("convertToYuv", Napi::Function::New(env, ConvertToYuv, "convertToYuv"));
   exports.Set("version", Napi::Function::New(env, Version, "version"));
   exports.Set("features", Napi::Function::New(env, Features, "features"));
-  exports.Set("fixMmapThreshold", Napi::Function::New(env, FixMmapThreshold, "fixMmapThreshold"));
+  exports.Set("trimAllocator", Napi::Function::New(env, TrimAllocator, "trimAllocator"));
   arclight::binding::RegisterNvenc(env, exports);
   return exports;
 }

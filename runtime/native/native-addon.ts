@@ -34,11 +34,11 @@ export interface NativeAddon {
   ): void;
   version(): string;
   /**
-   * glibc's `mallopt(M_MMAP_THRESHOLD, bytes)`: blocks of at least `bytes` are mmapped and go back
-   * to the system when freed (runtime/native/allocator.ts says why). False without glibc or when
-   * glibc refuses the value. Throws TypeError/RangeError unless an integer from 4096 to 32 MiB.
+   * glibc's `malloc_trim(0)`: the pages of free memory in every arena go back to the system
+   * (runtime/native/allocator.ts says when and why). True when memory was released; false
+   * without glibc. Takes ~2 ms per 64 MiB released on the calling thread.
    */
-  fixMmapThreshold(bytes: number): boolean;
+  trimAllocator(): boolean;
   /** `nvenc`: compiled in (whether a GPU can use it is `nvencProbe`'s answer). */
   features(): { readonly nvenc: boolean; readonly colourConvert: boolean };
   /** Opens and closes a session on `device` (default 0) to see whether NVENC works there. */
@@ -50,7 +50,7 @@ export interface NativeAddon {
 }
 
 /** Every export of the addon, checked at load; `satisfies` keeps it in step with NativeAddon. */
-export const NATIVE_ADDON_EXPORTS = ['convertToYuv', 'version', 'features', 'fixMmapThreshold', 'nvencProbe', 'openNvencEncoder', 'CudaBuffer'] as const satisfies readonly (keyof NativeAddon)[];
+export const NATIVE_ADDON_EXPORTS = ['convertToYuv', 'version', 'features', 'trimAllocator', 'nvencProbe', 'openNvencEncoder', 'CudaBuffer'] as const satisfies readonly (keyof NativeAddon)[];
 // And the other way: a NativeAddon member missing from the list fails to compile here.
 type MissingExport = Exclude<keyof NativeAddon, (typeof NATIVE_ADDON_EXPORTS)[number]>;
 const exportsComplete: MissingExport extends never ? true : never = true;
