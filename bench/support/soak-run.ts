@@ -25,9 +25,19 @@ export interface SoakRunOptions extends SoakSettings {
 
 export async function runSoak(options: SoakRunOptions): Promise<SoakFigures> {
   const stack = await startSoakStack({ runtimes: options.users });
+  // Stopped by hand (Ctrl-C, kill): the coordinator and runtimes are this run's children and
+  // would otherwise outlive it, streaming to nobody and loading the machine's next run.
+  const interrupted = (signal: NodeJS.Signals) => {
+    process.stderr.write(`soak: ${signal}; stopping the coordinator and runtimes\n`);
+    void stack.stop().finally(() => process.exit(130));
+  };
+  process.once('SIGINT', interrupted);
+  process.once('SIGTERM', interrupted);
   try {
     return await churn(stack, options);
   } finally {
+    process.off('SIGINT', interrupted);
+    process.off('SIGTERM', interrupted);
     await stack.stop();
   }
 }
