@@ -18,6 +18,7 @@ import { loadModelModule, ModelModuleError } from './model/load-model-module.ts'
 import { startDevServer } from './dev/dev-server.ts';
 import { ModelDefinitionError } from './model/validate-definition.ts';
 import type { ModelDefinition } from './model/definition.ts';
+import { writeStandardStream } from './log.ts';
 
 const USAGE = `Usage: arclight serve <model-module> [options]
        arclight dev <model-module> [options]
@@ -221,7 +222,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
     throw error;
   }
-  process.stdout.write(`arclight: serving model "${model.name}" on ${runtime.url.replace('127.0.0.1', 'localhost')}\n`);
+  writeStandardStream(process.stdout, `arclight: serving model "${model.name}" on ${runtime.url.replace('127.0.0.1', 'localhost')}\n`);
   const signalled = () =>
     new Promise<void>((resolve) => {
       process.once('SIGINT', resolve);
@@ -229,10 +230,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     });
   await signalled();
   if (values.coordinator && drainSeconds > 0) {
-    process.stdout.write(`arclight: draining (no new sessions; up to ${drainSeconds} s for the open one)\n`);
+    writeStandardStream(process.stdout, `arclight: draining (no new sessions; up to ${drainSeconds} s for the open one)\n`);
     await Promise.race([runtime.drain(drainSeconds * 1000), signalled()]);
   }
-  process.stdout.write('arclight: shutting down\n');
+  writeStandardStream(process.stdout, 'arclight: shutting down\n');
   await runtime.close();
   return 0;
 }
@@ -241,7 +242,7 @@ export async function main(argv: readonly string[]): Promise<number> {
 async function runDev(modulePath: string, runtimeOptions: Omit<RuntimeOptions, 'model'>): Promise<number> {
   let server;
   try {
-    server = await startDevServer({ modulePath, runtime: runtimeOptions, print: (line) => process.stdout.write(`${line}\n`) });
+    server = await startDevServer({ modulePath, runtime: runtimeOptions, print: (line) => writeStandardStream(process.stdout, `${line}\n`) });
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') {
       process.stderr.write(`arclight: port ${runtimeOptions.port ?? 8080} is in use; pick another with --port\n`);
@@ -254,7 +255,7 @@ async function runDev(modulePath: string, runtimeOptions: Omit<RuntimeOptions, '
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);
   });
-  process.stdout.write('arclight: shutting down\n');
+  writeStandardStream(process.stdout, 'arclight: shutting down\n');
   await server.close();
   return 0;
 }

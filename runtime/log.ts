@@ -27,6 +27,33 @@ export function toLoggable(value: unknown): unknown {
   return value;
 }
 
+/**
+ * Standard streams whose reader is gone (a closed log pipe, a parent that died): a write fails
+ * with EPIPE, emitted as an 'error' event. Without a listener that is an uncaught exception, which
+ * the runtime's process guard (model/author-code.ts) logs — to the same broken stderr, failing
+ * again: a loop at 100 % CPU that never lets SIGTERM through. So each stream gets a listener, and
+ * a stream that failed is written no more: the process keeps serving, without its log.
+ */
+const brokenStreams = new WeakSet<NodeJS.WriteStream>();
+function guardStream(stream: NodeJS.WriteStream): void {
+  if (stream.listeners('error').includes(markBroken)) return;
+  stream.on('error', markBroken);
+}
+function markBroken(this: NodeJS.WriteStream): void {
+  brokenStreams.add(this);
+}
+
+/** Writes to stdout or stderr unless it has failed before (then drops it). Never throws. */
+export function writeStandardStream(stream: NodeJS.WriteStream, text: string): void {
+  guardStream(stream);
+  if (brokenStreams.has(stream) || stream.destroyed) return;
+  try {
+    stream.write(text);
+  } catch {
+    brokenStreams.add(stream);
+  }
+}
+
 export function createLogger(bindings: Record<string, unknown> = {}, level: LogLevel = levelFromEnv()): Logger {
   const write = (at: LogLevel, message: string, fields?: Record<string, unknown>): void => {
     if (ORDER[at] < ORDER[level]) return;
@@ -38,7 +65,7 @@ export function createLogger(bindings: Record<string, unknown> = {}, level: LogL
     } catch {
       line = JSON.stringify({ time: record['time'], level: at, msg: message, note: 'fields not serializable' });
     }
-    process.stderr.write(line + '\n');
+    writeStandardStream(process.stderr, line + '\n');
   };
   return {
     debug: (m, f) => write('debug', m, f),
