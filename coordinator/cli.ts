@@ -19,6 +19,7 @@ import { coordinatorWorkerIndex, reportListening, startCoordinatorWorkers } from
 import { startCoordinator } from './coordinator.ts';
 import { ModelCatalog } from './models/model-catalog.ts';
 import { openStorage } from './storage/database.ts';
+import { writeStandardStream } from '../runtime/log.ts';
 
 export const COORDINATOR_USAGE = `Usage:
   arclight coordinator [--port 8090] [--host 127.0.0.1] [--database <file|postgres://…>]
@@ -145,7 +146,7 @@ export async function main(argv: readonly string[]): Promise<number> {
               ...(workerIndex !== undefined && workerIndex > 0 ? { meterFlushMs: 0 } : flushMs === undefined ? {} : { meterFlushMs: flushMs }),
             });
       if (workerIndex !== undefined) reportListening(coordinator.url);
-      else process.stdout.write(`coordinator listening on ${coordinator.url}${workers > 1 ? ` (${workers} workers)` : ''}\n`);
+      else writeStandardStream(process.stdout, `coordinator listening on ${coordinator.url}${workers > 1 ? ` (${workers} workers)` : ''}\n`);
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);
         process.once('SIGTERM', resolve);
@@ -173,7 +174,7 @@ async function runAdmin(database: string, verb: string, args: readonly string[],
   const need = (n: number, names: string): void => {
     if (args.length !== n) throw new UsageError(`${verb} takes ${names}`);
   };
-  const storage = await openStorage(database, { onConnectionError: (error) => process.stderr.write(`arclight: database connection failed: ${error.message}\n`) });
+  const storage = await openStorage(database, { onConnectionError: (error) => writeStandardStream(process.stderr, `arclight: database connection failed: ${error.message}\n`) });
   // Every branch awaits its result before `finally` closes the database.
   try {
     const accounts = new AccountStore(storage.db);

@@ -11,6 +11,7 @@
 import cluster from 'node:cluster';
 import { SigningKeyring } from './tokens/signing-keyring.ts';
 import { openStorage } from './storage/database.ts';
+import { writeStandardStream } from '../runtime/log.ts';
 
 const WORKER_INDEX_ENV = 'ARCLIGHT_COORDINATOR_WORKER';
 
@@ -47,7 +48,7 @@ export async function startCoordinatorWorkers(database: string, workers: number)
     const worker = cluster.fork({ [WORKER_INDEX_ENV]: String(index) });
     worker.once('exit', (code, signal) => {
       if (stopping) return;
-      process.stderr.write(`arclight: coordinator worker ${index} exited (${signal ?? code}); starting another\n`);
+      writeStandardStream(process.stderr, `arclight: coordinator worker ${index} exited (${signal ?? code}); starting another\n`);
       fork(index);
     });
     return worker;
