@@ -1,20 +1,20 @@
 /**
- * Gives an encoder's memory back to the system once it is freed: a glibc `malloc_trim(0)` through
- * the native addon, a moment after the last encoder freed (several at once — a session's tracks,
- * a reconnect — share one trim).
+ * Asks glibc to give free memory back once an encoder is freed: `malloc_trim(0)` through the
+ * native addon, a moment after the last encoder freed (several at once — a session's tracks, a
+ * reconnect — share one trim).
  *
- * Why: FFmpeg encoders are opened on libuv's pool threads, and each pool thread allocates from
- * its own glibc arena. An encoder's buffers (~35 MiB at 720p) freed in the middle of an arena stay
- * resident — glibc returns only the free space at an arena's top — so each pool thread's arena
- * kept about one encoder's worth after its session: runtime RSS climbed in ~11 MiB steps for half
- * an hour and stayed (docs/reliability.md, "Soak", where /proc/PID/smaps showed it). A trim after
- * the encoder is freed releases the pages of that free memory.
+ * Why: encoders run on libuv's pool threads, and each pool thread allocates from its own glibc
+ * arena. Memory freed in the middle of an arena stays resident (glibc returns only the free space
+ * at an arena's top), so with glibc's defaults each arena kept its high-water mark and runtime RSS
+ * climbed in ~11 MiB steps for half an hour (docs/reliability.md, "Soak", where /proc/PID/smaps
+ * showed it). The trim releases the pages of free chunks in every arena; with it the hour's soak
+ * held flat at the in-session level.
  *
- * Not the alternative we measured first: a fixed mmap threshold (`M_MMAP_THRESHOLD`) also kept
- * RSS flat, but made every frame-sized buffer an mmap and its page faults, on every frame; a trim
- * costs ~2 ms per 64 MiB released, once per session (docs/reliability.md has both).
+ * Not the alternative measured first: a fixed mmap threshold (`M_MMAP_THRESHOLD`) kept idle RSS
+ * lower still, but cost ~10–15 ms of emit → send p99 — most likely page faults on a fresh mmap
+ * for every frame-sized buffer. A trim costs ~2 ms per 64 MiB released, once per session.
  *
- * Without the addon (or glibc) nothing is trimmed and RSS keeps up to an encoder per pool thread.
+ * Without the addon (or glibc) nothing is trimmed.
  */
 
 import { nativeAddon, type NativeAddon } from './native-addon.ts';
