@@ -17,6 +17,9 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
 const strict = process.argv.includes('--strict');
+// --clean: configure afresh (scripts/provision.mjs passes it after installing headers that an
+// earlier configure cached as not found).
+const clean = process.argv.includes('--clean');
 const addon = join(root, 'build', 'Release', 'arclight_native.node');
 
 function giveUp(reason) {
@@ -39,8 +42,9 @@ const cmake = spawnSync('cmake', ['--version'], { stdio: 'ignore' });
 if (cmake.error || cmake.status !== 0) giveUp('cmake not found on PATH');
 
 const started = Date.now();
-// `compile` reuses an existing build/ (incremental) and falls back to a clean rebuild.
-const build = spawnSync(process.execPath, [cmakeJs, 'compile', '--log-level', 'warn'], {
+// `compile` reuses an existing build/ (incremental) and falls back to a clean rebuild; `rebuild`
+// always starts clean.
+const build = spawnSync(process.execPath, [cmakeJs, clean ? 'rebuild' : 'compile', '--log-level', 'warn'], {
   cwd: root,
   stdio: ['ignore', 'inherit', 'inherit'],
 });

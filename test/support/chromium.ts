@@ -55,7 +55,7 @@ export function findChromium(): string {
   }
   throw new Error(
     `Chromium not found (looked at ${CHROMIUM_CANDIDATES.join(', ')}${fromEnv ? ` and ARCLIGHT_CHROMIUM=${fromEnv}` : ''}). ` +
-      'Install the Debian package `chromium` (.ci/run does this).',
+      'Install the Debian package `chromium` (`npm test` does, through scripts/provision.mjs, when run as root on Debian).',
   );
 }
 

@@ -15,7 +15,7 @@
  *
  * coturn runs as our child under `setpriv --pdeathsig KILL`, so it dies with the test process
  * however that ends; `stop()` ends it (SIGTERM, then SIGKILL) and removes its directory.
- * Needs `turnserver` (.ci/run installs `coturn`); when it is missing this throws: TURN tests are
+ * Needs `turnserver` (scripts/provision.mjs, which `npm test` runs first, installs `coturn`); when it is missing this throws: TURN tests are
  * required, not optional.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -65,7 +65,7 @@ export function findTurnserver(): string {
       // next
     }
   }
-  throw new Error(`turnserver not found (looked at ${TURNSERVER_CANDIDATES.join(', ')}). Install the Debian package \`coturn\` (.ci/run does this).`);
+  throw new Error(`turnserver not found (looked at ${TURNSERVER_CANDIDATES.join(', ')}). Install the Debian package \`coturn\` (\`npm test\` does, through scripts/provision.mjs, when run as root on Debian).`);
 }
 
 function hasSetpriv(): boolean {

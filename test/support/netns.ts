@@ -88,7 +88,7 @@ export function networkNamespaceUnavailableReason(): string | null {
   if (process.platform !== 'linux') return `network namespaces need Linux (platform is ${process.platform})`;
   const uid = process.getuid?.();
   if (uid !== 0) return `network namespaces need root (uid is ${uid ?? 'unknown'}); run the tests as root, as .ci/run does`;
-  if (!findIpBinary()) return 'the `ip` command (Debian package iproute2) is not installed; .ci/run installs it';
+  if (!findIpBinary()) return 'the `ip` command (Debian package iproute2) is not installed; `npm test` installs it (scripts/provision.mjs) when run as root on Debian';
   return null;
 }
 
