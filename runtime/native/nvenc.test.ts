@@ -14,7 +14,10 @@ const haveDriver = process.env['ARCLIGHT_LIBCUDA'] !== undefined;
 
 describe('NVENC binding without a GPU', () => {
   it('is built and compiled in on CI', () => {
-    if (process.env['CI']) {
+    // The default build (build/Release): .ci/run also runs this file against an addon built with
+    // ARCLIGHT_NVENC=OFF (ARCLIGHT_NATIVE_ADDON) and with none (ARCLIGHT_NATIVE=off).
+    const defaultBuild = process.env['ARCLIGHT_NATIVE_ADDON'] === undefined && process.env['ARCLIGHT_NATIVE'] !== 'off';
+    if (process.env['CI'] && defaultBuild) {
       expect(status, status.reason).toMatchObject({ loaded: true });
       expect(nativeAddon()!.features().nvenc).toBe(true);
     }
@@ -25,6 +28,13 @@ describe('NVENC binding without a GPU', () => {
     const addon = nativeAddon()! as unknown as Record<string, unknown>;
     expect(Object.keys(addon).sort()).toEqual([...NATIVE_ADDON_EXPORTS].sort());
     for (const name of NATIVE_ADDON_EXPORTS) expect(typeof addon[name], name).toBe('function');
+  });
+
+  it.runIf(status.loaded && !compiledIn)('probes as unavailable, saying it was compiled out and which package adds it', async () => {
+    const probe = await nativeAddon()!.nvencProbe();
+    expect(probe).toMatchObject({ available: false, compiledIn: false, codecs: [] });
+    expect(probe.reason).toMatch(/^compiled out: the NVENC headers \(Debian libffmpeg-nvenc-dev, \/usr\/include\/ffnvcodec\) were not found/);
+    await expect(nativeAddon()!.openNvencEncoder({ codec: 'h264', width: 64, height: 48, fps: 30, bitrateKbps: 500, input: 'i420' })).rejects.toThrow(/compiled out/);
   });
 
   it.runIf(compiledIn && !haveDriver)('probes as unavailable, saying which driver library is missing', async () => {
