@@ -43,7 +43,7 @@ export function chooseProviders(requested: string | undefined, listed: readonly 
 
 /**
  * onnxruntime-node lists `cuda` on every Linux x64 host, but its CUDA provider libraries are a
- * separate download (skipped by this project's .npmrc). Trying without them makes ORT print an
+ * separate download (skipped by this project's package.json allowScripts). Trying without them makes ORT print an
  * error on every CPU-only start, so look for the library first.
  */
 function cudaProviderInstalled(): boolean {

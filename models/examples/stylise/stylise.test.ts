@@ -143,7 +143,7 @@ describe('the stylise engine (worker thread)', () => {
   });
 
   it('falls back to the CPU when the CUDA provider cannot load, and says why', async () => {
-    // This machine has no CUDA provider libraries (the project's .npmrc skips their download).
+    // This machine has no CUDA provider libraries (package.json's allowScripts skips their download).
     const engine = await StyliseEngine.start(buildStyliseNetwork(), { providers: ['cuda', 'cpu'] });
     engines.push(engine);
     expect(engine.provider).toBe('cpu');
