@@ -7,12 +7,13 @@
  */
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ArclightClient } from '../../client/node.ts';
+import { defaultArclightDependency } from '../../dev/scaffold/scaffold-project.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const TIMEOUT_MS = 90_000;
@@ -117,4 +118,38 @@ describe('arclight init', () => {
       children.delete(child);
     }
   }, TIMEOUT_MS);
+});
+
+describe('the Arclight dependency `arclight init` writes by default', () => {
+  /** A package folder at `path` (under the temp folder), as npm or git would leave it. */
+  function arclightAt(path: string, { git = false } = {}): string {
+    const dir = join(folder, 'dependency', path);
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'arclight', version: '9.8.7' }));
+    if (git) mkdirSync(join(dir, '.git'));
+    return dir;
+  }
+
+  it('from this checkout: the checkout, by its absolute path', () => {
+    expect(defaultArclightDependency()).toEqual({ spec: `file:${realpathSync(ROOT)}`, source: 'checkout' });
+  });
+
+  it('from a copy npm installed (inside node_modules): the range of its version', () => {
+    expect(defaultArclightDependency(arclightAt('npx/node_modules/arclight'))).toEqual({ spec: '^9.8.7', source: 'registry' });
+  });
+
+  it('from a source folder that is not a git clone, or a git clone wherever it is: that folder', () => {
+    const archive = arclightAt('downloads/arclight-main');
+    expect(defaultArclightDependency(archive)).toEqual({ spec: `file:${realpathSync(archive)}`, source: 'checkout' });
+    const clone = arclightAt('vendor/node_modules/arclight', { git: true });
+    expect(defaultArclightDependency(clone)).toEqual({ spec: `file:${realpathSync(clone)}`, source: 'checkout' });
+  });
+
+  it('through a symlink in node_modules (npm link, a file: dependency): the folder it points at', () => {
+    const checkout = arclightAt('src/arclight');
+    mkdirSync(join(folder, 'dependency', 'app', 'node_modules'), { recursive: true });
+    const link = join(folder, 'dependency', 'app', 'node_modules', 'arclight');
+    symlinkSync(checkout, link);
+    expect(defaultArclightDependency(link)).toEqual({ spec: `file:${realpathSync(checkout)}`, source: 'checkout' });
+  });
 });
