@@ -191,7 +191,7 @@ export function registerSessionRoutes(app: Hono, services: SessionRouteServices)
 
   app.delete('/sessions/:id', async (c) => {
     const actor = await auth.actor(c, { allowApiKey: true });
-    const session = await sessions.authorize(actor, c.req.param('id'), 'end');
+    const session = await sessions.authorize(actor, c.req.param('id'));
     const body = (await readJson(c)) ?? {};
     // Only an object (or no body, or null) may end the session: `[]`, `42` or `"x"` are refused, not read as "no reason".
     if (typeof body !== 'object' || Array.isArray(body)) {

@@ -156,12 +156,14 @@ export class SessionStore {
    * at minting), an unscoped token or an API key on any session of its account. Otherwise 403 —
    * the same for a session that does not exist.
    *
-   * `purpose: 'end'` asks for more: the session's creator — the token that created it, or the
-   * account itself (its API key, an unscoped token). A token holding it only through `bind` is an
-   * adopter of a shared session, and an adopter leaving must not stop its creator's session (nor
-   * its meter): 403 with its own message (the session is in its bound set, so nothing is probed).
+   * Ending is acting: the spec's endpoint table lets "a token bound to that session" DELETE it, and
+   * a token binds what it created and what it names in `bind`. That an adopter's leaving does not
+   * end a shared session (spec, session behaviour 4) is the client library's doing: its
+   * `disconnect()` in an adopted session retires its connection and sends no DELETE. Refusing the
+   * bearer instead left a creator that re-minted its token with `bind` (auth rule 6) unable to
+   * end its own session.
    */
-  async authorize(actor: SessionActor, sessionId: string, purpose: 'act' | 'end' = 'act'): Promise<SessionRecord> {
+  async authorize(actor: SessionActor, sessionId: string): Promise<SessionRecord> {
     const session = await this.#db.selectFrom('sessions').selectAll().where('id', '=', sessionId).executeTakeFirst();
     const accountId = actor.kind === 'token' ? actor.token.accountId : actor.accountId;
     let allowed = session !== undefined && session.account_id === accountId;
@@ -173,9 +175,6 @@ export class SessionStore {
         .where('session_id', '=', sessionId)
         .executeTakeFirst();
       allowed = binding !== undefined;
-      if (allowed && purpose === 'end') {
-        throw new ArclightError('forbidden', 'This token adopted the session (bind) and cannot end it: only its creator can. Close your connection to leave it running.');
-      }
     }
     if (!allowed) throw new ArclightError('forbidden', OUTSIDE_BOUND_SET);
     return session!;
