@@ -18,7 +18,11 @@ export const MIN_API_VERSION = 1;
 export const WEBRTC_VERSION = '1.0';
 /** Capabilities protocol version reported in `capabilities.protocol_version`. */
 export const CAPABILITIES_PROTOCOL_VERSION = '1.0';
-/** Arclight's own release, reported as `server_info.server_version`. */
+/**
+ * Arclight's own release (semver), reported as `server_info.server_version` and in both servers'
+ * `GET /health`. Equal to package.json's version and CHANGELOG.md's newest release
+ * (test/docs/versioning.test.ts).
+ */
 export const SERVER_VERSION = '0.1.0';
 
 /**

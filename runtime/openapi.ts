@@ -154,7 +154,7 @@ export function buildOpenApi(model: ModelDefinition<unknown>, capabilities: Capa
     components: {
       schemas: {
         Error: errorBody,
-        Health: { type: 'object', required: ['status', 'state'], properties: { status: { enum: ['healthy', 'unhealthy'] }, state: { enum: ['loading', 'available', 'serving', 'terminated'] }, detail: { type: ['string', 'null'] } } },
+        Health: { type: 'object', required: ['status', 'state', 'version'], properties: { status: { enum: ['healthy', 'unhealthy'] }, state: { enum: ['loading', 'available', 'serving', 'terminated'] }, detail: { type: ['string', 'null'] }, version: { type: 'string', description: "Arclight's release (semver), as in server_info.server_version and CHANGELOG.md." } } },
         Capabilities: { type: 'object', required: ['protocol_version', 'tracks'], properties: { protocol_version: { type: 'string' }, tracks: { type: 'array' }, commands: { type: 'array' }, emission_fps: { type: ['number', 'null'] }, messages: { type: 'array' }, schema_hash: { type: 'string' } } },
         Session: { type: 'object', required: ['session_id', 'state', 'cluster', 'model', 'server_info'], properties: { session_id: { type: 'string' }, state: { type: 'string' }, cluster: { type: 'string' }, model: { type: 'object' }, server_info: { type: 'object' }, selected_transport: { type: 'object' }, capabilities: { $ref: '#/components/schemas/Capabilities' } } },
         SdpOffer: { type: 'object', required: ['sdp_offer'], properties: { sdp_offer: { type: 'string' }, track_mapping: { type: 'array' }, paused_tracks: { type: 'array', items: { type: 'string' } } } },

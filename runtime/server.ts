@@ -27,6 +27,7 @@ import type { IceServerEntry } from '../protocol/transport.ts';
 import {
   API_ACCEPT_VERSION_HEADER,
   API_VERSION_HEADER,
+  SERVER_VERSION,
   WEBRTC_VERSION_HEADER,
 } from '../protocol/versions.ts';
 import { createErrorHandler, notFound } from './http/errors.ts';
@@ -486,7 +487,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     const s = state();
     const healthy = loadState === 'loaded' && !closed;
     const detail = loadState === 'failed' ? 'model load() failed; see the runtime log' : loadState === 'loading' ? 'model is loading' : null;
-    return c.json({ status: healthy ? 'healthy' : 'unhealthy', state: s, detail }, healthy ? 200 : 503);
+    return c.json({ status: healthy ? 'healthy' : 'unhealthy', state: s, detail, version: SERVER_VERSION }, healthy ? 200 : 503);
   });
   app.get('/metrics', async (c) => c.body(await metrics.text(), 200, { 'content-type': metrics.contentType }));
   app.get('/schema', (c) => c.json(slot.current.openApi as object));

@@ -7,7 +7,7 @@
 import { Hono } from 'hono';
 import { cors } from 'hono/cors';
 import { API_KEY_HEADER } from '../../protocol/coordinator.ts';
-import { API_ACCEPT_VERSION_HEADER, API_VERSION_HEADER, WEBRTC_VERSION_HEADER } from '../../protocol/versions.ts';
+import { API_ACCEPT_VERSION_HEADER, API_VERSION_HEADER, SERVER_VERSION, WEBRTC_VERSION_HEADER } from '../../protocol/versions.ts';
 import { ArclightError } from '../../protocol/errors.ts';
 import type { ApiKeyStore } from '../accounts/api-keys.ts';
 import type { ModelCatalog } from '../models/model-catalog.ts';
@@ -90,7 +90,7 @@ export function createCoordinatorApp(services: CoordinatorServices): Hono {
     } catch {
       throw new ArclightError('unavailable', 'The coordinator cannot reach its database.');
     }
-    return c.json({ status: 'healthy', database: services.storage.engine }, 200);
+    return c.json({ status: 'healthy', database: services.storage.engine, version: SERVER_VERSION }, 200);
   });
 
   app.get('/metrics', async (c) => c.body(await services.metrics.registry.metrics(), 200, { 'content-type': services.metrics.registry.contentType }));

@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startCoordinator, type Coordinator } from '../../coordinator/index.ts';
 import { main as coordinatorCli } from '../../coordinator/cli.ts';
 import { ENGINES, freshDatabase } from './storage-engines.ts';
+import { SERVER_VERSION } from '../../protocol/versions.ts';
 
 const SECRET = 'runtime-secret-for-operations';
 const CAPABILITIES = { protocol_version: '1.0', tracks: [{ name: 'main_video', kind: 'video', direction: 'recvonly' }], commands: [] };
@@ -35,7 +36,7 @@ describe.each(ENGINES)('coordinator health and metrics on %s', (engine) => {
     const { url } = coordinator;
     const health = await fetch(`${url}/health`);
     expect(health.status).toBe(200);
-    expect(await health.json()).toEqual({ status: 'healthy', database: engine });
+    expect(await health.json()).toEqual({ status: 'healthy', database: engine, version: SERVER_VERSION });
 
     // Some traffic: a runtime registers and heartbeats; a request with an id in its path.
     await coordinator.catalog.add('pattern', 5);
