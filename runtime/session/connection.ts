@@ -84,6 +84,8 @@ export class Connection {
   readonly #log: Logger;
   #pc: RTCPeerConnection | undefined;
   #channel: RTCDataChannel | undefined;
+  /** The peer generation `#channel` belongs to: one channel per peer is served. */
+  #channelGeneration = -1;
   #answer: AnswerStatus = { state: 'none' };
   #peerConnected = false;
   #channelOpen = false;
@@ -377,11 +379,16 @@ export class Connection {
 
   #attachChannel(channel: RTCDataChannel, generation: number): void {
     if (generation !== this.#generation) return;
-    if (channel.label !== DATA_CHANNEL_LABEL) {
-      this.#log.warn('ignoring data channel with unexpected label', { label: channel.label });
+    // The client's one channel, whatever its label: ours is "data" (2.9.0's too), but a client
+    // that names it otherwise would otherwise connect and then hear nothing, silently. A second
+    // channel on the same peer has no meaning in the protocol and is left alone.
+    if (this.#channel !== undefined && this.#channel !== channel && this.#channelGeneration === generation) {
+      this.#log.warn('ignoring a second data channel', { label: channel.label, serving: this.#channel.label });
       return;
     }
+    if (channel.label !== DATA_CHANNEL_LABEL) this.#log.info('serving on a data channel labelled other than "data"', { label: channel.label });
     this.#channel = channel;
+    this.#channelGeneration = generation;
     channel.onMessage.subscribe((raw) => {
       if (generation !== this.#generation) return;
       this.#noteSubscription(raw);

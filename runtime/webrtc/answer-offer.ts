@@ -6,6 +6,7 @@
 
 import type { RTCPeerConnection, RTCRtpTransceiver } from 'werift';
 import { ArclightError } from '../../protocol/errors.ts';
+import { DATA_CHANNEL_LABEL } from '../../protocol/messages.ts';
 import type { TrackCapability } from '../../protocol/capabilities.ts';
 import type { TrackMappingEntry } from '../../protocol/transport.ts';
 import type { IcePolicy } from './ice-policy.ts';
@@ -20,10 +21,21 @@ export interface TrackBinding {
 /** How long ICE gathering may take before the answer goes out with what it has. */
 const GATHER_TIMEOUT_MS = 5_000;
 
-/** Refuses text that is not even shaped like an SDP offer (checked before any peer is touched). */
+/**
+ * Refuses text that is not even shaped like an SDP offer (checked before any peer is touched), and
+ * an offer with no data channel: commands, replies and session events travel on it, and without
+ * one ICE and DTLS would connect and then nothing would ever happen. (A channel's label is not in
+ * the SDP; whatever the client labels it, the runtime serves on it: Connection#attachChannel.)
+ */
 export function assertSdpOfferShape(offerSdp: string): void {
   if (!/^v=0\r?\n/.test(offerSdp) || !offerSdp.includes('\nm=')) {
     throw new ArclightError('invalid_sdp', 'sdp_offer is not an SDP offer (it must start with "v=0" and contain m= lines).');
+  }
+  if (!/\nm=application /.test(offerSdp)) {
+    throw new ArclightError(
+      'invalid_sdp',
+      `The offer has no data channel (no m=application section): create one before the offer (the client library labels it "${DATA_CHANNEL_LABEL}"); commands and messages travel on it.`,
+    );
   }
 }
 

@@ -34,6 +34,8 @@ export interface RawPeerOptions {
    * address (default true): test traffic stays on loopback whatever the runtime's ICE policy.
    */
   readonly loopbackOnly?: boolean;
+  /** The data channel's label (default `data`, as the client library and 2.9.0 name it). */
+  readonly dataChannelLabel?: string;
 }
 
 export interface RawPeer {
@@ -56,7 +58,11 @@ export interface RawPeer {
   close(): void;
 }
 
-/** A wrtc offer for `tracks` (with a `data` channel), gathered completely (no trickle ICE). */
+/**
+ * A wrtc offer for `tracks` with a data channel labelled `label` (default `data`), gathered
+ * completely (no trickle ICE). `label: null` offers no data channel at all (and `channel` is then
+ * a closed placeholder of no use).
+ */
 export interface WrtcOffer {
   readonly pc: RTCPeerConnection;
   readonly channel: RTCDataChannel;
@@ -64,10 +70,10 @@ export interface WrtcOffer {
   readonly mapping: TrackMappingEntry[];
 }
 
-export async function createWrtcOffer(tracks: readonly TrackCapability[]): Promise<WrtcOffer> {
+export async function createWrtcOffer(tracks: readonly TrackCapability[], label: string | null = 'data'): Promise<WrtcOffer> {
   const pc = new RTCPeerConnectionImpl({ iceServers: [] });
   try {
-    const channel = pc.createDataChannel('data');
+    const channel = label === null ? placeholderChannel() : pc.createDataChannel(label);
     const transceivers = tracks.map((track) => ({ track, transceiver: pc.addTransceiver(track.kind, { direction: track.direction }) }));
     await pc.setLocalDescription(await pc.createOffer());
     await waitUntil(() => pc.iceGatheringState === 'complete', 10_000, 'ICE gathering did not complete');
@@ -100,7 +106,7 @@ export async function openRawPeer(runtimeUrl: string, sessionId: string, options
       });
 
   const { connection_id: connectionId } = await fetchJson<{ connection_id: number }>('POST', `${transport}/connections`, undefined, [201]);
-  const offer = await createWrtcOffer(tracks);
+  const offer = await createWrtcOffer(tracks, options.dataChannelLabel ?? 'data');
   const { pc, channel } = offer;
   const messages: Envelope[] = [];
   const unparsed: string[] = [];
@@ -229,6 +235,14 @@ async function fetchJson<T = unknown>(method: string, url: string, body: unknown
     throw new Error(`openRawPeer: ${method} ${url} answered ${response.status} (expected ${expected.join('/')}): ${text}`);
   }
   return (text ? JSON.parse(text) : undefined) as T;
+}
+
+/** For an offer with no data channel: a channel of a throwaway peer, closed at once. */
+function placeholderChannel(): RTCDataChannel {
+  const throwaway = new RTCPeerConnectionImpl({ iceServers: [] });
+  const channel = throwaway.createDataChannel('none');
+  throwaway.close();
+  return channel;
 }
 
 function sleep(ms: number): Promise<void> {
