@@ -26,6 +26,7 @@ import type { RuntimeMetrics } from '../metrics.ts';
 import { H264Packetizer } from '../rtp/h264-packetizer.ts';
 import { H265Packetizer } from '../rtp/h265-packetizer.ts';
 import { Vp8Packetizer } from '../rtp/vp8-packetizer.ts';
+import { MAX_RTP_PAYLOAD_BYTES } from '../rtp/packet-size.ts';
 import { BoundedQueue } from './bounded-queue.ts';
 import { selectEncoderBackend, type EncoderBackend } from './encoder-backends.ts';
 import { handleVideoEncoderFailure, type EncoderFailureAction, type EncoderFailurePhase } from './encoder-failures.ts';
@@ -54,15 +55,18 @@ function streamFormat(key: VideoStreamKey): { codec: VideoCodecName; profile?: H
   return key === 'h264-high' ? { codec: 'h264', profile: 'high' } : { codec: key };
 }
 
-/** RTP payloads of at most MAX_RTP_PAYLOAD bytes for one encoded frame of `codec`. */
+/**
+ * RTP payloads for one encoded frame of `codec`, small enough that each whole packet on the wire
+ * (header, extensions, SRTP tag) stays within MAX_RTP_PACKET_BYTES (rtp/packet-size.ts).
+ */
 function createPacketizer(codec: VideoCodecName): { packetize(data: Buffer): Buffer[] } {
   switch (codec) {
     case 'h264':
-      return new H264Packetizer(MAX_RTP_PAYLOAD);
+      return new H264Packetizer(MAX_RTP_PAYLOAD_BYTES);
     case 'h265':
-      return new H265Packetizer(MAX_RTP_PAYLOAD);
+      return new H265Packetizer(MAX_RTP_PAYLOAD_BYTES);
     case 'vp8':
-      return new Vp8Packetizer(MAX_RTP_PAYLOAD);
+      return new Vp8Packetizer(MAX_RTP_PAYLOAD_BYTES);
   }
 }
 
@@ -131,7 +135,6 @@ const ENCODER_ERROR_LOG_INTERVAL_MS = 5_000;
 
 /** Frames queued between emit() and the encoder; small, so latency stays one or two frames. */
 export const DEFAULT_QUEUE_FRAMES = 2;
-const MAX_RTP_PAYLOAD = 1200;
 /** A frame may leave this much before its slot: absorbs timer jitter in the model's own loop. */
 const PACING_SLACK_MS = 4;
 

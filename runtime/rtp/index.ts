@@ -12,3 +12,4 @@ export {
   type RtpPacketFields,
   type AssembledFrame,
 } from './depacketized-frame.ts';
+export { MAX_RTP_PACKET_BYTES, MAX_RTP_PAYLOAD_BYTES } from './packet-size.ts';

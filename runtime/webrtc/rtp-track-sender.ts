@@ -19,6 +19,7 @@ import { IceDatagramWriter } from './ice-datagram-writer.ts';
 import { PLAYOUT_DELAY_URI, rtpLossFault } from './peer-factory.ts';
 import { RtpSendHistory } from './rtp-send-history.ts';
 import { createSrtpProtector, type SrtpProtector, type UnprotectedPacket } from './srtp-protector.ts';
+import { RTP_HEADER_LENGTH } from '../rtp/packet-size.ts';
 
 /**
  * playout-delay payload (http://www.webrtc.org/experiments/rtp-hdrext/playout-delay): 12-bit
@@ -50,8 +51,6 @@ export function ntpTimestamp(performanceMs: number): bigint {
   return (BigInt(seconds + NTP_UNIX_OFFSET_S) << 32n) | BigInt(fraction >>> 0);
 }
 
-/** RTP fixed header bytes (RFC 3550 §5.1) with no CSRCs. */
-const RTP_HEADER_LENGTH = 12;
 /** RFC 8285 one-byte header-extension block marker. */
 const ONE_BYTE_EXTENSIONS = 0xbede;
 const SDES_MID_URI = 'urn:ietf:params:rtp-hdrext:sdes:mid';
@@ -122,7 +121,9 @@ export class RtpTrackSender {
     this.#onRetransmit = options.onRetransmit;
     this.#playoutDelayId = transceiver.headerExtensions.find((e) => e.uri === PLAYOUT_DELAY_URI)?.id;
     const midId = transceiver.headerExtensions.find((e) => e.uri === SDES_MID_URI)?.id;
-    this.#mid = midId !== undefined && transceiver.mid ? { id: midId, value: Buffer.from(transceiver.mid) } : undefined;
+    // A mid longer than the one-byte form carries (16 bytes; never seen: browsers use "0", "1", …)
+    // is left out rather than breaking the packet-size budget above.
+    this.#mid = midId !== undefined && transceiver.mid && Buffer.byteLength(transceiver.mid) <= 16 ? { id: midId, value: Buffer.from(transceiver.mid) } : undefined;
     // werift's own NACK handler finds nothing in its (unused) cache; the history here answers.
     const { unSubscribe } = this.#sender.onGenericNack.subscribe((nack) => this.#retransmit(nack.lost));
     this.#stopNacks = unSubscribe;

@@ -1,0 +1,29 @@
+/**
+ * How large our RTP packets may be: the packetizers' payload budget, derived from the size of a
+ * whole packet on the wire (rtp-track-sender.ts writes the header, extensions and SRTP tag).
+ */
+
+/** RTP fixed header bytes (RFC 3550 §5.1) with no CSRCs. */
+export const RTP_HEADER_LENGTH = 12;
+
+/**
+ * The largest datagram an RTP packet of ours may be on the wire (spec: "RTP packets ≤ 1200
+ * bytes"): header, header extensions, payload and the SRTP authentication tag together. 1200
+ * stays under the path MTU of tunnels and TURN relays that a 1500-byte one would not.
+ */
+export const MAX_RTP_PACKET_BYTES = 1200;
+/**
+ * The extension block we write, at its largest: one-byte form (RFC 8285), `mid` (at most 16
+ * bytes, the one-byte form's limit) and playout-delay (3 bytes), each with its 1-byte element
+ * header, padded to 32-bit words, after the 4-byte block header: 4 + ⌈(17 + 4) / 4⌉ × 4 = 28.
+ */
+export const MAX_EXTENSION_BLOCK_BYTES = 28;
+/** The longest SRTP tag of the profiles werift negotiates (AEAD_AES_128_GCM: 16; HMAC_SHA1_80: 10). */
+const MAX_SRTP_TAG_BYTES = 16;
+/**
+ * Payload bytes per packet the packetizers may use so every packet fits MAX_RTP_PACKET_BYTES on
+ * the wire, whichever packet of a frame it is (the first carries the extensions) and whichever
+ * viewer it goes to (a frame is packetized once for every viewer, whose mids and SRTP profiles
+ * may differ): 1200 − 12 − 28 − 16 = 1144.
+ */
+export const MAX_RTP_PAYLOAD_BYTES = MAX_RTP_PACKET_BYTES - RTP_HEADER_LENGTH - MAX_EXTENSION_BLOCK_BYTES - MAX_SRTP_TAG_BYTES;
