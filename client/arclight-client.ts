@@ -452,6 +452,21 @@ export class ArclightClient<Model extends ModelTypes = UntypedModel> extends Typ
     return this.#clip('request_recording', {});
   }
 
+  /**
+   * The model's capabilities as the runtime serves them now — its commands with their JSON
+   * Schemas, its tracks and `schema_hash` — asked on the data channel (`request_schema`) and
+   * answered to this client alone (status `ready` only). After a model reload that kept the
+   * session they are the new version's, where `getCapabilities()` keeps what the session started
+   * with. Fails with `timeout` or `not_ready` as a command would.
+   */
+  async requestSchema(): Promise<Capabilities> {
+    this.#assertReady('requestSchema');
+    const reply = await this.#request('runtime', 'request_schema', {});
+    const capabilities = (reply?.data as { capabilities?: unknown } | undefined)?.capabilities;
+    if (typeof capabilities !== 'object' || capabilities === null) throw new ArclightError('internal_error', 'The runtime answered request_schema without capabilities.');
+    return capabilities as Capabilities;
+  }
+
   async #clip(type: 'request_clip' | 'request_recording', data: JsonObject): Promise<Clip> {
     let reply: CommandReply | undefined;
     try {

@@ -96,7 +96,7 @@ export class LocalSessionHost {
       await session.end('model_reloaded');
       return 'ended';
     }
-    await session.adoptModel(model, router);
+    await session.adoptModel(model, router, capabilities);
     session.notifyClients({ type: 'model_reloaded', data: { capabilities: capabilities as unknown as JsonValue } });
     return 'kept';
   }

@@ -8,6 +8,7 @@ import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import { ArclightError } from '../../protocol/errors.ts';
 import { decodeFrameMetadata, type InputFrameMetadataData } from '../../protocol/frame-metadata.ts';
 import type { Envelope, EnvelopeBody } from '../../protocol/messages.ts';
+import type { JsonValue } from '../../protocol/json-schema.ts';
 import {
   envelopeSchema,
   inputFrameMetadataDataSchema,
@@ -100,6 +101,7 @@ export class MessageHandler {
     if (envelope.scope === 'application') await this.#command(connection, envelope.data);
     else if (envelope.data.type === FILE_UPLOADED_MESSAGE) await this.#fileUploaded(connection, envelope.data);
     else if (envelope.data.type === 'request_clip' || envelope.data.type === 'request_recording') await this.#clip(connection, envelope.data);
+    else if (envelope.data.type === 'request_schema') this.#schema(connection, envelope.data);
     else this.#runtime(connection, envelope.data);
   }
 
@@ -158,6 +160,16 @@ export class MessageHandler {
     } catch (error) {
       this.#sendFailure(connection, body, error, new ArclightError('recording_error', 'The clip could not be made.'));
     }
+  }
+
+  /**
+   * `request_schema {}` → `schema {capabilities}` to this client alone (runtime behaviour 4): the
+   * model's commands with their JSON Schemas, its tracks and `schema_hash`, as the session serves
+   * them now (after a reload that kept the session, the new version's) — GET /capabilities over
+   * the data channel, for a client that has no HTTP route to the runtime of its own.
+   */
+  #schema(connection: Connection, body: EnvelopeBody): void {
+    this.#send(connection, body, { kind: 'reply', type: 'schema', data: { capabilities: this.#session.capabilities as unknown as JsonValue } });
   }
 
   /** A correlated failure for `error`: its own code when it is an ArclightError, else `fallback` (logged). */

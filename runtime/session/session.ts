@@ -130,11 +130,17 @@ export class Session implements ConnectionOwner {
   #idleTimer: NodeJS.Timeout | undefined;
   #maxDurationTimer: NodeJS.Timeout | undefined;
   #running: Promise<void> = Promise.resolve();
+  /** What the session's model offers now (commands with their schemas, tracks): `request_schema` answers it. */
+  get capabilities(): Capabilities {
+    return this.#capabilities;
+  }
+
   /** Aborts the current run loop alone (a new version of the model restarts it; see adoptModel). */
   #runAbort = new AbortController();
   #endedPromise: Promise<void> | undefined;
   /** The model version the session runs: replaced in place by adoptModel (arclight dev). */
   #model: ModelDefinition<unknown>;
+  #capabilities: Capabilities;
 
   constructor(options: SessionOptions) {
     this.id = options.id ?? randomUUID();
@@ -146,6 +152,7 @@ export class Session implements ConnectionOwner {
     // this) is also kept in its log.
     this.log = this.#logBuffer ? sessionLogger(this.#baseLog, this.#logBuffer, 'runtime') : this.#baseLog;
     this.tracks = options.capabilities.tracks;
+    this.#capabilities = options.capabilities;
     this.peerOptions = options.peerOptions;
     this.#latencyMode = options.latencyMode;
     for (const spec of options.model.tracks) this.#createTrack(spec);
@@ -263,9 +270,10 @@ export class Session implements ConnectionOwner {
    * new `createSessionState` is not called). The old loop is aborted through its own signal and
    * awaited (at most 2 s) before the new one starts, so two versions never emit at once.
    */
-  async adoptModel(model: ModelDefinition<unknown>, router: CommandRouter): Promise<void> {
+  async adoptModel(model: ModelDefinition<unknown>, router: CommandRouter, capabilities?: Capabilities): Promise<void> {
     if (this.ended) return;
     this.#model = model;
+    if (capabilities) this.#capabilities = capabilities;
     this.#messages.useRouter(router);
     this.#runAbort.abort(new ArclightError('session_ended', 'The model was reloaded; its run loop restarts.'));
     await Promise.race([this.#running, new Promise((resolve) => setTimeout(resolve, 2_000))]);
