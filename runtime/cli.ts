@@ -13,6 +13,7 @@ import { parseArgs } from 'node:util';
 import { startRuntime, type RuntimeOptions } from './server.ts';
 import { iceOptionsFromFlags, TURN_SECRET_ENV } from './ice-cli-options.ts';
 import { sessionFilesOptionsFromFlags } from './session-files-cli-options.ts';
+import { videoCodecsFromFlag } from './video-codec-cli-options.ts';
 import { HttpModerator } from './moderation/http-moderator.ts';
 import { loadModelModule, ModelModuleError } from './model/load-model-module.ts';
 import { startDevServer } from './dev/dev-server.ts';
@@ -45,6 +46,9 @@ Options:
                           request gets fresh time-limited credentials (coturn use-auth-secret), the
                           shared secret from $${TURN_SECRET_ENV}
   --turn-ttl <seconds>    how long those credentials stay valid (default 3600)
+  --codecs <list>         video codecs to answer with, in order of preference, from h265, h264, vp8
+                          (default: h265 first only when a hardware HEVC encoder exists, then h264,
+                          vp8); e.g. h265,h264,vp8 serves software x265 to clients that offer H.265
   --latency <mode>        realtime: browsers show each frame as soon as it is decoded (lowest
                           latency); smooth: bounded buffering for lossy networks (default: the
                           model's choice, else smooth)
@@ -95,6 +99,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         'turn-url': { type: 'string', multiple: true },
         'turn-ttl': { type: 'string' },
         latency: { type: 'string' },
+        codecs: { type: 'string' },
         'no-playground': { type: 'boolean' },
         'no-recording': { type: 'boolean' },
         'recording-dir': { type: 'string' },
@@ -143,6 +148,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write(`arclight: --latency must be "realtime" or "smooth"; got "${values.latency}"\n`);
     return 2;
   }
+  const videoCodecs = videoCodecsFromFlag(values.codecs);
+  if (videoCodecs !== undefined && 'error' in videoCodecs) {
+    process.stderr.write(`arclight: ${videoCodecs.error}\n`);
+    return 2;
+  }
   const ice = iceOptionsFromFlags(values, process.env);
   if ('error' in ice) {
     process.stderr.write(`arclight: ${ice.error}\n`);
@@ -189,6 +199,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       ...(values.host ? { host: values.host } : {}),
       ice: ice.ice,
       ...(values.latency ? { latencyMode: values.latency as 'realtime' | 'smooth' } : {}),
+      ...(videoCodecs ? { videoCodecs } : {}),
       playground: !values['no-playground'],
       // Recording (for clips) is on for served models unless --no-recording: it is what the spec
       // promises clients.

@@ -22,6 +22,7 @@
 #                             ARCLIGHT_TURN_SECRET, which the runtime reads from the environment
 #   ARCLIGHT_TURN_TTL         --turn-ttl (seconds the TURN credentials stay valid)
 #   ARCLIGHT_LATENCY          --latency (realtime | smooth)
+#   ARCLIGHT_CODECS           --codecs (e.g. h265,h264,vp8: software H.265 to clients that offer it)
 #   ARCLIGHT_PLAYGROUND       false → --no-playground
 #   ARCLIGHT_RECORDING        false → --no-recording
 #   ARCLIGHT_MODERATOR_URL    --moderator-url (its token: ARCLIGHT_MODERATOR_TOKEN, read by the runtime)
@@ -86,6 +87,7 @@ set -- "$@" "${ARCLIGHT_HOME:-/app}/bin/arclight.js" serve "$ARCLIGHT_MODEL" \
 [ -z "${ARCLIGHT_PUBLIC_IP:-}" ] || set -- "$@" --public-ip "$ARCLIGHT_PUBLIC_IP"
 [ -z "${ARCLIGHT_TURN_TTL:-}" ] || set -- "$@" --turn-ttl "$ARCLIGHT_TURN_TTL"
 [ -z "${ARCLIGHT_LATENCY:-}" ] || set -- "$@" --latency "$ARCLIGHT_LATENCY"
+[ -z "${ARCLIGHT_CODECS:-}" ] || set -- "$@" --codecs "$ARCLIGHT_CODECS"
 [ -z "${ARCLIGHT_MODERATOR_URL:-}" ] || set -- "$@" --moderator-url "$ARCLIGHT_MODERATOR_URL"
 [ -z "${ARCLIGHT_UPLOAD_MAX_BYTES:-}" ] || set -- "$@" --upload-max-bytes "$ARCLIGHT_UPLOAD_MAX_BYTES"
 [ -z "${ARCLIGHT_UPLOAD_MAX_FILES:-}" ] || set -- "$@" --upload-max-files "$ARCLIGHT_UPLOAD_MAX_FILES"

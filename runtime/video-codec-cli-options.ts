@@ -1,0 +1,23 @@
+/**
+ * `arclight serve --codecs h265,h264,vp8`: which video codecs the runtime answers an offer with,
+ * in order of preference → `RuntimeOptions.videoCodecs`. Without the flag the runtime offers
+ * H.265 only when a hardware HEVC encoder exists (server.ts); with it, an operator can serve
+ * software x265 to clients that offer H.265 (spec: "H.264 and H.265 streaming above 720p"). The
+ * container sets it from ARCLIGHT_CODECS (deploy/runtime/entrypoint.sh).
+ */
+
+import type { VideoCodecPreference } from './webrtc/peer-factory.ts';
+
+const KNOWN: readonly VideoCodecPreference[] = ['h265', 'h264', 'vp8'];
+
+/** The codecs in preference order, undefined for the default, or the message to print (exit 2). */
+export function videoCodecsFromFlag(value: string | undefined): readonly VideoCodecPreference[] | undefined | { error: string } {
+  if (value === undefined) return undefined;
+  const names = value.split(',').map((name) => name.trim().toLowerCase());
+  const wrong = names.filter((name) => !(KNOWN as readonly string[]).includes(name));
+  if (value.trim() === '' || wrong.length > 0) {
+    return { error: `--codecs takes a comma-separated list of ${KNOWN.join(', ')} in order of preference; got "${value}"` };
+  }
+  if (new Set(names).size !== names.length) return { error: `--codecs names a codec twice: "${value}"` };
+  return names as VideoCodecPreference[];
+}
