@@ -59,9 +59,11 @@ Options:
                           is deleted five minutes after its session ends
   --recording-track <name>  the output video track to record (default the model's first); the first
                           output audio track is recorded beside it
-  --recording-segment-seconds <s>  recording segment length (default 4)
+  --recording-segment-seconds <s>  recording segment length (default 2); a clip holds up to one
+                          segment more than asked
   --recording-bitrate <kbps>  the recording's H.264 bitrate (default the track's live bitrate)
-  --max-clip-seconds <s>  the longest clip requestClip returns (default 300)
+  --max-clip-seconds <s>  the longest clip requestClip returns (default 300; at least the segment
+                          length)
   --upload-max-bytes <n>  largest upload, bytes or with K/M/G (default 100M)
   --upload-mime-type <t>  accept uploads of this type, exact (image/png) or a family (image/*)
                           (repeatable; default any type)

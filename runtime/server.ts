@@ -39,6 +39,7 @@ import { uploadRoutes } from './http/upload-routes.ts';
 import { clipRoutes } from './http/clip-routes.ts';
 import { RecordingRegistry, type RecordingSettings } from './recording/recording-registry.ts';
 import { LocalDiskStorage, type RecordingStorage } from './recording/recording-storage.ts';
+import { DEFAULT_SEGMENT_SECONDS } from './recording/track-recorder.ts';
 import { UploadStore, type UploadLimits } from './uploads/upload-store.ts';
 import { UrlSigner } from './uploads/url-signer.ts';
 import { createLogger, type Logger } from './log.ts';
@@ -329,6 +330,10 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   if (recording?.track !== undefined && !model.tracks.some((t) => t.kind === 'video' && t.direction === 'recvonly' && t.name === recording.track)) {
     const outputs = model.tracks.filter((t) => t.kind === 'video' && t.direction === 'recvonly').map((t) => t.name);
     throw new TypeError(`recording.track "${recording.track}" is not an output video track of model "${model.name}" (its output video tracks: ${outputs.join(', ') || 'none'})`);
+  }
+  // A clip is whole segments and never longer than the cap: the cap must hold one segment.
+  if (recording?.maxClipSeconds !== undefined && recording.maxClipSeconds < (recording.segmentSeconds ?? DEFAULT_SEGMENT_SECONDS)) {
+    throw new TypeError(`recording.maxClipSeconds (${recording.maxClipSeconds}) must be at least the segment length (${recording.segmentSeconds ?? DEFAULT_SEGMENT_SECONDS} s)`);
   }
   const recordingDirectory = recording && !recording.storage ? (recording.directory ?? (await mkdtemp(join(tmpdir(), 'arclight-recordings-')))) : undefined;
   // One signer for the clip URLs it issues and checks (its own clock when the recording has one).

@@ -39,6 +39,10 @@ describe('arclight serve upload and recording flags', () => {
     for (const bad of ['0', '1.5', 'ten']) expect(error({ 'upload-max-files': bad })).toMatch(/--upload-max-files/);
     for (const bad of ['0', '-4', '61', 'four']) expect(error({ 'recording-segment-seconds': bad })).toMatch(/--recording-segment-seconds/);
     for (const bad of ['0', '2.5', 'fast']) expect(error({ 'recording-bitrate': bad })).toMatch(/--recording-bitrate/);
+    // A clip is whole segments and never over the cap: the cap holds at least one.
+    expect(error({ 'max-clip-seconds': '1' })).toMatch(/--max-clip-seconds must be at least the segment length \(2 s\)/);
+    expect(error({ 'max-clip-seconds': '5', 'recording-segment-seconds': '6' })).toMatch(/at least the segment length \(6 s\)/);
+    expect(error({ 'max-clip-seconds': '2' })).toBe('no error');
     for (const bad of ['0', '-1', 'forever']) expect(error({ 'max-clip-seconds': bad })).toMatch(/--max-clip-seconds/);
     expect(error({ 'recording-track': 'main video/../x' })).toMatch(/--recording-track/);
     // Recording settings with --no-recording would be ignored: refused instead.

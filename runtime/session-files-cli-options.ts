@@ -6,6 +6,7 @@
 
 import { resolve } from 'node:path';
 import type { RuntimeOptions } from './server.ts';
+import { DEFAULT_SEGMENT_SECONDS } from './recording/track-recorder.ts';
 
 /** The flags as `util.parseArgs` gives them. */
 export interface SessionFilesFlags {
@@ -64,6 +65,10 @@ export function sessionFilesOptionsFromFlags(flags: SessionFilesFlags): SessionF
   if (Number.isNaN(bitrateKbps)) return { error: '--recording-bitrate must be a positive whole number of kbit/s' };
   const maxClipSeconds = positiveNumber(flags['max-clip-seconds']);
   if (Number.isNaN(maxClipSeconds)) return { error: '--max-clip-seconds must be a positive number of seconds' };
+  // A clip is whole segments and never longer than the cap, so the cap must hold one.
+  if (maxClipSeconds !== undefined && maxClipSeconds < (segmentSeconds ?? DEFAULT_SEGMENT_SECONDS)) {
+    return { error: `--max-clip-seconds must be at least the segment length (${segmentSeconds ?? DEFAULT_SEGMENT_SECONDS} s): a clip is whole segments` };
+  }
   const track = flags['recording-track'];
   if (track !== undefined && !/^[\w-]{1,64}$/.test(track)) return { error: `--recording-track must be an output video track's name; got "${track}"` };
   const recording = {

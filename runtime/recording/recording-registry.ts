@@ -24,11 +24,11 @@ export interface RecordingSettings {
    * unrecorded (a warning in the log; clip requests fail with `recording_error`).
    */
   readonly track?: string;
-  /** Target segment length; default 4 s. */
+  /** Target segment length; default 2 s (track-recorder.ts DEFAULT_SEGMENT_SECONDS). A clip holds up to one segment more than asked. */
   readonly segmentSeconds?: number;
   /** Recording bitrate (quality); default the track's live bitrate. */
   readonly bitrateKbps?: number;
-  /** requestClip's cap; default 300 s. */
+  /** requestClip's cap, never exceeded; default 300 s. At least the segment length (startRuntime refuses less). */
   readonly maxClipSeconds?: number;
   /** How long a finished recording stays; default 5 minutes. */
   readonly retainAfterEndMs?: number;

@@ -62,6 +62,12 @@ export class SessionRecording {
   /**
    * A clip of the last `durationSeconds` (capped at `maxClipSeconds`), or of everything recorded
    * when undefined. Throws `recording_error` when nothing has been recorded yet.
+   *
+   * The clip ends with the newest frame (the open segment is cut first) and starts at a segment
+   * boundary — a keyframe — so it holds whole segments: at least the asked length (when that much
+   * is recorded) and less than one segment more. It never holds more than `maxClipSeconds`: where
+   * the boundary that would cover the asked length lies past the cap, the clip starts at the next
+   * one instead, under one segment short of the cap.
    */
   async clip(durationSeconds: number | undefined): Promise<Clip> {
     await this.recorder.cut();
@@ -70,14 +76,7 @@ export class SessionRecording {
     if (!initKey || all.length === 0) {
       throw new ArclightError('recording_error', 'Nothing has been recorded yet: the recording starts with the first frame a client receives.');
     }
-    let segments: readonly RecordedSegment[] = all;
-    if (durationSeconds !== undefined) {
-      const wanted = Math.min(durationSeconds, this.maxClipSeconds) * 1000;
-      let covered = 0;
-      let first = all.length;
-      while (first > 0 && covered < wanted) covered += all[--first]!.durationMs;
-      segments = all.slice(first);
-    }
+    const segments = durationSeconds === undefined ? all : clipSegments(all, durationSeconds, this.maxClipSeconds);
     const clip: Clip = {
       id: randomUUID(),
       initKey,
@@ -95,4 +94,21 @@ export class SessionRecording {
   async close(): Promise<void> {
     await this.recorder.close();
   }
+}
+
+/**
+ * The newest segments that make a clip of `askedSeconds` under a cap of `capSeconds` (see
+ * SessionRecording#clip): a suffix of `all`, covering the asked length (or all there is) with
+ * less than one segment to spare, and no longer than the cap — then it starts one boundary later,
+ * less than one segment short of the cap. Only a newest segment longer than the cap on its own is
+ * returned over it (the cap is at least the segment length, so only by a frame).
+ */
+export function clipSegments<S extends { readonly durationMs: number }>(all: readonly S[], askedSeconds: number, capSeconds: number): readonly S[] {
+  const capMs = capSeconds * 1000;
+  const wanted = Math.min(askedSeconds * 1000, capMs);
+  let covered = 0;
+  let first = all.length;
+  while (first > 0 && covered < wanted && covered + all[first - 1]!.durationMs <= capMs) covered += all[--first]!.durationMs;
+  if (first === all.length && all.length > 0) first = all.length - 1;
+  return all.slice(first);
 }

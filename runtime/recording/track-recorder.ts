@@ -17,6 +17,14 @@ import { AacEncoder, type AacPacket } from './aac-encoder.ts';
 import { AUDIO_TRACK_ID, TIMESCALE, VIDEO_TRACK_ID, initSegment, mediaSegment, parameterSets, type TrackFragment } from './fmp4.ts';
 import type { RecordingStorage } from './recording-storage.ts';
 
+
+/**
+ * Target segment length. A clip starts at a segment boundary, so it holds up to one segment more
+ * than asked: 2 s keeps that excess under 2 s, where 4 s (the first default) let requestClip(5)
+ * return up to 9 s. The cost — a keyframe every 2 s instead of 4 in the recording's own stream —
+ * is measured by bench/clip-segments.ts (docs/performance.md, "Clip segments").
+ */
+export const DEFAULT_SEGMENT_SECONDS = 2;
 export interface RecordedSegment {
   /** From 1, in order. */
   readonly sequence: number;
@@ -81,7 +89,7 @@ export class TrackRecorder {
 
   constructor(options: TrackRecorderOptions) {
     this.#options = options;
-    this.#segmentMs = (options.segmentSeconds ?? 4) * 1000;
+    this.#segmentMs = (options.segmentSeconds ?? DEFAULT_SEGMENT_SECONDS) * 1000;
   }
 
   /** The init segment's key, once the first keyframe has been recorded. */
