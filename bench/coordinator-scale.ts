@@ -87,7 +87,8 @@ async function startRuntimeStandIn(): Promise<{ url: string; server: Server }> {
 async function measureHttp(engine: string, database: string): Promise<Record<string, PhaseResult[]>> {
   const storage = await openStorage(database);
   const accounts = new AccountStore(storage.db);
-  const ledger = new CreditLedger(storage.db, storage.engine, DEFAULT_PRICING);
+  // No balance ceiling: the bench grants more than it could ever spend (a cap would cut the grant to it).
+  const ledger = new CreditLedger(storage.db, storage.engine, { ...DEFAULT_PRICING, maxAccountCredits: 0 });
   await new ModelCatalog(storage.db).add('pattern', 5);
   const account = await accounts.create('bench-relay', { concurrentSessions: 1e9, sessionsPerMinute: 1e9 });
   await ledger.grantPromotional(account.id, 1e12);
@@ -150,7 +151,8 @@ async function measureHttp(engine: string, database: string): Promise<Record<str
  */
 async function measureMeter(engine: string, database: string, history: number): Promise<{ msPerFlush: number[]; microsPerSession: number[] }> {
   const storage = await openStorage(database);
-  const ledger = new CreditLedger(storage.db, storage.engine, DEFAULT_PRICING);
+  // No balance ceiling: the bench grants more than it could ever spend (a cap would cut the grant to it).
+  const ledger = new CreditLedger(storage.db, storage.engine, { ...DEFAULT_PRICING, maxAccountCredits: 0 });
   const model = await new ModelCatalog(storage.db).add('pattern-meter', 5);
   const accounts = new AccountStore(storage.db);
   let clock = Date.now();

@@ -10,7 +10,7 @@
  */
 
 import { parseArgs } from 'node:util';
-import { AccountStore, type AccountQuotas } from './accounts/account-store.ts';
+import { AccountStore, DEFAULT_SIGNUP_CREDITS, type AccountQuotas } from './accounts/account-store.ts';
 import { CreditLedger } from './billing/credit-ledger.ts';
 import { DEFAULT_PRICING } from './pricing/pricing.ts';
 import { DEFAULT_USAGE_WINDOW_MS, usageReport } from './billing/usage-report.ts';
@@ -24,7 +24,7 @@ import { writeStandardStream } from '../runtime/log.ts';
 export const COORDINATOR_USAGE = `Usage:
   arclight coordinator [--port 8090] [--host 127.0.0.1] [--database <file|postgres://…>]
                        [--reconnect-window 30] [--meter-flush-ms 5000] [--heartbeat-ms 5000] [--workers 1]
-                       [--public-url https://api.example.com]
+                       [--public-url https://api.example.com] [--signup-credits 100000]
       --public-url        the URL clients reach this service at (behind a load balancer): presigned
                           upload and clip URLs point there; default its own listening URL
       --reconnect-window  seconds a session outlives its last client (GPU held, still billed), 1–3600
@@ -32,10 +32,14 @@ export const COORDINATOR_USAGE = `Usage:
       --heartbeat-ms      how often runtimes heartbeat; one silent for three intervals is gone and
                           its sessions end, billed to its last heartbeat (at the next housekeeping)
       --workers           processes sharing the port (one per core); all decide in the database
+      --signup-credits    promotional credits each new account receives (expire after 90 days);
+                          0 = none; default $ARCLIGHT_SIGNUP_CREDITS, else 100000 (10 US dollars)
   arclight admin <verb> [arguments] [--database <file|postgres://…>]
 
 Admin verbs (each prints one JSON object):
-  create-account <name> [quotas]
+  create-account <name> [quotas] [--signup-credits n]
+                                    grants the signup credits as the coordinator does (default
+                                    $ARCLIGHT_SIGNUP_CREDITS, else 100000; 0 = none)
   set-quotas <account-id> [quotas]
       quotas: --concurrent-sessions n  --sessions-per-minute n  --max-session-duration s
               --monthly-credit-cap credits (billing cap per calendar month, UTC; 0 = none)
@@ -59,6 +63,21 @@ class UsageError extends Error {}
 function count(value: string | undefined, what: string): number | undefined {
   if (value === undefined) return undefined;
   if (!/^\d{1,9}$/.test(value) || Number(value) < 1) throw new UsageError(`${what} must be a positive integer`);
+  return Number(value);
+}
+
+/**
+ * The signup grant: `--signup-credits`, else `$ARCLIGHT_SIGNUP_CREDITS`, else the default. The
+ * variable is read here rather than by the container's entrypoint so that the server and the
+ * admin verbs (`create-account`) of one deployment grant the same.
+ */
+function signupCredits(flag: string | undefined): number {
+  const fromEnv = process.env['ARCLIGHT_SIGNUP_CREDITS'];
+  const [value, what] = flag !== undefined ? [flag, '--signup-credits'] : fromEnv !== undefined && fromEnv !== '' ? [fromEnv, 'ARCLIGHT_SIGNUP_CREDITS'] : [undefined, ''];
+  if (value === undefined) return DEFAULT_SIGNUP_CREDITS;
+  const ceiling = DEFAULT_PRICING.maxAccountCredits;
+  if (!/^\d{1,15}$/.test(value)) throw new UsageError(`${what} must be a whole number of credits (0 = no signup credits); got "${value}"`);
+  if (Number(value) > ceiling) throw new UsageError(`${what} must be at most the balance ceiling, ${ceiling} credits; got ${value}`);
   return Number(value);
 }
 
@@ -98,6 +117,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         'meter-flush-ms': { type: 'string' },
         'heartbeat-ms': { type: 'string' },
         'public-url': { type: 'string' },
+        'signup-credits': { type: 'string' },
         workers: { type: 'string' },
         rate: { type: 'string' },
         private: { type: 'boolean' },
@@ -130,6 +150,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       if (publicUrl !== undefined && !/^https?:\/\/[^\s/?#]+\/?$/.test(publicUrl)) throw new UsageError('--public-url must be an http(s) origin (no path), e.g. https://api.example.com');
       if (heartbeatMs !== undefined && heartbeatMs < 100) throw new UsageError('--heartbeat-ms must be at least 100');
       const workers = count(values['workers'] as string | undefined, '--workers') ?? 1;
+      const signup = signupCredits(values['signup-credits'] as string | undefined);
       const workerIndex = coordinatorWorkerIndex();
       // Several workers: this is the primary, which forks them (each runs this command again).
       const coordinator =
@@ -139,6 +160,7 @@ export async function main(argv: readonly string[]): Promise<number> {
               database,
               port,
               host: values.host ?? '127.0.0.1',
+              signupCredits: signup,
               ...(reconnectWindow === undefined ? {} : { reconnectWindowSeconds: reconnectWindow }),
               ...(heartbeatMs === undefined ? {} : { heartbeatIntervalMs: heartbeatMs }),
               ...(publicUrl === undefined ? {} : { publicUrl: publicUrl.replace(/\/+$/, '') }),
@@ -174,13 +196,16 @@ async function runAdmin(database: string, verb: string, args: readonly string[],
   const need = (n: number, names: string): void => {
     if (args.length !== n) throw new UsageError(`${verb} takes ${names}`);
   };
+  // Read (and refused) before the database opens; only create-account uses it, so a bad
+  // $ARCLIGHT_SIGNUP_CREDITS does not break the other verbs.
+  const signup = verb === 'create-account' ? signupCredits(values['signup-credits'] as string | undefined) : 0;
   const storage = await openStorage(database, { onConnectionError: (error) => writeStandardStream(process.stderr, `arclight: database connection failed: ${error.message}\n`) });
   // Every branch awaits its result before `finally` closes the database.
   try {
-    const accounts = new AccountStore(storage.db);
     const keys = new ApiKeyStore(storage.db);
     const catalog = new ModelCatalog(storage.db);
     const ledger = new CreditLedger(storage.db, storage.engine, DEFAULT_PRICING);
+    const accounts = new AccountStore(storage.db, { ledger, credits: signup });
     const account = async (id: string) => {
       const found = await accounts.get(id);
       if (!found) throw new Error(`no account ${id}`);

@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { outlastClientIdleTimeouts } from '../runtime/http/keep-alive.ts';
 import { createLogger, type Logger } from '../runtime/log.ts';
-import { AccountStore } from './accounts/account-store.ts';
+import { AccountStore, checkSignupCredits, DEFAULT_SIGNUP_CREDITS } from './accounts/account-store.ts';
 import { ApiKeyStore } from './accounts/api-keys.ts';
 import { createCoordinatorApp } from './http/app.ts';
 import { ModelCatalog } from './models/model-catalog.ts';
@@ -41,6 +41,12 @@ export interface CoordinatorOptions {
   /** Token `aud`; default `arclight`. */
   readonly audience?: string;
   readonly pricing?: Partial<PricingSettings>;
+  /**
+   * Promotional credits every new account receives when it is created (expiring after 90 days,
+   * like every promotional grant); 0 = none. Default 100,000 (10 US dollars; see
+   * DEFAULT_SIGNUP_CREDITS). At most the balance ceiling (`pricing.maxAccountCredits`).
+   */
+  readonly signupCredits?: number;
   /**
    * The secret runtimes present to register and heartbeat (header `Arclight-Runtime-Secret`).
    * Default `$ARCLIGHT_RUNTIME_SECRET`; unset = registration off.
@@ -130,11 +136,13 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   }
   // Checked before the database opens: a refused option must not leave a pool behind.
   const reconnectWindowSeconds = reconnectWindow(options.reconnectWindowSeconds);
+  const pricing = { ...DEFAULT_PRICING, ...options.pricing };
+  const signupCredits = options.signupCredits ?? DEFAULT_SIGNUP_CREDITS;
+  checkSignupCredits(signupCredits, pricing.maxAccountCredits);
   const storage = await openStorage(options.database ?? 'data/coordinator.db', {
     onConnectionError: (error) => log.warn('a database connection failed; it will be replaced', { error }),
   });
   const { db } = storage;
-  const accounts = new AccountStore(db);
   const apiKeys = new ApiKeyStore(db);
   const catalog = new ModelCatalog(db);
   const keyring = new SigningKeyring(db);
@@ -143,8 +151,8 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     audience: options.audience ?? 'arclight',
     ...(options.now ? { now: options.now } : {}),
   });
-  const pricing = { ...DEFAULT_PRICING, ...options.pricing };
   const ledger = new CreditLedger(db, storage.engine, pricing, options.now);
+  const accounts = new AccountStore(db, { ledger, credits: signupCredits });
   const meter = new SessionMeter(db, ledger, options.now, storage.engine === 'postgres' ? METER_CONCURRENCY_POSTGRES : 1);
   const sessions = new SessionStore(db, storage.engine, ledger, options.now);
   const registry = new RuntimeRegistry(db, storage.engine, options.now, heartbeatMs);

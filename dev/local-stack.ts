@@ -153,6 +153,8 @@ async function prepareDemoAccount(coordinator: Coordinator): Promise<{ accountId
     .orderBy('created_at')
     .limit(1)
     .executeTakeFirst();
+  // Created like any account, so it starts with the coordinator's signup credits; the top-up
+  // below brings it to DEMO_CREDITS.
   const accountId = existing?.id ?? (await coordinator.accounts.create(DEMO_ACCOUNT_NAME)).id;
   const { credits } = await coordinator.ledger.balance(accountId);
   if (credits < DEMO_CREDITS / 2) await coordinator.ledger.grantPromotional(accountId, DEMO_CREDITS - credits);

@@ -21,6 +21,15 @@ export const MAX_SESSIONS_RANGE = { min: 1, max: 500, default: 5 } as const;
 /** `constraints.max_session_duration_seconds` bounds. */
 export const SESSION_DURATION_RANGE = { min: 1, max: 86_400 } as const;
 
+/**
+ * What every client of a session is told when it reaches its maximum duration (counted from
+ * `ready`). One text for both enforcers — the coordinator's housekeeping and a hosted runtime's
+ * own deadline — so a client sees one behaviour whichever of them gets there first.
+ */
+export function maxDurationReason(maxDurationSeconds: number): string {
+  return `The session reached its maximum duration (${maxDurationSeconds} s).`;
+}
+
 /** One RFC 9396 authorization_details entry; `session` is the only type. */
 export interface SessionAuthorizationDetail {
   readonly type: 'session';

@@ -375,7 +375,17 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     ...(options.hosted
       ? {
           events: {
-            connectionReady: (session) => link?.sessionReady(session.id),
+            connectionReady: (session) => {
+              // The coordinator's maximum duration counts from `ready` as the coordinator records
+              // it (its ready_at, stamped when this report arrives), so the clock starts once the
+              // report is acknowledged: the runtime's deadline then never comes before the
+              // coordinator's. Unacknowledged, it counts from this moment (the coordinator does
+              // not bill a session it never heard was ready).
+              const readyAt = performance.now();
+              void (link?.sessionReady(session.id) ?? Promise.resolve(false)).then((acknowledged) =>
+                session.startDurationLimit(acknowledged ? performance.now() : readyAt),
+              );
+            },
             ended: (session, reason) => link?.sessionEnded(session.id, reason),
           },
         }

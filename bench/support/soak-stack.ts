@@ -41,7 +41,8 @@ export async function startSoakStack(options: SoakStackOptions): Promise<SoakSta
   const folder = mkdtempSync(join(tmpdir(), 'arclight-soak-'));
   const database = join(folder, 'coordinator.db');
   // Seeded in this process, as an operator's admin commands would, before the coordinator process opens it.
-  const seed = await startCoordinator({ database, port: 0, meterFlushMs: 0, logger: createLogger({ soak: 'seed' }, 'error') });
+  // No balance ceiling on the seed: its grant is more than a soak can spend (a cap would cut it).
+  const seed = await startCoordinator({ database, port: 0, meterFlushMs: 0, pricing: { maxAccountCredits: 0 }, logger: createLogger({ soak: 'seed' }, 'error') });
   await seed.catalog.add(SOAK_MODEL, 5);
   // Quotas well above what the users can reach: a refusal would be the quota working, not a soak finding.
   const account = await seed.accounts.create('soak', { concurrentSessions: 1_000, sessionsPerMinute: 10_000, maxSessionDurationSeconds: 3_600 });

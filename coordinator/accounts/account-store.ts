@@ -2,6 +2,7 @@
 
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable, Transaction } from 'kysely';
+import type { CreditLedger, PromotionalGrant } from '../billing/credit-ledger.ts';
 import type { DatabaseEngine } from '../storage/database.ts';
 import type { AccountTable, CoordinatorDatabase } from '../storage/schema.ts';
 
@@ -29,6 +30,36 @@ export interface Account {
   readonly quotas: AccountQuotas;
 }
 
+/**
+ * Promotional credits every new account receives (the spec: "New accounts receive free promotional
+ * credits"), unless the coordinator is configured otherwise (`signupCredits`, `--signup-credits`,
+ * `$ARCLIGHT_SIGNUP_CREDITS`; 0 = none). 100,000 credits = 10 US dollars: the smallest automatic
+ * top-up, a thousandth of the balance ceiling (so it never meets it), and enough for one session
+ * of the default maximum duration (1200 s) at up to 83 credits per second. Like every
+ * promotional grant it expires after 90 days.
+ */
+export const DEFAULT_SIGNUP_CREDITS = 100_000;
+
+/** A new account, with the signup grant it received (undefined when signup credits are off). */
+export interface CreatedAccount extends Account {
+  readonly signupGrant: PromotionalGrant | undefined;
+}
+
+/** Who grants new accounts their signup credits, and how many (0 = none). */
+export interface SignupGrant {
+  readonly ledger: CreditLedger;
+  readonly credits: number;
+}
+
+/** Checks a signup grant setting: a whole number of credits, 0 (none) up to the balance ceiling (0 = no ceiling). */
+export function checkSignupCredits(credits: number, maxAccountCredits: number): void {
+  if (!Number.isSafeInteger(credits) || credits < 0) throw new RangeError(`signupCredits must be a whole number of credits, 0 or more (got ${credits})`);
+  // Every account would get less than configured: a setting that cannot be what was meant.
+  if (maxAccountCredits > 0 && credits > maxAccountCredits) {
+    throw new RangeError(`signupCredits (${credits}) is above the balance ceiling of ${maxAccountCredits} credits`);
+  }
+}
+
 export function accountFromRow(row: Selectable<AccountTable>): Account {
   return {
     id: row.id,
@@ -45,12 +76,22 @@ export function accountFromRow(row: Selectable<AccountTable>): Account {
 
 export class AccountStore {
   readonly #db: Kysely<CoordinatorDatabase>;
+  readonly #signup: SignupGrant | undefined;
 
-  constructor(db: Kysely<CoordinatorDatabase>) {
+  /**
+   * `signup`: grants every account it creates its signup credits. Without it (benchmarks, tools
+   * that seed data) accounts start with none; the coordinator and `arclight admin` always pass it.
+   */
+  constructor(db: Kysely<CoordinatorDatabase>, signup?: SignupGrant) {
     this.#db = db;
+    this.#signup = signup;
   }
 
-  async create(name: string, quotas: Partial<AccountQuotas> = {}, now = Date.now()): Promise<Account> {
+  /**
+   * Creates an account and grants its signup credits in the same transaction: an account never
+   * exists without the credits it was promised, on any creation path.
+   */
+  async create(name: string, quotas: Partial<AccountQuotas> = {}, now = Date.now()): Promise<CreatedAccount> {
     const q = { ...DEFAULT_QUOTAS, ...quotas };
     const row = {
       id: randomUUID(),
@@ -61,8 +102,16 @@ export class AccountStore {
       max_session_duration_seconds: q.maxSessionDurationSeconds,
       monthly_credit_cap: q.monthlyCreditCap,
     };
-    await this.#db.insertInto('accounts').values(row).execute();
-    return accountFromRow(row);
+    const signup = this.#signup;
+    if (!signup || signup.credits === 0) {
+      await this.#db.insertInto('accounts').values(row).execute();
+      return { ...accountFromRow(row), signupGrant: undefined };
+    }
+    const signupGrant = await this.#db.transaction().execute(async (tx) => {
+      await tx.insertInto('accounts').values(row).execute();
+      return signup.ledger.grantPromotionalIn(tx, row.id, signup.credits);
+    });
+    return { ...accountFromRow(row), signupGrant };
   }
 
   async get(id: string): Promise<Account | undefined> {

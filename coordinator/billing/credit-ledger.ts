@@ -3,6 +3,11 @@
  * purchased 365 days); the session meter's ticks spend them, earliest expiry first, each tick's
  * draws written with it. Nothing is ever updated or deleted: a balance is computed — the unspent
  * part of every unexpired grant — so the ledger always adds up.
+ *
+ * The balance ceiling (`maxAccountCredits`) bounds every grant: a purchase that would pass it is
+ * refused (the buyer can buy less), a promotional grant is made up to it and the rest withheld —
+ * recorded on the grant (`withheld`) — since nobody is there to choose a smaller amount when a
+ * signup or promotion is granted.
  */
 
 import { randomUUID } from 'node:crypto';
@@ -25,6 +30,12 @@ export interface GrantBalance {
   readonly credits: number;
   readonly remaining: number;
   readonly expiresAt: number;
+}
+
+/** A promotional grant as made: `credits` is what the account got. */
+export interface PromotionalGrant extends GrantBalance {
+  /** Credits asked for that the balance ceiling left out (0 = none); kept on the grant's row. */
+  readonly withheld: number;
 }
 
 export interface Balance {
@@ -63,10 +74,28 @@ export class CreditLedger {
     this.#now = now;
   }
 
-  /** Free credits (signup, promotions); they expire after 90 days. */
-  async grantPromotional(accountId: string, credits: number): Promise<GrantBalance> {
+  /**
+   * Free credits (signup, promotions); they expire after 90 days. Granted up to the balance
+   * ceiling: what would pass it is withheld (recorded on the grant), so a grant to an account
+   * already at the ceiling adds nothing.
+   */
+  async grantPromotional(accountId: string, credits: number): Promise<PromotionalGrant> {
+    return this.#db.transaction().execute((tx) => this.grantPromotionalIn(tx, accountId, credits));
+  }
+
+  /** grantPromotional inside `tx` (account creation grants the signup credits in its own transaction). */
+  async grantPromotionalIn(tx: Transaction<CoordinatorDatabase>, accountId: string, credits: number): Promise<PromotionalGrant> {
     if (!Number.isSafeInteger(credits) || credits < 1) throw new ArclightError('invalid_request', 'credits must be a positive integer.');
-    return this.#db.transaction().execute((tx) => this.#insertGrant(tx, accountId, 'promotional', credits, null));
+    // Under the account lock, like a purchase: two grants at once must not both fit under the ceiling.
+    await this.lockAccount(tx, accountId);
+    let granted = credits;
+    const ceiling = this.#pricing.maxAccountCredits;
+    if (ceiling > 0) {
+      const { credits: balance } = await this.balance(accountId, tx);
+      granted = Math.max(0, Math.min(credits, ceiling - balance));
+    }
+    const grant = await this.#insertGrant(tx, accountId, 'promotional', granted, null, credits - granted);
+    return { ...grant, withheld: credits - granted };
   }
 
   /**
@@ -97,6 +126,8 @@ export class CreditLedger {
       .select(['g.id', 'g.kind', 'g.credits', 'g.expires_at', 'g.spent'])
       .where('g.account_id', '=', accountId)
       .where('g.expires_at', '>', this.#now())
+      // A promotional grant wholly withheld by the ceiling has nothing to spend or show.
+      .where('g.credits', '>', 0)
       .orderBy('g.expires_at')
       .orderBy('g.id')
       .execute();
@@ -169,9 +200,18 @@ export class CreditLedger {
     return { monthlyCreditCap: Number(account.monthly_credit_cap) };
   }
 
-  async #insertGrant(tx: Transaction<CoordinatorDatabase>, accountId: string, kind: GrantKind, credits: number, paidCents: number | null): Promise<GrantBalance> {
+  async #insertGrant(tx: Transaction<CoordinatorDatabase>, accountId: string, kind: GrantKind, credits: number, paidCents: number | null, withheld = 0): Promise<GrantBalance> {
     const now = this.#now();
-    const grant = { id: randomUUID(), account_id: accountId, kind, credits, paid_cents: paidCents, created_at: now, expires_at: now + GRANT_LIFETIME_DAYS[kind] * DAY_MS };
+    const grant = {
+      id: randomUUID(),
+      account_id: accountId,
+      kind,
+      credits,
+      paid_cents: paidCents,
+      created_at: now,
+      expires_at: now + GRANT_LIFETIME_DAYS[kind] * DAY_MS,
+      withheld_credits: withheld,
+    };
     await tx.insertInto('credit_grants').values(grant).execute();
     return { id: grant.id, kind, credits, remaining: credits, expiresAt: grant.expires_at };
   }

@@ -11,6 +11,7 @@
 
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable, Transaction } from 'kysely';
+import { maxDurationReason } from '../../protocol/coordinator.ts';
 import { ArclightError } from '../../protocol/errors.ts';
 import { lockAccountRow } from '../accounts/account-store.ts';
 import type { CreditLedger } from '../billing/credit-ledger.ts';
@@ -211,7 +212,7 @@ export class SessionStore {
     const ended: SessionRecord[] = [];
     for (const session of due) {
       const at = session.ready_at! + session.max_duration_seconds * 1000;
-      const reason = `The session reached its maximum duration (${session.max_duration_seconds} s).`;
+      const reason = maxDurationReason(session.max_duration_seconds);
       const result = await this.#db
         .updateTable('sessions')
         .set({ status: 'ended', ended_at: at, end_reason: reason })
@@ -223,12 +224,29 @@ export class SessionStore {
     return ended;
   }
 
-  /** Ends an open session (idempotent: an ended one is returned as it is). */
+  /**
+   * Ends an open session (idempotent: an ended one is returned as it is). A ready session already
+   * past its maximum duration ended there: it is recorded as housekeeping would have ended it —
+   * at ready_at + max, with the maximum-duration reason — whoever ends it now. That is how a
+   * hosted runtime's own end at the deadline lands (its report arrives just after the deadline,
+   * since the runtime counts from the coordinator's acknowledgement of `ready`), and why a late
+   * DELETE bills no second past the maximum either.
+   */
   async end(sessionId: string, reason: string | undefined): Promise<SessionRecord> {
     const now = this.#now();
+    const open = await this.#db.selectFrom('sessions').select(['status', 'ready_at', 'max_duration_seconds']).where('id', '=', sessionId).executeTakeFirst();
+    let endedAt = now;
+    let endReason = reason ?? null;
+    if (open?.status === 'ready' && open.ready_at !== null) {
+      const deadline = Number(open.ready_at) + open.max_duration_seconds * 1000;
+      if (now >= deadline) {
+        endedAt = deadline;
+        endReason = maxDurationReason(open.max_duration_seconds);
+      }
+    }
     await this.#db
       .updateTable('sessions')
-      .set({ status: 'ended', ended_at: now, end_reason: reason ?? null })
+      .set({ status: 'ended', ended_at: endedAt, end_reason: endReason })
       .where('id', '=', sessionId)
       .where('status', '!=', 'ended')
       .execute();

@@ -210,6 +210,17 @@ const sessionIdempotency: Migration = {
   },
 };
 
+const grantWithheld: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    // The balance ceiling now bounds promotional grants (signup credits included): one that would
+    // pass it is granted up to it, and what was left out is kept here, on the grant.
+    await db.schema.alterTable('credit_grants').addColumn('withheld_credits', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await db.schema.alterTable('credit_grants').dropColumn('withheld_credits').execute();
+  },
+};
+
 /** Every migration, oldest first; names sort in order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0001_initial': initial,
@@ -219,6 +230,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0005_session_rate_index': sessionRateIndex,
   '0006_ledger_spend': ledgerSpend,
   '0007_session_idempotency': sessionIdempotency,
+  '0008_grant_withheld': grantWithheld,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...MIGRATIONS }) };

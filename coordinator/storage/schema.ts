@@ -123,6 +123,11 @@ export interface CreditGrantTable {
   expires_at: number;
   /** The sum of this grant's draws (grant_draws), kept in step with them by the ledger. */
   spent: Generated<number>;
+  /**
+   * Promotional grants: credits asked for that the balance ceiling left out (`credits` is what
+   * was granted). 0 for purchases, which are refused rather than cut.
+   */
+  withheld_credits: Generated<number>;
 }
 
 /**

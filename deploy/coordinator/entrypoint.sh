@@ -21,6 +21,9 @@
 #                             load balancer or ingress (https://api.example.com); presigned clip
 #                             URLs point there. An origin only: runtimes ignore one with a path,
 #                             so it is refused here. Default: the address it listens on
+#   ARCLIGHT_SIGNUP_CREDITS   promotional credits each new account receives (default 100000; 0 =
+#                             none). Read by the CLI from the environment, not passed as a flag, so
+#                             `admin create-account` grants the same as the server does
 #   ARCLIGHT_HOME             where Arclight is installed (default /app)
 set -eu
 

@@ -34,9 +34,10 @@ export class CoordinatorLink {
   #draining = false;
   /** The heartbeat interval the coordinator asked for, once registered. */
   #interval: number | undefined;
-  readonly #reportedReady = new Set<string>();
+  /** Per session, its ready report: whether the coordinator acknowledged it (it then bills from then). */
+  readonly #reportedReady = new Map<string, Promise<boolean>>();
   /** Reports still being delivered. */
-  readonly #reports = new Set<Promise<void>>();
+  readonly #reports = new Set<Promise<unknown>>();
 
   constructor(options: HostedOptions, registration: { url: string; model: string; capabilities: Capabilities }, log: Logger) {
     this.id = options.runtimeId ?? randomUUID();
@@ -74,10 +75,20 @@ export class CoordinatorLink {
     clearTimeout(this.#timer);
   }
 
-  sessionReady(sessionId: string): void {
-    if (this.#reportedReady.has(sessionId)) return;
-    this.#reportedReady.add(sessionId);
-    this.#track(this.#report(`/runtimes/${encodeURIComponent(this.id)}/sessions/${encodeURIComponent(sessionId)}/ready`, {}));
+  /**
+   * Reports the session's first ready client (once per session; later calls get the same
+   * answer). Resolves true once the coordinator has acknowledged it — it has then recorded the
+   * session `ready`, the moment its meter and maximum duration count from — or false when it
+   * could not be told.
+   */
+  sessionReady(sessionId: string): Promise<boolean> {
+    let report = this.#reportedReady.get(sessionId);
+    if (!report) {
+      report = this.#report(`/runtimes/${encodeURIComponent(this.id)}/sessions/${encodeURIComponent(sessionId)}/ready`, {});
+      this.#reportedReady.set(sessionId, report);
+      this.#track(report);
+    }
+    return report;
   }
 
   sessionEnded(sessionId: string, reason: string): void {
@@ -85,7 +96,7 @@ export class CoordinatorLink {
     this.#track(this.#report(`/runtimes/${encodeURIComponent(this.id)}/sessions/${encodeURIComponent(sessionId)}/ended`, { reason }));
   }
 
-  #track(report: Promise<void>): void {
+  #track(report: Promise<unknown>): void {
     this.#reports.add(report);
     void report.finally(() => this.#reports.delete(report));
   }
@@ -127,17 +138,19 @@ export class CoordinatorLink {
     this.#schedule(intervalMs);
   }
 
-  async #report(path: string, body: object): Promise<void> {
+  /** Delivers a report, retrying server errors and network failures; true when the coordinator accepted it. */
+  async #report(path: string, body: object): Promise<boolean> {
     for (let attempt = 0; attempt < 3 && !this.#stopped; attempt++) {
       try {
         const response = await this.#post(path, body);
-        if (response.ok || response.status < 500) return;
+        if (response.ok || response.status < 500) return response.ok;
       } catch {
         // retried below
       }
       await new Promise((resolve) => setTimeout(resolve, RETRY_MIN_MS * 2 ** attempt));
     }
     this.#log.warn('could not report to the coordinator', { path });
+    return false;
   }
 
   #post(path: string, body: object): Promise<Response> {

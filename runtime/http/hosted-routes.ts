@@ -8,7 +8,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
-import { RUNTIME_SECRET_HEADER } from '../../protocol/coordinator.ts';
+import { maxDurationReason, RUNTIME_SECRET_HEADER } from '../../protocol/coordinator.ts';
 import type { LocalSessionHost } from '../session/local-session-host.ts';
 import type { ModelReadiness } from './session-routes.ts';
 import { readBodyText } from './body-limit.ts';
@@ -50,7 +50,7 @@ async function coordinatorBody(c: Context): Promise<Record<string, unknown>> {
 export function hostedRoutes(host: LocalSessionHost, readiness: ModelReadiness): Hono {
   const app = new Hono();
   app.post('/hosted/sessions', async (c) => {
-    const body = (await coordinatorBody(c)) as { session_id?: unknown; reconnect_window_seconds?: unknown; public_url?: unknown };
+    const body = (await coordinatorBody(c)) as { session_id?: unknown; reconnect_window_seconds?: unknown; public_url?: unknown; max_duration_seconds?: unknown };
     if (typeof body.session_id !== 'string' || body.session_id.length === 0 || body.session_id.length > 128) {
       throw new ArclightError('invalid_request', 'session_id is required.', { field: '/session_id' });
     }
@@ -58,12 +58,22 @@ export function hostedRoutes(host: LocalSessionHost, readiness: ModelReadiness):
     if (window !== undefined && !(typeof window === 'number' && Number.isInteger(window) && window >= 1 && window <= MAX_RECONNECT_WINDOW_SECONDS)) {
       throw new ArclightError('invalid_request', `reconnect_window_seconds must be a whole number of seconds, 1 to ${MAX_RECONNECT_WINDOW_SECONDS}.`, { field: '/reconnect_window_seconds' });
     }
+    // The session's maximum duration (the lower of the token's and the account's), which this
+    // runtime enforces itself from the session's `ready` (Session.startDurationLimit), so media
+    // stops at the limit rather than at the coordinator's next housekeeping pass. Absent (an older
+    // coordinator): the coordinator alone ends it.
+    const maxDuration = body.max_duration_seconds;
+    if (maxDuration !== undefined && !(typeof maxDuration === 'number' && Number.isSafeInteger(maxDuration) && maxDuration >= 1)) {
+      throw new ArclightError('invalid_request', 'max_duration_seconds must be a whole number of seconds, 1 or more.', { field: '/max_duration_seconds' });
+    }
     readiness.assertReady();
     // Clients reach the session through the coordinator: its clip URLs point there.
     const publicUrl = typeof body.public_url === 'string' && /^https?:\/\/[^/?#]+$/.test(body.public_url) ? body.public_url : undefined;
     const session = await host.start(body.session_id, {
       ...(window === undefined ? {} : { reconnectGraceMs: window * 1000 }),
       ...(publicUrl ? { publicUrl } : {}),
+      // Ended with the coordinator's own words for it, so clients hear the same whichever side ends it.
+      ...(maxDuration === undefined ? {} : { durationLimit: { ms: maxDuration * 1000, reason: maxDurationReason(maxDuration) } }),
     });
     return c.json(host.describe(session), 200);
   });

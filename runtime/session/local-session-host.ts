@@ -23,7 +23,7 @@ import type { UploadStore } from '../uploads/upload-store.ts';
 import type { RecordingRegistry } from '../recording/recording-registry.ts';
 import type { SessionLogRegistry } from '../logs/session-log-registry.ts';
 import type { RuntimeEventSink } from '../events/runtime-event-log.ts';
-import { Session } from './session.ts';
+import { Session, type DurationLimit } from './session.ts';
 import type { JsonValue } from '../../protocol/json-schema.ts';
 
 /** Whether a session's tracks and frame rate — what its peers and encoders were built for — are the same in both versions. */
@@ -107,9 +107,13 @@ export class LocalSessionHost {
 
   /**
    * Opens a session. Hosted mode gives the coordinator's `id` and its reconnect window (how long
-   * the session outlives its last client), which override the runtime's own.
+   * the session outlives its last client), which override the runtime's own, and the session's
+   * maximum duration counted from `ready` (`durationLimit`; see Session.startDurationLimit).
    */
-  async start(id?: string, overrides: { readonly reconnectGraceMs?: number; readonly publicUrl?: string } = {}): Promise<Session> {
+  async start(
+    id?: string,
+    overrides: { readonly reconnectGraceMs?: number; readonly publicUrl?: string; readonly durationLimit?: DurationLimit } = {},
+  ): Promise<Session> {
     const existing = this.#current;
     if (existing && !existing.ended) {
       if (existing.liveConnections.length > 0) {
@@ -126,6 +130,7 @@ export class LocalSessionHost {
       ...(id === undefined ? {} : { id }),
       ...(overrides.reconnectGraceMs === undefined ? {} : { reconnectGraceMs: overrides.reconnectGraceMs }),
       ...(overrides.publicUrl === undefined ? {} : { publicUrl: overrides.publicUrl }),
+      ...(overrides.durationLimit === undefined ? {} : { durationLimit: overrides.durationLimit }),
       onEnded: (ended, reason) => {
         this.#remember(ended.id, reason);
         if (this.#current === ended) this.#current = undefined;

@@ -46,6 +46,14 @@ const PLI_FORMAT = 1;
 const FIR_FORMAT = 4;
 /** Encoder restarts reported at most this often per track (the session log, the event stream). */
 const ENCODER_RESTART_REPORT_INTERVAL_MS = 1000;
+/** The longest delay setTimeout takes (~24.8 days); a longer one would fire at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** Hosted mode: how long the session may run once `ready`, and what its clients are told at the end. */
+export interface DurationLimit {
+  readonly ms: number;
+  readonly reason: string;
+}
 
 export interface SessionOptions {
   readonly model: ModelDefinition<unknown>;
@@ -60,6 +68,12 @@ export interface SessionOptions {
   readonly latencyMode: LatencyMode;
   /** Ends the session (`max_duration`) this long after it starts; undefined = no limit. */
   readonly maxDurationMs?: number;
+  /**
+   * Hosted mode: the coordinator's maximum duration for the session. Unlike `maxDurationMs` it is
+   * counted from `ready` — where the coordinator counts it and bills from — so its clock starts
+   * when startDurationLimit is called, not when the session opens.
+   */
+  readonly durationLimit?: DurationLimit;
   /** Largest accepted data-channel message in bytes. */
   readonly maxMessageBytes: number;
   readonly onEnded?: (session: Session, reason: string) => void;
@@ -129,6 +143,8 @@ export class Session implements ConnectionOwner {
   #ended: string | undefined;
   #idleTimer: NodeJS.Timeout | undefined;
   #maxDurationTimer: NodeJS.Timeout | undefined;
+  #durationLimitTimer: NodeJS.Timeout | undefined;
+  #durationLimitStarted = false;
   #running: Promise<void> = Promise.resolve();
   /** What the session's model offers now (commands with their schemas, tracks): `request_schema` answers it. */
   get capabilities(): Capabilities {
@@ -264,6 +280,29 @@ export class Session implements ConnectionOwner {
   }
 
   /**
+   * Starts the hosted maximum duration's clock at `origin` (a `performance.now()` time): the
+   * session ends `durationLimit.ms` later with `durationLimit.reason`, told to every client and
+   * reported to the coordinator like any end here. Once: later calls (more clients becoming
+   * ready) change nothing. Without a `durationLimit` it does nothing.
+   */
+  startDurationLimit(origin: number): void {
+    const limit = this.#options.durationLimit;
+    if (!limit || this.#durationLimitStarted || this.ended) return;
+    this.#durationLimitStarted = true;
+    const deadline = origin + limit.ms;
+    // Re-armed in steps: a limit may exceed what one setTimeout can wait.
+    const arm = (): void => {
+      const wait = deadline - performance.now();
+      if (wait <= 0) {
+        void this.end(limit.reason);
+        return;
+      }
+      this.#durationLimitTimer = setTimeout(arm, Math.min(wait, MAX_TIMER_MS));
+    };
+    arm();
+  }
+
+  /**
    * Runs a new version of the model in this session without ending it (same tracks and fps —
    * the caller checks): commands go to `router`'s handlers at once, hooks are the new ones from
    * now on, and the run loop is restarted on the new definition with `session.state` kept (the
@@ -326,6 +365,7 @@ export class Session implements ConnectionOwner {
     this.#ended = reason;
     clearTimeout(this.#idleTimer);
     clearTimeout(this.#maxDurationTimer);
+    clearTimeout(this.#durationLimitTimer);
     this.log.info('session ending', { reason });
     // Abort first: model loops stop before anything else is torn down under them.
     this.#abort.abort(new ArclightError('session_ended', `Session ended: ${reason}`));

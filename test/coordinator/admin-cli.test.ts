@@ -80,6 +80,8 @@ describe('arclight admin / arclight coordinator', () => {
     const database = await freshDatabase('sqlite');
     const account = await admin(database, 'create-account', 'Acme', '--concurrent-sessions', '7');
     expect(account).toMatchObject({ name: 'Acme', quotas: { concurrentSessions: 7, sessionsPerMinute: 50, maxSessionDurationSeconds: 1200 } });
+    // Every new account gets the signup credits (100,000 by default), before anything is granted by hand.
+    expect(account.signupGrant).toMatchObject({ kind: 'promotional', credits: 100_000, withheld: 0 });
     const issued = await admin(database, 'create-key', account.id);
     expect(issued.key).toMatch(/^rk_/);
     expect(await admin(database, 'add-model', 'pattern', '--rate', '5')).toMatchObject({ name: 'pattern', rateCreditsPerSecond: 5, public: true });
@@ -88,7 +90,7 @@ describe('arclight admin / arclight coordinator', () => {
     expect((await admin(database, 'set-quotas', account.id, '--sessions-per-minute', '9')).quotas.sessionsPerMinute).toBe(9);
     expect(await admin(database, 'grant-credits', account.id, '500')).toMatchObject({ kind: 'promotional', credits: 500 });
     expect(await admin(database, 'buy-credits', account.id, '3')).toMatchObject({ kind: 'purchased', credits: 30_000 });
-    expect((await admin(database, 'balance', account.id)).credits).toBe(30_500);
+    expect((await admin(database, 'balance', account.id)).credits).toBe(100_000 + 30_500);
     expect((await admin(database, 'set-quotas', account.id, '--monthly-credit-cap', '250000')).quotas.monthlyCreditCap).toBe(250_000);
     expect(await admin(database, 'usage', account.id, '--since', '2026-01-01')).toMatchObject({
       since: Date.parse('2026-01-01'),
@@ -129,6 +131,45 @@ describe('arclight admin / arclight coordinator', () => {
     const database = await freshDatabase('postgres');
     const account = await admin(database, 'create-account', 'Pg');
     expect((await admin(database, 'create-key', account.id)).key).toMatch(/^rk_/);
+    expect((await admin(database, 'balance', account.id)).grants).toEqual([expect.objectContaining({ kind: 'promotional', credits: 100_000, remaining: 100_000 })]);
+    // The ceiling (100,000,000 credits) bounds promotional grants: the rest is withheld, and said so.
+    expect(await admin(database, 'grant-credits', account.id, '99950000')).toMatchObject({ credits: 99_900_000, withheld: 50_000 });
+    expect((await admin(database, 'balance', account.id)).credits).toBe(100_000_000);
+  }, 60_000);
+
+  it('create-account grants --signup-credits, else $ARCLIGHT_SIGNUP_CREDITS, else 100,000; 0 turns it off; a bad value exits 2', async () => {
+    const database = await freshDatabase('sqlite');
+    const balance = async (id: string) => (await admin(database, 'balance', id)).credits as number;
+    const off = await admin(database, 'create-account', 'Off', '--signup-credits', '0');
+    expect(off.signupGrant).toBeUndefined();
+    expect(await balance(off.id)).toBe(0);
+    const previous = process.env['ARCLIGHT_SIGNUP_CREDITS'];
+    process.env['ARCLIGHT_SIGNUP_CREDITS'] = '2500';
+    try {
+      expect(await balance((await admin(database, 'create-account', 'From the environment')).id)).toBe(2_500);
+      expect(await balance((await admin(database, 'create-account', 'Flag first', '--signup-credits', '700')).id)).toBe(700);
+      process.env['ARCLIGHT_SIGNUP_CREDITS'] = 'plenty';
+      const badEnv = await inProcess(['admin', 'create-account', 'X', '--database', database]);
+      expect(badEnv.code).toBe(2);
+      expect(badEnv.stderr).toMatch(/ARCLIGHT_SIGNUP_CREDITS must be a whole number of credits/);
+      expect(badEnv.stderr).toContain('Usage:');
+      // Only create-account reads it: the other verbs still work.
+      expect(await balance(off.id)).toBe(0);
+    } finally {
+      if (previous === undefined) delete process.env['ARCLIGHT_SIGNUP_CREDITS'];
+      else process.env['ARCLIGHT_SIGNUP_CREDITS'] = previous;
+    }
+    for (const [command, value, message] of [
+      ['admin', 'ten', /--signup-credits must be a whole number of credits/],
+      ['admin', '100000001', /--signup-credits must be at most the balance ceiling, 100000000 credits/],
+      ['coordinator', '1.5', /--signup-credits must be a whole number of credits/],
+    ] as const) {
+      const args = command === 'admin' ? ['admin', 'create-account', 'Y'] : ['coordinator', '--port', '0'];
+      const result = await inProcess([...args, '--signup-credits', value, '--database', database]);
+      expect(result.code, `${command} ${value}`).toBe(2);
+      expect(result.stderr).toMatch(message);
+      expect(result.stderr).toContain('Usage:');
+    }
   }, 60_000);
 
   it('exits 2 with usage for usage errors and 1 for failures', async () => {

@@ -43,7 +43,9 @@ describe.each(ENGINES)('billing on %s', (engine) => {
 
   beforeAll(async () => {
     database = await freshDatabase(engine);
-    coordinator = await startCoordinator({ database, port: 0, now: () => now, meterFlushMs: 0 });
+    // No signup credits: every test here counts an account's credits from zero (signup credits
+    // are tested below).
+    coordinator = await startCoordinator({ database, port: 0, now: () => now, meterFlushMs: 0, signupCredits: 0 });
     await coordinator.catalog.add('pattern', 5);
   });
   afterAll(async () => coordinator?.close());
@@ -223,6 +225,42 @@ describe.each(ENGINES)('billing on %s', (engine) => {
     now = START;
   });
 
+  // A hosted runtime ends a session at its maximum duration by itself and reports it a moment
+  // after the deadline; any end that comes after the deadline is recorded as the deadline's.
+  it('an end reported after the maximum duration (the runtime\'s own, a late DELETE) is recorded at the deadline, with its reason', async () => {
+    const account = await coordinator.accounts.create('Late end');
+    const { key } = await coordinator.apiKeys.create(account.id);
+    await coordinator.ledger.grantPromotional(account.id, 100_000);
+    const minted = await fetch(`${coordinator.url}/tokens`, {
+      method: 'POST',
+      headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
+      body: JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } }, constraints: { max_session_duration_seconds: 30 } }] }),
+    });
+    const { token } = (await minted.json()) as { token: string };
+    const late = (await createSession(token)).body;
+    const early = (await createSession(token)).body;
+    await coordinator.sessions.markReady(late.session_id);
+    await coordinator.sessions.markReady(early.session_id);
+    const readyAt = now;
+    try {
+      now = readyAt + 12_300; // before its maximum: ends now, with the reason given
+      await fetch(`${coordinator.url}/sessions/${early.session_id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ reason: 'done' }) });
+      expect(await coordinator.sessions.get(early.session_id)).toMatchObject({ status: 'ended', ended_at: readyAt + 12_300, end_reason: 'done' });
+      now = readyAt + 30_250; // no housekeeping ran at the deadline
+      const ended = await fetch(`${coordinator.url}/sessions/${late.session_id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ reason: 'idle_timeout' }) });
+      expect(ended.status).toBe(200);
+      expect(await coordinator.sessions.get(late.session_id)).toMatchObject({
+        status: 'ended',
+        ended_at: readyAt + 30_000,
+        end_reason: 'The session reached its maximum duration (30 s).',
+        billed_seconds: 30,
+      });
+      expect((await ticks(late.session_id)).reduce((sum, t) => sum + Number(t.seconds), 0)).toBe(30);
+    } finally {
+      now = START;
+    }
+  });
+
   // The other two sides of "the lower of token and account wins": the account's maximum lower
   // than the token's, and no token maximum at all (the account's applies alone).
   it.each([
@@ -331,5 +369,112 @@ describe.each(ENGINES)('billing on %s', (engine) => {
       expect(report.month).toEqual({ spent_credits: now >= realMonthStart ? 60 : 0, cap_credits: 5_000 });
       now = START;
     });
+  });
+});
+
+// Signup credits (the spec: "New accounts receive free promotional credits", which "expire 90 days
+// after issue") and the balance ceiling bounding promotional grants as it bounds purchases.
+describe.each(ENGINES)('signup credits and the balance ceiling on %s', (engine) => {
+  let now = START;
+  const coordinators: Coordinator[] = [];
+  const start = async (options: { signupCredits?: number; maxAccountCredits?: number } = {}) => {
+    const coordinator = await startCoordinator({
+      database: await freshDatabase(engine),
+      port: 0,
+      now: () => now,
+      meterFlushMs: 0,
+      ...(options.signupCredits === undefined ? {} : { signupCredits: options.signupCredits }),
+      ...(options.maxAccountCredits === undefined ? {} : { pricing: { maxAccountCredits: options.maxAccountCredits } }),
+    });
+    coordinators.push(coordinator);
+    return coordinator;
+  };
+  const grantRows = (coordinator: Coordinator, accountId: string) =>
+    coordinator.storage.db.selectFrom('credit_grants').select(['kind', 'credits', 'withheld_credits']).where('account_id', '=', accountId).orderBy('created_at').execute();
+  afterAll(async () => {
+    for (const coordinator of coordinators) await coordinator.close();
+  });
+
+  it('a new account receives 100,000 promotional credits by default, expiring 90 days after issue', async () => {
+    const coordinator = await start();
+    const account = await coordinator.accounts.create('Newcomer');
+    expect(account.signupGrant).toMatchObject({ kind: 'promotional', credits: 100_000, remaining: 100_000, withheld: 0 });
+    expect(account.signupGrant!.expiresAt - now).toBe(90 * DAY);
+    const { key } = await coordinator.apiKeys.create(account.id);
+    const balance = await fetch(`${coordinator.url}/platform/balance`, { headers: { authorization: `Bearer ${key}` } });
+    expect(await balance.json()).toEqual({
+      credits: 100_000,
+      grants: [{ id: account.signupGrant!.id, kind: 'promotional', credits: 100_000, remaining: 100_000, expires_at: START + 90 * DAY }],
+    });
+    // Spendable at once: a paid session is admitted (no 402) with nothing granted by hand.
+    await coordinator.catalog.add('pattern', 5);
+    const minted = await fetch(`${coordinator.url}/tokens`, {
+      method: 'POST',
+      headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
+      body: JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } } }] }),
+    });
+    const { token } = (await minted.json()) as { token: string };
+    const created = await fetch(`${coordinator.url}/sessions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: { name: 'pattern' } }),
+    });
+    expect(created.status).toBe(200);
+    now = START + 90 * DAY;
+    try {
+      expect((await coordinator.ledger.balance(account.id)).credits).toBe(0); // expired with the promotion
+    } finally {
+      now = START;
+    }
+  });
+
+  it('signupCredits sets the grant; 0 turns it off', async () => {
+    const some = await start({ signupCredits: 2_500 });
+    const account = await some.accounts.create('Some');
+    expect((await some.ledger.balance(account.id)).credits).toBe(2_500);
+    const none = await start({ signupCredits: 0 });
+    const clean = await none.accounts.create('None');
+    expect(clean.signupGrant).toBeUndefined();
+    expect((await none.ledger.balance(clean.id)).credits).toBe(0);
+    expect(await grantRows(none, clean.id)).toEqual([]);
+  });
+
+  it('refuses a signupCredits that is not a whole number of credits, or above the balance ceiling', async () => {
+    for (const signupCredits of [-1, 2.5, Number.NaN]) {
+      await expect(startCoordinator({ database: ':memory:', port: 0, signupCredits })).rejects.toThrow(/signupCredits must be a whole number/);
+    }
+    await expect(startCoordinator({ database: ':memory:', port: 0, signupCredits: 5_001, pricing: { maxAccountCredits: 5_000 } })).rejects.toThrow(/above the balance ceiling of 5000/);
+  });
+
+  it('a promotional grant past the balance ceiling is made up to it; the rest is withheld and recorded', async () => {
+    const coordinator = await start({ signupCredits: 100_000, maxAccountCredits: 150_000 });
+    const { id } = await coordinator.accounts.create('Near the ceiling');
+    const cut = await coordinator.ledger.grantPromotional(id, 80_000);
+    expect(cut).toMatchObject({ kind: 'promotional', credits: 50_000, remaining: 50_000, withheld: 30_000 });
+    expect((await coordinator.ledger.balance(id)).credits).toBe(150_000);
+    // At the ceiling: nothing is added, and the attempt is still on record.
+    expect(await coordinator.ledger.grantPromotional(id, 10)).toMatchObject({ credits: 0, withheld: 10 });
+    const { credits, grants } = await coordinator.ledger.balance(id);
+    expect(credits).toBe(150_000);
+    // The empty grant is not listed. (Grants made in the same millisecond tie on expiry and
+    // creation time, so their order is the ids': compare them sorted.)
+    expect(grants.map((g) => g.credits).sort((a, b) => b - a)).toEqual([100_000, 50_000]);
+    const rows = (await grantRows(coordinator, id)).map((r) => [r.kind, Number(r.credits), Number(r.withheld_credits)] as const);
+    expect([...rows].sort((a, b) => b[1] - a[1])).toEqual([
+      ['promotional', 100_000, 0],
+      ['promotional', 50_000, 30_000],
+      ['promotional', 0, 10],
+    ]);
+    // Purchases keep their rule: refused, not cut.
+    await expect(coordinator.ledger.purchase(id, 1)).rejects.toThrow(/ceiling/);
+  });
+
+  it('concurrent promotional grants never take the balance past the ceiling', async () => {
+    const coordinator = await start({ signupCredits: 0, maxAccountCredits: 150_000 });
+    const { id } = await coordinator.accounts.create('Raced grants');
+    const grants = await Promise.all(Array.from({ length: 10 }, () => coordinator.ledger.grantPromotional(id, 20_000)));
+    expect(grants.reduce((sum, g) => sum + g.credits, 0)).toBe(150_000);
+    expect(grants.reduce((sum, g) => sum + g.withheld, 0)).toBe(50_000);
+    expect((await coordinator.ledger.balance(id)).credits).toBe(150_000);
   });
 });

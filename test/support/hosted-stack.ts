@@ -50,6 +50,9 @@ export async function startHostedStack(options: {
     // to its runtime's last heartbeat, so the default 5 s would hold billing back that long.
     heartbeatIntervalMs: HEARTBEAT_MS,
     runtimeSecret: secret,
+    // Accounts hold exactly what the tests grant them (`credits`), which they assert balances
+    // and dry accounts against.
+    signupCredits: 0,
     ...(options.reconnectWindowSeconds === undefined ? {} : { reconnectWindowSeconds: options.reconnectWindowSeconds }),
     ...(options.publicUrl === undefined ? {} : { publicUrl: options.publicUrl }),
   });
