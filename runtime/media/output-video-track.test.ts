@@ -95,6 +95,46 @@ describe('OutputVideoTrack', () => {
     expect(received.filter((r) => r.keyframe).length).toBeGreaterThanOrEqual(flushes);
   }, 30_000);
 
+  it('a viewer that paused does not stop the model: frames are taken at the track pace and never encoded; resuming opens on a keyframe', async () => {
+    const fps = 30;
+    const intervalMs = 1000 / fps;
+    const metrics = new RuntimeMetrics({ processMetrics: false });
+    const track = new OutputVideoTrack({ name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT }, fps, createLogger({}, 'error'), metrics);
+    const received: Received[] = [];
+    const sink = recordingSink(received);
+    track.addSink(sink, { paused: false });
+    track.sinkReady(sink);
+    let encoded = 0;
+    track.setFrameTap(() => encoded++);
+    await emitUntil(track, () => received.length >= 3);
+    track.setPaused(sink, true);
+    const sentBefore = received.length;
+    const encodedBefore = encoded;
+    // 30 emits as fast as the track takes them. With nobody playing they used to wait forever
+    // (the pacer took nothing): a 20 s ceiling turns that into a failure, not a hang.
+    const picture = solidI420(WIDTH, HEIGHT, 80, 90, 200);
+    const started = performance.now();
+    const emitted = (async () => {
+      for (let i = 0; i < 30; i++) await track.emit(picture);
+    })();
+    const outcome = await Promise.race([emitted.then(() => 'emitted'), new Promise((resolve) => setTimeout(() => resolve('blocked'), 20_000))]);
+    const elapsedMs = performance.now() - started;
+    expect(outcome).toBe('emitted');
+    // Paced, not free-running: the queue (2) and the frame in hand go in at once, every other frame
+    // waits for one interval (less the pacer's 4 ms slack). A lower bound only, which load cannot break.
+    expect(elapsedMs).toBeGreaterThanOrEqual(27 * (intervalMs - 4));
+    // Nothing encoded or sent for the paused viewer.
+    expect(encoded - encodedBefore).toBeLessThanOrEqual(1); // a frame already in the encoder when the pause came
+    expect(received.length - sentBefore).toBeLessThanOrEqual(1);
+    expect(await metricValue(metrics, 'framesDropped', { reason: 'paused' })).toBeGreaterThanOrEqual(25);
+    // Resumed: the viewer's picture opens on a keyframe.
+    track.setPaused(sink, false);
+    const resumedAt = received.length;
+    await emitUntil(track, () => received.length >= resumedAt + 3);
+    expect(received[resumedAt]!.keyframe).toBe(true);
+    await track.close();
+  }, 60_000);
+
   it('restarts an encoder that fails mid-stream: the failed one is freed, and the viewer gets a keyframe before any delta of the new one', async () => {
     const before = openVideoEncoderCount();
     const metrics = new RuntimeMetrics({ processMetrics: false });

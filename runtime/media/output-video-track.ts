@@ -6,9 +6,13 @@
  *   emit ─▶ BoundedQueue ─▶ pacer (≤ fps) ─▶ encoder per codec ─▶ packetizer per codec ─▶ each VideoSink
  *
  * Pacing is a leaky bucket, not a tick grid: a frame that arrives on time leaves at once (no
- * added latency); a burst leaves one frame per 1/fps. While no connection is subscribed the
- * pacer takes nothing, so with the `block` policy the model waits in emit(); when a subscriber
- * arrives, frames that queued up meanwhile are dropped but the newest. No frame → nothing sent.
+ * added latency); a burst leaves one frame per 1/fps. Backpressure comes from the viewers that
+ * play the track: while every connected viewer has paused it (spec: pauseTrack unsubscribes, "the
+ * model keeps emitting"), the pacer still takes frames at the track's pace and drops them before
+ * the encoder, so the model runs on at the track's fps and no CPU is spent encoding them. While no
+ * viewer is connected at all (before the first, or in a reconnect window) the pacer takes
+ * nothing, so with the `block` policy the model waits in emit(); when a viewer arrives, frames
+ * that queued up meanwhile are dropped but the newest. No frame → nothing sent.
  *
  * A sink that joins, resumes or reports picture loss gets a keyframe; until its first keyframe
  * it receives nothing (it could not decode deltas). A joining sink is first shown one black
@@ -154,7 +158,7 @@ export class OutputVideoTrack {
   /** Sees every frame the track sends (the session's recorder); must not keep `frame` (it is pooled). */
   #frameTap: ((frame: VideoFrame, wallTimeMs: number) => void) | undefined;
   #activeWaiters: Array<() => void> = [];
-  #wasActive = false;
+  #wasViewed = false;
   readonly #sinks = new Map<VideoSink, SinkState>();
   readonly #pipelines = new Map<VideoStreamKey, Promise<CodecPipeline>>();
   readonly #blackKeyframes = new Map<VideoStreamKey, Promise<Buffer[]>>();
@@ -301,19 +305,26 @@ export class OutputVideoTrack {
     this.#cudaPool.close();
   }
 
+  /** A connected viewer plays the track: frames are encoded and sent. */
   get #active(): boolean {
     for (const state of this.#sinks.values()) if (state.ready && !state.paused) return true;
     return false;
   }
 
+  /** A connected viewer, playing or paused: the pacer takes frames at the track's pace. */
+  get #viewed(): boolean {
+    for (const state of this.#sinks.values()) if (state.ready) return true;
+    return false;
+  }
+
   #activeChanged(): void {
-    const active = this.#active;
-    if (active && !this.#wasActive) {
-      // Frames that waited while nobody watched are stale: the newest is all anyone needs.
+    const viewed = this.#viewed;
+    if (viewed && !this.#wasViewed) {
+      // Frames that waited while nobody was connected are stale: the newest is all anyone needs.
       for (const frame of this.#queue.keepNewest()) this.#drop(frame, 'stale');
       for (const wake of this.#activeWaiters.splice(0)) wake();
     }
-    this.#wasActive = active;
+    this.#wasViewed = viewed;
   }
 
   #framesDropped = 0;
@@ -346,8 +357,9 @@ export class OutputVideoTrack {
 
   async #pump(): Promise<void> {
     for (;;) {
-      // Take nothing while no one is subscribed: the queue fills and emit() applies backpressure.
-      while (!this.#active && !this.#queue.closed) {
+      // Take nothing while no viewer is connected: the queue fills and emit() applies
+      // backpressure. A viewer that paused still lets frames through at the pace (dropped below).
+      while (!this.#viewed && !this.#queue.closed) {
         await new Promise<void>((resolve) => this.#activeWaiters.push(resolve));
       }
       // Strict spacing (1/fps) only for a producer that outruns the track — a free-running model
@@ -387,8 +399,9 @@ export class OutputVideoTrack {
   async #encodeAndSend(frame: VideoFrame, onTime: boolean): Promise<void> {
     const active = [...this.#sinks.values()].filter((s) => s.ready && !s.paused);
     if (active.length === 0) {
-      // The last subscriber left while this frame waited for its slot.
-      this.#metrics?.framesDropped.inc({ track: this.name, reason: 'no_subscribers' });
+      // Every viewer paused the track (the model keeps emitting at its pace; nothing is encoded),
+      // or the last one left while this frame waited for its slot.
+      this.#metrics?.framesDropped.inc({ track: this.name, reason: this.#viewed ? 'paused' : 'no_subscribers' });
       this.#framesDropped++;
       return;
     }
