@@ -6,7 +6,7 @@
 
 import { startCoordinator, type Coordinator } from '../../coordinator/index.ts';
 import pattern from '../../models/examples/pattern/index.ts';
-import { startRuntime, type ModelDefinition, type Runtime } from '../../runtime/index.ts';
+import { startRuntime, type ModelDefinition, type RecordingOptions, type Runtime } from '../../runtime/index.ts';
 import { freshDatabase, type Engine } from '../coordinator/storage-engines.ts';
 import { waitUntil } from './video-probe.ts';
 
@@ -31,7 +31,8 @@ export async function startHostedStack(options: {
   runtimeId: string;
   credits?: number;
   reconnectWindowSeconds?: number;
-  recording?: boolean;
+  /** Record sessions (clips): `true` for the defaults, or the runtime's recording options (a clock, say). */
+  recording?: boolean | RecordingOptions;
   /** The coordinator's `publicUrl` (`--public-url`). */
   publicUrl?: string;
   /** The model the runtime serves (and the catalog lists, at 5 credits/s); default `pattern`. */
@@ -67,7 +68,7 @@ export async function startHostedStack(options: {
     ice: { hostAddresses: [LOOPBACK] },
     playground: false,
     hosted: { coordinatorUrl: coordinator.url, secret, runtimeId: options.runtimeId },
-    ...(options.recording ? { recording: {} } : {}),
+    ...(options.recording ? { recording: options.recording === true ? {} : options.recording } : {}),
   });
   await waitUntil(async () => (await coordinator.registry.get(options.runtimeId)) !== undefined, 20_000, 'the runtime to register');
   return {
