@@ -39,7 +39,8 @@ describe.each(ENGINES)('SIGKILL the coordinator mid-session on %s', (engine) => 
   it(`${KILLS} kills at random moments: the ledger balances, no second is charged twice or lost`, async () => {
     const database = await freshDatabase(engine);
     // Seed it as an operator would, then leave it to the process.
-    const seed = await startCoordinator({ database, port: 0, meterFlushMs: 0 });
+    // No signup credits: the ledger check below counts the grant made here (GRANTED) alone.
+    const seed = await startCoordinator({ database, port: 0, meterFlushMs: 0, signupCredits: 0 });
     await seed.catalog.add('pattern', RATE);
     const account = await seed.accounts.create('Crashy');
     await seed.ledger.grantPromotional(account.id, GRANTED);
@@ -77,18 +78,26 @@ describe.each(ENGINES)('SIGKILL the coordinator mid-session on %s', (engine) => 
       const readyAt = (await session()).ready_at!;
 
       let maxBehind = 0;
+      let slowestCatchUpMs = 0;
       const started = performance.now();
+      // Never more than a flush and a heartbeat interval (and the second in progress) behind.
+      const BEHIND_BOUND = Math.ceil((FLUSH_MS * 3 + HEARTBEAT_MS * 2 + 200) / 1000) + 1;
+      const behindNow = async () => Math.floor((Date.now() - readyAt) / 1000) - Number((await session()).billed_seconds);
       for (let i = 0; i < KILLS; i++) {
         await sleep(300 + Math.random() * 1_700); // anywhere in or between flushes
         await killProcess(coordinator);
         await sleep(Math.random() * 800);
         coordinator = await startCoordinatorAt(database, port);
         const restartedAt = Date.now();
-        await sleep(HEARTBEAT_MS + FLUSH_MS * 2 + 200); // a heartbeat and a flush after the restart have surely run
-        // Never more than a flush and a heartbeat interval (and the second in progress) behind.
-        const behind = Math.floor((Date.now() - readyAt) / 1000) - Number((await session()).billed_seconds);
-        maxBehind = Math.max(maxBehind, behind);
-        expect(behind, `after restart ${i + 1} at +${restartedAt - readyAt} ms`).toBeLessThanOrEqual(Math.ceil((FLUSH_MS * 3 + HEARTBEAT_MS * 2 + 200) / 1000) + 1);
+        await sleep(HEARTBEAT_MS + FLUSH_MS * 2 + 200); // a heartbeat and a flush after the restart have run, on a quiet machine
+        maxBehind = Math.max(maxBehind, await behindNow());
+        // Back within the bound once they have run: polled rather than read once at that moment,
+        // since on a loaded 2-core machine the restarted process and its timers run late. A meter
+        // that lost seconds never gets back within it (and the ledger checks below would fail).
+        let behind = Infinity;
+        await waitUntil(async () => (behind = await behindNow()) <= BEHIND_BOUND, 15_000, `the meter to catch up after restart ${i + 1} at +${restartedAt - readyAt} ms (${behind} s behind)`);
+        slowestCatchUpMs = Math.max(slowestCatchUpMs, Date.now() - restartedAt);
+        expect(behind).toBeLessThanOrEqual(BEHIND_BOUND);
         const live = await session();
         expect(live.status, `ended: ${live.end_reason}`).toBe('ready'); // the session lived through it
       }
@@ -117,7 +126,8 @@ describe.each(ENGINES)('SIGKILL the coordinator mid-session on %s', (engine) => 
       console.log(
         `${engine}: ${KILLS} SIGKILLs over ${((performance.now() - started) / 1000).toFixed(0)} s; ` +
           `${whole} s billed in ${ticks.length} ticks, contiguous, none twice; ${draws.length} draws = ${drawn} credits; ` +
-          `balance ${balance.credits} = granted − drawn; meter at most ${maxBehind} s behind after a restart`,
+          `balance ${balance.credits} = granted − drawn; meter at most ${maxBehind} s behind ${HEARTBEAT_MS + FLUSH_MS * 2 + 200} ms after a restart, ` +
+          `back within ${BEHIND_BOUND} s at most ${slowestCatchUpMs} ms after one`,
       );
     } finally {
       await client?.disconnect().catch(() => undefined);

@@ -5,7 +5,7 @@ import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import pattern from '../../models/examples/pattern/index.ts';
 import audioLoop from '../fixtures/audio-loop-model.ts';
 import { AudioProbe, startSine } from '../support/audio-probe.ts';
-import { waitUntil } from '../support/video-probe.ts';
+import { waitUntil, waitUntilStill } from '../support/video-probe.ts';
 
 const LOOPBACK = '127.0.0.1';
 
@@ -35,9 +35,13 @@ describe('audio out: pattern tone', () => {
       await client.sendCommand('set_tone', { frequency: 0 });
       await waitUntil(() => probe.level < 200, 10_000, 'silence');
       client.pauseTrack('tone');
-      await new Promise((resolve) => setTimeout(resolve, 500));
-      // The runtime's own count of audio frames sent: it must stand still while paused.
+      // The runtime's own count of audio frames sent: it must stand still while paused. The pause
+      // is in force once a later request on the same ordered channel is answered; frames already
+      // in the encoder then leave: wait for the count to settle (a loaded machine's encoder can
+      // outlast a fixed 500 ms) before watching it for a second.
       const sent = async () => (await runtime.metrics.framesSent.get()).values.find((v) => v.labels.track === 'tone')?.value ?? 0;
+      await client.sendCommand('get_state', {});
+      await waitUntilStill(sent, 300, 10_000, 'the tone frames sent');
       const before = await sent();
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       expect(await sent()).toBe(before);

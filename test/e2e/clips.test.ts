@@ -15,6 +15,7 @@ import { ArclightClient, type Clip } from '../../client/node.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import counter, { COUNTER_SIZE } from '../fixtures/counter-model.ts';
 import pattern from '../../models/examples/pattern/index.ts';
+import { watchEventLoop } from '../support/event-loop-watch.ts';
 import { readRuntimeEvents } from '../support/event-stream-reader.ts';
 import { waitUntil } from '../support/video-probe.ts';
 import type { SessionLogPage } from '../../protocol/session-logs.ts';
@@ -103,16 +104,25 @@ describe('recording and clips (local mode)', () => {
     const events = await readRuntimeEvents(runtime.url);
     await client.connect();
     const started = Date.now();
+    // The runtime's sent-frame count as it goes, so the clip is judged against the frames sent in
+    // its span (a loaded machine sends fewer than 30 a second), not against 30 fps.
+    const sentLog: Array<{ at: number; sent: number }> = [];
+    const sampler = setInterval(() => void sentInProcess(runtime, 'main_video').then((sent) => sentLog.push({ at: Date.now(), sent })), 100);
+    const sentAt = (at: number) => sentLog.filter((s) => s.at <= at).at(-1)?.sent ?? 0;
     await new Promise((resolve) => setTimeout(resolve, 10_000));
 
-    const clip = await client.requestClip(5);
+    const clip = await client.requestClip(5).finally(() => clearInterval(sampler));
+    const clipAt = Date.now();
     expect(clip.expiresAt - now).toBeGreaterThan(23 * 3600_000); // the playlist URL lives 24 h
     const five = await decodeClip(clip);
     // At least 5 s, from a segment boundary: at most one ~4 s segment more.
     expect(clip.durationSeconds).toBeGreaterThanOrEqual(4.9);
     expect(clip.durationSeconds).toBeLessThanOrEqual(9.5);
     expect(five.seconds).toBeCloseTo(clip.durationSeconds, 0);
-    expect(five.frames).toBeGreaterThanOrEqual(Math.floor(clip.durationSeconds * FPS * 0.8));
+    // Most of what was sent in the clip's span is in it (it was 80 % of 30 fps).
+    const sentInSpan = sentAt(clipAt) - sentAt(clipAt - clip.durationSeconds * 1000);
+    expect(five.frames, JSON.stringify({ frames: five.frames, sentInSpan, seconds: clip.durationSeconds })).toBeGreaterThanOrEqual(Math.floor(sentInSpan * 0.8));
+    expect(sentInSpan).toBeGreaterThan(0);
     expect(five.playlist.segments.reduce((sum, s) => sum + s.duration, 0)).toBeCloseTo(clip.durationSeconds, 1);
     // They are the model's frames, in order: its shade steps by 2 a frame (mod 220).
     const steps = five.shades.slice(1).map((s, i) => (s - five.shades[i]! + 220) % 220);
@@ -120,10 +130,14 @@ describe('recording and clips (local mode)', () => {
     expect(inStep / steps.length).toBeGreaterThan(0.9);
     expect(five.shades.every((s) => s >= 12 && s <= 240)).toBe(true);
 
+    // The recording ends when it is asked for: time it then, not after decoding it (a loaded
+    // machine decodes a 10 s recording slowly), and it holds every frame sent before.
+    const sentBeforeWhole = await sentInProcess(runtime, 'main_video');
+    const elapsed = (Date.now() - started) / 1000;
     const whole = await client.requestRecording();
     const all = await decodeClip(whole);
-    const elapsed = (Date.now() - started) / 1000;
-    expect(whole.durationSeconds).toBeGreaterThan(elapsed - 2); // from the first frame until now
+    expect(whole.durationSeconds).toBeGreaterThan(elapsed - 2); // from the first frame until then
+    expect(all.frames).toBeGreaterThanOrEqual(sentBeforeWhole);
     expect(all.frames).toBeGreaterThan(five.frames);
     expect(all.seconds).toBeCloseTo(whole.durationSeconds, 0);
 
@@ -172,6 +186,11 @@ describe('recording and clips (local mode)', () => {
   }, 90_000);
 });
 
+/** The same, read in process (cheap enough to sample every 100 ms). */
+async function sentInProcess(runtime: Runtime, track: string): Promise<number> {
+  return (await runtime.metrics.framesSent.get()).values.filter((v) => v.labels.track === track).reduce((sum, v) => sum + v.value, 0);
+}
+
 /** The runtime's count of video frames sent on `track` (one viewer: one per frame). */
 async function framesSent(runtime: Runtime, track: string): Promise<number> {
   const exposition = await (await fetch(`${runtime.url}/metrics`)).text();
@@ -189,11 +208,14 @@ describe('recording with sound (pattern: video + tone)', () => {
   it('records the audio track as AAC beside the video, about as long as the picture', async () => {
     const client = new ArclightClient({ modelName: 'pattern', local: true, localRuntimeUrl: runtime.url });
     await client.connect();
+    const loop = watchEventLoop();
     await new Promise((resolve) => setTimeout(resolve, 5_000));
     // Every frame sent before the request is in the recording (the recorder sees each frame as it
     // leaves); a loaded machine sends fewer than 30 a second, which is no loss.
     const sentBefore = await framesSent(runtime, 'main_video');
     const recording = await client.requestRecording();
+    loop.stop();
+    const stalledMs = loop.lateBeyond(100);
     const blob = await client.downloadClipAsFile(recording, null);
     const path = join(mkdtempSync(join(tmpdir(), 'av-clip-')), 'clip.mp4');
     writeFileSync(path, Buffer.from(await blob.arrayBuffer()));
@@ -219,10 +241,16 @@ describe('recording with sound (pattern: video + tone)', () => {
     await client.disconnect();
     expect(sentBefore).toBeGreaterThan(30);
     expect(videoPackets).toBeGreaterThanOrEqual(sentBefore);
-    // The tone plays while the picture does: within a second of the video's ~5 s span (a loaded
-    // machine's tone falls a few hundred ms behind — 0.55 s once in CI; a missing or doubled track
-    // is seconds off).
-    expect(Math.abs(audioSamples / 48_000 - recording.durationSeconds)).toBeLessThan(1);
+    // The tone plays while the picture does: within a second of the video's ~5 s span (a missing
+    // or doubled track is seconds off). A loaded machine's tone falls behind, and that is by
+    // design: after an event-loop stall longer than 100 ms the runtime's audio clock skips what
+    // it cannot catch up (output-audio-track.ts), to stay on the wall clock. The runtime runs in
+    // this process, so its stalls are this process's: the bound widens by what they skipped (0.55 s
+    // behind was seen once in CI, against a fixed 1 s).
+    const audioSeconds = audioSamples / 48_000;
+    const detail = JSON.stringify({ audioSeconds, videoSeconds: recording.durationSeconds, stalledMs });
+    expect(recording.durationSeconds - audioSeconds, detail).toBeLessThan(1 + stalledMs / 1000);
+    expect(audioSeconds - recording.durationSeconds, detail).toBeLessThan(1);
   }, 60_000);
 
   it('a clip request cut short by a disconnection fails with recording_error', async () => {

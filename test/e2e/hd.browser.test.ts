@@ -11,6 +11,7 @@
 
 import { describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
+import type { Runtime } from '../../runtime/index.ts';
 import { createHdModel, patchesFor } from '../fixtures/hd-model.ts';
 import { browserRig } from '../support/browser-rig.ts';
 import { pollUntil } from '../support/poll.ts';
@@ -84,6 +85,11 @@ function samplePixel(page: Page, x: number, y: number): Promise<Rgb | null> {
   );
 }
 
+/** The runtime's count of video frames sent on the track. */
+async function framesSent(runtime: Runtime): Promise<number> {
+  return (await runtime.metrics.framesSent.get()).values.filter((v) => v.labels.track === TRACK).reduce((sum, v) => sum + v.value, 0);
+}
+
 const near = (actual: Rgb | null, expected: Rgb, tolerance: number): boolean =>
   actual !== null && Math.abs(actual.r - expected.r) <= tolerance && Math.abs(actual.g - expected.g) <= tolerance && Math.abs(actual.b - expected.b) <= tolerance;
 
@@ -123,12 +129,17 @@ describe.each([
       expect(first.codec).toBe('video/H264');
       expect({ width: first.frameWidth, height: first.frameHeight }).toEqual({ width: WIDTH, height: HEIGHT });
 
-      // Frames keep coming: at least 10 fps over 3 s (30 fps on a quiet machine; a loose bound
-      // because other work may share the cores).
-      await new Promise((resolve) => setTimeout(resolve, 3_000));
-      const later = (await inboundVideo(page))!;
-      const fps = (later.framesDecoded - first.framesDecoded) / 3;
-      expect(fps, JSON.stringify({ first, later })).toBeGreaterThanOrEqual(10);
+      // Frames keep coming, and Chromium decodes what the runtime sends: 30 more frames, counted
+      // against the frames sent meanwhile rather than asked of a rate (it was "≥ 10 fps over 3 s";
+      // an HD encode on a loaded 2-core machine may not manage that, which is not what is tested).
+      const sentAtFirst = await framesSent(rig().runtime);
+      const later = await until(page, log, '30 more decoded frames', async () => {
+        const s = await inboundVideo(page);
+        return s && s.framesDecoded - first.framesDecoded >= 30 ? s : null;
+      }, 60_000);
+      const sent = (await framesSent(rig().runtime)) - sentAtFirst;
+      // The browser trails the runtime by the frames on the wire and in its decoder.
+      expect(later.framesDecoded - first.framesDecoded, JSON.stringify({ first, later, sent })).toBeGreaterThanOrEqual(sent - 10);
 
       // The centre of each patch has its colour: the whole picture arrived, unscaled and uncropped.
       for (const patch of PATCHES) {

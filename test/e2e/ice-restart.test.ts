@@ -217,7 +217,8 @@ describe('ICE restart, trickle and renegotiation (local runtime)', () => {
     const unknown = await post(`${runtime.url}/sessions/${client.getSessionId()}/transport/webrtc/connections/999/ice_candidates`, '{"candidates":[],"end_of_candidates":true}');
     expect(unknown.status).toBe(404);
     const after = performance.now();
-    await waitUntil(() => frames.firstAfter(after) !== undefined, 3_000, 'frames after the bad input');
+    // Counted, not timed: a generous deadline costs nothing when healthy and survives a loaded machine.
+    await waitUntil(() => frames.firstAfter(after) !== undefined, 8_000, 'frames after the bad input');
     expect(client.getStatus()).toBe('ready');
     expect((await client.sendCommand('set_color', { color: '#0000ff' }))?.type).toBe('color_changed');
   }, 15_000);
@@ -230,7 +231,8 @@ describe('ICE restart, trickle and renegotiation (local runtime)', () => {
     expect(response.status).toBe(400);
     expect(((await response.json()) as { code: string }).code).toBe('invalid_sdp');
     const after = performance.now();
-    await waitUntil(() => frames.between(after, performance.now()) >= 10, 3_000, 'frames after the failed offer');
+    // Ten frames, however long a loaded machine takes to encode and decode them (not "in 3 s").
+    await waitUntil(() => frames.between(after, performance.now()) >= 10, 10_000, 'frames after the failed offer');
     expect(client.getStatus()).toBe('ready');
     expect(reconnecting).toEqual([]);
     expect((await client.sendCommand('set_color', { color: '#ff0000' }))?.type).toBe('color_changed');

@@ -17,7 +17,7 @@ import pattern from '../../models/examples/pattern/index.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import { NetworkFaults } from '../../runtime/webrtc/network-faults.ts';
 import { decodeTrack, openWeriftPeer, type WeriftPeer } from '../support/werift-peer.ts';
-import { connectWatchedClient, retransmittedPackets, type WatchedClient } from '../support/media-fault-probe.ts';
+import { connectWatchedClient, FrameArrivals, retransmittedPackets, type WatchedClient } from '../support/media-fault-probe.ts';
 import { waitUntil } from '../support/video-probe.ts';
 
 const LOOPBACK = '127.0.0.1';
@@ -41,22 +41,41 @@ describe('media faults: loss, delay and a blackout on a live session', () => {
     await runtime?.close();
   });
 
-  /** Frames decoded in the next `ms`, and the longest gap between them. */
-  async function watch(ms: number): Promise<{ frames: number; longestGapMs: number }> {
+  /**
+   * Frames decoded in the next `ms` and the longest gap between them, beside the frames the
+   * runtime sent meanwhile and the longest gap between those (its frame tap sees each frame as the
+   * pacer lets it go). The decoded side is judged against the sent side, not against 30 fps: a
+   * loaded 2-core machine sends fewer frames a second, and can stall the sender, which no client
+   * recovery can make up for.
+   */
+  async function watch(ms: number): Promise<{ frames: number; longestGapMs: number; sent: number; longestSendGapMs: number }> {
+    const track = runtime.sessions.current?.outputVideoTrack('main_video');
+    expect(track, 'the session and its main_video track').toBeDefined();
+    const sends = new FrameArrivals();
+    track!.setFrameTap(() => sends.note(performance.now()));
     const from = performance.now();
     await sleep(ms);
     const to = performance.now();
-    return { frames: watched.frames.between(from, to), longestGapMs: watched.frames.longestGap(from, to) };
+    track!.setFrameTap(undefined);
+    return {
+      frames: watched.frames.between(from, to),
+      longestGapMs: watched.frames.longestGap(from, to),
+      sent: sends.between(from, to),
+      longestSendGapMs: sends.longestGap(from, to),
+    };
   }
 
   it('keeps decoding with 5 % loss each way (NACK retransmission)', async () => {
     const resentBefore = await retransmittedPackets(runtime.url);
     network.set({ lossPercent: 5 });
-    const { frames, longestGapMs } = await watch(4_000);
+    const watch4s = await watch(4_000);
+    const { frames, longestGapMs, sent, longestSendGapMs } = watch4s;
     network.clear();
-    // 30 fps for 4 s is 120 frames; well over half must decode, and the picture never stalls for a second.
-    expect(frames).toBeGreaterThanOrEqual(45);
-    expect(longestGapMs).toBeLessThan(1_000);
+    // Of what was sent (120 frames in 4 s at 30 fps) well over a third must decode (it was 45 of
+    // 120), and the picture never stalls for a second longer than the sender did.
+    expect(sent, JSON.stringify(watch4s)).toBeGreaterThan(0);
+    expect(frames, JSON.stringify(watch4s)).toBeGreaterThanOrEqual(Math.ceil(sent * 0.375));
+    expect(longestGapMs - longestSendGapMs, JSON.stringify(watch4s)).toBeLessThan(1_000);
     expect(network.counters.dropped).toBeGreaterThan(10);
     expect(await retransmittedPackets(runtime.url)).toBeGreaterThan(resentBefore);
   }, 10_000);
@@ -64,10 +83,13 @@ describe('media faults: loss, delay and a blackout on a live session', () => {
   it('keeps decoding with a 150 ms RTT (75 ms each way), and the runtime measures it', async () => {
     network.set({ delayMs: 75 });
     const reportsBefore = reports.length;
-    const { frames, longestGapMs } = await watch(4_500);
-    // A third of 30 fps: the machine running this may be busy; what matters is that it keeps on.
-    expect(frames).toBeGreaterThanOrEqual(45);
-    expect(longestGapMs).toBeLessThan(1_000);
+    const watched45 = await watch(4_500);
+    const { frames, longestGapMs, sent, longestSendGapMs } = watched45;
+    // A third of what was sent (it was 45, a third of 30 fps): the machine running this may be
+    // busy; what matters is that it keeps on.
+    expect(sent, JSON.stringify(watched45)).toBeGreaterThan(0);
+    expect(frames, JSON.stringify(watched45)).toBeGreaterThanOrEqual(Math.ceil(sent / 3));
+    expect(longestGapMs - longestSendGapMs, JSON.stringify(watched45)).toBeLessThan(1_000);
     // The runtime's RTT comes from the client's RTCP receiver reports, which the delay slows both
     // ways; a report's figure may still average in the time before the delay.
     const measured = () => reports.slice(reportsBefore).map((r) => r.rtt_ms ?? 0);
@@ -87,13 +109,16 @@ describe('media faults: loss, delay and a blackout on a live session', () => {
     expect(watched.frames.between(startedAt + 1_000, endedAt)).toBe(0); // it really was dark
     await waitUntil(() => watched.frames.firstAfter(endedAt) !== undefined, 5_000, 'a decoded frame after the blackout');
     const recoveredMs = watched.frames.firstAfter(endedAt)! - endedAt;
-    const { frames, longestGapMs } = await watch(2_000);
+    const { frames, longestGapMs, sent, longestSendGapMs } = await watch(2_000);
     const after = await watched.counters();
     const resent = (await retransmittedPackets(runtime.url)) - resentBefore;
-    const detail = JSON.stringify({ recoveredMs, resent, longestGapMs, before, after, counters: network.counters });
+    const detail = JSON.stringify({ recoveredMs, resent, frames, sent, longestGapMs, longestSendGapMs, before, after, counters: network.counters });
     expect(recoveredMs, detail).toBeLessThan(3_000);
-    expect(frames, detail).toBeGreaterThanOrEqual(20);
-    expect(longestGapMs, detail).toBeLessThan(1_000);
+    // A third of what was sent in the 2 s after (it was 20, a third of 30 fps), with no stall a
+    // second longer than the sender's own.
+    expect(sent, detail).toBeGreaterThan(0);
+    expect(frames, detail).toBeGreaterThanOrEqual(Math.ceil(sent / 3));
+    expect(longestGapMs - longestSendGapMs, detail).toBeLessThan(1_000);
     // 2 s of this stream (~270 packets) fits the runtime's send history (512 packets), so the
     // client usually gets the missing packets again by NACK; when it does not, it asks for a
     // keyframe (PLI) and must decode one.
@@ -146,8 +171,9 @@ describe('media faults: a keyframe after PLI (werift client, H.264)', () => {
     expect(firstPli, detail).toBeDefined();
     expect(keyframe.at, detail).toBeGreaterThan(firstPli!);
     expect(keyframe.at - endedAt, detail).toBeLessThan(2_000);
-    await sleep(500);
-    expect(decoded.filter((f) => f.at > keyframe.at).length, detail).toBeGreaterThan(5); // and the picture moves on
+    // And the picture moves on: counted, not "in 500 ms" (6 frames decoded by node-av on a loaded
+    // machine can take longer).
+    await waitUntil(() => decoded.filter((f) => f.at > keyframe.at).length > 5, 5_000, 'frames decoded after the keyframe');
     expect(peer.pc.connectionState).toBe('connected');
     expect(peer.channel.readyState).toBe('open');
     // The runtime counted the picture loss and the keyframe it answered with (/metrics).

@@ -34,6 +34,8 @@ function runtimeOptions(faults?: { outboundRtpLossPercent: number }): RuntimeOpt
 interface Watched {
   readonly client: ArclightClient;
   readonly reports: MediaQuality[];
+  /** Frames the client had decoded when each report arrived (same index as `reports`). */
+  readonly decodedAtReport: number[];
   readonly probe: Promise<VideoProbe>;
 }
 
@@ -41,17 +43,28 @@ async function connectAndWatch(runtime: Runtime): Promise<Watched> {
   const client = new ArclightClient({ modelName: 'pattern', local: true, localRuntimeUrl: runtime.url });
   clients.push(client);
   const reports: MediaQuality[] = [];
-  client.on('mediaStats', (quality) => reports.push(quality));
+  const decodedAtReport: number[] = [];
+  let watching: VideoProbe | undefined;
+  client.on('mediaStats', (quality) => {
+    reports.push(quality);
+    decodedAtReport.push(watching?.frames ?? 0);
+  });
   const probe = new Promise<VideoProbe>((resolve) => {
     client.on('trackReceived', (name, track) => {
       if (name !== 'main_video' || track.kind !== 'video') return;
       const p = new VideoProbe(track);
       probes.push(p);
+      watching = p;
       resolve(p);
     });
   });
   await client.connect();
-  return { client, reports, probe };
+  return { client, reports, decodedAtReport, probe };
+}
+
+/** The runtime's count of video frames sent on `main_video`. */
+async function framesSent(runtime: Runtime): Promise<number> {
+  return (await runtime.metrics.framesSent.get()).values.filter((v) => v.labels.track === 'main_video').reduce((sum, v) => sum + v.value, 0);
 }
 
 const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
@@ -67,7 +80,7 @@ describe('media_stats', () => {
     afterAll(async () => runtime?.close());
 
     it('reports a score ≥ 8 within 5 s, as an event, a runtime message and in getStats()', async () => {
-      const { client, reports, probe } = await connectAndWatch(runtime);
+      const { client, reports, decodedAtReport, probe } = await connectAndWatch(runtime);
       const runtimeMessages: string[] = [];
       client.on('runtimeMessage', (m) => runtimeMessages.push(m.type));
       const readyAt = Date.now();
@@ -83,15 +96,23 @@ describe('media_stats', () => {
       expect(Object.keys(first.tracks)).toEqual(['main_video']); // video tracks only; not `tone`
       expect(runtimeMessages).toContain('media_stats');
       expect(client.getStats()?.quality?.score).toBe(reports.at(-1)!.score);
-      // A few more intervals: the link stays clean, frames flow at the model's rate.
+      // A few more intervals: the link stays clean, and what a report says was sent is what the
+      // client decoded meanwhile (not "> 20 fps": how many frames a loaded machine encodes a
+      // second is not the rule, and the score already weighs fps against what the model emitted).
       await waitUntil(() => reports.length >= 3, 7_000, 'three media_stats');
-      const later = reports.slice(1);
-      for (const report of later) {
+      for (let i = 1; i < reports.length; i++) {
+        const report = reports[i]!;
         expect(report.score, JSON.stringify(report)).toBeGreaterThanOrEqual(8);
         expect(report.interval_ms).toBeGreaterThan(1_500);
         expect(report.interval_ms).toBeLessThan(3_000);
-        expect(report.fps).toBeGreaterThan(20);
+        expect(report.fps).toBeGreaterThan(0);
         expect(report.rtt_ms).toBeGreaterThanOrEqual(0);
+        const sent = report.tracks['main_video']!.frames_sent - reports[i - 1]!.tracks['main_video']!.frames_sent;
+        const decoded = decodedAtReport[i]! - decodedAtReport[i - 1]!;
+        const detail = JSON.stringify({ report, sent, decoded });
+        expect(report.fps, detail).toBeCloseTo(sent / (report.interval_ms / 1000), 0);
+        // The two windows differ by the frames on the wire and in the decoder at either end.
+        expect(Math.abs(decoded - sent), detail).toBeLessThanOrEqual(0.1 * sent + 5);
       }
       const frames = reports.map((r) => r.tracks['main_video']!.frames_sent);
       expect(frames).toEqual([...frames].sort((a, b) => a - b));
@@ -115,17 +136,21 @@ describe('media_stats', () => {
       ).toBe(LOSS_PERCENT);
       const probe = await probePromise;
       await waitUntil(() => probe.frames > 0, 10_000, 'the first decoded frame');
-      // Frames keep arriving over 6 s: ~180 at 30 fps; well over half must decode.
+      // Frames keep arriving while the runtime sends 180 (6 s at 30 fps); well over half of them
+      // must decode. Counted in frames sent rather than seconds: a loaded machine sends fewer a
+      // second, and the rule is about how many of those the client gets.
       const start = probe.frames;
+      const sentAtStart = await framesSent(runtime);
       const steps: number[] = [];
-      for (let i = 0; i < 6; i++) {
-        await new Promise((resolve) => setTimeout(resolve, 1_000));
+      for (let i = 1; i <= 6; i++) {
+        await waitUntil(async () => (await framesSent(runtime)) - sentAtStart >= 30 * i, 10_000, `${30 * i} frames sent`);
         steps.push(probe.frames);
       }
-      expect(probe.frames - start).toBeGreaterThanOrEqual(100);
-      // No second without new frames: recovery keeps the picture moving.
-      steps.forEach((frames, i) => expect(frames, `frames after ${i + 1} s: ${steps.join(', ')}`).toBeGreaterThan(i === 0 ? start : steps[i - 1]!));
-      expect(reports.length).toBeGreaterThanOrEqual(2);
+      const sent = (await framesSent(runtime)) - sentAtStart;
+      expect(probe.frames - start, `${probe.frames - start} of ${sent} sent frames decoded`).toBeGreaterThanOrEqual(Math.ceil(sent * 0.55));
+      // No 30 frames sent (a second's worth) without new frames: recovery keeps the picture moving.
+      steps.forEach((frames, i) => expect(frames, `decoded after ${30 * (i + 1)} sent: ${steps.join(', ')}`).toBeGreaterThan(i === 0 ? start : steps[i - 1]!));
+      await waitUntil(() => reports.length >= 2, 10_000, 'two media_stats');
       const summary = JSON.stringify(reports);
       expect(Math.max(...reports.map((r) => r.loss)), summary).toBeGreaterThan(0);
       expect(mean(reports.map((r) => r.loss)), summary).toBeGreaterThan(0.01);

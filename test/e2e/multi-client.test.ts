@@ -8,9 +8,12 @@ import { ArclightClient, wrtc } from '../../client/node.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import echo from '../../models/examples/echo/index.ts';
 import { rgbToYuv } from '../../models/examples/shared/i420-canvas.ts';
-import { near, VideoProbe, waitUntil } from '../support/video-probe.ts';
+import { near, VideoProbe, waitUntil, waitUntilStill } from '../support/video-probe.ts';
 
 const LOOPBACK = '127.0.0.1';
+const FPS = 30; // echo's
+/** The encoders' keyframe interval (encoder-backends.ts: KEYFRAME_INTERVAL_S at the track's fps), in frames. */
+const GOP_FRAMES = 10 * FPS;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 interface Viewer {
@@ -42,6 +45,10 @@ describe('three clients on one session', () => {
       .reduce((sum, v) => sum + v.value, 0);
   }
 
+  async function framesSent(): Promise<number> {
+    return (await runtime.metrics.framesSent.get()).values.filter((v) => v.labels.track === 'main_video').reduce((sum, v) => sum + v.value, 0);
+  }
+
   beforeAll(async () => {
     runtime = await startRuntime({ model: echo as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] } });
   });
@@ -62,20 +69,30 @@ describe('three clients on one session', () => {
     expect(new Set(viewers.map((v) => v.client.getConnectionId())).size).toBe(3);
     for (const v of viewers) await waitUntil(() => v.probe.frames > 5, 10_000, 'video for every client');
 
-    // Encode once: with three subscribers the encoder still runs once per frame (30 fps).
-    const before = await encodes();
+    // Encode once: with three subscribers the encoder still runs once per frame. Judged by what
+    // happened in the window, not by "15 to 40 a second" (a loaded machine encodes fewer, and
+    // sleeps longer): each encode went to all three, and no faster than the track's fps.
+    const [encodesBefore, sentBefore] = [await encodes(), await framesSent()];
+    const from = performance.now();
     await sleep(2_000);
-    const perSecond = ((await encodes()) - before) / 2;
-    expect(perSecond).toBeGreaterThan(15);
-    expect(perSecond).toBeLessThan(40);
+    const [encoded, sent] = [(await encodes()) - encodesBefore, (await framesSent()) - sentBefore];
+    const elapsedMs = performance.now() - from;
+    const detail = JSON.stringify({ encoded, sent, elapsedMs });
+    expect(encoded, detail).toBeGreaterThan(0);
+    expect(Math.abs(sent - 3 * encoded), detail).toBeLessThanOrEqual(6); // a frame at either edge
+    expect(encoded, detail).toBeLessThanOrEqual(Math.floor(elapsedMs / (1000 / FPS - 5)) + 2);
 
-    // Pause is per connection.
+    // Pause is per connection. In force once a later request on the same (ordered) channel is
+    // answered; then what was already on its way to the second client lands (however long a
+    // loaded machine takes, instead of a fixed 400 ms) before its count is taken.
     second.client.pauseTrack('main_video');
-    await sleep(400);
+    await second.client.sendCommand('set_brightness', { value: 1 });
+    await waitUntilStill(() => second.probe.frames, 500, 10_000, "the second client's paused picture");
     const [secondPaused, thirdBefore] = [second.probe.frames, third.probe.frames];
-    await sleep(1_000);
+    // Half a second's worth of frames reach the third client (counted, not timed)…
+    await waitUntil(() => third.probe.frames - thirdBefore > 15, 10_000, 'frames at the third client');
+    // …and none the second.
     expect(second.probe.frames - secondPaused).toBeLessThanOrEqual(1);
-    expect(third.probe.frames - thirdBefore).toBeGreaterThan(15);
     second.client.resumeTrack('main_video');
 
     // One publisher per input track; the broadcast that follows reaches everyone.
@@ -101,10 +118,15 @@ describe('three clients on one session', () => {
     expect(owner.messages).not.toContain('brightness_changed');
     expect(third.messages).not.toContain('brightness_changed');
 
-    // A late joiner gets a keyframe on request, far sooner than the encoder's 10 s periodic one.
-    const joinedAt = performance.now();
+    // A late joiner gets a keyframe on request, far sooner than the encoder's periodic one (every
+    // 300 frames). Counted in frames encoded from its connection to its picture rather than in
+    // seconds: a loaded machine connects, encodes and decodes slower, but the periodic keyframe
+    // is as many frames away as ever. Waiting for the periodic one would take 150 frames on
+    // average; on request, it is the next frame (a few more while the client decodes).
     const late = await join(sessionId);
-    await waitUntil(() => late.probe.centreLuma.some((y) => Math.abs(y - colour.y) < 14), 3_000, 'the late joiner to see the picture');
-    expect(performance.now() - joinedAt).toBeLessThan(5_000);
+    const encodesAtJoin = await encodes();
+    await waitUntil(() => late.probe.centreLuma.some((y) => Math.abs(y - colour.y) < 14), 15_000, 'the late joiner to see the picture');
+    const encodedMeanwhile = (await encodes()) - encodesAtJoin;
+    expect(encodedMeanwhile, `frames encoded before the late joiner saw the picture (a keyframe every ${GOP_FRAMES})`).toBeLessThan(GOP_FRAMES / 5);
   });
 });

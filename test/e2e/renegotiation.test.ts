@@ -17,7 +17,7 @@ import { createLogger } from '../../runtime/log.ts';
 import { peerIdentity } from '../../runtime/webrtc/offer-origin.ts';
 import { FrameArrivals } from '../support/media-fault-probe.ts';
 import { keepLoopbackCandidates, openRawPeer, type RawPeer } from '../support/raw-peer.ts';
-import { waitUntil } from '../support/video-probe.ts';
+import { waitUntil, waitUntilStill } from '../support/video-probe.ts';
 
 const LOOPBACK = '127.0.0.1';
 const WIDTH = 320;
@@ -33,6 +33,12 @@ describe('SDP renegotiation on the same client peer', () => {
   let runtime: Runtime;
   let peer: RawPeer;
   const frames = new FrameArrivals();
+  /**
+   * When the runtime let each output frame go (its frame tap). The client's frames are judged
+   * against these rather than against 30 fps: a loaded 2-core machine sends fewer, and a stall of
+   * the sender is no break the renegotiation caused.
+   */
+  const sends = new FrameArrivals();
   const stops: Array<() => void> = [];
   let rid = 0;
   /** The input transceiver the first test adds. */
@@ -82,6 +88,7 @@ describe('SDP renegotiation on the same client peer', () => {
     await runtime.loaded;
     const started = (await (await fetch(`${runtime.url}/start_session`, { method: 'POST', body: '{}' })).json()) as { session_id: string };
     // Only the output video (and the data channel): the input comes later, by renegotiation.
+    runtime.sessions.current!.outputVideoTrack('main_video')!.setFrameTap(() => sends.note(performance.now()));
     peer = await openRawPeer(runtime.url, started.session_id, { tracks: ['main_video'] });
     const sink = new RTCVideoSink(peer.pc.getTransceivers()[0]!.receiver.track);
     sink.onframe = () => frames.note(performance.now());
@@ -130,8 +137,11 @@ describe('SDP renegotiation on the same client peer', () => {
 
     // Output video went on throughout, the peer and the channel too (no reconnect: no new connection_info).
     const until = performance.now();
-    expect(frames.longestGap(from, until)).toBeLessThan(1_000);
-    expect(frames.between(until - 1_000, until)).toBeGreaterThan(10);
+    const flow = JSON.stringify({ longestGap: frames.longestGap(from, until), longestSendGap: sends.longestGap(from, until), lastSecond: frames.between(until - 1_000, until), sentLastSecond: sends.between(until - 1_000, until) });
+    expect(frames.longestGap(from, until) - sends.longestGap(from, until), flow).toBeLessThan(1_000);
+    // In the last second, a third of what was sent (it was "> 10", a third of 30 fps).
+    expect(sends.between(until - 1_000, until), flow).toBeGreaterThan(0);
+    expect(frames.between(until - 1_000, until), flow).toBeGreaterThanOrEqual(Math.ceil(sends.between(until - 1_000, until) / 3));
     expect(peer.pc.connectionState).toBe('connected');
     expect(peer.channel.readyState).toBe('open');
     expect(peer.messages.slice(messagesBefore).filter((m) => m.data.type === 'connection_info')).toEqual([]);
@@ -150,13 +160,15 @@ describe('SDP renegotiation on the same client peer', () => {
     expect(noCodec).toEqual({ status: 400, code: 'invalid_sdp' });
 
     const from = performance.now();
-    await waitUntil(() => frames.between(from, performance.now()) >= 15, 3_000, 'output video after the refused offers');
-    expect(frames.longestGap(from, performance.now())).toBeLessThan(1_000);
+    // Counted, with room for a loaded machine: how fast 15 frames come is not the point.
+    await waitUntil(() => frames.between(from, performance.now()) >= 15, 10_000, 'output video after the refused offers');
+    const until = performance.now();
+    expect(frames.longestGap(from, until) - sends.longestGap(from, until)).toBeLessThan(1_000);
     expect(peer.pc.connectionState).toBe('connected');
     expect((await setBrightness(1)).data.type).toBe('brightness_changed');
     // Input still reaches the model.
     const counted = await inputFramesCounted();
-    await waitUntil(async () => (await inputFramesCounted()) > counted + 5, 3_000, 'input frames after the refused offers');
+    await waitUntil(async () => (await inputFramesCounted()) > counted + 5, 10_000, 'input frames after the refused offers');
   }, 15_000);
 
   it('an m-line turned inactive in place is detached: its input stops reaching the model, the rest goes on', async () => {
@@ -168,12 +180,17 @@ describe('SDP renegotiation on the same client peer', () => {
     const section = outcome.answer!.split(/\r\n(?=m=)/).find((lines) => lines.includes(`\r\na=mid:${input!.mid}\r\n`));
     expect(section).toMatch(/\r\na=inactive\r\n/);
     await peer.pc.setRemoteDescription({ type: 'answer', sdp: outcome.answer! });
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // Input frames already on their way land first (however long a loaded machine takes, not a
+    // fixed 500 ms); then none for a second, while output frames go on: half of what was sent
+    // (it was "> 15", half of 30 fps).
+    await waitUntilStill(inputFramesCounted, 500, 10_000, 'the input frame count');
     const settled = await inputFramesCounted();
     const from = performance.now();
     await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const until = performance.now();
     expect(await inputFramesCounted()).toBe(settled);
-    expect(frames.between(from, performance.now())).toBeGreaterThan(15);
+    expect(sends.between(from, until)).toBeGreaterThan(0);
+    expect(frames.between(from, until)).toBeGreaterThanOrEqual(Math.ceil(sends.between(from, until) / 2));
     expect(peer.pc.connectionState).toBe('connected');
     expect((await setBrightness(1)).data.type).toBe('brightness_changed');
   }, 15_000);

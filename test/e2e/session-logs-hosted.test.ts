@@ -12,6 +12,7 @@ import { RUNTIME_SECRET_HEADER } from '../../protocol/coordinator.ts';
 import logging from '../fixtures/logging-model.ts';
 import { readEventStream } from '../support/event-stream-reader.ts';
 import { startHostedStack, type HostedStack } from '../support/hosted-stack.ts';
+import { watchEventLoop } from '../support/event-loop-watch.ts';
 import { waitUntil } from '../support/video-probe.ts';
 
 const RUNTIME_ID = 'gpu-logs';
@@ -29,6 +30,9 @@ describe('session logs (hosted mode)', () => {
     const client = new ArclightClient({ modelName: 'logging', apiUrl: coordinator.url });
     const live: Array<SessionLogLine & { receivedAt: number }> = [];
     client.on('log', (line) => live.push({ ...line, receivedAt: Date.now() }));
+    // Runtime, coordinator and client all run in this process: time its event loop was held up
+    // while a line was on its way is time the line could not move (see the bound below).
+    const loop = watchEventLoop();
     try {
       await client.connect(token);
       const sessionId = client.getSessionId()!;
@@ -48,10 +52,16 @@ describe('session logs (hosted mode)', () => {
       expect(story).toEqual([1, 2, 3, 4, 5].flatMap((i) => [`model: hosted ${i}`, 'runtime: command say: ack']));
       expect(JSON.stringify(page)).not.toContain(token);
 
-      const delays = live.filter((l) => l.fields?.['logged_at'] !== undefined).map((l) => l.receivedAt - (l.fields!['logged_at'] as number));
+      const lines = live.filter((l) => l.fields?.['logged_at'] !== undefined);
+      const delays = lines.map((l) => l.receivedAt - (l.fields!['logged_at'] as number));
       expect(delays).toHaveLength(5);
-      console.log(`session log, hosted (through the coordinator): model line → client 'log' event: ${delays.join(', ')} ms (max ${Math.max(...delays)})`);
-      expect(Math.max(...delays)).toBeLessThan(200);
+      // Live: within 200 ms of being logged, not counting the time this process's event loop was
+      // held up meanwhile (a loaded 2-core machine, not the log path); a stream that batched or
+      // polled would still be late by its period.
+      const held = lines.map((l) => Math.round(loop.lateBetween(l.fields!['logged_at'] as number, l.receivedAt)));
+      const ownDelays = delays.map((d, i) => d - held[i]!);
+      console.log(`session log, hosted (through the coordinator): model line → client 'log' event: ${delays.join(', ')} ms (max ${Math.max(...delays)}; event loop held up ${held.join(', ')} ms meanwhile)`);
+      expect(Math.max(...ownDelays), JSON.stringify({ delays, held })).toBeLessThan(200);
 
       // Another token of the same account, not bound to the session: the usual 403, paged and streamed.
       const other = await stack.mintToken();
@@ -87,6 +97,7 @@ describe('session logs (hosted mode)', () => {
       const ended = await client.getSessionLogs({ limit: 1000 });
       expect(ended.lines.at(-1)).toMatchObject({ message: 'session ended' });
     } finally {
+      loop.stop();
       await client.disconnect().catch(() => {});
     }
   });

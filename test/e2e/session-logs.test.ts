@@ -13,6 +13,7 @@ import type { RuntimeEvent } from '../../protocol/session-logs.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import logging from '../fixtures/logging-model.ts';
 import { readEventStream, type EventStreamReader } from '../support/event-stream-reader.ts';
+import { watchEventLoop } from '../support/event-loop-watch.ts';
 import { waitUntil } from '../support/video-probe.ts';
 
 const LOOPBACK = '127.0.0.1';
@@ -46,6 +47,9 @@ describe('session logs (local mode)', () => {
     const live: Array<SessionLogLine & { receivedAt: number }> = [];
     const onLog = (line: SessionLogLine): void => void live.push({ ...line, receivedAt: Date.now() });
     client.on('log', onLog);
+    // Runtime and client both run in this process: time its event loop was held up
+    // while a line was on its way is time the line could not move (see the bound below).
+    const loop = watchEventLoop();
     try {
       await client.connect();
       const sessionId = client.getSessionId()!;
@@ -102,10 +106,16 @@ describe('session logs (local mode)', () => {
 
       // Live: the same lines, and each model line within 200 ms of being logged.
       expect(live.map((l) => l.seq)).toEqual(page.lines.map((l) => l.seq).filter((s) => s <= live.at(-1)!.seq));
-      const delays = live.filter((l) => l.source === 'model' && l.fields?.['logged_at'] !== undefined).map((l) => l.receivedAt - (l.fields!['logged_at'] as number));
+      const lines = live.filter((l) => l.source === 'model' && l.fields?.['logged_at'] !== undefined);
+      const delays = lines.map((l) => l.receivedAt - (l.fields!['logged_at'] as number));
       expect(delays).toHaveLength(5);
-      console.log(`session log, local: model line → client 'log' event: ${delays.join(', ')} ms (max ${Math.max(...delays)})`);
-      expect(Math.max(...delays)).toBeLessThan(200);
+      // Live: within 200 ms of being logged, not counting the time this process's event loop was
+      // held up meanwhile (a loaded 2-core machine, not the log path); a stream that batched or
+      // polled would still be late by its period.
+      const held = lines.map((l) => Math.round(loop.lateBetween(l.fields!['logged_at'] as number, l.receivedAt)));
+      const ownDelays = delays.map((d, i) => d - held[i]!);
+      console.log(`session log, local: model line → client 'log' event: ${delays.join(', ')} ms (max ${Math.max(...delays)}; event loop held up ${held.join(', ')} ms meanwhile)`);
+      expect(Math.max(...ownDelays), JSON.stringify({ delays, held })).toBeLessThan(200);
 
       // The last listener gone, the client lets the stream go.
       expect(runtime.sessionLogs.get(sessionId).readers).toBe(1);
@@ -149,6 +159,7 @@ describe('session logs (local mode)', () => {
       expect(all.find((e) => e.type === 'model_load' && e.phase === 'loaded')).toBeDefined();
       expect(all.find((e) => e.type === 'encoder_backends')).toBeDefined();
     } finally {
+      loop.stop();
       await client.disconnect().catch(() => {});
     }
   });

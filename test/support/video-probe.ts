@@ -77,6 +77,25 @@ export async function waitUntil(check: () => boolean | Promise<boolean>, timeout
   }
 }
 
+/**
+ * Waits until `read` has returned the same value for `stillMs` in a row (the wait restarts
+ * whenever it changes), or fails after `timeoutMs`. For "what was in flight has landed" before
+ * checking that nothing more comes: a fixed sleep is too short for a loaded machine's encoder
+ * and decoder, while this adapts to them and still fails if the flow never stops.
+ */
+export async function waitUntilStill(read: () => unknown | Promise<unknown>, stillMs: number, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let seen = JSON.stringify(await read());
+  let since = performance.now();
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const now = JSON.stringify(await read());
+    if (now !== seen) [seen, since] = [now, performance.now()];
+    if (performance.now() - since >= stillMs) return;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} to stand still for ${stillMs} ms (last: ${seen})`);
+  }
+}
+
 /** True when two samples are within `tolerance` on each of Y, U and V. */
 export function near(actual: I420Sample, expected: I420Sample, tolerance: number): boolean {
   return Math.abs(actual.y - expected.y) <= tolerance && Math.abs(actual.u - expected.u) <= tolerance && Math.abs(actual.v - expected.v) <= tolerance;
