@@ -92,7 +92,7 @@ async function measureHttp(engine: string, database: string): Promise<Record<str
   await new ModelCatalog(storage.db).add('pattern', 5);
   const account = await accounts.create('bench-relay', { concurrentSessions: 1e9, sessionsPerMinute: 1e9 });
   await ledger.grantPromotional(account.id, 1e12);
-  const key = (await new ApiKeyStore(storage.db).create(account.id)).key;
+  const key = (await new ApiKeyStore(storage.db, storage.engine).create(account.id)).key;
   await storage.close();
 
   const standIn = await startRuntimeStandIn();

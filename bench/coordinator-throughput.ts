@@ -72,7 +72,7 @@ async function setUp(database: string): Promise<Setup> {
   const storage = await openStorage(database);
   try {
     const accounts = new AccountStore(storage.db);
-    const apiKeys = new ApiKeyStore(storage.db);
+    const apiKeys = new ApiKeyStore(storage.db, storage.engine);
     const ledger = new CreditLedger(storage.db, storage.engine, DEFAULT_PRICING);
     await new ModelCatalog(storage.db).add('pattern', 5);
     const keys: string[] = [];

@@ -14,7 +14,7 @@ import { AccountStore, DEFAULT_SIGNUP_CREDITS, type AccountQuotas } from './acco
 import { CreditLedger } from './billing/credit-ledger.ts';
 import { DEFAULT_PRICING } from './pricing/pricing.ts';
 import { DEFAULT_USAGE_WINDOW_MS, usageReport } from './billing/usage-report.ts';
-import { ApiKeyStore } from './accounts/api-keys.ts';
+import { ApiKeyStore, parseApiKeyName } from './accounts/api-keys.ts';
 import { coordinatorWorkerIndex, reportListening, startCoordinatorWorkers } from './cluster.ts';
 import { startCoordinator } from './coordinator.ts';
 import { ModelCatalog } from './models/model-catalog.ts';
@@ -43,9 +43,11 @@ Admin verbs (each prints one JSON object):
   set-quotas <account-id> [quotas]
       quotas: --concurrent-sessions n  --sessions-per-minute n  --max-session-duration s
               --monthly-credit-cap credits (billing cap per calendar month, UTC; 0 = none)
-  create-key <account-id>           a new rk_ API key (shown once)
-  rotate-key <key-id>               a new key for the same account; the old one stops working
-  revoke-key <key-id>
+  create-key <account-id> [--name <label>]
+                                    a new rk_ API key (shown once); accounts also manage their
+                                    keys themselves (GET/POST /platform/keys, docs/coordinator.md)
+  rotate-key <key-id>               a new key for the same account and name; the old one stops working
+  revoke-key <key-id>               even the account's last active key (the platform API refuses that)
   list-keys <account-id>
   add-model <slug> --rate <credits-per-second> [--private]
   grant-model <account-id> <slug>   lets the account use a private model
@@ -122,6 +124,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         rate: { type: 'string' },
         private: { type: 'boolean' },
         open: { type: 'boolean' },
+        name: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -202,7 +205,7 @@ async function runAdmin(database: string, verb: string, args: readonly string[],
   const storage = await openStorage(database, { onConnectionError: (error) => writeStandardStream(process.stderr, `arclight: database connection failed: ${error.message}\n`) });
   // Every branch awaits its result before `finally` closes the database.
   try {
-    const keys = new ApiKeyStore(storage.db);
+    const keys = new ApiKeyStore(storage.db, storage.engine);
     const catalog = new ModelCatalog(storage.db);
     const ledger = new CreditLedger(storage.db, storage.engine, DEFAULT_PRICING);
     const accounts = new AccountStore(storage.db, { ledger, credits: signup });
@@ -224,7 +227,13 @@ async function runAdmin(database: string, verb: string, args: readonly string[],
       case 'create-key': {
         need(1, '<account-id>');
         await account(args[0]!);
-        const issued = await keys.create(args[0]!);
+        let name: string | null;
+        try {
+          name = parseApiKeyName(values['name'], '--name');
+        } catch (error) {
+          throw new UsageError((error as Error).message.replace(/^name /, '--name '));
+        }
+        const issued = await keys.create(args[0]!, { name });
         return { key: issued.key, ...issued.record };
       }
       case 'rotate-key': {

@@ -143,7 +143,7 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     onConnectionError: (error) => log.warn('a database connection failed; it will be replaced', { error }),
   });
   const { db } = storage;
-  const apiKeys = new ApiKeyStore(db);
+  const apiKeys = new ApiKeyStore(db, storage.engine);
   const catalog = new ModelCatalog(db);
   const keyring = new SigningKeyring(db);
   const tokens = new TokenService(db, keyring, catalog, {
@@ -208,6 +208,7 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     corsOrigins: options.corsOrigins ?? '*',
     metrics,
     publicUrl: options.publicUrl?.replace(/\/+$/, ''),
+    now: options.now ?? Date.now,
   });
   const host = options.host ?? '127.0.0.1';
   let server: ServerType;

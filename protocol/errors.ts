@@ -36,6 +36,10 @@ export const ERROR_CODES = {
   too_many_sessions: { status: 429, retryable: true, summary: 'The account has as many sessions open as its concurrency quota allows.' },
   session_rate_limited: { status: 429, retryable: true, summary: 'The account created too many sessions of this model in the last minute.' },
   idempotency_conflict: { status: 409, retryable: false, summary: 'The Idempotency-Key was already used for another request (another token or model).' },
+  api_key_not_found: { status: 404, retryable: false, summary: 'The account has no API key with this id (unknown and other accounts\' ids alike).' },
+  api_key_revoked: { status: 409, retryable: false, summary: 'The API key is revoked; a revoked key cannot be rotated.' },
+  last_api_key: { status: 409, retryable: false, summary: "Revoking the account's only active API key would lock it out of the API." },
+  too_many_api_keys: { status: 409, retryable: false, summary: 'The account holds as many active API keys as it may.' },
   // Data-channel commands
   invalid_message: { status: 400, retryable: false, summary: 'A data-channel message is not a valid envelope.' },
   message_too_large: { status: 413, retryable: false, summary: 'A data-channel message exceeds the size limit.' },

@@ -29,7 +29,7 @@ if (values.mode === 'hono') {
   process.stdout.write(`listening on ${coordinator.url}\n`);
 } else {
   const storage = await openStorage(database);
-  const apiKeys = new ApiKeyStore(storage.db);
+  const apiKeys = new ApiKeyStore(storage.db, storage.engine);
   const keyring = new SigningKeyring(storage.db);
   const tokens = new TokenService(storage.db, keyring, new ModelCatalog(storage.db), { issuer: 'arclight', audience: 'arclight' });
   await keyring.current();

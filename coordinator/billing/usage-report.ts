@@ -1,23 +1,34 @@
 /**
- * An account's usage: its sessions created since a moment, each with the seconds and credits the
- * meter charged it, and the totals. What `GET /platform/usage` serves and `arclight admin usage`
- * prints.
+ * An account's usage: its sessions created in a window, each with the seconds and credits the
+ * meter charged it and the API key whose token created it, and the totals. What
+ * `GET /platform/usage` serves and `arclight admin usage` prints.
  */
 
 import type { Kysely } from 'kysely';
 import type { CoordinatorDatabase, SessionStatus } from '../storage/schema.ts';
 
-/** Sessions per report, newest first. */
+/** Sessions listed per report, newest first (the totals cover the whole window). */
 export const MAX_USAGE_ROWS = 1000;
 /** The default window: the last 30 days. */
 export const DEFAULT_USAGE_WINDOW_MS = 30 * 86_400_000;
 
+export interface UsageOptions {
+  /** Sessions created before this (ms since the epoch, exclusive); default: no end. */
+  readonly until?: number;
+  /** Only sessions created with tokens minted by this API key. */
+  readonly keyId?: string;
+}
+
 export interface UsageReport {
   /** Milliseconds since the epoch. */
   readonly since: number;
+  /** Exclusive end of the window, or null for none. */
+  readonly until: number | null;
   readonly sessions: ReadonlyArray<{
     readonly session_id: string;
     readonly model: string;
+    /** The API key whose token created the session (it may be revoked or rotated since). */
+    readonly key_id: string | null;
     readonly status: SessionStatus;
     readonly created_at: number;
     readonly ready_at: number | null;
@@ -25,17 +36,23 @@ export interface UsageReport {
     readonly billed_seconds: number;
     readonly credits: number;
   }>;
+  /** Every session of the window, listed or not. */
   readonly total: { readonly billed_seconds: number; readonly credits: number };
+  /** More sessions were created in the window than the MAX_USAGE_ROWS newest listed. */
+  readonly truncated: boolean;
 }
 
-export async function usageReport(db: Kysely<CoordinatorDatabase>, accountId: string, since: number): Promise<UsageReport> {
+export async function usageReport(db: Kysely<CoordinatorDatabase>, accountId: string, since: number, options: UsageOptions = {}): Promise<UsageReport> {
+  const { until, keyId } = options;
   const rows = await db
     .selectFrom('sessions as s')
     .innerJoin('models as m', 'm.id', 's.model_id')
+    .leftJoin('tokens as k', 'k.id', 's.token_id')
     .leftJoin('meter_ticks as t', 't.session_id', 's.id')
     .select((eb) => [
       's.id',
       'm.name',
+      'k.api_key_id',
       's.status',
       's.created_at',
       's.ready_at',
@@ -45,13 +62,18 @@ export async function usageReport(db: Kysely<CoordinatorDatabase>, accountId: st
     ])
     .where('s.account_id', '=', accountId)
     .where('s.created_at', '>=', since)
-    .groupBy(['s.id', 'm.name', 's.status', 's.created_at', 's.ready_at', 's.ended_at'])
+    .$if(until !== undefined, (q) => q.where('s.created_at', '<', until!))
+    .$if(keyId !== undefined, (q) => q.where('k.api_key_id', '=', keyId!))
+    .groupBy(['s.id', 'm.name', 'k.api_key_id', 's.status', 's.created_at', 's.ready_at', 's.ended_at'])
     .orderBy('s.created_at', 'desc')
-    .limit(MAX_USAGE_ROWS)
+    .orderBy('s.id')
+    .limit(MAX_USAGE_ROWS + 1)
     .execute();
-  const sessions = rows.map((r) => ({
+  const truncated = rows.length > MAX_USAGE_ROWS;
+  const sessions = rows.slice(0, MAX_USAGE_ROWS).map((r) => ({
     session_id: r.id,
     model: r.name,
+    key_id: r.api_key_id,
     status: r.status,
     created_at: r.created_at,
     ready_at: r.ready_at,
@@ -59,9 +81,20 @@ export async function usageReport(db: Kysely<CoordinatorDatabase>, accountId: st
     billed_seconds: Number(r.seconds ?? 0),
     credits: Number(r.credits ?? 0),
   }));
-  return {
-    since,
-    sessions,
-    total: { billed_seconds: sessions.reduce((s, r) => s + r.billed_seconds, 0), credits: sessions.reduce((s, r) => s + r.credits, 0) },
-  };
+  let total = { billed_seconds: sessions.reduce((s, r) => s + r.billed_seconds, 0), credits: sessions.reduce((s, r) => s + r.credits, 0) };
+  if (truncated) {
+    // The listed sessions are the newest only: the totals are summed over the whole window.
+    const sums = await db
+      .selectFrom('meter_ticks as t')
+      .innerJoin('sessions as s', 's.id', 't.session_id')
+      .leftJoin('tokens as k', 'k.id', 's.token_id')
+      .select((eb) => [eb.fn.sum<number | string | null>('t.seconds').as('seconds'), eb.fn.sum<number | string | null>('t.credits').as('credits')])
+      .where('s.account_id', '=', accountId)
+      .where('s.created_at', '>=', since)
+      .$if(until !== undefined, (q) => q.where('s.created_at', '<', until!))
+      .$if(keyId !== undefined, (q) => q.where('k.api_key_id', '=', keyId!))
+      .executeTakeFirstOrThrow();
+    total = { billed_seconds: Number(sums.seconds ?? 0), credits: Number(sums.credits ?? 0) };
+  }
+  return { since, until: until ?? null, sessions, total, truncated };
 }

@@ -50,6 +50,8 @@ export interface CoordinatorServices {
   readonly metrics: CoordinatorMetrics;
   /** `--public-url`, when set: the origin presigned URLs carry. */
   readonly publicUrl: string | undefined;
+  /** Milliseconds since the epoch (tests move time). */
+  readonly now: () => number;
 }
 
 /**
@@ -105,7 +107,7 @@ export function createCoordinatorApp(services: CoordinatorServices): Hono {
   });
 
   const auth = createBearerAuthenticator(services.tokens, services.apiKeys);
-  registerPlatformRoutes(app, { auth, catalog: services.catalog, ledger: services.ledger, storage: services.storage });
+  registerPlatformRoutes(app, { auth, apiKeys: services.apiKeys, catalog: services.catalog, ledger: services.ledger, storage: services.storage, now: services.now });
   registerRuntimeRoutes(app, {
     registry: services.registry,
     catalog: services.catalog,

@@ -1,32 +1,107 @@
 /**
- * The platform API: read access to account-level data for servers — the models the account may
- * use, its credit balance and its usage. Authenticated with the API key as bearer (or an unscoped
- * token, which can do what the key can); session-scoped tokens are refused with 403, since they
- * are meant for browsers and must not read account data.
+ * The platform API: account-level data and management for servers — the models the account may
+ * use, its credit balance and usage, and its API keys. Authenticated with the API key as bearer
+ * (or an unscoped token, which can do what the key can); session-scoped tokens are refused with
+ * 403, since they are meant for browsers and must not read account data.
  */
 
-import type { Hono } from 'hono';
+import type { Context, Hono } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
+import { parseApiKeyName, type ApiKeyRecord, type ApiKeyStore } from '../accounts/api-keys.ts';
 import type { CreditLedger } from '../billing/credit-ledger.ts';
 import { DEFAULT_USAGE_WINDOW_MS, usageReport } from '../billing/usage-report.ts';
 import type { ModelCatalog } from '../models/model-catalog.ts';
 import type { CoordinatorStorage } from '../storage/database.ts';
 import type { BearerAuthenticator } from './bearer-auth.ts';
+import { readJson } from './errors.ts';
 
 export interface PlatformRouteServices {
   readonly auth: BearerAuthenticator;
+  readonly apiKeys: ApiKeyStore;
   readonly catalog: ModelCatalog;
   readonly ledger: CreditLedger;
   readonly storage: CoordinatorStorage;
+  /** Milliseconds since the epoch. */
+  readonly now: () => number;
+}
+
+/** Who calls: the account, and the API key presented or the one that minted the token presented. */
+interface PlatformCaller {
+  readonly accountId: string;
+  readonly keyId: string;
+  /** How: the API key itself as bearer, or an unscoped token. */
+  readonly via: 'api_key' | 'token';
+}
+
+/** A key as the platform API shows it: never the secret, nor its hash. */
+export interface ApiKeyBody {
+  readonly id: string;
+  readonly name: string | null;
+  readonly prefix: string;
+  readonly status: 'active' | 'revoked';
+  readonly created_at: number;
+  readonly revoked_at: number | null;
+  /** The key this request was made with (or whose token made it). */
+  readonly current: boolean;
+}
+
+function keyBody(record: ApiKeyRecord, caller: PlatformCaller): ApiKeyBody {
+  return {
+    id: record.id,
+    name: record.name,
+    prefix: record.prefix,
+    status: record.revokedAt === null ? 'active' : 'revoked',
+    created_at: record.createdAt,
+    revoked_at: record.revokedAt,
+    current: record.id === caller.keyId,
+  };
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** A body that must be a JSON object with at most `allowed` fields (an empty body reads as `{}`). */
+async function objectBody(c: Context, allowed: readonly string[]): Promise<Record<string, unknown>> {
+  const body = await readJson(c);
+  if (!isObject(body)) throw new ArclightError('invalid_request', `The body must be a JSON object${allowed.length ? `: {${allowed.map((f) => `${f}?`).join(', ')}}` : ' without fields, or empty'}.`, { field: '' });
+  for (const field of Object.keys(body)) {
+    if (!allowed.includes(field)) throw new ArclightError('invalid_request', `Unknown field "${field}"${allowed.length ? ` (accepted: ${allowed.join(', ')})` : ''}.`, { field: `/${field.replace(/~/g, '~0').replace(/\//g, '~1')}` });
+  }
+  return body;
+}
+
+/** A `?name=` query parameter as a time in ms since the epoch, or undefined when absent. */
+function timeParam(c: Context, name: string): number | undefined {
+  const text = c.req.query(name);
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value < 0) throw new ArclightError('invalid_request', `${name} must be a time in ms since the epoch.`, { field: name });
+  return value;
 }
 
 export function registerPlatformRoutes(app: Hono, services: PlatformRouteServices): void {
-  const accountOf = async (c: Parameters<BearerAuthenticator['actor']>[0]): Promise<string> => {
+  const { apiKeys } = services;
+
+  const callerOf = async (c: Context): Promise<PlatformCaller> => {
     const actor = await services.auth.actor(c, { allowApiKey: true });
-    if (actor.kind === 'token' && actor.token.scoped) {
-      throw new ArclightError('forbidden', 'Session tokens are not accepted on the platform API; use the API key from a server.');
+    if (actor.kind === 'api_key') return { accountId: actor.accountId, keyId: actor.keyId, via: 'api_key' };
+    if (actor.token.scoped) throw new ArclightError('forbidden', 'Session tokens are not accepted on the platform API; use the API key from a server.');
+    return { accountId: actor.token.accountId, keyId: actor.token.apiKeyId, via: 'token' };
+  };
+  const accountOf = async (c: Context): Promise<string> => (await callerOf(c)).accountId;
+
+  /**
+   * Key management takes the API key, or an unscoped token only while the key that minted it is
+   * active: revoking a leaked key must also stop tokens minted with it from issuing new keys (they
+   * keep their other powers until they expire, as after any rotation).
+   */
+  const keyManager = async (c: Context): Promise<PlatformCaller> => {
+    const caller = await callerOf(c);
+    if (caller.via === 'token' && !(await apiKeys.isActive(caller.keyId))) {
+      throw new ArclightError('unauthorized', 'The API key this token was minted with has been revoked or rotated; managing keys needs an active API key or a token minted with one.');
     }
-    return actor.kind === 'token' ? actor.token.accountId : actor.accountId;
+    return caller;
   };
 
   app.get('/platform/models', async (c) => {
@@ -45,12 +120,52 @@ export function registerPlatformRoutes(app: Hono, services: PlatformRouteService
     });
   });
 
-  /** `?since=<ms>` (default: 30 days ago): sessions created since, with seconds and credits charged. */
+  /**
+   * `?since=<ms>` (default: 30 days ago), `?until=<ms>` (exclusive), `?key_id=<id>`: sessions
+   * created in the window, with seconds and credits charged and the key that created them; the
+   * totals; and this month's spend against the billing cap.
+   */
   app.get('/platform/usage', async (c) => {
     const accountId = await accountOf(c);
-    const sinceParam = c.req.query('since');
-    const since = sinceParam === undefined ? Date.now() - DEFAULT_USAGE_WINDOW_MS : Number(sinceParam);
-    if (!Number.isSafeInteger(since) || since < 0) throw new ArclightError('invalid_request', 'since must be a time in ms since the epoch.', { field: 'since' });
-    return c.json(await usageReport(services.storage.db, accountId, since));
+    const since = timeParam(c, 'since') ?? services.now() - DEFAULT_USAGE_WINDOW_MS;
+    const until = timeParam(c, 'until');
+    if (until !== undefined && until <= since) throw new ArclightError('invalid_request', 'until must be later than since.', { field: 'until' });
+    const keyId = c.req.query('key_id');
+    if (keyId !== undefined && !(await apiKeys.getOwned(accountId, keyId))) {
+      throw new ArclightError('api_key_not_found', 'This account has no API key with that id.', { field: 'key_id' });
+    }
+    const report = await usageReport(services.storage.db, accountId, since, {
+      ...(until === undefined ? {} : { until }),
+      ...(keyId === undefined ? {} : { keyId }),
+    });
+    const account = await services.storage.db.selectFrom('accounts').select('monthly_credit_cap').where('id', '=', accountId).executeTakeFirst();
+    return c.json({ ...report, month: { spent_credits: await services.ledger.spentThisMonth(accountId), cap_credits: Number(account?.monthly_credit_cap ?? 0) } });
+  });
+
+  // API keys (docs/coordinator.md "Keys"). Unknown and foreign ids are the same 404.
+  app.get('/platform/keys', async (c) => {
+    const caller = await keyManager(c);
+    return c.json({ keys: (await apiKeys.list(caller.accountId)).map((k) => keyBody(k, caller)) });
+  });
+
+  app.post('/platform/keys', async (c) => {
+    const caller = await keyManager(c);
+    const name = parseApiKeyName((await objectBody(c, ['name']))['name']);
+    const issued = await apiKeys.createOwned(caller.accountId, name, services.now());
+    c.header('Cache-Control', 'no-store');
+    return c.json({ key: issued.key, ...keyBody(issued.record, caller) }, 201);
+  });
+
+  app.post('/platform/keys/:id/rotate', async (c) => {
+    const caller = await keyManager(c);
+    await objectBody(c, []);
+    const rotated = await apiKeys.rotateOwned(caller.accountId, c.req.param('id'), services.now());
+    c.header('Cache-Control', 'no-store');
+    return c.json({ key: rotated.key, ...keyBody(rotated.record, caller), replaces: rotated.replaces }, 201);
+  });
+
+  app.delete('/platform/keys/:id', async (c) => {
+    const caller = await keyManager(c);
+    return c.json(keyBody(await apiKeys.revokeOwned(caller.accountId, c.req.param('id'), services.now()), caller));
   });
 }

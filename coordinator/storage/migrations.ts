@@ -221,6 +221,17 @@ const grantWithheld: Migration = {
   },
 };
 
+const apiKeyNames: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    // Keys are managed by accounts themselves now (the platform API), several at once: a label
+    // tells "production" from "staging" where the 10-character prefix does not say what it is for.
+    await db.schema.alterTable('api_keys').addColumn('name', 'text').execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await db.schema.alterTable('api_keys').dropColumn('name').execute();
+  },
+};
+
 /** Every migration, oldest first; names sort in order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0001_initial': initial,
@@ -231,6 +242,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0006_ledger_spend': ledgerSpend,
   '0007_session_idempotency': sessionIdempotency,
   '0008_grant_withheld': grantWithheld,
+  '0009_api_key_names': apiKeyNames,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...MIGRATIONS }) };

@@ -26,6 +26,8 @@ export interface AccountTable {
 export interface ApiKeyTable {
   id: string;
   account_id: string;
+  /** A label the account chose (`production`), kept across rotations; null when none. */
+  name: string | null;
   key_hash: string;
   /** The first characters of the key, to tell keys apart in listings without the secret. */
   key_prefix: string;

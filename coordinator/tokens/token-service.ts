@@ -30,6 +30,8 @@ export interface TokenServiceOptions {
 export interface AuthenticatedToken {
   readonly tokenId: string;
   readonly accountId: string;
+  /** The API key it was minted with (it may have been revoked or rotated since). */
+  readonly apiKeyId: string;
   readonly scoped: boolean;
   /** Model slugs a scoped token may use; undefined when unscoped (every visible model). */
   readonly models: readonly string[] | undefined;
@@ -152,6 +154,7 @@ export class TokenService {
     return {
       tokenId: row.id,
       accountId: row.account_id,
+      apiKeyId: row.api_key_id,
       scoped: row.scoped === 1,
       models: row.models === null ? undefined : (JSON.parse(row.models) as string[]),
       maxSessions: row.max_sessions ?? undefined,

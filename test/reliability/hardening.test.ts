@@ -203,7 +203,7 @@ describe('hardening', () => {
     });
 
     it('coordinator: /tokens, /platform/*, /runtimes/*, /health, /metrics and the JWKS answer no CORS at all', async () => {
-      for (const path of ['/tokens', '/platform/models', '/platform/balance', '/platform/usage', '/runtimes', '/runtimes/gpu-0/heartbeat', '/health', '/metrics']) {
+      for (const path of ['/tokens', '/platform/models', '/platform/balance', '/platform/usage', '/platform/keys', '/platform/keys/abc/rotate', '/runtimes', '/runtimes/gpu-0/heartbeat', '/health', '/metrics']) {
         const answer = await preflight(coordinator.url, path);
         expect(answer.headers.get('access-control-allow-origin'), path).toBeNull();
         expect(answer.headers.get('access-control-allow-methods'), path).toBeNull();

@@ -369,9 +369,9 @@ describe.each(ENGINES)('token attacks and scope escapes on %s', (engine) => {
       forbidden(await mintRaw({ authorization_details: [{ type: 'session', ...binding([theirs]) }] }));
     });
 
-    it('20–22: a session token on the platform API (models, balance, usage) → 403', async () => {
+    it('20–22: a session token on the platform API (models, balance, usage, keys) → 403', async () => {
       const scoped = await mint(models('pattern'));
-      for (const path of ['/platform/models', '/platform/balance', '/platform/usage']) {
+      for (const path of ['/platform/models', '/platform/balance', '/platform/usage', '/platform/keys']) {
         forbidden(await call(`${coordinator.url}${path}`, { bearer: scoped }));
         expect((await call(`${coordinator.url}${path}`, { bearer: key })).status).toBe(200); // the key itself may
       }
