@@ -10,6 +10,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Decoder, Demuxer } from 'node-av/api';
+import { DEFAULT_SEGMENT_SECONDS } from '../../runtime/recording/track-recorder.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ArclightClient, type Clip } from '../../client/node.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
@@ -115,9 +116,12 @@ describe('recording and clips (local mode)', () => {
     const clipAt = Date.now();
     expect(clip.expiresAt - now).toBeGreaterThan(23 * 3600_000); // the playlist URL lives 24 h
     const five = await decodeClip(clip);
-    // At least 5 s, from a segment boundary: at most one ~4 s segment more.
+    // At least 5 s, from a segment boundary: less than its first (oldest) segment more, and the
+    // segments are the default 2 s (one a frame or so longer where the cut waited for a frame).
     expect(clip.durationSeconds).toBeGreaterThanOrEqual(4.9);
-    expect(clip.durationSeconds).toBeLessThanOrEqual(9.5);
+    const oldest = five.playlist.segments[0]!.duration;
+    expect(clip.durationSeconds - 5, JSON.stringify(five.playlist.segments.map((x) => x.duration))).toBeLessThan(oldest);
+    expect(oldest).toBeLessThan(DEFAULT_SEGMENT_SECONDS + 0.5);
     expect(five.seconds).toBeCloseTo(clip.durationSeconds, 0);
     // Most of what was sent in the clip's span is in it (it was 80 % of 30 fps).
     const sentInSpan = sentAt(clipAt) - sentAt(clipAt - clip.durationSeconds * 1000);
