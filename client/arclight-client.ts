@@ -235,6 +235,8 @@ export class ArclightClient<Model extends ModelTypes = UntypedModel> extends Typ
   #connectionId: number | undefined;
   /** True when this client attached to a session it did not create: disconnect(false) leaves it running. */
   #adopted = false;
+  /** Resolves the transport being opened once the runtime confirms its side is ready (connection_info). */
+  #runtimeConfirmed: (() => void) | undefined;
   #link: PeerLink | undefined;
   #pending = new PendingCommands();
   #stats: ClientStats | undefined;
@@ -746,6 +748,13 @@ export class ArclightClient<Model extends ModelTypes = UntypedModel> extends Typ
       ...(this.#options.iceGatheringTimeoutMs !== undefined ? { gatherTimeoutMs: this.#options.iceGatheringTimeoutMs } : {}),
     });
     this.#link = link;
+    // Ready means ready on both sides. The client's channel opens (and its peer connects) before
+    // the runtime has attached its end of the channel, and until it has, nothing the runtime sends
+    // this connection arrives — a session ended in that moment told nobody why. The runtime's
+    // connection_info, sent once its side is ready, closes that gap.
+    const confirmed = new Promise<void>((resolve) => {
+      this.#runtimeConfirmed = resolve;
+    });
     // Encoded transforms only apply if set before the first negotiation: install them now, idle.
     if (this.#inputFrameTransforms && inputFrameMetadataSupported()) {
       for (const track of session.capabilities.tracks) {
@@ -769,7 +778,14 @@ export class ArclightClient<Model extends ModelTypes = UntypedModel> extends Typ
     link.trickleTo((candidate) => trickler.push(candidate));
     const answer = await api.pollAnswer(sessionId, id, maxAttempts);
     await link.acceptAnswer(answer);
-    await link.waitReady(this.#options.connectTimeoutMs ?? 15_000);
+    const connectTimeoutMs = this.#options.connectTimeoutMs ?? 15_000;
+    const connectStarted = performance.now();
+    await link.waitReady(connectTimeoutMs);
+    await withDeadline(
+      confirmed,
+      Math.max(0, connectTimeoutMs - (performance.now() - connectStarted)),
+      () => new ArclightError('timeout', `Not connected after ${connectTimeoutMs} ms: the runtime did not confirm the connection.`),
+    );
     this.#startTimers();
     this.#setStatus('ready');
   }
@@ -822,6 +838,8 @@ export class ArclightClient<Model extends ModelTypes = UntypedModel> extends Typ
       case 'connection_info': {
         const data = body.data as { connection_id?: number } | undefined;
         if (typeof data?.connection_id === 'number') this.#setConnectionId(data.connection_id);
+        this.#runtimeConfirmed?.();
+        this.#runtimeConfirmed = undefined;
         break;
       }
       case 'media_stats': {
@@ -1152,4 +1170,13 @@ async function putUpload(url: string, file: Blob, mimeType: string): Promise<Res
   } catch (error) {
     throw new ArclightError('connection_failed', `The upload could not be sent: ${(error as Error).message}`, { cause: error });
   }
+}
+
+/** `promise`, or the error `timedOut()` makes once `ms` have passed. */
+function withDeadline<T>(promise: Promise<T>, ms: number, timedOut: () => Error): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(timedOut()), ms);
+  });
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
 }
