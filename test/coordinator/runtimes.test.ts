@@ -9,6 +9,8 @@
  * /sessions and housekeeping also do, is tested end to end in hosted.test.ts).
  */
 
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCoordinator, type Coordinator } from '../../coordinator/index.ts';
 import { ENGINES, freshDatabase } from './storage-engines.ts';
@@ -183,6 +185,17 @@ describe.each(ENGINES)('runtime registry on %s', (engine) => {
 
 describe('two coordinators on one PostgreSQL place sessions', () => {
   it('never two sessions in one slot', async () => {
+    // The runtimes are a stub that accepts every session start. Registering a runtime also places
+    // waiting sessions in the background; against an unreachable URL those starts failed and took
+    // their sessions off again at a moment the test could not see, so a slot could end up empty
+    // (seen once in a full run: s-2 with 2). With starts that succeed, whichever placement takes
+    // a slot keeps it, and the rule under test is all that decides the counts.
+    const stub = createServer((request, response) => {
+      request.resume();
+      response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+    await new Promise<void>((resolve) => stub.listen(0, '127.0.0.1', resolve));
+    const stubUrl = `http://127.0.0.1:${(stub.address() as AddressInfo).port}`;
     const database = await freshDatabase('postgres');
     const now = () => START;
     const a = await startCoordinator({ database, port: 0, now, meterFlushMs: 0, runtimeSecret: SECRET });
@@ -205,7 +218,7 @@ describe('two coordinators on one PostgreSQL place sessions', () => {
         await fetch(`${a.url}/runtimes`, {
           method: 'POST',
           headers: { 'content-type': 'application/json', 'Arclight-Runtime-Secret': SECRET },
-          body: JSON.stringify({ id, url: `http://127.0.0.1:9/${id}`, model: 'pattern', slots: 3, capabilities: CAPABILITIES }),
+          body: JSON.stringify({ id, url: `${stubUrl}/${id}`, model: 'pattern', slots: 3, capabilities: CAPABILITIES }),
         });
       }
       await Promise.all(created.map(({ session_id }, i) => (i % 2 ? a : b).registry.assign(session_id)));
@@ -223,6 +236,7 @@ describe('two coordinators on one PostgreSQL place sessions', () => {
     } finally {
       await a.close();
       await b.close();
+      await new Promise((resolve) => stub.close(resolve));
     }
   }, 120_000);
 });
