@@ -17,6 +17,10 @@ describe('clipSegments', () => {
     expect(total(clip) - 5000).toBeLessThan(clip[0]!.durationMs);
   });
 
+  it('a clip exactly as long as a cap given in fractional seconds fits it (found by the property below)', () => {
+    expect(total(clipSegments([seg(1.952), seg(2.06)], 2.061, 4.012))).toBe(4012);
+  });
+
   it('never over the cap: a clip as long as the cap starts one boundary later', () => {
     const all = Array.from({ length: 200 }, () => seg(2)).concat([seg(1.5)]); // 401.5 s recorded
     const clip = clipSegments(all, 300, 300);

@@ -104,8 +104,10 @@ export class SessionRecording {
  * returned over it (the cap is at least the segment length, so only by a frame).
  */
 export function clipSegments<S extends { readonly durationMs: number }>(all: readonly S[], askedSeconds: number, capSeconds: number): readonly S[] {
-  const capMs = capSeconds * 1000;
-  const wanted = Math.min(askedSeconds * 1000, capMs);
+  // Whole milliseconds, as segment durations are: 4.012 × 1000 is 4011.999…, which would refuse
+  // a segment that fits the cap exactly.
+  const capMs = Math.round(capSeconds * 1000);
+  const wanted = Math.min(Math.round(askedSeconds * 1000), capMs);
   let covered = 0;
   let first = all.length;
   while (first > 0 && covered < wanted && covered + all[first - 1]!.durationMs <= capMs) covered += all[--first]!.durationMs;
