@@ -161,7 +161,10 @@ describe('media_stats', () => {
       // Recovery is by retransmission, not only by keyframes: the NACKed packets were resent.
       const exposition = await (await fetch(`${runtime.url}/metrics`)).text();
       const resent = [...exposition.matchAll(/^arclight_rtp_retransmitted_packets_total\{track="main_video"\} (\d+)$/gm)].map((m) => Number(m[1]));
-      expect(resent[0] ?? 0, 'arclight_rtp_retransmitted_packets_total{track="main_video"}').toBeGreaterThan(10);
+      // How many depends on how many packets 5 % of fell on (binomial: 9 was seen once against a
+      // mean near 18), so the rule is that resends happen; at ≥ 180 packets, none lost at 5 % has
+      // a chance under 1 in 10,000. The decoded share above is what says recovery works.
+      expect(resent[0] ?? 0, 'arclight_rtp_retransmitted_packets_total{track="main_video"}').toBeGreaterThan(0);
       // The data channel is not impaired: commands still get their replies.
       expect((await client.sendCommand('set_color', { color: '#00ff00' }))?.type).toBe('color_changed');
     });
