@@ -69,6 +69,6 @@ export { nativeAddonStatus, type NativeAddonStatus } from './native/native-addon
 export { VideoEncoder, type VideoEncoderOptions, type EncodedVideoFrame, type VideoCodec, type VideoEncoderStats, type H264Profile, type CheckedEncoderOptions } from './media/video-encoder.ts';
 export { NvencVideoEncoder } from './media/nvenc-video-encoder.ts';
 export { listEncoderBackends, describeEncoderBackendSelection, type EncoderBackend, type EncoderBackendListing, type EncoderImplementation, type EncoderCandidateOutcome } from './media/encoder-backends.ts';
-export type { CudaFrame, CudaBuffer, NvencProbeResult, NvencEncoderOptions, NvencCodec, NvencInputFormat, NativeAddon, NvencEncoder, NvencPicture } from './native/native-addon.ts';
+export type { CudaFrame, CudaBuffer, CudaFrameShape, CudaFrameDownload, CudaDeviceInfo, NvencProbeResult, NvencEncoderOptions, NvencCodec, NvencInputFormat, NativeAddon, NvencEncoder, NvencPicture } from './native/native-addon.ts';
 /** The native addon itself (undefined when not built): nvencProbe, CudaBuffer, … (native/README.md). */
 export { nativeAddon } from './native/native-addon.ts';

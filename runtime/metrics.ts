@@ -62,6 +62,13 @@ export class RuntimeMetrics {
     buckets: [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.033, 0.066],
     registers: [this.registry],
   });
+  readonly cudaDownload = new Histogram({
+    name: 'arclight_cuda_download_seconds',
+    help: 'Host copy of one CUDA frame for a software encoder or the recorder, on a worker thread: copy (GPU to page-locked memory) and convert (to I420)',
+    labelNames: ['track', 'stage'] as const,
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.033],
+    registers: [this.registry],
+  });
   readonly pictureLoss = new Counter({
     name: 'arclight_video_picture_loss_total',
     help: 'Picture loss reports (RTCP PLI or FIR) received from viewers of an output video track',

@@ -6,7 +6,7 @@
 //   version(): string
 //   features(): { nvenc: <compiled in>, colourConvert: true }
 //   trimAllocator(): boolean — glibc's malloc_trim(0); see TrimAllocator below
-//   nvencProbe, openNvencEncoder, CudaBuffer: see nvenc_binding.cc
+//   nvencProbe, openNvencEncoder: see nvenc_binding.cc; CudaBuffer, cudaDeviceInfo: cuda_binding.cc
 #include <napi.h>
 
 #include <algorithm>
@@ -19,6 +19,7 @@
 #endif
 
 #include "colour_convert.h"
+#include "cuda_binding.h"
 #include "nvenc_binding.h"
 
 #ifndef ARCLIGHT_NATIVE_VERSION
@@ -163,6 +164,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("features", Napi::Function::New(env, Features, "features"));
   exports.Set("trimAllocator", Napi::Function::New(env, TrimAllocator, "trimAllocator"));
   arclight::binding::RegisterNvenc(env, exports);
+  arclight::binding::RegisterCuda(env, exports);
   return exports;
 }
 

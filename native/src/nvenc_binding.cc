@@ -8,9 +8,10 @@
 //   NvencEncoder#encode(frame: Uint8Array | { devicePtr: bigint, pitch: number, format? }, forceIdr, timestampUs)
 //       : Promise<{ data: Buffer, keyframe: boolean, timestampUs: number }>   (one at a time)
 //   NvencEncoder#setBitrate(kbps), NvencEncoder#close()
-//   CudaBuffer(bytes, device = 0): { devicePtr: bigint, size, upload(bytes, offset = 0), download(),
-//       copyFromDevice(srcPtr, bytes, offset = 0), free() }
+// (CudaBuffer and cudaDeviceInfo: cuda_binding.cc.)
 #include "nvenc_binding.h"
+
+#include "binding_args.h"
 
 #include <cmath>
 #include <cstdint>
@@ -31,22 +32,6 @@ namespace {
 constexpr const char* kCompiledOut =
     "compiled out: the NVENC headers (Debian libffmpeg-nvenc-dev, /usr/include/ffnvcodec) were not found when the addon "
     "was built";
-
-[[noreturn, maybe_unused]] void ThrowType(Napi::Env env, const std::string& message) { throw Napi::TypeError::New(env, message); }
-[[noreturn, maybe_unused]] void ThrowRange(Napi::Env env, const std::string& message) { throw Napi::RangeError::New(env, message); }
-
-[[maybe_unused]] int IntegerOption(Napi::Env env, const Napi::Value& value, const std::string& name, int min, int max) {
-  if (!value.IsNumber()) ThrowType(env, name + " must be a number");
-  const double d = value.As<Napi::Number>().DoubleValue();
-  if (!std::isfinite(d) || std::trunc(d) != d) ThrowType(env, name + " must be an integer");
-  if (d < min || d > max) ThrowRange(env, name + " must be from " + std::to_string(min) + " to " + std::to_string(max));
-  return static_cast<int>(d);
-}
-
-int DeviceArg(const Napi::CallbackInfo& info, std::size_t index) {
-  if (info.Length() <= index || info[index].IsUndefined()) return 0;
-  return IntegerOption(info.Env(), info[index], "device", 0, 63);
-}
 
 }  // namespace
 
@@ -71,9 +56,6 @@ void RegisterNvenc(Napi::Env env, Napi::Object exports) {
     deferred.Reject(Napi::Error::New(info.Env(), std::string("NVENC is ") + kCompiledOut).Value());
     return deferred.Promise();
   }, "openNvencEncoder"));
-  exports.Set("CudaBuffer", Napi::Function::New(env, [](const Napi::CallbackInfo& info) -> Napi::Value {
-    throw Napi::Error::New(info.Env(), std::string("CUDA support is ") + kCompiledOut);
-  }, "CudaBuffer"));
 }
 
 #else
@@ -413,145 +395,6 @@ Napi::Value OpenNvencEncoder(const Napi::CallbackInfo& info) {
   return promise;
 }
 
-// ---------------------------------------------------------------------------------------------
-// CudaBuffer: device memory for tests and benchmarks of the device-pointer path (a model brings
-// its own, e.g. from onnxruntime's CUDA provider).
-
-class CudaBufferObject : public Napi::ObjectWrap<CudaBufferObject> {
- public:
-  static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "CudaBuffer",
-                       {InstanceMethod("upload", &CudaBufferObject::Upload), InstanceMethod("download", &CudaBufferObject::Download),
-                        InstanceMethod("copyFromDevice", &CudaBufferObject::CopyFromDevice),
-                        InstanceMethod("free", &CudaBufferObject::Free),
-                        InstanceAccessor("devicePtr", &CudaBufferObject::DevicePtr, nullptr),
-                        InstanceAccessor("size", &CudaBufferObject::Size, nullptr)});
-  }
-
-  explicit CudaBufferObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<CudaBufferObject>(info) {
-    Napi::Env env = info.Env();
-    if (info.Length() < 1 || !info[0].IsNumber()) ThrowType(env, "CudaBuffer(bytes, device = 0): bytes must be a number");
-    const double bytes = info[0].As<Napi::Number>().DoubleValue();
-    if (!(bytes >= 1) || std::trunc(bytes) != bytes || bytes > 16.0 * (1 << 30)) ThrowRange(env, "bytes must be an integer from 1 to 16 GiB");
-    const int device = DeviceArg(info, 1);
-    ordinal_ = device;
-    std::string error;
-    cuda_ = arclight::nvenc::LoadCudaDriver(&error);
-    if (cuda_ == nullptr) throw Napi::Error::New(env, "CUDA is unavailable: " + error);
-    CUresult r = cuda_->cuDeviceGet(&device_, device);
-    if (r != CUDA_SUCCESS) throw Napi::Error::New(env, "cuDeviceGet failed: " + cuda_->ErrorName(r));
-    if ((r = cuda_->cuDevicePrimaryCtxRetain(&context_, device_)) != CUDA_SUCCESS) {
-      context_ = nullptr;
-      throw Napi::Error::New(env, "cuDevicePrimaryCtxRetain failed: " + cuda_->ErrorName(r));
-    }
-    arclight::nvenc::ScopedContext current(*cuda_, context_);
-    if ((r = cuda_->cuMemAlloc(&ptr_, static_cast<std::size_t>(bytes))) != CUDA_SUCCESS) {
-      ptr_ = 0;
-      cuda_->cuDevicePrimaryCtxRelease(device_);
-      context_ = nullptr;
-      throw Napi::Error::New(env, "cuMemAlloc failed: " + cuda_->ErrorName(r));
-    }
-    size_ = static_cast<std::size_t>(bytes);
-  }
-
-  ~CudaBufferObject() override { Release(); }
-
- private:
-  void Release() {
-    if (ptr_ != 0) {
-      arclight::nvenc::ScopedContext current(*cuda_, context_);
-      cuda_->cuMemFree(ptr_);
-      ptr_ = 0;
-    }
-    if (context_ != nullptr) {
-      cuda_->cuDevicePrimaryCtxRelease(device_);
-      context_ = nullptr;
-    }
-  }
-
-  void RequireLive(Napi::Env env) const {
-    if (ptr_ == 0) throw Napi::Error::New(env, "CudaBuffer is freed");
-  }
-
-  Napi::Value Upload(const Napi::CallbackInfo& info) {
-    Napi::Env env = info.Env();
-    RequireLive(env);
-    if (info.Length() < 1 || !info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
-      ThrowType(env, "upload(bytes, offset = 0): bytes must be a Uint8Array");
-    }
-    Napi::Uint8Array bytes = info[0].As<Napi::Uint8Array>();
-    std::size_t offset = 0;
-    if (info.Length() > 1 && !info[1].IsUndefined()) offset = static_cast<std::size_t>(IntegerOption(env, info[1], "offset", 0, 0x7fffffff));
-    if (offset + bytes.ElementLength() > size_) ThrowRange(env, "upload runs past the end of the buffer");
-    arclight::nvenc::ScopedContext current(*cuda_, context_);
-    const CUresult r = cuda_->cuMemcpyHtoD(ptr_ + offset, bytes.Data(), bytes.ElementLength());
-    if (r != CUDA_SUCCESS) throw Napi::Error::New(env, "cuMemcpyHtoD failed: " + cuda_->ErrorName(r));
-    return env.Undefined();
-  }
-
-  // copyFromDevice(srcPtr: bigint, bytes, offset = 0): device-to-device, the source checked to lie
-  // inside one allocation on this buffer's device (a model's output buffer), so a bad pointer is a
-  // RangeError rather than a GPU fault.
-  Napi::Value CopyFromDevice(const Napi::CallbackInfo& info) {
-    Napi::Env env = info.Env();
-    RequireLive(env);
-    if (info.Length() < 2 || !info[0].IsBigInt()) ThrowType(env, "copyFromDevice(srcPtr: bigint, bytes, offset = 0)");
-    bool lossless = false;
-    const std::uint64_t src = info[0].As<Napi::BigInt>().Uint64Value(&lossless);
-    if (!lossless || src == 0) ThrowRange(env, "srcPtr must be a non-null 64-bit device pointer");
-    const std::size_t bytes = static_cast<std::size_t>(IntegerOption(env, info[1], "bytes", 1, 0x7fffffff));
-    std::size_t offset = 0;
-    if (info.Length() > 2 && !info[2].IsUndefined()) offset = static_cast<std::size_t>(IntegerOption(env, info[2], "offset", 0, 0x7fffffff));
-    if (offset + bytes > size_) ThrowRange(env, "the copy runs past the end of this buffer");
-    arclight::nvenc::ScopedContext current(*cuda_, context_);
-    int ordinal = -1;
-    CUdeviceptr start = 0;
-    std::size_t range = 0;
-    CUresult r = cuda_->cuPointerGetAttribute(&ordinal, arclight::nvenc::kPointerAttributeDeviceOrdinal, src);
-    if (r != CUDA_SUCCESS) ThrowRange(env, "srcPtr is not CUDA device memory: " + cuda_->ErrorName(r));
-    if (cuda_->cuPointerGetAttribute(&start, arclight::nvenc::kPointerAttributeRangeStartAddr, src) != CUDA_SUCCESS ||
-        cuda_->cuPointerGetAttribute(&range, arclight::nvenc::kPointerAttributeRangeSize, src) != CUDA_SUCCESS) {
-      ThrowRange(env, "the allocation srcPtr points into could not be queried");
-    }
-    if (ordinal != ordinal_) ThrowRange(env, "srcPtr is on CUDA device " + std::to_string(ordinal) + ", this buffer on " + std::to_string(ordinal_));
-    if (src < start || src - start + bytes > range) {
-      ThrowRange(env, "the source (" + std::to_string(bytes) + " bytes) runs past the end of its CUDA allocation (" + std::to_string(range) + " bytes)");
-    }
-    r = cuda_->cuMemcpyDtoD(ptr_ + offset, src, bytes);
-    if (r != CUDA_SUCCESS) throw Napi::Error::New(env, "cuMemcpyDtoD failed: " + cuda_->ErrorName(r));
-    return env.Undefined();
-  }
-
-  Napi::Value Download(const Napi::CallbackInfo& info) {
-    Napi::Env env = info.Env();
-    RequireLive(env);
-    Napi::Uint8Array out = Napi::Uint8Array::New(env, size_);
-    arclight::nvenc::ScopedContext current(*cuda_, context_);
-    const CUresult r = cuda_->cuMemcpyDtoH(out.Data(), ptr_, size_);
-    if (r != CUDA_SUCCESS) throw Napi::Error::New(env, "cuMemcpyDtoH failed: " + cuda_->ErrorName(r));
-    return out;
-  }
-
-  Napi::Value Free(const Napi::CallbackInfo& info) {
-    Release();
-    return info.Env().Undefined();
-  }
-
-  Napi::Value DevicePtr(const Napi::CallbackInfo& info) {
-    RequireLive(info.Env());
-    return Napi::BigInt::New(info.Env(), static_cast<std::uint64_t>(ptr_));
-  }
-
-  Napi::Value Size(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(size_)); }
-
-  const arclight::nvenc::CudaDriver* cuda_ = nullptr;
-  CUdevice device_ = 0;
-  int ordinal_ = 0;
-  CUcontext context_ = nullptr;
-  CUdeviceptr ptr_ = 0;
-  std::size_t size_ = 0;
-};
-
 }  // namespace
 
 bool NvencCompiledIn() { return true; }
@@ -563,7 +406,6 @@ void RegisterNvenc(Napi::Env env, Napi::Object exports) {
   // Not exported: instances come from openNvencEncoder only.
   exports.Set("nvencProbe", Napi::Function::New(env, NvencProbe, "nvencProbe"));
   exports.Set("openNvencEncoder", Napi::Function::New(env, OpenNvencEncoder, "openNvencEncoder"));
-  exports.Set("CudaBuffer", CudaBufferObject::Define(env));
 }
 
 #endif

@@ -1,4 +1,4 @@
-// Registers the NVENC exports (nvencProbe, openNvencEncoder, CudaBuffer) on the
+// Registers the NVENC exports (nvencProbe, openNvencEncoder) on the
 // addon. Built with ARCLIGHT_HAVE_NVENC when CMake found the ffnvcodec headers; without it the same
 // names exist and report NVENC as compiled out, so callers need no second code path.
 #pragma once

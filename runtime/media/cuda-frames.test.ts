@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { installFakeNvencDriver } from '../../test/support/fake-nvenc-driver.ts';
 import { createLogger } from '../log.ts';
 import { nativeAddon, nativeAddonStatus, type NativeAddon } from '../native/native-addon.ts';
+import { convertToYuv } from './colour-convert.ts';
 import { cudaFrameSpan, downloadCudaFrame, type CudaLayout } from './cuda-frames.ts';
 import type { CudaVideoFrame, VideoFrame } from './frames.ts';
 import { OutputVideoTrack, type VideoCodecName, type VideoSink } from './output-video-track.ts';
@@ -75,24 +76,54 @@ describe.runIf(compiledIn)('CUDA frames on an output track (fake NVIDIA driver: 
 
   afterAll(() => rmSync(LOG, { force: true }));
 
-  it('downloads every layout to the packed host picture', () => {
+  it('downloads every layout to packed I420 on the thread pool, RGB layouts colour-converted as convertToYuv does', async () => {
     const i420 = picture();
     for (const [layout, pitch] of [['nv12', 128], ['i420', 96], ['rgba', 256], ['bgra', 320]] as const) {
       const gpu = new addon.CudaBuffer(cudaFrameSpan(layout, pitch, H));
       try {
         gpu.upload(pitched(layout, pitch, i420));
-        const host = downloadCudaFrame({ buffer: gpu, width: W, height: H, pitch, layout, device: 0 });
+        const copy = await downloadCudaFrame({ buffer: gpu, width: W, height: H, pitch, layout, device: 0 });
+        expect(copy.frame).toMatchObject({ width: W, height: H, format: 'i420' });
+        expect(copy.copyMs).toBeGreaterThanOrEqual(0);
+        expect(copy.convertMs).toBeGreaterThanOrEqual(0);
         if (layout === 'nv12' || layout === 'i420') {
-          expect(host.format).toBe('i420');
-          expect(Buffer.from(host.data).equals(Buffer.from(i420)), layout).toBe(true);
+          expect(Buffer.from(copy.frame.data).equals(Buffer.from(i420)), layout).toBe(true);
         } else {
-          expect(host.format).toBe('rgba');
-          expect([...host.data.subarray((5 * W + 9) * 4, (5 * W + 9) * 4 + 4)], layout).toEqual([9, 5, 7, 255]);
+          // The same picture packed as RGBA, through the runtime's own converter: identical bytes.
+          const rgba = new Uint8Array(W * H * 4);
+          for (let y = 0; y < H; y++) for (let x = 0; x < W; x++) rgba.set([x, y, 7, 255], (y * W + x) * 4);
+          const expected = convertToYuv(rgba, { width: W, height: H, format: 'rgba' });
+          expect(Buffer.from(copy.frame.data).equals(Buffer.from(expected)), layout).toBe(true);
         }
       } finally {
         gpu.free();
       }
     }
+  });
+
+  it('checks a download\'s shape before queueing it, and a buffer freed mid-download stays valid until it settles', async () => {
+    const gpu = new addon.CudaBuffer(cudaFrameSpan('nv12', W, H));
+    try {
+      expect(() => gpu.downloadFrame({ width: W, height: H, pitch: W - 2, layout: 'nv12' })).toThrow(new RangeError(`pitch must be at least ${W}`));
+      expect(() => gpu.downloadFrame({ width: W, height: H + 2, pitch: W, layout: 'nv12' })).toThrow(/runs past the end of this buffer/);
+      expect(() => gpu.downloadFrame({ width: W + 1, height: H, pitch: W * 2, layout: 'nv12' })).toThrow(RangeError);
+      expect(() => gpu.downloadFrame({ width: W, height: H, pitch: W, layout: 'yuyv' as 'nv12' })).toThrow(TypeError);
+      gpu.upload(pitched('nv12', W, picture()));
+      const pending = gpu.downloadFrame({ width: W, height: H, pitch: W, layout: 'nv12' });
+      gpu.free();
+      expect(Buffer.from((await pending).data).equals(Buffer.from(picture()))).toBe(true);
+      expect(() => gpu.downloadFrame({ width: W, height: H, pitch: W, layout: 'nv12' })).toThrow('CudaBuffer is freed');
+    } finally {
+      gpu.free();
+    }
+  });
+
+  it('reports the device as the driver does (the fake: compute capability 0.0, 1 GiB, its library path)', async () => {
+    const info = await addon.cudaDeviceInfo(0);
+    expect(info).toMatchObject({ ordinal: 0, name: 'Arclight fake GPU (test double)', computeCapability: '0.0', multiprocessors: 1, totalMemoryBytes: 2 ** 30, driverVersion: '0.0' });
+    expect(info.freeMemoryBytes).toBeLessThanOrEqual(2 ** 30);
+    expect(info.driverLibrary).toBe(process.env['ARCLIGHT_LIBCUDA']);
+    await expect(addon.cudaDeviceInfo(5)).rejects.toThrow(/^cuDeviceGet\(5\) failed: CUDA_ERROR_INVALID_DEVICE \(101\)/);
   });
 
   it('encodes emitted CUDA frames on NVENC from GPU memory, and gives a VP8 viewer and the tap host copies', async () => {

@@ -405,21 +405,24 @@ export class OutputVideoTrack {
       this.#framesDropped++;
       return;
     }
-    // A CUDA frame is read from GPU memory by NVENC; anything else reading it gets one host copy.
+    // A CUDA frame is read from GPU memory by NVENC; anything else reading it gets one host copy,
+    // made on the thread pool (the event loop keeps serving while the GPU copy runs).
     const cuda = (frame as QueuedFrame)[CUDA_COPY];
-    let host: VideoFrame | undefined = cuda ? undefined : frame;
-    const hostFrame = (): VideoFrame => {
-      if (host) return host;
-      const pixels = downloadCudaFrame(cuda!);
-      host = {
-        ...pixels,
-        ...(frame.timestampUs === undefined ? {} : { timestampUs: frame.timestampUs }),
-        ...(frame.metadata === undefined ? {} : { metadata: frame.metadata }),
-      };
+    let host: Promise<VideoFrame> | undefined = cuda ? undefined : Promise.resolve(frame);
+    const hostFrame = (): Promise<VideoFrame> => {
+      host ??= downloadCudaFrame(cuda!).then(({ frame: pixels, copyMs, convertMs }) => {
+        this.#metrics?.cudaDownload.observe({ track: this.name, stage: 'copy' }, copyMs / 1000);
+        this.#metrics?.cudaDownload.observe({ track: this.name, stage: 'convert' }, convertMs / 1000);
+        return {
+          ...pixels,
+          ...(frame.timestampUs === undefined ? {} : { timestampUs: frame.timestampUs }),
+          ...(frame.metadata === undefined ? {} : { metadata: frame.metadata }),
+        };
+      });
       return host;
     };
     try {
-      if (this.#frameTap) this.#frameTap(hostFrame(), Date.now());
+      if (this.#frameTap) this.#frameTap(await hostFrame(), Date.now());
     } catch (error) {
       this.#log.warn('the frame tap failed', { error });
     }
@@ -440,14 +443,22 @@ export class OutputVideoTrack {
       const sinks = active.filter((s) => streamKey(s.sink) === key);
       if (sinks.some((s) => s.awaitingKeyframe)) pipeline.encoder.requestKeyframe();
       this.#adaptBitrate(key, pipeline, sinks);
-      const started = performance.now();
       const encoder = pipeline.encoder;
+      const fromGpu = cuda !== undefined && encoder instanceof NvencVideoEncoder && encoder.width === cuda.width && encoder.height === cuda.height;
+      let input: VideoFrame | undefined;
+      if (!fromGpu) {
+        try {
+          input = await hostFrame();
+        } catch (error) {
+          // The GPU copy failed, not the encoder: this frame is lost for every stream, the encoders stay.
+          this.#hostCopyFailed(error);
+          return;
+        }
+      }
+      const started = performance.now();
       let encoded: EncodedVideoFrame[];
       try {
-        encoded =
-          cuda && encoder instanceof NvencVideoEncoder && encoder.width === cuda.width && encoder.height === cuda.height
-            ? await encoder.encodeCuda(cudaEncoderInput(cuda), frame.timestampUs)
-            : await encoder.encode(hostFrame());
+        encoded = fromGpu ? await (encoder as NvencVideoEncoder).encodeCuda(cudaEncoderInput(cuda!), frame.timestampUs) : await encoder.encode(input!);
       } catch (error) {
         this.#retirePipeline(key, pipeline);
         this.#encoderFailed(key, encoder.backend, 'encode', error);
@@ -603,6 +614,20 @@ export class OutputVideoTrack {
   }
 
   /** A frame one stream could not get (its encoder failed or would not open): dropped, and logged at a bounded rate. */
+  /** A CUDA frame's host copy failed (the GPU, not an encoder): dropped, logged like encode errors. */
+  #hostCopyFailed(error: unknown): void {
+    this.#framesDropped++;
+    this.#metrics?.framesDropped.inc({ track: this.name, reason: 'cuda_copy_error' });
+    const now = performance.now();
+    if (now - this.#encoderErrorLoggedAt < ENCODER_ERROR_LOG_INTERVAL_MS) {
+      this.#encoderErrorsUnlogged++;
+      return;
+    }
+    this.#log.error('a CUDA frame could not be copied to the host for encoding; dropped', { error });
+    this.#encoderErrorLoggedAt = now;
+    this.#encoderErrorsUnlogged = 0;
+  }
+
   #frameNotEncoded(key: VideoStreamKey, error: unknown): void {
     this.#framesDropped++;
     this.#metrics?.framesDropped.inc({ track: this.name, reason: 'encode_error' });

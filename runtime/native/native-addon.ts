@@ -47,10 +47,12 @@ export interface NativeAddon {
   openNvencEncoder(options: NvencEncoderOptions): Promise<NvencEncoder>;
   /** Allocates `bytes` on `device` (default 0); throws where CUDA is unavailable. */
   CudaBuffer: new (bytes: number, device?: number) => CudaBuffer;
+  /** The GPU as the driver reports it (on the thread pool); rejects with why CUDA is unavailable. */
+  cudaDeviceInfo(device?: number): Promise<CudaDeviceInfo>;
 }
 
 /** Every export of the addon, checked at load; `satisfies` keeps it in step with NativeAddon. */
-export const NATIVE_ADDON_EXPORTS = ['convertToYuv', 'version', 'features', 'trimAllocator', 'nvencProbe', 'openNvencEncoder', 'CudaBuffer'] as const satisfies readonly (keyof NativeAddon)[];
+export const NATIVE_ADDON_EXPORTS = ['convertToYuv', 'version', 'features', 'trimAllocator', 'nvencProbe', 'openNvencEncoder', 'CudaBuffer', 'cudaDeviceInfo'] as const satisfies readonly (keyof NativeAddon)[];
 // And the other way: a NativeAddon member missing from the list fails to compile here.
 type MissingExport = Exclude<keyof NativeAddon, (typeof NATIVE_ADDON_EXPORTS)[number]>;
 const exportsComplete: MissingExport extends never ? true : never = true;
@@ -128,15 +130,56 @@ export interface NvencProbeResult {
   readonly compiledIn: boolean;
 }
 
-/** CUDA device memory owned by JavaScript: for tests and benchmarks of the device-pointer path. */
+/** CUDA device memory owned by JavaScript: the runtime's copies of emitted CUDA frames, tests, benchmarks. */
 export interface CudaBuffer {
   readonly devicePtr: bigint;
   readonly size: number;
+  /** Host to device, synchronous (set-up, tests: not for the per-frame path). */
   upload(bytes: Uint8Array, offset?: number): void;
+  /** The whole buffer to the host, synchronous (tests). */
   download(): Uint8Array;
   /** Device to device, from `srcPtr` (checked to lie inside one allocation on this buffer's device). */
   copyFromDevice(srcPtr: bigint, bytes: number, offset?: number): void;
+  /**
+   * The frame at the buffer's start as packed I420 (NV12 de-interleaved, RGBA/BGRA converted,
+   * BT.601 limited range), copied through page-locked memory on the buffer's own CUDA stream and
+   * converted on the thread pool: the calling thread never waits on the GPU. Bad shapes throw
+   * (TypeError/RangeError); CUDA failures reject. Do not write the buffer until it settles.
+   */
+  downloadFrame(frame: CudaFrameShape): Promise<CudaFrameDownload>;
+  /** Frees the memory (a download in flight keeps it until it settles). Idempotent. */
   free(): void;
+}
+
+export interface CudaFrameShape {
+  readonly width: number;
+  readonly height: number;
+  /** Bytes between rows; I420 chroma rows are ceil(pitch / 2) apart, after the luma plane. */
+  readonly pitch: number;
+  readonly layout: 'nv12' | 'i420' | 'rgba' | 'bgra';
+}
+
+export interface CudaFrameDownload {
+  /** Packed I420: width × height × 3 / 2 bytes. */
+  readonly data: Uint8Array;
+  /** Device → page-locked host memory, stream wait included (on a worker thread). */
+  readonly copyMs: number;
+  /** Page-locked copy → packed I420 (on that worker thread). */
+  readonly convertMs: number;
+}
+
+export interface CudaDeviceInfo {
+  readonly ordinal: number;
+  readonly name: string;
+  /** "9.0" on an H100/H200. */
+  readonly computeCapability: string;
+  readonly multiprocessors: number;
+  readonly totalMemoryBytes: number;
+  readonly freeMemoryBytes: number;
+  /** The CUDA version the driver supports, "13.0". */
+  readonly driverVersion: string;
+  /** The library dlopen loaded: `libcuda.so.1`, or $ARCLIGHT_LIBCUDA. */
+  readonly driverLibrary: string;
 }
 
 export interface NativeAddonStatus {

@@ -35,6 +35,7 @@ describe('NVENC binding without a GPU', () => {
     expect(probe).toMatchObject({ available: false, compiledIn: false, codecs: [] });
     expect(probe.reason).toMatch(/^compiled out: the NVENC headers \(Debian libffmpeg-nvenc-dev, \/usr\/include\/ffnvcodec\) were not found/);
     await expect(nativeAddon()!.openNvencEncoder({ codec: 'h264', width: 64, height: 48, fps: 30, bitrateKbps: 500, input: 'i420' })).rejects.toThrow(/compiled out/);
+    await expect(nativeAddon()!.cudaDeviceInfo()).rejects.toThrow(/^CUDA support is compiled out: the NVENC headers/);
   });
 
   it.runIf(compiledIn && !haveDriver)('probes as unavailable, saying which driver library is missing', async () => {
@@ -51,6 +52,7 @@ describe('NVENC binding without a GPU', () => {
       /^libcuda\.so\.1 could not be loaded/,
     );
     expect(() => new addon.CudaBuffer(1024)).toThrow(/^CUDA is unavailable: libcuda\.so\.1 could not be loaded/);
+    await expect(addon.cudaDeviceInfo()).rejects.toThrow(/^libcuda\.so\.1 could not be loaded \(no NVIDIA driver on this machine\?\): /);
   });
 
   it.runIf(compiledIn)('reads exactly the option names NvencEncoderOptions declares (checked against the C++ parser)', async () => {
@@ -108,5 +110,7 @@ describe('NVENC binding without a GPU', () => {
     }
     expect(() => addon.nvencProbe(1.5)).toThrow(TypeError);
     expect(() => new addon.CudaBuffer(-1)).toThrow(RangeError);
+    expect(() => addon.cudaDeviceInfo(64)).toThrow(RangeError);
+    expect(() => addon.cudaDeviceInfo('0' as unknown as number)).toThrow(TypeError);
   });
 });

@@ -64,7 +64,7 @@ export class SimulatedVideoOutput {
     }
     for (const frame of batch) {
       if (this.#queue.closed) return;
-      const copy = isCudaVideoFrame(frame) ? this.#hostCopy(frame) : { ...frame, data: frame.data.slice() };
+      const copy = isCudaVideoFrame(frame) ? await this.#hostCopy(frame) : { ...frame, data: frame.data.slice() };
       if (dropPolicy === 'block') {
         await this.#queue.push(copy);
         continue;
@@ -98,10 +98,10 @@ export class SimulatedVideoOutput {
   }
 
   /** A CUDA frame as viewers would see it: copied device to device as the runtime does, then to the host. */
-  #hostCopy(frame: CudaVideoFrame): VideoFrame {
+  async #hostCopy(frame: CudaVideoFrame): Promise<VideoFrame> {
     const pooled = this.#cudaPool.copy(frame);
     try {
-      const host = downloadCudaFrame(pooled);
+      const host = (await downloadCudaFrame(pooled)).frame;
       return {
         ...host,
         ...(frame.timestampUs === undefined ? {} : { timestampUs: frame.timestampUs }),

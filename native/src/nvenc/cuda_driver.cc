@@ -37,6 +37,7 @@ LoadResult Load() {
     return result;
   }
   CudaDriver& d = result.driver;
+  d.library = path;
   std::string* e = &result.error;
   if (!Resolve(library, "cuInit", &d.cuInit, e) || !Resolve(library, "cuDeviceGetCount", &d.cuDeviceGetCount, e) ||
       !Resolve(library, "cuDeviceGet", &d.cuDeviceGet, e) || !Resolve(library, "cuDeviceGetName", &d.cuDeviceGetName, e) ||
@@ -46,7 +47,15 @@ LoadResult Load() {
       !Resolve(library, "cuCtxPopCurrent_v2", &d.cuCtxPopCurrent, e) || !Resolve(library, "cuMemAlloc_v2", &d.cuMemAlloc, e) ||
       !Resolve(library, "cuMemFree_v2", &d.cuMemFree, e) || !Resolve(library, "cuMemcpyHtoD_v2", &d.cuMemcpyHtoD, e) ||
       !Resolve(library, "cuMemcpyDtoH_v2", &d.cuMemcpyDtoH, e) || !Resolve(library, "cuMemcpyDtoD_v2", &d.cuMemcpyDtoD, e) || !Resolve(library, "cuGetErrorName", &d.cuGetErrorName, e) ||
-      !Resolve(library, "cuPointerGetAttribute", &d.cuPointerGetAttribute, e)) {
+      !Resolve(library, "cuPointerGetAttribute", &d.cuPointerGetAttribute, e) ||
+      !Resolve(library, "cuDeviceGetAttribute", &d.cuDeviceGetAttribute, e) ||
+      !Resolve(library, "cuDeviceTotalMem_v2", &d.cuDeviceTotalMem, e) || !Resolve(library, "cuMemGetInfo_v2", &d.cuMemGetInfo, e) ||
+      !Resolve(library, "cuDriverGetVersion", &d.cuDriverGetVersion, e) ||
+      !Resolve(library, "cuMemAllocHost_v2", &d.cuMemAllocHost, e) || !Resolve(library, "cuMemFreeHost", &d.cuMemFreeHost, e) ||
+      !Resolve(library, "cuStreamCreate", &d.cuStreamCreate, e) ||
+      !Resolve(library, "cuStreamSynchronize", &d.cuStreamSynchronize, e) ||
+      !Resolve(library, "cuStreamDestroy_v2", &d.cuStreamDestroy, e) ||
+      !Resolve(library, "cuMemcpy2DAsync_v2", &d.cuMemcpy2DAsync, e)) {
     dlclose(library);
     return result;
   }

@@ -6,6 +6,7 @@
 
 #include <ffnvcodec/dynlink_cuda.h>
 
+#include <cstddef>
 #include <string>
 
 namespace arclight::nvenc {
@@ -16,6 +17,19 @@ constexpr int kPointerAttributeRangeStartAddr = 11;
 constexpr int kPointerAttributeRangeSize = 12;
 
 using PointerGetAttributeFn = CUresult CUDAAPI(void* data, int attribute, CUdeviceptr ptr);
+// Driver API calls dynlink_cuda.h has no typedef for (signatures from cuda.h).
+using DeviceTotalMemFn = CUresult CUDAAPI(std::size_t* bytes, CUdevice dev);
+using MemGetInfoFn = CUresult CUDAAPI(std::size_t* free, std::size_t* total);
+using DriverGetVersionFn = CUresult CUDAAPI(int* version);
+using MemAllocHostFn = CUresult CUDAAPI(void** pointer, std::size_t bytes);
+using MemFreeHostFn = CUresult CUDAAPI(void* pointer);
+
+// CUdevice_attribute values read by cudaDeviceInfo.
+constexpr int kAttributeMultiprocessorCount = 16;
+constexpr int kAttributeComputeCapabilityMajor = 75;
+constexpr int kAttributeComputeCapabilityMinor = 76;
+// cuStreamCreate flag: the stream does not wait on the legacy default stream.
+constexpr unsigned int kStreamNonBlocking = 1;
 
 struct CudaDriver {
   tcuInit* cuInit = nullptr;
@@ -33,6 +47,19 @@ struct CudaDriver {
   tcuMemcpyDtoD_v2* cuMemcpyDtoD = nullptr;
   tcuGetErrorName* cuGetErrorName = nullptr;
   PointerGetAttributeFn* cuPointerGetAttribute = nullptr;
+  // Device facts and the asynchronous host copy (pinned memory, a stream) of CUDA frames.
+  tcuDeviceGetAttribute* cuDeviceGetAttribute = nullptr;
+  DeviceTotalMemFn* cuDeviceTotalMem = nullptr;
+  MemGetInfoFn* cuMemGetInfo = nullptr;
+  DriverGetVersionFn* cuDriverGetVersion = nullptr;
+  MemAllocHostFn* cuMemAllocHost = nullptr;
+  MemFreeHostFn* cuMemFreeHost = nullptr;
+  tcuStreamCreate* cuStreamCreate = nullptr;
+  tcuStreamSynchronize* cuStreamSynchronize = nullptr;
+  tcuStreamDestroy_v2* cuStreamDestroy = nullptr;
+  tcuMemcpy2DAsync_v2* cuMemcpy2DAsync = nullptr;
+  // What dlopen loaded: "libcuda.so.1" or $ARCLIGHT_LIBCUDA.
+  std::string library;
 
   // "CUDA_ERROR_NO_DEVICE (100)"; works for codes the driver does not name too.
   std::string ErrorName(CUresult result) const;

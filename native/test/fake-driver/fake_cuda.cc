@@ -16,13 +16,20 @@
 //     (cuCtxPushCurrent_v2 / cuCtxPopCurrent_v2). Allocation, free and copies need a current
 //     context (CUDA_ERROR_INVALID_CONTEXT without one), as with the real driver.
 //   - cuMemAllocPitch_v2 pads rows to 512 bytes.
+//   - Device facts (cuDeviceGetAttribute, cuDeviceTotalMem_v2, cuMemGetInfo_v2, cuDriverGetVersion):
+//     compute capability 0.0, 1 multiprocessor, 1 GiB total, driver 0.0 — values no real GPU
+//     reports, so a figure taken on the fake cannot pass for a real one.
+//   - "Pinned" host memory (cuMemAllocHost_v2 / cuMemFreeHost) is malloc, counted for leak checks;
+//     streams are tokens and cuMemcpy2DAsync_v2 copies at once (cuStreamSynchronize has nothing to
+//     wait for).
 //
 // Environment:
 //   ARCLIGHT_FAKE_CUDA_DEVICES  device count (default 1; 0 → cuDeviceGetCount reports 0)
 //   ARCLIGHT_FAKE_CUDA_INIT     "fail" → cuInit returns CUDA_ERROR_NO_DEVICE
 //
-// Extra exports for tests (not CUDA API): arclight_fake_cuda_live_allocations() and
-// arclight_fake_cuda_live_bytes() — what is still allocated, to check for leaks.
+// Extra exports for tests (not CUDA API): arclight_fake_cuda_live_allocations(),
+// arclight_fake_cuda_live_bytes(), arclight_fake_cuda_live_host_allocations() and
+// arclight_fake_cuda_live_streams() — what is still allocated, to check for leaks.
 #include <dynlink_cuda.h>
 
 #include <atomic>
@@ -55,6 +62,11 @@ constexpr int kPointerAttributeRangeSize = 12;
 constexpr int kMaxDevices = 16;
 constexpr std::size_t kPitchAlignment = 512;
 constexpr const char* kDeviceName = "Arclight fake GPU (test double)";
+constexpr std::size_t kFakeTotalMemory = std::size_t{1} << 30;
+// CUdevice_attribute values the fake answers.
+constexpr int kAttributeMultiprocessorCount = 16;
+constexpr int kAttributeComputeCapabilityMajor = 75;
+constexpr int kAttributeComputeCapabilityMinor = 76;
 
 }  // namespace
 
@@ -74,6 +86,11 @@ struct Allocation {
 std::mutex g_mutex;
 std::atomic<bool> g_initialized{false};
 std::map<std::uintptr_t, Allocation> g_allocations;  // base address → allocation
+std::map<void*, std::size_t> g_host_allocations;       // pinned host memory → size
+int g_live_streams = 0;
+struct FakeStream {
+  int device;
+};
 CUctx_st g_contexts[kMaxDevices];
 thread_local std::vector<CUctx_st*> t_stack;
 
@@ -300,6 +317,94 @@ __attribute__((visibility("default"))) CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2
   return kSuccess;
 }
 
+__attribute__((visibility("default"))) CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice dev) {
+  if (!g_initialized.load()) return kNotInitialized;
+  if (!value) return kInvalidValue;
+  if (!ValidDevice(dev)) return kInvalidDevice;
+  switch (static_cast<int>(attribute)) {
+    case kAttributeMultiprocessorCount: *value = 1; return kSuccess;
+    case kAttributeComputeCapabilityMajor: *value = 0; return kSuccess;
+    case kAttributeComputeCapabilityMinor: *value = 0; return kSuccess;
+    default: return kInvalidValue;
+  }
+}
+
+__attribute__((visibility("default"))) CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  if (!g_initialized.load()) return kNotInitialized;
+  if (!bytes) return kInvalidValue;
+  if (!ValidDevice(dev)) return kInvalidDevice;
+  *bytes = kFakeTotalMemory;
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
+  if (CUresult r = NeedContext(); r != kSuccess) return r;
+  if (!free || !total) return kInvalidValue;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::size_t used = 0;
+  for (const auto& [base, a] : g_allocations) used += a.size;
+  *total = kFakeTotalMemory;
+  *free = used >= kFakeTotalMemory ? 0 : kFakeTotalMemory - used;
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) CUresult cuDriverGetVersion(int* version) {
+  if (!version) return kInvalidValue;
+  *version = 0;
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) CUresult cuMemAllocHost_v2(void** pointer, size_t bytes) {
+  if (CUresult r = NeedContext(); r != kSuccess) return r;
+  if (!pointer || bytes == 0) return kInvalidValue;
+  void* p = std::malloc(bytes);
+  if (!p) return kOutOfMemory;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_host_allocations[p] = bytes;
+  *pointer = p;
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) CUresult cuMemFreeHost(void* pointer) {
+  if (CUresult r = NeedContext(); r != kSuccess) return r;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    auto it = g_host_allocations.find(pointer);
+    if (it == g_host_allocations.end()) return kInvalidValue;
+    g_host_allocations.erase(it);
+  }
+  std::free(pointer);
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) CUresult cuStreamCreate(CUstream* stream, unsigned int flags) {
+  if (CUresult r = NeedContext(); r != kSuccess) return r;
+  if (!stream || flags > 1) return kInvalidValue;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  ++g_live_streams;
+  *stream = reinterpret_cast<CUstream>(new FakeStream{t_stack.back()->device});
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) CUresult cuStreamSynchronize(CUstream stream) {
+  if (CUresult r = NeedContext(); r != kSuccess) return r;
+  return stream ? kSuccess : kInvalidValue;
+}
+
+__attribute__((visibility("default"))) CUresult cuStreamDestroy_v2(CUstream stream) {
+  if (CUresult r = NeedContext(); r != kSuccess) return r;
+  if (!stream) return kInvalidValue;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  --g_live_streams;
+  delete reinterpret_cast<FakeStream*>(stream);
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* c, CUstream stream) {
+  if (!stream) return kInvalidValue;  // the fake has no default stream to stand in for
+  return cuMemcpy2D_v2(c);
+}
+
 __attribute__((visibility("default"))) CUresult cuPointerGetAttribute(void* data, int attribute, CUdeviceptr ptr) {
   if (!g_initialized.load()) return kNotInitialized;
   if (!data) return kInvalidValue;
@@ -369,6 +474,16 @@ __attribute__((visibility("default"))) size_t arclight_fake_cuda_live_bytes() {
   std::size_t total = 0;
   for (const auto& [base, a] : g_allocations) total += a.size;
   return total;
+}
+
+__attribute__((visibility("default"))) size_t arclight_fake_cuda_live_host_allocations() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_host_allocations.size();
+}
+
+__attribute__((visibility("default"))) int arclight_fake_cuda_live_streams() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_live_streams;
 }
 
 }  // extern "C"
