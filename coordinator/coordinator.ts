@@ -235,6 +235,7 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     const done = metrics.housekeepingDuration.startTimer();
     metrics.sessionsReaped.inc((await registry.reapStale()).length);
     await lifecycle.ended(await sessions.endExpired());
+    await lifecycle.releaseLeftovers();
     await lifecycle.placeWaiting();
     const { ticks, mustEnd } = await meter.flush();
     metrics.meterTicks.inc(ticks);

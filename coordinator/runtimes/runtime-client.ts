@@ -45,11 +45,20 @@ export class RuntimeClient {
     if (!response.ok) throw new Error(`runtime ${runtime.id} refused session ${sessionId}: ${response.status} ${await response.text()}`);
   }
 
-  /** Ends the session on the runtime, which tells its clients `reason` first. Best effort. */
-  async endSession(runtime: RuntimeRecord, sessionId: string, reason: string): Promise<void> {
-    await this.#call(runtime, 'DELETE', `/hosted/sessions/${encodeURIComponent(sessionId)}`, JSON.stringify({ reason }))
-      .then((r) => r.arrayBuffer())
-      .catch(() => undefined);
+  /**
+   * Ends the session on the runtime, which tells its clients `reason` first. Never throws: true
+   * when the runtime no longer holds it (it ended it now, or had already: 404/410), false when it
+   * could not be told (unreachable, or an error) — then the slot stays taken and housekeeping
+   * tells it again.
+   */
+  async endSession(runtime: RuntimeRecord, sessionId: string, reason: string): Promise<boolean> {
+    try {
+      const response = await this.#call(runtime, 'DELETE', `/hosted/sessions/${encodeURIComponent(sessionId)}`, JSON.stringify({ reason }));
+      await response.arrayBuffer();
+      return response.ok || response.status === 404 || response.status === 410;
+    } catch {
+      return false;
+    }
   }
 
   /** Relays a client's transport call (`/sessions/{id}/transport/webrtc/…`) and returns the runtime's answer as is. */

@@ -5,8 +5,14 @@
  * `staleAfterMs` is gone — its open sessions are ended and their meters stop at its last
  * heartbeat, the last moment it is known to have served them.
  *
- * Assignment locks the runtime rows it considers (PostgreSQL `FOR UPDATE`), so two replicas never
- * put two sessions in one slot.
+ * Placement happens exactly once per session, whichever replicas, heartbeats and housekeeping
+ * passes race for it:
+ * - assignment locks the runtime rows it considers (PostgreSQL `FOR UPDATE`; SQLite's write lock
+ *   at BEGIN IMMEDIATE), so two replicas never put two sessions in one slot;
+ * - the session is claimed by a compare-and-set (`runtime_id IS NULL` → this runtime): only the
+ *   caller whose update took it goes on to start it; everyone else gets undefined;
+ * - a slot counts as taken until its runtime let it go (`slot_released_at`), not until the
+ *   coordinator marked the session ended, so no start reaches a runtime whose slot is still full.
  */
 
 import type { Kysely, Selectable } from 'kysely';
@@ -75,6 +81,8 @@ export class RuntimeRegistry {
         oc.column('id').doUpdateSet({ url: row.url, model_id: row.model_id, slots: row.slots, capabilities: row.capabilities, registered_at: now, heartbeat_at: now, draining: 0, gone: 0 }),
       )
       .execute();
+    // A runtime that registers again restarted: whatever it held is gone with its old process.
+    await this.#db.updateTable('sessions').set({ slot_released_at: now }).where('runtime_id', '=', registration.id).where('status', '=', 'ended').where('slot_released_at', 'is', null).execute();
     return row;
   }
 
@@ -94,14 +102,15 @@ export class RuntimeRegistry {
   }
 
   /**
-   * Assigns a free slot to the waiting session, if a live runtime of its model has one; returns
-   * the runtime, or undefined (the session keeps waiting; housekeeping retries).
+   * Claims a free slot for the waiting session, if a live runtime of its model has one, and
+   * returns that runtime: the caller, and only it, starts the session there. Undefined when none
+   * is free (the session keeps waiting; housekeeping retries) or when the session is no longer
+   * waiting for one (ended, or already placed — by another replica, say).
    */
   async assign(sessionId: string): Promise<RuntimeRecord | undefined> {
     return this.#db.transaction().execute(async (tx) => {
       const session = await tx.selectFrom('sessions').select(['model_id', 'runtime_id', 'status']).where('id', '=', sessionId).executeTakeFirst();
-      if (!session || session.status === 'ended') return undefined;
-      if (session.runtime_id !== null) return tx.selectFrom('runtimes').selectAll().where('id', '=', session.runtime_id).executeTakeFirst();
+      if (!session || session.status === 'ended' || session.runtime_id !== null) return undefined;
       let candidates = tx
         .selectFrom('runtimes')
         .selectAll()
@@ -113,12 +122,13 @@ export class RuntimeRegistry {
       if (this.#engine === 'postgres') candidates = candidates.forUpdate();
       const runtimes = await candidates.execute();
       if (runtimes.length === 0) return undefined;
-      // Open sessions per candidate, in one query.
+      // Slots held per candidate, in one query: open sessions, and ended ones whose runtime has
+      // not let them go yet.
       const counts = await tx
         .selectFrom('sessions')
         .select((eb) => ['runtime_id', eb.fn.countAll<number>().as('n')])
         .where('runtime_id', 'in', runtimes.map((r) => r.id))
-        .where('status', '!=', 'ended')
+        .where('slot_released_at', 'is', null)
         .groupBy('runtime_id')
         .execute();
       const used = new Map(counts.map((c) => [c.runtime_id, Number(c.n)]));
@@ -128,9 +138,46 @@ export class RuntimeRegistry {
         if (n < runtime.slots && (best === undefined || n < best.used)) best = { runtime, used: n };
       }
       if (!best) return undefined;
-      await tx.updateTable('sessions').set({ runtime_id: best.runtime.id }).where('id', '=', sessionId).execute();
-      return best.runtime;
+      // The claim: it takes the session only if nobody placed or ended it since it was read.
+      const claimed = await tx
+        .updateTable('sessions')
+        .set({ runtime_id: best.runtime.id })
+        .where('id', '=', sessionId)
+        .where('runtime_id', 'is', null)
+        .where('status', '!=', 'ended')
+        .executeTakeFirst();
+      return Number(claimed.numUpdatedRows) === 1 ? best.runtime : undefined;
     });
+  }
+
+  /** The runtime let the session's slot go (it answered the end, or ended the session itself). */
+  async release(sessionId: string, runtimeId: string): Promise<void> {
+    await this.#db
+      .updateTable('sessions')
+      .set({ slot_released_at: this.#now() })
+      .where('id', '=', sessionId)
+      .where('runtime_id', '=', runtimeId)
+      .where('slot_released_at', 'is', null)
+      .execute();
+  }
+
+  /**
+   * Ended sessions whose live runtime has not yet let their slot go (telling it failed, or a
+   * replica stopped between ending a session and telling its runtime): housekeeping tells again.
+   */
+  async unreleased(limit = 500): Promise<{ readonly sessionId: string; readonly runtime: RuntimeRecord; readonly reason: string }[]> {
+    const rows = await this.#db
+      .selectFrom('sessions')
+      .innerJoin('runtimes', 'runtimes.id', 'sessions.runtime_id')
+      .selectAll('runtimes')
+      .select(['sessions.id as session_id', 'sessions.end_reason'])
+      .where('sessions.status', '=', 'ended')
+      .where('sessions.slot_released_at', 'is', null)
+      .where('runtimes.gone', '=', 0)
+      .orderBy('sessions.ended_at')
+      .limit(limit)
+      .execute();
+    return rows.map(({ session_id, end_reason, ...runtime }) => ({ sessionId: session_id, runtime, reason: end_reason ?? 'The session was ended.' }));
   }
 
   /** Takes a session off its runtime (it could not be opened there); it waits again. */
@@ -173,6 +220,8 @@ export class RuntimeRegistry {
     const ended: string[] = [];
     for (const runtime of stale) {
       await this.#db.updateTable('runtimes').set({ gone: 1 }).where('id', '=', runtime.id).execute();
+      // A gone runtime holds nothing: its slots are free whenever it comes back (re-registered).
+      await this.#db.updateTable('sessions').set({ slot_released_at: this.#now() }).where('runtime_id', '=', runtime.id).where('slot_released_at', 'is', null).execute();
       const sessions = await this.#db.selectFrom('sessions').select(['id', 'ready_at']).where('runtime_id', '=', runtime.id).where('status', '!=', 'ended').execute();
       for (const session of sessions) {
         await this.#db

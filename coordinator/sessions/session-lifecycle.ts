@@ -1,7 +1,8 @@
 /**
- * What happens to a session across the coordinator's parts: placing it on a runtime (assign a
+ * What happens to a session across the coordinator's parts: placing it on a runtime (claim a
  * slot, then open it there; if the runtime refuses, it waits again) and ending it (mark it ended,
- * charge its last seconds, tell the runtime so every client hears the reason).
+ * charge its last seconds, tell the runtime so every client hears the reason; the slot is free
+ * once the runtime has let it go).
  */
 
 import type { Logger } from '../../runtime/log.ts';
@@ -44,11 +45,16 @@ export class SessionLifecycle {
   /**
    * Ends a session: it stops counting and billing now (its last seconds are charged at once), and
    * its runtime ends it too, telling every client `reason` — unless the runtime is who ended it.
+   * Its slot is free once the runtime has let it go.
    */
   async end(sessionId: string, reason: string | undefined, options: { fromRuntime?: boolean } = {}): Promise<SessionRecord> {
     const ended = await this.sessions.end(sessionId, reason);
     await this.meter.flushSession(ended.id, ended.account_id);
-    if (!options.fromRuntime) await this.#tellRuntime(ended);
+    if (options.fromRuntime) {
+      if (ended.runtime_id !== null) await this.registry.release(ended.id, ended.runtime_id);
+    } else {
+      await this.#tellRuntime(ended);
+    }
     return ended;
   }
 
@@ -60,9 +66,18 @@ export class SessionLifecycle {
     }
   }
 
+  /** Tells live runtimes again about ended sessions they have not let go (a failed or missed end). */
+  async releaseLeftovers(): Promise<void> {
+    for (const { sessionId, runtime, reason } of await this.registry.unreleased()) {
+      if (await this.runtimes.endSession(runtime, sessionId, reason)) await this.registry.release(sessionId, runtime.id);
+    }
+  }
+
   async #tellRuntime(session: SessionRecord): Promise<void> {
     if (session.runtime_id === null) return;
     const runtime = await this.registry.get(session.runtime_id);
-    if (runtime && runtime.gone === 0) await this.runtimes.endSession(runtime, session.id, session.end_reason ?? 'The session was ended.');
+    // A gone runtime's slots were released when it was declared gone.
+    if (!runtime || runtime.gone !== 0) return;
+    if (await this.runtimes.endSession(runtime, session.id, session.end_reason ?? 'The session was ended.')) await this.registry.release(session.id, runtime.id);
   }
 }

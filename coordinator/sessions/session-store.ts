@@ -145,6 +145,7 @@ export class SessionStore {
         rate_credits_per_second: model.rateCreditsPerSecond,
         billed_seconds: 0,
         runtime_id: null,
+        slot_released_at: null,
         idempotency_key: idempotencyKey ?? null,
       };
       await tx.insertInto('sessions').values(session).execute();

@@ -232,6 +232,19 @@ const apiKeyNames: Migration = {
   },
 };
 
+const slotRelease: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    // A session holds its runtime's slot until the runtime has let it go (it answered the end, it
+    // ended the session itself, or it is gone) — not merely until the coordinator marked it ended:
+    // in between, a start for another session would reach a runtime whose slot is still taken.
+    await db.schema.alterTable('sessions').addColumn('slot_released_at', 'bigint').execute();
+    await sql`update sessions set slot_released_at = coalesce(ended_at, created_at) where status = 'ended'`.execute(db);
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await db.schema.alterTable('sessions').dropColumn('slot_released_at').execute();
+  },
+};
+
 /** Every migration, oldest first; names sort in order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0001_initial': initial,
@@ -243,6 +256,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0007_session_idempotency': sessionIdempotency,
   '0008_grant_withheld': grantWithheld,
   '0009_api_key_names': apiKeyNames,
+  '0010_slot_release': slotRelease,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...MIGRATIONS }) };

@@ -106,6 +106,11 @@ export interface SessionTable {
   billed_seconds: Generated<number>;
   /** The runtime serving it, once assigned. */
   runtime_id: Generated<string | null>;
+  /**
+   * When its runtime let the slot go (answered the end, ended it itself, or was declared gone);
+   * null while the slot is held — an ended session still holds it until then.
+   */
+  slot_released_at: Generated<number | null>;
   /** The creating request's `Idempotency-Key`, if it sent one: a retry with it gets this session back. */
   idempotency_key: Generated<string | null>;
 }

@@ -69,6 +69,8 @@ export class LocalSessionHost {
   #router: CommandRouter;
   #capabilities: Capabilities;
   #current: Session | undefined;
+  /** The open session's start (its model's setup), which a repeated start of the same id awaits. */
+  #starting: Promise<void> | undefined;
   /** Ended sessions are remembered briefly so their id answers 410 rather than 404. */
   readonly #ended = new Map<string, string>();
 
@@ -115,6 +117,15 @@ export class LocalSessionHost {
     overrides: { readonly reconnectGraceMs?: number; readonly publicUrl?: string; readonly durationLimit?: DurationLimit } = {},
   ): Promise<Session> {
     const existing = this.#current;
+    if (id !== undefined && existing && !existing.ended && existing.id === id) {
+      // The coordinator asked again for the session already open here (a retry after a lost
+      // answer, or a second placement pass): the same session, not a replacement.
+      await this.#starting;
+      return existing;
+    }
+    if (id !== undefined && this.#ended.has(id)) {
+      throw new ArclightError('session_ended', `Session ${id} has ended (${this.#ended.get(id)}); it is not opened again.`);
+    }
     if (existing && !existing.ended) {
       if (existing.liveConnections.length > 0) {
         throw new ArclightError('session_conflict', `Session ${existing.id} is open with connected clients. Stop it first (POST /stop_session) or attach to it with its session id.`);
@@ -139,7 +150,8 @@ export class LocalSessionHost {
       ...(events ? { onConnectionReady: (ready: Session) => events.connectionReady(ready) } : {}),
     });
     this.#current = session;
-    await session.start();
+    this.#starting = session.start();
+    await this.#starting;
     return session;
   }
 

@@ -240,6 +240,33 @@ describe('hosted mode: client → coordinator → runtime', () => {
     expect(((await refused.json()) as { field?: string }).field).toBe('/max_duration_seconds');
     expect(runtime.sessions.current).toBeUndefined();
   });
+  it('a repeated start of one session answers as the first did, and an ended session is not opened again', async () => {
+    const start = () =>
+      fetch(`${runtime.url}/hosted/sessions`, {
+        method: 'POST',
+        headers: { 'Arclight-Runtime-Secret': 'secret-gpu-0', 'content-type': 'application/json' },
+        body: JSON.stringify({ session_id: 'started-twice' }),
+      });
+    // Two at once (a retry racing the first while the model sets up), then one more afterwards.
+    const answers = await Promise.all([start(), start()]);
+    const first = runtime.sessions.current!;
+    answers.push(await start());
+    const bodies = await Promise.all(answers.map((r) => r.json() as Promise<{ session_id: string }>));
+    expect(answers.map((r) => r.status)).toEqual([200, 200, 200]);
+    expect(bodies.map((b) => b.session_id)).toEqual(['started-twice', 'started-twice', 'started-twice']);
+    // The same session throughout: none of the repeats replaced it.
+    expect(runtime.sessions.current).toBe(first);
+    expect(first.id).toBe('started-twice');
+    expect(first.ended).toBe(false);
+    const ended = await fetch(`${runtime.url}/hosted/sessions/started-twice`, { method: 'DELETE', headers: { 'Arclight-Runtime-Secret': 'secret-gpu-0' } });
+    expect(ended.status).toBe(200);
+    // A late duplicate start after the end is refused rather than opening the session afresh.
+    const late = await start();
+    expect(late.status).toBe(410);
+    expect(((await late.json()) as { code: string }).code).toBe('session_ended');
+    expect(runtime.sessions.current).toBeUndefined();
+  });
+
   /** Another account on this coordinator, with its own API key (so rotating it leaves `stack.key` alone). */
   const otherAccount = async (name: string, credits: number) => {
     const account = await coordinator.accounts.create(name);

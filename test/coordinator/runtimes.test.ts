@@ -95,10 +95,17 @@ describe.each(ENGINES)('runtime registry on %s', (engine) => {
     expect(second.body.capabilities).toBeUndefined();
     await placeWaiting();
     expect(await runtimeOf(second.body.session_id)).toBeNull();
+    // Ended, but r-1 could not be told (nothing listens at its address): its slot stays taken, so
+    // no start reaches a runtime that may still be running the first session.
     await end(first.body.session_id);
+    await placeWaiting();
+    expect(await runtimeOf(second.body.session_id)).toBeNull();
+    // The runtime lets it go (what its answer to the end, or its own report of the end, records).
+    await coordinator.registry.release(first.body.session_id, 'r-1');
     await placeWaiting();
     expect(await runtimeOf(second.body.session_id)).toBe('r-1');
     await end(second.body.session_id);
+    await coordinator.registry.release(second.body.session_id, 'r-1');
   });
 
   it('a draining runtime takes no new sessions; a fresh one gets them at once', async () => {
