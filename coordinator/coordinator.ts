@@ -8,8 +8,10 @@
  * // POST {coordinator.url}/tokens with header Service-API-Key: key
  */
 
+import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { hostname } from 'node:os';
 import { serve, type ServerType } from '@hono/node-server';
 import { outlastClientIdleTimeouts } from '../runtime/http/keep-alive.ts';
 import { createLogger, type Logger } from '../runtime/log.ts';
@@ -20,6 +22,7 @@ import { ModelCatalog } from './models/model-catalog.ts';
 import { DEFAULT_PRICING, type PricingSettings } from './pricing/pricing.ts';
 import { CreditLedger } from './billing/credit-ledger.ts';
 import { METER_CONCURRENCY_POSTGRES, SessionMeter, type MeterStop } from './billing/session-meter.ts';
+import { HousekeeperLease } from './housekeeping/housekeeper-lease.ts';
 import { CoordinatorMetrics } from './metrics.ts';
 import { RuntimeClient } from './runtimes/runtime-client.ts';
 import { RuntimeRegistry } from './runtimes/runtime-registry.ts';
@@ -244,13 +247,26 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   };
   let flushing: Promise<unknown> | undefined;
   const flushMs = options.meterFlushMs ?? 5000;
+  // One replica at a time does the fleet-wide work: every replica tries for the lease each half
+  // interval, the holder works once per interval, and a dead holder's lease lapses after 1.5
+  // intervals — so the work moves within 2 (coordinator/housekeeping/housekeeper-lease.ts).
+  const lease = new HousekeeperLease(storage.db, `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`, Math.max(1, Math.round(1.5 * flushMs)), options.now ?? Date.now);
+  let lastPassAt = Number.NEGATIVE_INFINITY;
+  const tick = async (): Promise<void> => {
+    const holder = await lease.acquire();
+    metrics.housekeeper.set(holder ? 1 : 0);
+    // Ticks come every half interval (for a quick takeover); the pass itself once per interval.
+    if (!holder || performance.now() - lastPassAt < flushMs * 0.9) return;
+    lastPassAt = performance.now();
+    await housekeeping();
+  };
   const timer =
     flushMs > 0
       ? setInterval(() => {
-          flushing ??= housekeeping()
+          flushing ??= tick()
             .catch((error: unknown) => log.error('housekeeping failed', { error }))
             .finally(() => (flushing = undefined));
-        }, flushMs)
+        }, flushMs / 2)
       : undefined;
   timer?.unref();
   return {
@@ -271,6 +287,8 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await flushing;
       await Promise.all(inFlight);
+      // Handed over now rather than when it lapses.
+      if (timer) await lease.release().catch((error: unknown) => log.warn('releasing the housekeeping lease failed', { error }));
       await storage.close();
     },
   };

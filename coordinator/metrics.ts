@@ -52,6 +52,11 @@ export class CoordinatorMetrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   });
+  readonly housekeeper = new Gauge({
+    name: 'arclight_coordinator_housekeeper',
+    help: '1 while this replica holds the housekeeping lease (reaping, placement sweeps, the meter flush run here), else 0',
+    registers: [this.registry],
+  });
   readonly meterTicks = new Counter({
     name: 'arclight_coordinator_meter_ticks_total',
     help: 'Per-session meter charges written by this replica',

@@ -245,6 +245,24 @@ const slotRelease: Migration = {
   },
 };
 
+const leases: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    // Who does the fleet-wide work (coordinator/housekeeping/housekeeper-lease.ts): one row per
+    // lease, taken by a conditional update on its expiry.
+    await db.schema
+      .createTable('leases')
+      .addColumn('name', 'text', (c) => c.primaryKey())
+      .addColumn('holder', 'text', (c) => c.notNull())
+      .addColumn('expires_at', 'bigint', (c) => c.notNull())
+      .addColumn('acquired_at', 'bigint', (c) => c.notNull())
+      .execute();
+    await sql`insert into leases (name, holder, expires_at, acquired_at) values ('housekeeping', '', 0, 0)`.execute(db);
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await db.schema.dropTable('leases').execute();
+  },
+};
+
 /** Every migration, oldest first; names sort in order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0001_initial': initial,
@@ -257,6 +275,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0008_grant_withheld': grantWithheld,
   '0009_api_key_names': apiKeyNames,
   '0010_slot_release': slotRelease,
+  '0011_leases': leases,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...MIGRATIONS }) };

@@ -178,6 +178,15 @@ export interface RuntimeTable {
   gone: number;
 }
 
+/** A lease among replicas (coordinator/housekeeping/housekeeper-lease.ts): who holds it, until when. */
+export interface LeaseTable {
+  name: string;
+  /** '' when nobody has held it yet. */
+  holder: string;
+  expires_at: number;
+  acquired_at: number;
+}
+
 export interface CoordinatorDatabase {
   runtimes: RuntimeTable;
   credit_grants: CreditGrantTable;
@@ -191,4 +200,5 @@ export interface CoordinatorDatabase {
   tokens: TokenTable;
   token_bindings: TokenBindingTable;
   sessions: SessionTable;
+  leases: LeaseTable;
 }

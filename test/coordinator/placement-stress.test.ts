@@ -14,11 +14,10 @@
  * waiting.
  */
 
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startCoordinator, type Coordinator } from '../../coordinator/index.ts';
 import { freePort, killProcess, startCoordinatorProcess, type CoordinatorProcess } from '../support/coordinator-process.ts';
+import { between, newObservations, pick, sleep, StubRuntime } from '../support/stub-runtime.ts';
 import { ENGINES, freshDatabase } from './storage-engines.ts';
 
 const SECRET = 'placement-stress-secret';
@@ -27,138 +26,6 @@ const RUNTIMES = 6;
 const SLOTS = 2;
 const SESSIONS = 500;
 const CLIENT_CONCURRENCY = 24;
-const CAPABILITIES = {
-  protocol_version: '1.0',
-  tracks: [{ name: 'main_video', kind: 'video', direction: 'recvonly' }],
-  commands: [],
-  emission_fps: 30,
-};
-
-const pick = <T>(items: readonly T[]): T => items[Math.floor(Math.random() * items.length)]!;
-const between = (low: number, high: number) => low + Math.random() * (high - low);
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** What the stub runtimes saw, across all of them. */
-interface Observed {
-  /** Starts received per session id. */
-  readonly starts: Map<string, number>;
-  /** Runtimes each session was started on. */
-  readonly startedOn: Map<string, Set<string>>;
-  /** A start for a session already open on that runtime. */
-  duplicateStarts: number;
-  /** A start that arrived while every slot of that runtime was held. */
-  occupiedStarts: number;
-  /** Heartbeats answered 404 (the runtime had been declared gone). */
-  declaredGone: number;
-}
-
-async function body(request: IncomingMessage): Promise<Record<string, unknown>> {
-  let text = '';
-  for await (const chunk of request) text += String(chunk);
-  try {
-    return JSON.parse(text || '{}') as Record<string, unknown>;
-  } catch {
-    return {};
-  }
-}
-
-/**
- * A runtime as the coordinator sees one: it registers, heartbeats, accepts starts into its slots,
- * answers ends, and ends most sessions itself after a short life.
- */
-class StubRuntime {
-  readonly open = new Set<string>();
-  #server: Server | undefined;
-  #url = '';
-  #stopped = false;
-  #heartbeats: Promise<void> | undefined;
-
-  constructor(
-    readonly id: string,
-    readonly replicas: readonly string[],
-    readonly observed: Observed,
-  ) {}
-
-  async start(): Promise<void> {
-    this.#server = createServer((request, response) => void this.#serve(request, response));
-    await new Promise<void>((resolve) => this.#server!.listen(0, '127.0.0.1', resolve));
-    this.#url = `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
-    await this.#register();
-    this.#heartbeats = this.#heartbeatLoop();
-  }
-
-  async stop(): Promise<void> {
-    this.#stopped = true;
-    await this.#heartbeats;
-    await new Promise((resolve) => this.#server?.close(resolve));
-  }
-
-  async #register(): Promise<void> {
-    const response = await fetch(`${pick(this.replicas)}/runtimes`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'Arclight-Runtime-Secret': SECRET },
-      body: JSON.stringify({ id: this.id, url: this.#url, model: 'pattern', slots: SLOTS, capabilities: CAPABILITIES }),
-    });
-    if (!response.ok) throw new Error(`registering ${this.id}: ${response.status} ${await response.text()}`);
-  }
-
-  async #heartbeatLoop(): Promise<void> {
-    while (!this.#stopped) {
-      await sleep(between(100, 200));
-      const response = await fetch(`${pick(this.replicas)}/runtimes/${this.id}/heartbeat`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'Arclight-Runtime-Secret': SECRET },
-        body: '{"draining":false}',
-      }).catch(() => undefined);
-      await response?.arrayBuffer();
-      if (response?.status === 404) {
-        // Declared gone (it was silent too long on a loaded machine): what it held is over.
-        this.observed.declaredGone++;
-        this.open.clear();
-        await this.#register();
-      }
-    }
-  }
-
-  async #serve(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    const answer = (status: number, value: unknown): void => {
-      response.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(value));
-    };
-    if (request.method === 'POST' && request.url === '/hosted/sessions') {
-      const sessionId = String((await body(request))['session_id']);
-      const { starts, startedOn } = this.observed;
-      starts.set(sessionId, (starts.get(sessionId) ?? 0) + 1);
-      startedOn.set(sessionId, (startedOn.get(sessionId) ?? new Set()).add(this.id));
-      if (this.open.has(sessionId)) this.observed.duplicateStarts++;
-      else if (this.open.size >= SLOTS) this.observed.occupiedStarts++;
-      this.open.add(sessionId);
-      // Most sessions end here after a short life; the rest wait for their client's DELETE.
-      if (Math.random() < 0.75) setTimeout(() => void this.#endItself(sessionId), between(20, 250));
-      answer(200, { session_id: sessionId });
-      return;
-    }
-    const ended = /^\/hosted\/sessions\/([^/]+)$/.exec(request.url ?? '');
-    if (request.method === 'DELETE' && ended) {
-      await body(request);
-      const sessionId = decodeURIComponent(ended[1]!);
-      if (this.open.delete(sessionId)) answer(200, { session_id: sessionId, state: 'CLOSED' });
-      else answer(404, { code: 'session_not_found', message: 'No such session.' });
-      return;
-    }
-    answer(404, { code: 'not_found', message: 'No such route.' });
-  }
-
-  /** The slot is free here first, then the coordinator hears of it (as a real runtime does). */
-  async #endItself(sessionId: string): Promise<void> {
-    if (!this.open.delete(sessionId)) return;
-    const response = await fetch(`${pick(this.replicas)}/runtimes/${this.id}/sessions/${encodeURIComponent(sessionId)}/ended`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'Arclight-Runtime-Secret': SECRET },
-      body: '{"reason":"the model finished"}',
-    }).catch(() => undefined);
-    await response?.arrayBuffer();
-  }
-}
 
 describe.each(ENGINES)('placement on %s: three replicas, six runtimes, 500 sessions', (engine) => {
   let seed: Coordinator | undefined;
@@ -190,9 +57,10 @@ describe.each(ENGINES)('placement on %s: three replicas, six runtimes, 500 sessi
     const urls = replicas.map((r) => r.url);
     const minted = await fetch(`${urls[0]}/tokens`, { method: 'POST', headers: { 'Service-API-Key': key } });
     const { token } = (await minted.json()) as { token: string };
-    const observed: Observed = { starts: new Map(), startedOn: new Map(), duplicateStarts: 0, occupiedStarts: 0, declaredGone: 0 };
+    const observed = newObservations();
     for (let i = 0; i < RUNTIMES; i++) {
-      const runtime = new StubRuntime(`stub-${i}`, urls, observed);
+      // Three quarters of its sessions end here after a short life; the rest wait for their client.
+      const runtime = new StubRuntime({ id: `stub-${i}`, replicas: () => urls, secret: SECRET, slots: SLOTS, observed, selfEndShare: 0.75, lifeMs: [20, 250] });
       runtimes.push(runtime);
       await runtime.start();
     }
