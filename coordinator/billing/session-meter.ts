@@ -74,7 +74,14 @@ export class SessionMeter {
       .where((eb) =>
         eb.or([
           eb('status', '=', 'ready'),
-          eb.and([eb('status', '=', 'ended'), eb('billed_seconds', '<', eb(eb('ended_at', '-', eb.ref('ready_at')), '/', 1000))]),
+          // An ended session with seconds still due: up to its end, and never past its maximum
+          // duration (one ended later than that — reaped at a late heartbeat, say — is done once
+          // the maximum is billed, instead of staying a candidate that locks its account forever).
+          eb.and([
+            eb('status', '=', 'ended'),
+            eb('billed_seconds', '<', eb(eb('ended_at', '-', eb.ref('ready_at')), '/', 1000)),
+            eb('billed_seconds', '<', eb.ref('max_duration_seconds')),
+          ]),
         ]),
       )
       .execute();

@@ -5,7 +5,7 @@
  * concurrent flushes), an account without credits gets 402, and one that runs dry is reported.
  */
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { main as coordinatorCli } from '../../coordinator/cli.ts';
 import { startCoordinator, type Coordinator } from '../../coordinator/index.ts';
 import { ENGINES, freshDatabase } from './storage-engines.ts';
@@ -163,6 +163,28 @@ describe.each(ENGINES)('billing on %s', (engine) => {
     expect((await ticks(body.session_id)).reduce((sum, t) => sum + Number(t.seconds), 0)).toBe(1200);
     now = START;
   });
+  it('a session that ended past its maximum duration stops being a meter candidate once the maximum is billed', async () => {
+    const { id, token } = await customer('Ended late');
+    await coordinator.ledger.grantPromotional(id, 100_000);
+    const { body } = await createSession(token);
+    await coordinator.sessions.markReady(body.session_id);
+    const readyAt = now;
+    try {
+      // Ended well past its 1,200 s maximum, as a reap at a late heartbeat records it.
+      await coordinator.storage.db.updateTable('sessions').set({ status: 'ended', ended_at: readyAt + 1_500_000, end_reason: 'reaped' }).where('id', '=', body.session_id).execute();
+      now = readyAt + 1_600_000;
+      await coordinator.meter.flush();
+      expect((await ticks(body.session_id)).reduce((sum, t) => sum + Number(t.seconds), 0)).toBe(1200);
+      // Done: later flushes do not charge it, nor take its account's lock for it.
+      const charged = vi.spyOn(coordinator.meter, 'flushSession');
+      await coordinator.meter.flush();
+      expect(charged.mock.calls.map(([sessionId]) => sessionId)).not.toContain(body.session_id);
+      charged.mockRestore();
+    } finally {
+      now = START;
+    }
+  });
+
   it('a monthly billing cap: a running session ends when the month\'s spend reaches it, then 402 billing_cap_reached until next month', async () => {
     const { id, key, token } = await customer('Cap');
     await coordinator.ledger.grantPromotional(id, 100_000);
