@@ -621,7 +621,7 @@ void TestNvenc(void* lib, const Cuda& cu, CUcontext ctx, const std::string& dir,
 
   // Modes and session checks.
   setenv("ARCLIGHT_FAKE_NVENC_MODE", "no-encoder", 1);
-  CHECK_EQ(hx.Open(), NV_ENC_ERR_NO_ENCODE_DEVICE);
+  CHECK_EQ(hx.Open(), NV_ENC_ERR_UNSUPPORTED_DEVICE);
   CHECK(hx.enc == nullptr);
   setenv("ARCLIGHT_FAKE_NVENC_MODE", "ok", 1);
   {

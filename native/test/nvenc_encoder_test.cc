@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   setenv("ARCLIGHT_FAKE_NVENC_MODE", "no-encoder", 1);
   nv::ProbeResult none = nv::Probe(0);
   CHECK(!none.available, "a GPU without NVENC probed as available");
-  CHECK(none.reason.find("NV_ENC_ERR_NO_ENCODE_DEVICE") != std::string::npos &&
+  CHECK(none.reason.find("NV_ENC_ERR_UNSUPPORTED_DEVICE") != std::string::npos &&
             none.reason.find("no NVENC engine") != std::string::npos,
         "reason: %s", none.reason.c_str());
   unsetenv("ARCLIGHT_FAKE_NVENC_MODE");

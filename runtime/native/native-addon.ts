@@ -120,7 +120,7 @@ export interface NvencEncoder {
 
 export interface NvencProbeResult {
   readonly available: boolean;
-  /** Why not, e.g. `libcuda.so.1 could not be loaded …` or `… NV_ENC_ERR_NO_ENCODE_DEVICE …: this GPU has no NVENC engine`. */
+  /** Why not, e.g. `libcuda.so.1 could not be loaded …` or `opening an NVENC session failed: NV_ENC_ERR_UNSUPPORTED_DEVICE: this GPU has no NVENC engine …` (an H100/H200). */
   readonly reason?: string;
   readonly deviceName?: string;
   readonly codecs: readonly NvencCodec[];

@@ -141,9 +141,9 @@ describe.runIf(compiledIn)('NVENC against a fake NVIDIA driver (no GPU here: the
     try {
       const probe = await addon.nvencProbe();
       expect(probe.available).toBe(false);
-      expect(probe.reason).toMatch(/^opening an NVENC session failed: NV_ENC_ERR_NO_ENCODE_DEVICE.*: this GPU has no NVENC engine/);
+      expect(probe.reason).toMatch(/^opening an NVENC session failed: NV_ENC_ERR_UNSUPPORTED_DEVICE.*: this GPU has no NVENC engine/);
       await expect(addon.openNvencEncoder({ codec: 'h264', width: W, height: H, fps: 30, bitrateKbps: 500, input: 'i420' })).rejects.toThrow(
-        /NV_ENC_ERR_NO_ENCODE_DEVICE/,
+        /NV_ENC_ERR_UNSUPPORTED_DEVICE/,
       );
     } finally {
       delete process.env['ARCLIGHT_FAKE_NVENC_MODE'];

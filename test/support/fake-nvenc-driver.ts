@@ -14,7 +14,7 @@
  * Fake-driver environment (read at each call, so it may change between sessions):
  *   ARCLIGHT_FAKE_CUDA_DEVICES  device count (default 1)
  *   ARCLIGHT_FAKE_CUDA_INIT     'fail' → cuInit returns CUDA_ERROR_NO_DEVICE (100)
- *   ARCLIGHT_FAKE_NVENC_MODE    'ok' | 'no-encoder' (NV_ENC_ERR_NO_ENCODE_DEVICE, as on an H100)
+ *   ARCLIGHT_FAKE_NVENC_MODE    'ok' | 'no-encoder' (NV_ENC_ERR_UNSUPPORTED_DEVICE, as a real H200 answers)
  *                               | 'no-hevc' (H.264 only)
  *   ARCLIGHT_FAKE_NVENC_LOG     a file receiving one JSON object per line (`readFakeNvencLog()`)
  *   ARCLIGHT_FAKE_NVENC_FAIL_AFTER_FRAMES  N (fault injection): once the process has encoded N

@@ -39,8 +39,9 @@
 //
 // Environment:
 //   ARCLIGHT_FAKE_NVENC_MODE  "ok" (default); "no-encoder" → nvEncOpenEncodeSessionEx returns
-//                             NV_ENC_ERR_NO_ENCODE_DEVICE (what a GPU without NVENC, e.g. an
-//                             H100, reports); "no-hevc" → nvEncGetEncodeGUIDs lists H.264 only.
+//                             NV_ENC_ERR_UNSUPPORTED_DEVICE (what a GPU without NVENC reports: seen
+//                             on an H200, driver 580.159.04, by bench/gpu/check.ts on 27 Nov 2026);
+//                             "no-hevc" → nvEncGetEncodeGUIDs lists H.264 only.
 //   ARCLIGHT_FAKE_NVENC_FAIL_AFTER_FRAMES  N: FAULT INJECTION for tests. Once N pictures have been
 //                             encoded in this process (all sessions together), every
 //                             nvEncEncodePicture returns NV_ENC_ERR_DEVICE_NOT_EXIST, as when the
@@ -736,7 +737,7 @@ NVENCSTATUS OpenEncodeSessionEx(NV_ENC_OPEN_ENCODE_SESSION_EX_PARAMS* p, void** 
   if (p->apiVersion != NVENCAPI_VERSION) return NV_ENC_ERR_INVALID_VERSION;
   if (p->deviceType != NV_ENC_DEVICE_TYPE_CUDA) return NV_ENC_ERR_UNSUPPORTED_DEVICE;
   if (!p->device) return NV_ENC_ERR_INVALID_DEVICE;
-  if (GetMode() == Mode::kNoEncoder) return NV_ENC_ERR_NO_ENCODE_DEVICE;
+  if (GetMode() == Mode::kNoEncoder) return NV_ENC_ERR_UNSUPPORTED_DEVICE;
   std::lock_guard<std::mutex> lock(g_mutex);
   auto* s = new Session;
   s->device = p->device;
