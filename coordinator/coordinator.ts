@@ -76,6 +76,13 @@ export interface CoordinatorOptions {
    */
   readonly heartbeatIntervalMs?: number;
   /**
+   * Write batching, for benchmarks that compare against the unbatched baseline: heartbeats within
+   * `heartbeatBatchMs` share one UPDATE (default 50; 0 = one each), and the meter charges up to
+   * `sessionsPerCharge` sessions of an account in one transaction (default 500; 1 = one each).
+   * @internal
+   */
+  readonly batching?: { readonly heartbeatBatchMs?: number; readonly sessionsPerCharge?: number };
+  /**
    * The origin clients reach this coordinator at (behind a load balancer: its public URL).
    * Runtimes point presigned clip URLs here. Default: the URL it listens on.
    */
@@ -156,9 +163,9 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   });
   const ledger = new CreditLedger(db, storage.engine, pricing, options.now);
   const accounts = new AccountStore(db, { ledger, credits: signupCredits });
-  const meter = new SessionMeter(db, ledger, options.now, storage.engine === 'postgres' ? METER_CONCURRENCY_POSTGRES : 1);
+  const meter = new SessionMeter(db, ledger, options.now, storage.engine === 'postgres' ? METER_CONCURRENCY_POSTGRES : 1, options.batching?.sessionsPerCharge);
   const sessions = new SessionStore(db, storage.engine, ledger, options.now);
-  const registry = new RuntimeRegistry(db, storage.engine, options.now, heartbeatMs);
+  const registry = new RuntimeRegistry(db, storage.engine, options.now, heartbeatMs, options.batching?.heartbeatBatchMs);
   const metrics = new CoordinatorMetrics(db);
   const runtimeSecret = options.runtimeSecret ?? process.env['ARCLIGHT_RUNTIME_SECRET'];
   const inFlight = new Set<Promise<unknown>>();
@@ -287,6 +294,7 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await flushing;
       await Promise.all(inFlight);
+      await registry.flushHeartbeats();
       // Handed over now rather than when it lapses.
       if (timer) await lease.release().catch((error: unknown) => log.warn('releasing the housekeeping lease failed', { error }));
       await storage.close();

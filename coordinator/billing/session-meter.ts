@@ -8,9 +8,9 @@
  * times in the database, so none are lost for good).
  */
 
-import type { Kysely } from 'kysely';
+import type { ExpressionBuilder, Kysely } from 'kysely';
 import type { CoordinatorDatabase } from '../storage/schema.ts';
-import type { CreditLedger } from './credit-ledger.ts';
+import type { Charge, CreditLedger } from './credit-ledger.ts';
 
 /** Why the meter says a running session must end. */
 export type MeterStop = 'out_of_credits' | 'billing_cap';
@@ -43,6 +43,9 @@ function billableUntil(now: number, runtimeHeartbeatAt: number | null): number {
   return runtimeHeartbeatAt === null ? now : Math.min(now, runtimeHeartbeatAt);
 }
 
+/** Sessions of one account charged in one transaction (more are split into several). */
+export const SESSIONS_PER_CHARGE = 500;
+
 /** Charges in flight during a PostgreSQL flush: overlaps round trips, leaves pool connections for requests. */
 export const METER_CONCURRENCY_POSTGRES = 6;
 
@@ -57,8 +60,12 @@ export class SessionMeter {
    * `concurrency`: charges in flight during a flush. 1 for SQLite (one writer at a time: more only
    * queue); on PostgreSQL the coordinator uses METER_CONCURRENCY_POSTGRES, under its pool of 10.
    */
-  constructor(db: Kysely<CoordinatorDatabase>, ledger: CreditLedger, now: () => number = Date.now, concurrency = 1) {
+  readonly #sessionsPerCharge: number;
+
+  constructor(db: Kysely<CoordinatorDatabase>, ledger: CreditLedger, now: () => number = Date.now, concurrency = 1, sessionsPerCharge = SESSIONS_PER_CHARGE) {
     if (!(Number.isInteger(concurrency) && concurrency >= 1)) throw new RangeError(`meter concurrency must be a whole number ≥ 1 (got ${concurrency})`);
+    if (!(Number.isInteger(sessionsPerCharge) && sessionsPerCharge >= 1)) throw new RangeError(`sessionsPerCharge must be a whole number ≥ 1 (got ${sessionsPerCharge})`);
+    this.#sessionsPerCharge = sessionsPerCharge;
     this.#db = db;
     this.#ledger = ledger;
     this.#now = now;
@@ -85,55 +92,96 @@ export class SessionMeter {
         ]),
       )
       .execute();
+    // Grouped by account: each account's sessions are charged together in one transaction under
+    // its lock (a few statements whatever their number), in chunks that bound a transaction.
+    const byAccount = new Map<string, string[]>();
+    for (const { id, account_id: accountId } of candidates) {
+      const list = byAccount.get(accountId) ?? [];
+      list.push(id);
+      byAccount.set(accountId, list);
+    }
+    const batches: Array<{ accountId: string; sessionIds: string[] }> = [];
+    for (const [accountId, ids] of byAccount) {
+      for (let i = 0; i < ids.length; i += this.#sessionsPerCharge) batches.push({ accountId, sessionIds: ids.slice(i, i + this.#sessionsPerCharge) });
+    }
     let ticks = 0;
     const mustEnd: Array<{ sessionId: string; accountId: string; stop: MeterStop }> = [];
-    // A charge is a short transaction of a few round trips; one after another, a flush of 10,000
-    // sessions on PostgreSQL takes longer than the flush interval. Several in flight overlap the
-    // round trips (sessions of one account still serialize on its row lock; SQLite runs one
-    // transaction at a time whatever the number).
+    // A charge is a short transaction of a few round trips; one after another, a flush of many
+    // accounts on PostgreSQL takes longer than the flush interval. Several in flight overlap the
+    // round trips (SQLite runs one transaction at a time whatever the number).
     let next = 0;
     const worker = async (): Promise<void> => {
-      while (next < candidates.length) {
-        const { id, account_id: accountId } = candidates[next++]!;
-        const result = await this.flushSession(id, accountId);
-        if (result.charged) ticks++;
-        if (result.stop) mustEnd.push({ sessionId: id, accountId, stop: result.stop });
+      while (next < batches.length) {
+        const { accountId, sessionIds } = batches[next++]!;
+        for (const [sessionId, result] of await this.#flushAccount(accountId, sessionIds)) {
+          if (result.charged) ticks++;
+          if (result.stop) mustEnd.push({ sessionId, accountId, stop: result.stop });
+        }
       }
     };
-    await Promise.all(Array.from({ length: Math.min(this.#concurrency, candidates.length) }, worker));
+    await Promise.all(Array.from({ length: Math.min(this.#concurrency, batches.length) }, worker));
     return { ticks, mustEnd };
   }
 
   /** Charges one session's accrued seconds (also called when a session ends). */
   async flushSession(sessionId: string, accountId: string): Promise<SessionCharge> {
+    return (await this.#flushAccount(accountId, [sessionId])).get(sessionId) ?? { charged: false, unpaid: 0 };
+  }
+
+  /** Charges the accrued seconds of some sessions of one account, in one transaction under its lock. */
+  async #flushAccount(accountId: string, sessionIds: readonly string[]): Promise<Map<string, SessionCharge>> {
     return this.#db.transaction().execute(async (tx) => {
       const { monthlyCreditCap } = await this.#ledger.lockAccount(tx, accountId);
       // Read under the lock: a concurrent flush that committed first has moved billed_seconds.
-      const session = await tx
+      const sessions = await tx
         .selectFrom('sessions')
         .leftJoin('runtimes', 'runtimes.id', 'sessions.runtime_id')
-        .selectAll('sessions')
+        .select(['sessions.id', 'sessions.status', 'sessions.ready_at', 'sessions.ended_at', 'sessions.max_duration_seconds', 'sessions.billed_seconds', 'sessions.rate_credits_per_second'])
         .select('runtimes.heartbeat_at as runtime_heartbeat_at')
-        .where('sessions.id', '=', sessionId)
-        .executeTakeFirstOrThrow();
-      if (session.ready_at === null) return { charged: false, unpaid: 0 };
-      const until = session.ended_at ?? billableUntil(this.#now(), session.runtime_heartbeat_at);
-      const due = Math.min(Math.floor((until - session.ready_at) / 1000), session.max_duration_seconds);
-      const billed = Number(session.billed_seconds);
-      if (due <= billed) return { charged: false, unpaid: 0 };
-      const seconds = due - billed;
-      const result = await this.#ledger.charge(tx, {
-        accountId,
-        sessionId,
-        seq: billed,
-        seconds,
-        credits: seconds * session.rate_credits_per_second,
-      });
-      await tx.updateTable('sessions').set({ billed_seconds: due }).where('id', '=', sessionId).execute();
-      if (!result.charged || session.status !== 'ready') return result;
-      if (result.unpaid > 0) return { ...result, stop: 'out_of_credits' as const };
-      if (monthlyCreditCap > 0 && (await this.#ledger.spentThisMonth(accountId, tx)) >= monthlyCreditCap) return { ...result, stop: 'billing_cap' as const };
-      return result;
+        .where('sessions.id', 'in', sessionIds)
+        .where('sessions.account_id', '=', accountId)
+        .execute();
+      const now = this.#now();
+      const due = new Map<string, number>();
+      const charges: Charge[] = [];
+      for (const session of sessions) {
+        if (session.ready_at === null) continue;
+        const until = session.ended_at ?? billableUntil(now, session.runtime_heartbeat_at);
+        const seconds = Math.min(Math.floor((until - session.ready_at) / 1000), session.max_duration_seconds);
+        const billed = Number(session.billed_seconds);
+        if (seconds <= billed) continue;
+        due.set(session.id, seconds);
+        charges.push({ accountId, sessionId: session.id, seq: billed, seconds: seconds - billed, credits: (seconds - billed) * session.rate_credits_per_second });
+      }
+      const results = new Map<string, SessionCharge>();
+      if (charges.length === 0) return results;
+      const charged = await this.#ledger.chargeMany(tx, accountId, charges);
+      // One statement moves every charged session's billed seconds.
+      await tx
+        .updateTable('sessions')
+        .set((eb) => ({ billed_seconds: billedSecondsCase(eb, due) }))
+        .where('id', 'in', [...due.keys()])
+        .execute();
+      const capReached =
+        monthlyCreditCap > 0 && [...charged.values()].some((r) => r.charged) && (await this.#ledger.spentThisMonth(accountId, tx)) >= monthlyCreditCap;
+      for (const session of sessions) {
+        const result = charged.get(session.id);
+        if (!result) continue;
+        if (!result.charged || session.status !== 'ready') results.set(session.id, result);
+        else if (result.unpaid > 0) results.set(session.id, { ...result, stop: 'out_of_credits' });
+        else if (capReached) results.set(session.id, { ...result, stop: 'billing_cap' });
+        else results.set(session.id, result);
+      }
+      return results;
     });
   }
+}
+
+/** `CASE id WHEN … THEN <due> … END`: each session's new billed seconds in one UPDATE (both engines). */
+function billedSecondsCase(eb: ExpressionBuilder<CoordinatorDatabase, 'sessions'>, due: ReadonlyMap<string, number>) {
+  const entries = [...due];
+  const [firstId, firstDue] = entries[0]!;
+  let expression = eb.case().when('id', '=', firstId).then(firstDue);
+  for (const [id, seconds] of entries.slice(1)) expression = expression.when('id', '=', id).then(seconds);
+  return expression.else(eb.ref('billed_seconds')).end();
 }

@@ -34,6 +34,8 @@ export interface RuntimeRegistration {
 export const HEARTBEAT_INTERVAL_MS = 5_000;
 /** How many heartbeat intervals of silence declare a runtime gone. */
 export const MISSED_HEARTBEATS = 3;
+/** Heartbeats arriving within this long are written in one statement (0: each on its own). */
+export const HEARTBEAT_BATCH_MS = 50;
 
 export class RuntimeRegistry {
   readonly #db: Kysely<CoordinatorDatabase>;
@@ -44,13 +46,24 @@ export class RuntimeRegistry {
   readonly heartbeatIntervalMs: number;
 
   readonly #startedAt: number;
+  readonly #heartbeatBatchMs: number;
+  #pendingBeats = new Map<string, { at: number; draining: boolean; waiters: { resolve(live: boolean): void; reject(error: unknown): void }[] }>();
+  #beatTimer: ReturnType<typeof setTimeout> | undefined;
 
-  constructor(db: Kysely<CoordinatorDatabase>, engine: DatabaseEngine, now: () => number = Date.now, heartbeatIntervalMs = HEARTBEAT_INTERVAL_MS) {
+  constructor(
+    db: Kysely<CoordinatorDatabase>,
+    engine: DatabaseEngine,
+    now: () => number = Date.now,
+    heartbeatIntervalMs = HEARTBEAT_INTERVAL_MS,
+    heartbeatBatchMs = HEARTBEAT_BATCH_MS,
+  ) {
     if (!Number.isInteger(heartbeatIntervalMs) || heartbeatIntervalMs < 100) throw new RangeError(`heartbeatIntervalMs must be a whole number of ms, at least 100 (got ${heartbeatIntervalMs})`);
+    if (!Number.isInteger(heartbeatBatchMs) || heartbeatBatchMs < 0) throw new RangeError(`heartbeatBatchMs must be a whole number of ms ≥ 0 (got ${heartbeatBatchMs})`);
     this.#db = db;
     this.#engine = engine;
     this.#now = now;
     this.heartbeatIntervalMs = heartbeatIntervalMs;
+    this.#heartbeatBatchMs = heartbeatBatchMs;
     this.#staleAfterMs = MISSED_HEARTBEATS * heartbeatIntervalMs;
     this.#startedAt = now();
   }
@@ -86,15 +99,72 @@ export class RuntimeRegistry {
     return row;
   }
 
-  /** Records a heartbeat; false when the runtime is unknown or already declared gone (re-register). */
+  /**
+   * Records a heartbeat; false when the runtime is unknown or already declared gone (re-register).
+   * Heartbeats arriving within `heartbeatBatchMs` of each other are written together, one UPDATE
+   * for all of them (a fleet of 1,000 runtimes heartbeats 200 times a second): each keeps its own
+   * arrival time, and each answer waits for the write that carries it.
+   */
   async heartbeat(id: string, draining: boolean): Promise<boolean> {
-    const result = await this.#db
+    const beat = { at: this.#now(), draining };
+    if (this.#heartbeatBatchMs === 0) return (await this.#writeHeartbeats(new Map([[id, beat]]))).has(id);
+    return new Promise<boolean>((resolve, reject) => {
+      const pending = this.#pendingBeats.get(id);
+      this.#pendingBeats.set(id, { ...beat, waiters: [...(pending?.waiters ?? []), { resolve, reject }] });
+      this.#beatTimer ??= setTimeout(() => void this.#flushHeartbeats(), this.#heartbeatBatchMs);
+    });
+  }
+
+  /** Writes the heartbeats waiting for their batch now (the coordinator calls it when closing). */
+  async flushHeartbeats(): Promise<void> {
+    await this.#flushHeartbeats();
+  }
+
+  async #flushHeartbeats(): Promise<void> {
+    if (this.#beatTimer) clearTimeout(this.#beatTimer);
+    this.#beatTimer = undefined;
+    const batch = this.#pendingBeats;
+    if (batch.size === 0) return;
+    this.#pendingBeats = new Map();
+    try {
+      const live = await this.#writeHeartbeats(batch);
+      for (const [id, { waiters }] of batch) for (const waiter of waiters) waiter.resolve(live.has(id));
+    } catch (error) {
+      for (const { waiters } of batch.values()) for (const waiter of waiters) waiter.reject(error);
+    }
+  }
+
+  /** One UPDATE for a batch of heartbeats; the ids of the runtimes it found (known, not gone). */
+  async #writeHeartbeats(batch: ReadonlyMap<string, { readonly at: number; readonly draining: boolean }>): Promise<Set<string>> {
+    const entries = [...batch].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    // One row locks one row: nothing to order (and a lone heartbeat stays one statement).
+    if (this.#engine !== 'postgres' || entries.length === 1) return this.#updateHeartbeats(this.#db, entries);
+    // Row locks in id order, as assign() takes them: an UPDATE of many rows locks them in whatever
+    // order it scans, and two replicas' batches (or a batch and a placement) would deadlock.
+    return this.#db.transaction().execute(async (tx) => {
+      await tx.selectFrom('runtimes').select('id').where('id', 'in', entries.map(([id]) => id)).orderBy('id').forUpdate().execute();
+      return this.#updateHeartbeats(tx, entries);
+    });
+  }
+
+  async #updateHeartbeats(db: Kysely<CoordinatorDatabase>, entries: ReadonlyArray<readonly [string, { readonly at: number; readonly draining: boolean }]>): Promise<Set<string>> {
+    const rows = await db
       .updateTable('runtimes')
-      .set({ heartbeat_at: this.#now(), draining: draining ? 1 : 0 })
-      .where('id', '=', id)
+      .set((eb) => {
+        const [firstId, first] = entries[0]!;
+        let at = eb.case().when('id', '=', firstId).then(first.at);
+        let draining = eb.case().when('id', '=', firstId).then(first.draining ? 1 : 0);
+        for (const [id, beat] of entries.slice(1)) {
+          at = at.when('id', '=', id).then(beat.at);
+          draining = draining.when('id', '=', id).then(beat.draining ? 1 : 0);
+        }
+        return { heartbeat_at: at.else(eb.ref('heartbeat_at')).end(), draining: draining.else(eb.ref('draining')).end() };
+      })
+      .where('id', 'in', entries.map(([id]) => id))
       .where('gone', '=', 0)
-      .executeTakeFirst();
-    return Number(result.numUpdatedRows) === 1;
+      .returning('id')
+      .execute();
+    return new Set(rows.map((r) => r.id));
   }
 
   async get(id: string): Promise<RuntimeRecord | undefined> {

@@ -185,6 +185,28 @@ describe.each(ENGINES)('billing on %s', (engine) => {
     }
   });
 
+  it('reconciles: grants\' running spend equals their draws, ticks are paid exactly, billed seconds are ticked — and a tampered row shows', async () => {
+    const { id, token } = await customer('Reconciled');
+    await coordinator.ledger.grantPromotional(id, 100_000);
+    const sessions = [(await createSession(token)).body, (await createSession(token)).body];
+    for (const s of sessions) await coordinator.sessions.markReady(s.session_id);
+    try {
+      now += 7_000;
+      await coordinator.meter.flush(); // both sessions of the account in one charge
+      expect(await coordinator.ledger.reconcile(id)).toEqual([]);
+      const grant = await coordinator.storage.db.selectFrom('credit_grants').select(['id', 'spent']).where('account_id', '=', id).executeTakeFirstOrThrow();
+      expect(Number(grant.spent)).toBe(2 * 7 * 5);
+      await coordinator.storage.db.updateTable('credit_grants').set({ spent: Number(grant.spent) + 1 }).where('id', '=', grant.id).execute();
+      expect(await coordinator.ledger.reconcile(id)).toEqual([`grant ${grant.id}: spent ${2 * 7 * 5 + 1} but its draws sum to ${2 * 7 * 5}`]);
+      await coordinator.storage.db.updateTable('credit_grants').set({ spent: Number(grant.spent) }).where('id', '=', grant.id).execute();
+      await coordinator.storage.db.updateTable('sessions').set({ billed_seconds: 8 }).where('id', '=', sessions[0]!.session_id).execute();
+      expect(await coordinator.ledger.reconcile(id)).toEqual([`session ${sessions[0]!.session_id}: billed 8 s but its ticks cover 7 s`]);
+      await coordinator.storage.db.updateTable('sessions').set({ billed_seconds: 7 }).where('id', '=', sessions[0]!.session_id).execute();
+    } finally {
+      now = START;
+    }
+  });
+
   it('a monthly billing cap: a running session ends when the month\'s spend reaches it, then 402 billing_cap_reached until next month', async () => {
     const { id, key, token } = await customer('Cap');
     await coordinator.ledger.grantPromotional(id, 100_000);

@@ -13,6 +13,8 @@
 import { describe, expect, it } from 'vitest';
 import { ArclightClient } from '../../client/node.ts';
 import { startCoordinator } from '../../coordinator/index.ts';
+import { CreditLedger } from '../../coordinator/billing/credit-ledger.ts';
+import { DEFAULT_PRICING } from '../../coordinator/pricing/pricing.ts';
 import { openStorage, type CoordinatorStorage } from '../../coordinator/storage/database.ts';
 import pattern from '../../models/examples/pattern/index.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
@@ -123,6 +125,8 @@ describe.each(ENGINES)('SIGKILL the coordinator mid-session on %s', (engine) => 
       expect(draws.every((d) => d.grant_id !== null)).toBe(true);
       const balance = await fetch(`${url}/platform/balance`, { headers: { authorization: `Bearer ${key}` } }).then((r) => r.json() as Promise<{ credits: number }>);
       expect(balance.credits).toBe(GRANTED - drawn);
+      // And the whole ledger adds up: grants' running spend = their draws, ticks paid exactly.
+      expect(await new CreditLedger(reader.db, reader.engine, DEFAULT_PRICING).reconcile()).toEqual([]);
       console.log(
         `${engine}: ${KILLS} SIGKILLs over ${((performance.now() - started) / 1000).toFixed(0)} s; ` +
           `${whole} s billed in ${ticks.length} ticks, contiguous, none twice; ${draws.length} draws = ${drawn} credits; ` +

@@ -104,6 +104,7 @@ describe('housekeeping on three replicas over PostgreSQL', () => {
       }
       expect(next).toBe(whole);
     }
+    expect(await seed.ledger.reconcile()).toEqual([]);
     console.log(
       `[housekeeper-failover] lease lapsed ${Number(lastRenewal) - killedAt} ms after the kill (ttl ${FLUSH_MS * 1.5} ms); ` +
         `taken over ${takeoverMs} ms after the kill (bound: ttl + half a flush = ${FLUSH_MS * 2} ms on a quiet machine)`,

@@ -10,7 +10,10 @@
  */
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CreditLedger } from '../../coordinator/billing/credit-ledger.ts';
 import { startCoordinator } from '../../coordinator/index.ts';
+import { DEFAULT_PRICING } from '../../coordinator/pricing/pricing.ts';
+import { openStorage } from '../../coordinator/storage/database.ts';
 import { freePort, killProcess, startCoordinatorProcess, type CoordinatorProcess } from '../support/coordinator-process.ts';
 import { ENGINES, freshDatabase, type Engine } from './storage-engines.ts';
 
@@ -30,11 +33,12 @@ const SETUPS: ReadonlyArray<{ name: string; engine: Engine; workers: boolean }> 
 
 describe.each(SETUPS)('$name', ({ engine, workers }) => {
   let replicas: CoordinatorProcess[] = [];
+  let database: string;
   let key: string;
   let quotaKey: string;
 
   beforeAll(async () => {
-    const database = await freshDatabase(engine);
+    database = await freshDatabase(engine);
     const seed = await startCoordinator({ database, port: 0, meterFlushMs: 0 });
     await seed.catalog.add('pattern', 5);
     const roomy = await seed.accounts.create('Roomy', { concurrentSessions: 10_000, sessionsPerMinute: 10_000 });
@@ -50,6 +54,13 @@ describe.each(SETUPS)('$name', ({ engine, workers }) => {
   }, 60_000);
   afterAll(async () => {
     for (const replica of replicas) await killProcess(replica.child);
+    // Whatever the races did, the ledger still adds up.
+    const storage = await openStorage(database);
+    try {
+      expect(await new CreditLedger(storage.db, storage.engine, DEFAULT_PRICING).reconcile()).toEqual([]);
+    } finally {
+      await storage.close();
+    }
   });
 
   const mint = async (apiKey: string, maxSessions: number): Promise<string> => {
