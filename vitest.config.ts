@@ -31,7 +31,10 @@ export default defineConfig({
     // Native addons (node-av, wrtc) are not safe in worker_threads: use child processes.
     pool: 'forks',
     // Runtimes started by tests log at warn and above: info lines would bury the test report.
-    env: { ARCLIGHT_LOG: 'warn' },
+    // Coordinators on PostgreSQL refuse to start without a signing-key secret (production must
+    // supply one): every coordinator a test starts — in process, or a child process inheriting
+    // the environment — gets this throwaway one. Tests of the secret's absence unset it.
+    env: { ARCLIGHT_LOG: 'warn', ARCLIGHT_SIGNING_KEY_SECRET: 'arclight-tests-only-signing-key-secret' },
     testTimeout: 30_000,
     hookTimeout: 60_000,
     // CI machines have 2 cores.

@@ -18,13 +18,16 @@ import { ApiKeyStore, parseApiKeyName } from './accounts/api-keys.ts';
 import { coordinatorWorkerIndex, reportListening, startCoordinatorWorkers } from './cluster.ts';
 import { startCoordinator } from './coordinator.ts';
 import { ModelCatalog } from './models/model-catalog.ts';
-import { openStorage } from './storage/database.ts';
+import { isPostgresUrl, openStorage } from './storage/database.ts';
+import { readSigningKeySecretFile, signingKeyCipherFor, type SigningKeySecret } from './tokens/signing-key-secret.ts';
+import { SigningKeyring } from './tokens/signing-keyring.ts';
 import { writeStandardStream } from '../runtime/log.ts';
 
 export const COORDINATOR_USAGE = `Usage:
   arclight coordinator [--port 8090] [--host 127.0.0.1] [--database <file|postgres://…>]
                        [--reconnect-window 30] [--meter-flush-ms 5000] [--heartbeat-ms 5000] [--workers 1]
                        [--public-url https://api.example.com] [--signup-credits 100000]
+                       [--signing-key-secret-file <path>] [--signing-key-refresh-ms 5000]
       --public-url        the URL clients reach this service at (behind a load balancer): presigned
                           upload and clip URLs point there; default its own listening URL
       --reconnect-window  seconds a session outlives its last client (GPU held, still billed), 1–3600
@@ -34,7 +37,15 @@ export const COORDINATOR_USAGE = `Usage:
       --workers           processes sharing the port (one per core); all decide in the database
       --signup-credits    promotional credits each new account receives (expire after 90 days);
                           0 = none; default $ARCLIGHT_SIGNUP_CREDITS, else 100000 (10 US dollars)
-  arclight admin <verb> [arguments] [--database <file|postgres://…>]
+      --signing-key-secret-file
+                          a file holding the secret that encrypts the private signing keys at rest;
+                          default $ARCLIGHT_SIGNING_KEY_SECRET, else the file
+                          $ARCLIGHT_SIGNING_KEY_SECRET_FILE names. Required on PostgreSQL; on
+                          SQLite, none keeps the keys unencrypted (with a warning)
+      --signing-key-refresh-ms
+                          how often each replica reads the signing keys again: a rotation or a
+                          retirement is in force on every replica within this long (at least 100)
+  arclight admin <verb> [arguments] [--database <file|postgres://…>] [--signing-key-secret-file <path>]
 
 Admin verbs (each prints one JSON object):
   create-account <name> [quotas] [--signup-credits n]
@@ -46,19 +57,27 @@ Admin verbs (each prints one JSON object):
   create-key <account-id> [--name <label>]
                                     a new rk_ API key (shown once); accounts also manage their
                                     keys themselves (GET/POST /platform/keys, docs/coordinator.md)
-  rotate-key <key-id>               a new key for the same account and name; the old one stops working
-  revoke-key <key-id>               even the account's last active key (the platform API refuses that)
+  rotate-key <key-id>               a new key for the same account and name; the old one stops working,
+                                    tokens it minted keep working until they expire
+  revoke-key <key-id>               the key and every token it minted stop working, on every replica;
+                                    even the account's last active key (the platform API refuses that)
   list-keys <account-id>
   add-model <slug> --rate <credits-per-second> [--private]
   grant-model <account-id> <slug>   lets the account use a private model
   list-sessions <account-id> [--open]
+  rotate-signing-key                a new key signs tokens (every replica within
+                                    --signing-key-refresh-ms); the old ones keep verifying
+  retire-signing-key <kid>          the key stops verifying: tokens it signed are refused (rotate
+                                    first: the current signing key cannot be retired)
+  list-signing-keys                 the keys that verify, newest first, and which one signs
   grant-credits <account-id> <credits>   promotional credits (expire after 90 days)
   buy-credits <account-id> <dollars>     a purchase, 1–1,000 whole dollars (credits expire after 365 days)
   balance <account-id>                   unspent credits, per grant, in spending order
   usage <account-id> [--since <date|ms>] sessions with seconds and credits charged (default: 30 days),
                                          totals, and this month's spend against the billing cap
 
-The database is --database, else $DATABASE_URL, else data/coordinator.db.`;
+The database is --database, else $DATABASE_URL, else data/coordinator.db. The signing-key verbs
+need the signing-key secret as the coordinator does (on PostgreSQL, or once the keys are encrypted).`;
 
 class UsageError extends Error {}
 
@@ -120,6 +139,8 @@ export async function main(argv: readonly string[]): Promise<number> {
         'heartbeat-ms': { type: 'string' },
         'public-url': { type: 'string' },
         'signup-credits': { type: 'string' },
+        'signing-key-secret-file': { type: 'string' },
+        'signing-key-refresh-ms': { type: 'string' },
         workers: { type: 'string' },
         rate: { type: 'string' },
         private: { type: 'boolean' },
@@ -140,6 +161,10 @@ export async function main(argv: readonly string[]): Promise<number> {
   const database = values.database ?? process.env['DATABASE_URL'] ?? 'data/coordinator.db';
   const [command, verb, ...rest] = positionals;
   try {
+    const secretFile = values['signing-key-secret-file'] as string | undefined;
+    // Read here, so the secret itself never appears on a command line; undefined: the environment's.
+    const signingKeySecret: SigningKeySecret | undefined =
+      secretFile === undefined ? undefined : { value: readSigningKeySecretFile(secretFile), source: `--signing-key-secret-file (${secretFile})` };
     if (command === 'coordinator') {
       if (verb !== undefined) throw new UsageError(`unexpected argument "${verb}"`);
       const port = values.port === undefined ? 8090 : /^\d{1,5}$/.test(values.port) && Number(values.port) < 65536 ? Number(values.port) : NaN;
@@ -153,15 +178,19 @@ export async function main(argv: readonly string[]): Promise<number> {
       if (publicUrl !== undefined && !/^https?:\/\/[^\s/?#]+\/?$/.test(publicUrl)) throw new UsageError('--public-url must be an http(s) origin (no path), e.g. https://api.example.com');
       if (heartbeatMs !== undefined && heartbeatMs < 100) throw new UsageError('--heartbeat-ms must be at least 100');
       const workers = count(values['workers'] as string | undefined, '--workers') ?? 1;
+      const keyRefreshMs = count(values['signing-key-refresh-ms'] as string | undefined, '--signing-key-refresh-ms');
+      if (keyRefreshMs !== undefined && keyRefreshMs < 100) throw new UsageError('--signing-key-refresh-ms must be at least 100');
       const signup = signupCredits(values['signup-credits'] as string | undefined);
       const workerIndex = coordinatorWorkerIndex();
       // Several workers: this is the primary, which forks them (each runs this command again).
       const coordinator =
         workers > 1 && workerIndex === undefined
-          ? await startCoordinatorWorkers(database, workers)
+          ? await startCoordinatorWorkers(database, workers, signingKeySecret)
           : await startCoordinator({
               database,
               port,
+              ...(signingKeySecret === undefined ? {} : { signingKeySecret }),
+              ...(keyRefreshMs === undefined ? {} : { signingKeyRefreshMs: keyRefreshMs }),
               host: values.host ?? '127.0.0.1',
               signupCredits: signup,
               ...(reconnectWindow === undefined ? {} : { reconnectWindowSeconds: reconnectWindow }),
@@ -182,7 +211,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       return 0;
     }
     if (command !== 'admin' || verb === undefined) throw new UsageError(command === 'admin' ? 'missing admin verb' : `unknown command "${command}"`);
-    const result = await runAdmin(database, verb, rest, values);
+    const result = await runAdmin(database, verb, rest, values, signingKeySecret);
     process.stdout.write(JSON.stringify(result) + '\n');
     return 0;
   } catch (error) {
@@ -195,7 +224,13 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
 }
 
-async function runAdmin(database: string, verb: string, args: readonly string[], values: Record<string, string | boolean | undefined>): Promise<unknown> {
+async function runAdmin(
+  database: string,
+  verb: string,
+  args: readonly string[],
+  values: Record<string, string | boolean | undefined>,
+  signingKeySecret: SigningKeySecret | undefined,
+): Promise<unknown> {
   const need = (n: number, names: string): void => {
     if (args.length !== n) throw new UsageError(`${verb} takes ${names}`);
   };
@@ -206,6 +241,16 @@ async function runAdmin(database: string, verb: string, args: readonly string[],
   // Every branch awaits its result before `finally` closes the database.
   try {
     const keys = new ApiKeyStore(storage.db, storage.engine);
+    /**
+     * For the signing-key verbs: the keyring with the secret the coordinator would have (required
+     * on PostgreSQL), its stored keys checked against it (and encrypted, if plain) as at a start.
+     */
+    const keyring = async (): Promise<SigningKeyring> => {
+      const cipher = await signingKeyCipherFor(isPostgresUrl(database), signingKeySecret);
+      const ring = new SigningKeyring(storage.db, { cipher });
+      await ring.prepare((message) => writeStandardStream(process.stderr, `arclight: ${message}\n`));
+      return ring;
+    };
     const catalog = new ModelCatalog(storage.db);
     const ledger = new CreditLedger(storage.db, storage.engine, DEFAULT_PRICING);
     const accounts = new AccountStore(storage.db, { ledger, credits: signup });
@@ -244,7 +289,23 @@ async function runAdmin(database: string, verb: string, args: readonly string[],
       case 'revoke-key':
         need(1, '<key-id>');
         await keys.revoke(args[0]!);
-        return { id: args[0], revoked: true };
+        return { id: args[0], revoked: true, tokens_revoked: true };
+      case 'rotate-signing-key': {
+        need(0, 'no arguments');
+        const ring = await keyring();
+        const kid = await ring.rotate();
+        return { kid, signing: true, verifying: (await ring.list()).map((k) => k.kid) };
+      }
+      case 'retire-signing-key': {
+        need(1, '<kid>');
+        const retired = await (await keyring()).retire(args[0]!);
+        return { kid: retired.kid, created_at: retired.createdAt, superseded_at: retired.supersededAt, retired: true };
+      }
+      case 'list-signing-keys': {
+        need(0, 'no arguments');
+        const ring = await keyring();
+        return { keys: (await ring.list()).map((k) => ({ kid: k.kid, created_at: k.createdAt, superseded_at: k.supersededAt, current: k.current })), encrypted: ring.encrypted };
+      }
       case 'list-keys':
         need(1, '<account-id>');
         return { keys: await keys.list(args[0]!) };

@@ -3,14 +3,15 @@
  * (node:cluster hands connections to the workers in turn). A coordinator is stateless between
  * requests — every decision is made in the database, atomically (row locks on PostgreSQL,
  * immediate transactions on SQLite) — so its workers are replicas like any other, and a host's
- * cores all serve. The primary migrates the database and makes the signing key before forking,
+ * cores all serve. The primary migrates the database and prepares the signing keys before forking,
  * so workers never race to do it; only worker 0 runs the housekeeping timer (the others would
  * find nothing left to do); a worker that dies is replaced.
  */
 
 import cluster from 'node:cluster';
 import { SigningKeyring } from './tokens/signing-keyring.ts';
-import { openStorage } from './storage/database.ts';
+import { signingKeyCipherFor, type SigningKeySecret } from './tokens/signing-key-secret.ts';
+import { isPostgresUrl, openStorage } from './storage/database.ts';
 import { writeStandardStream } from '../runtime/log.ts';
 
 const WORKER_INDEX_ENV = 'ARCLIGHT_COORDINATOR_WORKER';
@@ -36,10 +37,14 @@ export function reportListening(url: string): void {
  * so becomes a coordinator) and resolves with the URL once all serve, plus a `close()` that stops
  * them (SIGTERM, then waits).
  */
-export async function startCoordinatorWorkers(database: string, workers: number): Promise<{ url: string; close(): Promise<void> }> {
+export async function startCoordinatorWorkers(database: string, workers: number, signingKeySecret?: SigningKeySecret): Promise<{ url: string; close(): Promise<void> }> {
+  // Each worker reads the secret as the primary does (the same environment and arguments).
+  const cipher = await signingKeyCipherFor(isPostgresUrl(database), signingKeySecret);
   const storage = await openStorage(database, { onConnectionError: () => {} }); // migrates; closed at once
   try {
-    await new SigningKeyring(storage.db).current();
+    // Encrypts plain keys (or checks the secret opens them) and makes the first key; the workers
+    // warn about unencrypted keys themselves.
+    await new SigningKeyring(storage.db, { cipher }).prepare();
   } finally {
     await storage.close();
   }

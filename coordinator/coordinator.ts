@@ -28,8 +28,9 @@ import { RuntimeClient } from './runtimes/runtime-client.ts';
 import { RuntimeRegistry } from './runtimes/runtime-registry.ts';
 import { SessionLifecycle } from './sessions/session-lifecycle.ts';
 import { SessionStore } from './sessions/session-store.ts';
-import { openStorage, type CoordinatorStorage } from './storage/database.ts';
-import { SigningKeyring } from './tokens/signing-keyring.ts';
+import { isPostgresUrl, openStorage, type CoordinatorStorage } from './storage/database.ts';
+import { signingKeyCipherFor } from './tokens/signing-key-secret.ts';
+import { DEFAULT_SIGNING_KEY_REFRESH_MS, SigningKeyring } from './tokens/signing-keyring.ts';
 import { TokenService } from './tokens/token-service.ts';
 
 export interface CoordinatorOptions {
@@ -55,6 +56,21 @@ export interface CoordinatorOptions {
    * Default `$ARCLIGHT_RUNTIME_SECRET`; unset = registration off.
    */
   readonly runtimeSecret?: string;
+  /**
+   * The secret that encrypts the private signing keys at rest (AES-256-GCM under a key derived from
+   * it; at least 16 characters). Default `$ARCLIGHT_SIGNING_KEY_SECRET`, else the contents of the
+   * file `$ARCLIGHT_SIGNING_KEY_SECRET_FILE` names. **Required on PostgreSQL** (startCoordinator
+   * throws without it); on SQLite, none keeps the keys as plain JWKs, with a warning. Plain keys
+   * found at a start with a secret are encrypted then; a secret that does not open the stored
+   * keys is refused. (`{value, source}`: the secret, and where it came from — for messages.)
+   */
+  readonly signingKeySecret?: string | { readonly value: string; readonly source: string };
+  /**
+   * How often this replica reads the signing keys again, ms (default 5000): a rotation or a
+   * retirement made elsewhere is in force here within this long. A token signed by a key this
+   * replica has not seen yet triggers a re-read at once.
+   */
+  readonly signingKeyRefreshMs?: number;
   /** The `cluster` named in session records; default `default`. */
   readonly cluster?: string;
   readonly logger?: Logger;
@@ -149,13 +165,18 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   const pricing = { ...DEFAULT_PRICING, ...options.pricing };
   const signupCredits = options.signupCredits ?? DEFAULT_SIGNUP_CREDITS;
   checkSignupCredits(signupCredits, pricing.maxAccountCredits);
-  const storage = await openStorage(options.database ?? 'data/coordinator.db', {
+  const refreshMs = options.signingKeyRefreshMs ?? DEFAULT_SIGNING_KEY_REFRESH_MS;
+  if (!Number.isInteger(refreshMs) || refreshMs < 100) throw new RangeError(`signingKeyRefreshMs must be a whole number of ms, at least 100 (got ${refreshMs})`);
+  const database = options.database ?? 'data/coordinator.db';
+  // No secret on PostgreSQL: refused here, before a pool is opened.
+  const cipher = await signingKeyCipherFor(isPostgresUrl(database), options.signingKeySecret);
+  const storage = await openStorage(database, {
     onConnectionError: (error) => log.warn('a database connection failed; it will be replaced', { error }),
   });
   const { db } = storage;
   const apiKeys = new ApiKeyStore(db, storage.engine);
   const catalog = new ModelCatalog(db);
-  const keyring = new SigningKeyring(db);
+  const keyring = new SigningKeyring(db, { cipher, refreshMs });
   const tokens = new TokenService(db, keyring, catalog, {
     issuer: options.issuer ?? 'arclight',
     audience: options.audience ?? 'arclight',
@@ -199,7 +220,13 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
       inFlight.add(pass);
     },
   };
-  await keyring.current(); // first start: create the signing key before serving
+  try {
+    // Encrypts plain keys under the secret (or checks it opens them), and creates the first key.
+    await keyring.prepare((message) => log.warn(message));
+  } catch (error) {
+    await storage.close();
+    throw error;
+  }
   const app = createCoordinatorApp({
     apiKeys,
     catalog,

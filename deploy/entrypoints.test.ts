@@ -212,14 +212,19 @@ describe('runtime entrypoint', () => {
 });
 
 describe('coordinator entrypoint', () => {
-  const required = { DATABASE_URL: 'postgres://arclight:pw@db:5432/arclight', ARCLIGHT_RUNTIME_SECRET: 'runtime-secret' };
+  const required = {
+    DATABASE_URL: 'postgres://arclight:pw@db:5432/arclight',
+    ARCLIGHT_RUNTIME_SECRET: 'runtime-secret',
+    ARCLIGHT_SIGNING_KEY_SECRET: 'signing-key-secret-value',
+  };
 
-  it('serves with the container defaults; the database URL and secret stay in the environment', () => {
+  it('serves with the container defaults; the database URL and secrets stay in the environment', () => {
     const result = run(COORDINATOR_ENTRYPOINT, required);
     expect(result.status).toBe(0);
     expect(result.argv).toEqual([CLI, 'coordinator', '--port', '8090', '--host', '0.0.0.0']);
     expect(result.argv!.join(' ')).not.toContain('pw@db');
     expect(result.argv!.join(' ')).not.toContain('runtime-secret');
+    expect(result.argv!.join(' ')).not.toContain('signing-key-secret-value');
     expect(result.nodePid).toBe(result.pid);
   });
 
@@ -234,6 +239,7 @@ describe('coordinator entrypoint', () => {
         ARCLIGHT_RECONNECT_WINDOW: '60',
         ARCLIGHT_METER_FLUSH_MS: '2000',
         ARCLIGHT_HEARTBEAT_MS: '3000',
+        ARCLIGHT_SIGNING_KEY_REFRESH_MS: '2500',
         ARCLIGHT_PUBLIC_URL: 'https://api.example.com',
       },
       ['--port', '9191'],
@@ -241,7 +247,7 @@ describe('coordinator entrypoint', () => {
     expect(result.stderr).toBe('');
     expect(result.argv).toEqual([
       CLI, 'coordinator', '--port', '9090', '--host', '::', '--workers', '4', '--reconnect-window', '60', '--meter-flush-ms', '2000', '--heartbeat-ms', '3000',
-      '--public-url', 'https://api.example.com', '--port', '9191',
+      '--signing-key-refresh-ms', '2500', '--public-url', 'https://api.example.com', '--port', '9191',
     ]);
     expectFlagsDeclared(result.argv!, 'coordinator/cli.ts');
     expect(result.nodePid).toBe(result.pid);
@@ -280,10 +286,25 @@ describe('coordinator entrypoint', () => {
   });
 
   it('fails clearly without ARCLIGHT_RUNTIME_SECRET', () => {
-    const result = run(COORDINATOR_ENTRYPOINT, { DATABASE_URL: required.DATABASE_URL });
+    const result = run(COORDINATOR_ENTRYPOINT, { DATABASE_URL: required.DATABASE_URL, ARCLIGHT_SIGNING_KEY_SECRET: 's' });
     expect(result.status).toBe(64);
     expect(result.stderr).toContain('ARCLIGHT_RUNTIME_SECRET is not set: runtimes could not register');
     expect(result.argv).toBeUndefined();
+  });
+
+  it('on PostgreSQL, fails clearly without the signing-key secret; takes it as a variable or a file; SQLite needs none', () => {
+    for (const url of [required.DATABASE_URL, 'postgresql://db/arclight']) {
+      const result = run(COORDINATOR_ENTRYPOINT, { DATABASE_URL: url, ARCLIGHT_RUNTIME_SECRET: 's' });
+      expect(result.status).toBe(64);
+      expect(result.stderr).toContain('ARCLIGHT_SIGNING_KEY_SECRET (or ARCLIGHT_SIGNING_KEY_SECRET_FILE) is not set: on PostgreSQL');
+      expect(result.argv).toBeUndefined();
+    }
+    const fromFile = run(COORDINATOR_ENTRYPOINT, { DATABASE_URL: required.DATABASE_URL, ARCLIGHT_RUNTIME_SECRET: 's', ARCLIGHT_SIGNING_KEY_SECRET_FILE: '/etc/arclight/signing-key/secret' });
+    expect(fromFile.status).toBe(0);
+    expect(fromFile.argv).toEqual([CLI, 'coordinator', '--port', '8090', '--host', '0.0.0.0']); // the CLI reads the variable itself
+    expect(run(COORDINATOR_ENTRYPOINT, { DATABASE_URL: '/data/coordinator.db', ARCLIGHT_RUNTIME_SECRET: 's' }).status).toBe(0);
+    // Admin verbs are left to the CLI, which asks for the secret only for the signing-key verbs.
+    expect(run(COORDINATOR_ENTRYPOINT, { DATABASE_URL: required.DATABASE_URL }, ['admin', 'list-keys', 'x']).status).toBe(0);
   });
 });
 
@@ -307,7 +328,7 @@ function startUntil(command: string, args: readonly string[], env: NodeJS.Proces
 describe('signals', () => {
   for (const [name, script, env] of [
     ['runtime', RUNTIME_ENTRYPOINT, { ARCLIGHT_MODEL: '/m' }],
-    ['coordinator', COORDINATOR_ENTRYPOINT, { DATABASE_URL: 'postgres://x', ARCLIGHT_RUNTIME_SECRET: 's' }],
+    ['coordinator', COORDINATOR_ENTRYPOINT, { DATABASE_URL: 'postgres://x', ARCLIGHT_RUNTIME_SECRET: 's', ARCLIGHT_SIGNING_KEY_SECRET: 'k' }],
   ] as const) {
     it(`SIGTERM to the ${name} entrypoint's PID reaches node`, async () => {
       const run = startUntil('sh', [script], { PATH: `${trapDir}:/usr/bin:/bin`, ARCLIGHT_HOME: HOME, ...env }, /ready pid=(\d+)/);

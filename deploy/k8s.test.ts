@@ -51,6 +51,7 @@ const envValue = (container: JsonObject, name: string): Json | undefined => obje
 const EXTERNAL_SECRETS: Readonly<Record<string, readonly string[]>> = {
   'arclight-database': ['url'],
   'arclight-runtime-secret': ['secret'],
+  'arclight-signing-key': ['secret'],
 };
 
 const overlays = {
@@ -70,7 +71,10 @@ describe.each(Object.entries(overlays))('deploy/k8s %s', (name, objects) => {
     ];
     const extra: Record<string, string[]> = {
       base: [],
-      dev: ['Namespace/arclight-dev', 'Secret/arclight-database', 'Secret/arclight-postgres', 'Secret/arclight-runtime-secret', 'Service/arclight-postgres', 'StatefulSet/arclight-postgres'],
+      dev: [
+        'Namespace/arclight-dev', 'Secret/arclight-database', 'Secret/arclight-postgres', 'Secret/arclight-runtime-secret', 'Secret/arclight-signing-key',
+        'Service/arclight-postgres', 'StatefulSet/arclight-postgres',
+      ],
       production: ['Namespace/arclight', 'ServiceMonitor/arclight-coordinator', 'ServiceMonitor/arclight-runtime'],
     };
     expect(kinds).toEqual([...common, ...extra[name]!].sort());
@@ -134,7 +138,34 @@ describe.each(Object.entries(overlays))('deploy/k8s %s', (name, objects) => {
           if (typeof secret === 'string') expect(created.has(secret), `${workload.metadata.name}: Secret ${secret}`).toBe(true);
         }
       }
+      // Secrets mounted as files: named, with the keys they project.
+      for (const volume of objectsAt(workload, 'spec', 'template', 'spec', 'volumes')) {
+        const secret = at(volume, 'secret', 'secretName');
+        if (typeof secret !== 'string') continue;
+        const keys = created.get(secret) ?? (name === 'dev' ? undefined : EXTERNAL_SECRETS[secret]);
+        expect(keys, `${workload.metadata.name}: Secret ${secret}`).toBeDefined();
+        for (const item of objectsAt(volume, 'secret', 'items')) expect(keys).toContain(item['key']);
+      }
     }
+  });
+
+  it('gives the coordinator its signing-key secret as a file from the arclight-signing-key Secret, readable by its user only through the pod group', () => {
+    const coordinator = find(objects, 'Deployment', 'arclight-coordinator');
+    const [container] = containers(coordinator);
+    const file = envValue(container!, 'ARCLIGHT_SIGNING_KEY_SECRET_FILE');
+    expect(file).toBe('/etc/arclight/signing-key/secret');
+    const mount = objectsAt(container, 'volumeMounts').find((m) => typeof m['mountPath'] === 'string' && String(file).startsWith(`${m['mountPath']}/`));
+    expect(mount).toMatchObject({ readOnly: true });
+    const volume = objectsAt(coordinator, 'spec', 'template', 'spec', 'volumes').find((v) => v['name'] === mount!['name']);
+    expect(at(volume, 'secret', 'secretName')).toBe('arclight-signing-key');
+    expect(objectsAt(volume, 'secret', 'items')).toEqual([{ key: 'secret', path: String(file).slice(String(mount!['mountPath']).length + 1) }]);
+    // 0440 and the pod's fsGroup: the coordinator (uid 10001) reads it, nobody else in the pod.
+    expect(at(volume, 'secret', 'defaultMode')).toBe(0o440);
+    const pod = at(coordinator, 'spec', 'template', 'spec', 'securityContext');
+    expect(at(pod, 'fsGroup')).toBe(at(pod, 'runAsGroup'));
+    // The secret itself is never a plain value in the manifests (the dev overlay's Secret aside).
+    expect(objectsAt(container, 'env').map((e) => e['name'])).not.toContain('ARCLIGHT_SIGNING_KEY_SECRET');
+    if (name === 'dev') expect(stringMap(at(find(objects, 'Secret', 'arclight-signing-key'), 'stringData'))['secret']!.length).toBeGreaterThanOrEqual(16);
   });
 
   it('refers only to ConfigMaps it renders, with their keys', () => {

@@ -24,6 +24,7 @@ Options:
   --port <n>              the playground's port (default 8080; the hosted runtime takes the next)
   --coordinator-port <n>  the coordinator's port (default 8090)
   --database <file>       the coordinator's SQLite file (default data/coordinator.db) or postgres://…
+                          (PostgreSQL needs $ARCLIGHT_SIGNING_KEY_SECRET, as in production)
   -h, --help              show this help`;
 
 function portOption(value: string | undefined, fallback: number, name: string): number {

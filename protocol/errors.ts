@@ -29,6 +29,7 @@ export const ERROR_CODES = {
   // Credentials and permissions (the coordinator)
   unauthorized: { status: 401, retryable: false, summary: 'No valid API key or token was presented.' },
   token_expired: { status: 401, retryable: false, summary: 'The token has expired; mint a new one.' },
+  token_revoked: { status: 401, retryable: false, summary: 'The API key that minted the token was revoked; mint a new token with an active key.' },
   forbidden: { status: 403, retryable: false, summary: 'The credentials do not allow this (a model, session or API outside their scope).' },
   insufficient_credits: { status: 402, retryable: false, summary: 'The account is out of credits.' },
   billing_cap_reached: { status: 402, retryable: false, summary: "The account has spent its monthly billing cap." },

@@ -35,7 +35,13 @@ export interface ApiKeyRecord {
   /** e.g. `rk_3fA9xQ_` — never enough to use the key. */
   readonly prefix: string;
   readonly createdAt: number;
+  /** When the key stopped working: revoked, or rotated (replaced). */
   readonly revokedAt: number | null;
+  /**
+   * When the tokens it minted stopped working: set by a revocation, never by a rotation (a rotated
+   * key's tokens live until they expire). Null while they work.
+   */
+  readonly tokensRevokedAt: number | null;
 }
 
 /** A key as issued: the secret, shown once. */
@@ -74,7 +80,15 @@ export function parseApiKeyName(value: unknown, field = '/name'): string | null 
 const NOT_FOUND = (keyId: string) => new ArclightError('api_key_not_found', `This account has no API key ${keyId}.`);
 
 function toRecord(row: Selectable<ApiKeyTable>): ApiKeyRecord {
-  return { id: row.id, accountId: row.account_id, name: row.name, prefix: row.key_prefix, createdAt: row.created_at, revokedAt: row.revoked_at };
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    name: row.name,
+    prefix: row.key_prefix,
+    createdAt: row.created_at,
+    revokedAt: row.revoked_at,
+    tokensRevokedAt: row.tokens_revoked_at,
+  };
 }
 
 export class ApiKeyStore {
@@ -92,9 +106,11 @@ export class ApiKeyStore {
   }
 
   /**
-   * Replaces a key: a new key for the same account and name, the old one revoked at once, in one
-   * transaction (a concurrent rotation of the same key finds it revoked). Sessions and tokens
-   * minted before keep working (they are not tied to the key after minting).
+   * Replaces a key: a new key for the same account and name, the old one stopped at once (it can
+   * no longer mint or act), in one transaction (a concurrent rotation of the same key finds it
+   * stopped). Sessions and tokens minted before keep working until they expire — rotating is
+   * routine hygiene, and the spec says it does not affect active sessions; `revoke` is for a key
+   * that leaked, and also kills its tokens.
    */
   async rotate(keyId: string, now = Date.now()): Promise<RotatedApiKey> {
     const owner = await this.#db.selectFrom('api_keys').select('account_id').where('id', '=', keyId).executeTakeFirst();
@@ -107,9 +123,19 @@ export class ApiKeyStore {
     });
   }
 
-  /** Revokes a key (operators: even the account's last one). A revoked key stays revoked. */
+  /**
+   * Revokes a key (operators: even the account's last one): it stops working, and so does every
+   * token it minted — on every replica, from the next request (token verification reads the key's
+   * state with the token). Revoking a rotated key kills the tokens the rotation left alive. A
+   * revoked key stays revoked; revoking it again changes nothing.
+   */
   async revoke(keyId: string, now = Date.now()): Promise<void> {
-    await this.#db.updateTable('api_keys').set({ revoked_at: now }).where('id', '=', keyId).where('revoked_at', 'is', null).execute();
+    await this.#db
+      .updateTable('api_keys')
+      .set((eb) => ({ revoked_at: eb.fn.coalesce('revoked_at', eb.val(now)), tokens_revoked_at: now }))
+      .where('id', '=', keyId)
+      .where('tokens_revoked_at', 'is', null)
+      .execute();
   }
 
   /** Every key of the account, revoked ones included, oldest first. */
@@ -156,7 +182,8 @@ export class ApiKeyStore {
   }
 
   /**
-   * The account revoking its key: idempotent (an already revoked key answers as it is); 404
+   * The account revoking its key, and the tokens it minted: idempotent (an already revoked key
+   * answers as it is; a rotated one is answered as it is too, its tokens now revoked); 404
    * `api_key_not_found` (unknown or foreign); 409 `last_api_key` for the account's only active key.
    */
   async revokeOwned(accountId: string, keyId: string, now = Date.now()): Promise<ApiKeyRecord> {
@@ -165,15 +192,20 @@ export class ApiKeyStore {
       await lockAccountRow(tx, this.#engine, accountId);
       const row = await tx.selectFrom('api_keys').selectAll().where('id', '=', keyId).where('account_id', '=', accountId).executeTakeFirst();
       if (!row) throw NOT_FOUND(keyId);
-      if (row.revoked_at !== null) return toRecord(row);
+      if (row.revoked_at !== null) {
+        // Rotated (or revoked before): it stopped working already; now its tokens stop too.
+        if (row.tokens_revoked_at !== null) return toRecord(row);
+        await tx.updateTable('api_keys').set({ tokens_revoked_at: now }).where('id', '=', keyId).execute();
+        return toRecord({ ...row, tokens_revoked_at: now });
+      }
       if ((await this.#countActive(tx, accountId)) <= 1) {
         throw new ArclightError(
           'last_api_key',
           'This is the account\'s only active API key: revoking it would lock the account out of the API. Rotate it instead, or create another key first.',
         );
       }
-      await tx.updateTable('api_keys').set({ revoked_at: now }).where('id', '=', keyId).execute();
-      return toRecord({ ...row, revoked_at: now });
+      await tx.updateTable('api_keys').set({ revoked_at: now, tokens_revoked_at: now }).where('id', '=', keyId).execute();
+      return toRecord({ ...row, revoked_at: now, tokens_revoked_at: now });
     });
   }
 
@@ -201,7 +233,7 @@ export class ApiKeyStore {
 
   async #insert(db: Kysely<CoordinatorDatabase>, accountId: string, name: string | null, now: number): Promise<IssuedApiKey> {
     const key = generateApiKey();
-    const record: ApiKeyRecord = { id: randomUUID(), accountId, name, prefix: key.slice(0, SHOWN_PREFIX_LENGTH), createdAt: now, revokedAt: null };
+    const record: ApiKeyRecord = { id: randomUUID(), accountId, name, prefix: key.slice(0, SHOWN_PREFIX_LENGTH), createdAt: now, revokedAt: null, tokensRevokedAt: null };
     await db
       .insertInto('api_keys')
       .values({ id: record.id, account_id: accountId, name, key_hash: hashApiKey(key), key_prefix: record.prefix, created_at: now, revoked_at: null })
@@ -209,7 +241,7 @@ export class ApiKeyStore {
     return { key, record };
   }
 
-  /** In `tx`, holding the account's lock, `old` active: its successor, then `old` revoked. */
+  /** In `tx`, holding the account's lock, `old` active: its successor, then `old` stopped (its tokens left alone). */
   async #replace(tx: Transaction<CoordinatorDatabase>, old: Selectable<ApiKeyTable>, now: number): Promise<RotatedApiKey> {
     const issued = await this.#insert(tx, old.account_id, old.name, now);
     await tx.updateTable('api_keys').set({ revoked_at: now }).where('id', '=', old.id).execute();

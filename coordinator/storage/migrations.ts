@@ -263,6 +263,19 @@ const leases: Migration = {
   },
 };
 
+const keyRevocation: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    // Revoking a key kills the tokens it minted; rotating it does not (spec: "Rotating a key does
+    // not affect active sessions"). `revoked_at` is set by both (the key itself stops working), so
+    // the tokens' fate needs its own column. Keys revoked before this migration leave their tokens
+    // to expire (at most 6 h), as they did then.
+    await db.schema.alterTable('api_keys').addColumn('tokens_revoked_at', 'bigint').execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await db.schema.alterTable('api_keys').dropColumn('tokens_revoked_at').execute();
+  },
+};
+
 /** Every migration, oldest first; names sort in order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0001_initial': initial,
@@ -276,6 +289,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0009_api_key_names': apiKeyNames,
   '0010_slot_release': slotRelease,
   '0011_leases': leases,
+  '0012_key_revocation': keyRevocation,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...MIGRATIONS }) };

@@ -32,7 +32,13 @@ export interface ApiKeyTable {
   /** The first characters of the key, to tell keys apart in listings without the secret. */
   key_prefix: string;
   created_at: number;
+  /** When the key stopped working: revoked, or rotated (replaced by a new key). */
   revoked_at: number | null;
+  /**
+   * When the tokens it minted stopped working: set by a revocation, never by a rotation (tokens
+   * of a rotated key live until they expire). Token verification reads it with the token's row.
+   */
+  tokens_revoked_at: Generated<number | null>;
 }
 
 /** The model catalog: slugs clients connect with, and the per-second rate. */
@@ -52,13 +58,20 @@ export interface ModelGrantTable {
   model_id: string;
 }
 
-/** ES256 keys that sign tokens; every coordinator replica reads the same set. */
+/**
+ * ES256 keys that sign tokens; every coordinator replica reads the same set (and re-reads it at
+ * least every few seconds). A row is a key that verifies; retiring a key deletes its row.
+ */
 export interface SigningKeyTable {
   kid: string;
+  /**
+   * The private JWK: encrypted (`v1:…`, AES-256-GCM under the operator's secret,
+   * coordinator/tokens/signing-key-secret.ts), or plain JSON on SQLite without a secret.
+   */
   private_jwk: string;
   public_jwk: string;
   created_at: number;
-  /** Set when a newer key takes over signing; the key still verifies until its tokens expire. */
+  /** Set when a newer key takes over signing (a rotation); the key still verifies until retired. */
   retired_at: number | null;
 }
 

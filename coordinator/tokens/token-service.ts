@@ -30,7 +30,7 @@ export interface TokenServiceOptions {
 export interface AuthenticatedToken {
   readonly tokenId: string;
   readonly accountId: string;
-  /** The API key it was minted with (it may have been revoked or rotated since). */
+  /** The API key it was minted with (it may have been rotated since; revoked, the token is refused). */
   readonly apiKeyId: string;
   readonly scoped: boolean;
   /** Model slugs a scoped token may use; undefined when unscoped (every visible model). */
@@ -46,6 +46,8 @@ interface VerifiedClaims {
   readonly sub: string;
   /** Seconds since the epoch. */
   readonly exp: number;
+  /** The key that signed it: a cached verdict holds only while that key is not retired. */
+  readonly kid: string;
 }
 
 /**
@@ -144,13 +146,32 @@ export class TokenService {
     return { token, token_type: 'Bearer', expires_at: expiresAtSeconds, ...(detail ? { authorization_details: [detail] } : {}) };
   }
 
-  /** Verifies signature, issuer, audience and expiry, then loads the token's record. */
+  /**
+   * Verifies signature, issuer, audience and expiry, then loads the token's record — with the
+   * state of the API key that minted it, in the same read: a token of a revoked key is refused
+   * (401 `token_revoked`) from the moment the revocation commits, on every replica. A rotated
+   * key's tokens are not: rotation leaves what was minted before alone (spec: API key).
+   */
   async verify(jwt: string): Promise<AuthenticatedToken> {
     if (jwt.length > MAX_TOKEN_LENGTH) throw new ArclightError('unauthorized', 'The bearer token is not valid.');
-    const claims = this.#verifiedClaims.get(jwt) ?? (await this.#verifySignature(jwt));
+    let claims = this.#verifiedClaims.get(jwt);
+    if (claims && !(await this.#keyring.verifies(claims.kid))) {
+      this.#verifiedClaims.delete(jwt); // its signing key was retired
+      claims = undefined;
+    }
+    claims ??= await this.#verifySignature(jwt);
     if (claims.exp * 1000 <= this.#now()) throw new ArclightError('token_expired', 'The token has expired; mint a new one with POST /tokens.');
-    const row = await this.#db.selectFrom('tokens').selectAll().where('id', '=', claims.jti).executeTakeFirst();
+    const row = await this.#db
+      .selectFrom('tokens')
+      .innerJoin('api_keys', 'api_keys.id', 'tokens.api_key_id')
+      .selectAll('tokens')
+      .select('api_keys.tokens_revoked_at as key_tokens_revoked_at')
+      .where('tokens.id', '=', claims.jti)
+      .executeTakeFirst();
     if (!row || row.account_id !== claims.sub) throw new ArclightError('unauthorized', 'The bearer token is not valid.');
+    if (row.key_tokens_revoked_at !== null) {
+      throw new ArclightError('token_revoked', 'The API key this token was minted with has been revoked; mint a new token with an active key.');
+    }
     return {
       tokenId: row.id,
       accountId: row.account_id,
@@ -166,16 +187,25 @@ export class TokenService {
   /**
    * The signature check (jose), remembered per token string: a browser presents one token many
    * times (session polling, SDP, ICE), and the same string verifies the same way as long as its
-   * key verifies — keys are retired from signing, never from verifying, so nothing invalidates
-   * an entry but expiry (checked on every use). Bounded; the oldest entries go first.
+   * key verifies — so an entry holds until the token expires (checked on every use) or its key is
+   * retired (checked on every use against the keyring's copy). Bounded; the oldest entries go first.
    */
   async #verifySignature(jwt: string): Promise<VerifiedClaims> {
     let payload;
+    let protectedHeader;
+    /** The keyring failing (the database), as opposed to the token: not the caller's fault, so not a 401. */
+    let lookupFailure: { error: unknown } | undefined;
     try {
-      ({ payload } = await jwtVerify(
+      ({ payload, protectedHeader } = await jwtVerify(
         jwt,
         async (header) => {
-          const key = header.kid ? await this.#keyring.publicKey(header.kid) : undefined;
+          let key;
+          try {
+            key = header.kid ? await this.#keyring.publicKey(header.kid) : undefined;
+          } catch (error) {
+            lookupFailure = { error };
+            throw error;
+          }
           if (!key) throw new ArclightError('unauthorized', 'The token was not issued by this service.');
           return key;
         },
@@ -190,11 +220,12 @@ export class TokenService {
         },
       ));
     } catch (error) {
+      if (lookupFailure) throw lookupFailure.error;
       if (error instanceof joseErrors.JWTExpired) throw new ArclightError('token_expired', 'The token has expired; mint a new one with POST /tokens.');
       if (error instanceof ArclightError) throw error;
       throw new ArclightError('unauthorized', 'The bearer token is not valid.', { cause: error });
     }
-    const claims: VerifiedClaims = { jti: payload.jti!, sub: payload.sub!, exp: payload.exp! };
+    const claims: VerifiedClaims = { jti: payload.jti!, sub: payload.sub!, exp: payload.exp!, kid: protectedHeader.kid! };
     if (this.#verifiedClaims.size >= VERIFIED_CACHE_ENTRIES) this.#verifiedClaims.delete(this.#verifiedClaims.keys().next().value!);
     this.#verifiedClaims.set(jwt, claims);
     return claims;

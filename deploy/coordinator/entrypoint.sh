@@ -11,6 +11,14 @@
 #                             environment itself, so the password never appears on a command line.
 #   ARCLIGHT_RUNTIME_SECRET   required for the server: the secret runtimes register with (read by
 #                             the coordinator from the environment; never put on the command line)
+#   ARCLIGHT_SIGNING_KEY_SECRET or ARCLIGHT_SIGNING_KEY_SECRET_FILE
+#                             required for the server on PostgreSQL: the secret (or a file holding
+#                             it, e.g. a mounted Kubernetes Secret) that encrypts the private signing
+#                             keys in the database. Read by the CLI from the environment (the admin
+#                             verbs too), never put on the command line
+#   ARCLIGHT_SIGNING_KEY_REFRESH_MS
+#                             --signing-key-refresh-ms (how soon a signing-key rotation or retirement
+#                             reaches every replica; default 5000)
 #   ARCLIGHT_PORT             --port (default 8090)
 #   ARCLIGHT_HOST             --host (default 0.0.0.0: reachable from outside the container)
 #   ARCLIGHT_WORKERS          --workers (processes sharing the port; default 1 — scale with replicas)
@@ -41,6 +49,12 @@ if [ "${1:-}" = admin ]; then
 fi
 
 [ -n "${ARCLIGHT_RUNTIME_SECRET:-}" ] || fail "ARCLIGHT_RUNTIME_SECRET is not set: runtimes could not register (set the same secret on the coordinator and every runtime)"
+case "$DATABASE_URL" in
+  postgres://* | postgresql://*)
+    [ -n "${ARCLIGHT_SIGNING_KEY_SECRET:-}${ARCLIGHT_SIGNING_KEY_SECRET_FILE:-}" ] ||
+      fail "ARCLIGHT_SIGNING_KEY_SECRET (or ARCLIGHT_SIGNING_KEY_SECRET_FILE) is not set: on PostgreSQL the coordinator keeps its private signing keys encrypted under this secret and does not start without it (generate one with: openssl rand -base64 32)"
+    ;;
+esac
 
 # Build the command in the positional parameters (POSIX sh has no arrays): the container's own
 # arguments ($1…$n) stay in front while the flags are appended, then are rotated to the end.
@@ -50,6 +64,7 @@ set -- "$@" "$cli" coordinator --port "${ARCLIGHT_PORT:-8090}" --host "${ARCLIGH
 [ -z "${ARCLIGHT_RECONNECT_WINDOW:-}" ] || set -- "$@" --reconnect-window "$ARCLIGHT_RECONNECT_WINDOW"
 [ -z "${ARCLIGHT_METER_FLUSH_MS:-}" ] || set -- "$@" --meter-flush-ms "$ARCLIGHT_METER_FLUSH_MS"
 [ -z "${ARCLIGHT_HEARTBEAT_MS:-}" ] || set -- "$@" --heartbeat-ms "$ARCLIGHT_HEARTBEAT_MS"
+[ -z "${ARCLIGHT_SIGNING_KEY_REFRESH_MS:-}" ] || set -- "$@" --signing-key-refresh-ms "$ARCLIGHT_SIGNING_KEY_REFRESH_MS"
 if [ -n "${ARCLIGHT_PUBLIC_URL:-}" ]; then
   # scheme://host[:port], one trailing slash tolerated (the CLI drops it).
   authority="${ARCLIGHT_PUBLIC_URL#*://}"

@@ -176,7 +176,11 @@ describe('arclight admin / arclight coordinator', () => {
     const database = await freshDatabase('sqlite');
     // The binary's exit status is main's return value: checked once through the real binary,
     // the other cases in process.
-    for (const [index, args] of [['admin'], ['admin', 'frobnicate'], ['admin', 'create-key'], ['admin', 'add-model', 'x']].entries()) {
+    const usageErrors = [
+      ['admin'], ['admin', 'frobnicate'], ['admin', 'create-key'], ['admin', 'add-model', 'x'],
+      ['admin', 'retire-signing-key'], ['admin', 'rotate-signing-key', 'extra'], ['coordinator', '--port', '0', '--signing-key-refresh-ms', '50'],
+    ];
+    for (const [index, args] of usageErrors.entries()) {
       const result = await (index === 0 ? run : inProcess)([...args, '--database', database]);
       expect(result.code, args.join(' ')).toBe(2);
       expect(result.stderr).toContain('Usage:');
@@ -188,5 +192,8 @@ describe('arclight admin / arclight coordinator', () => {
     const tooMuch = await inProcess(['admin', 'buy-credits', account.id, '5000', '--database', database]);
     expect(tooMuch.code).toBe(1);
     expect(tooMuch.stderr).toMatch(/1 to 1000 whole US dollars/);
+    const missingFile = await inProcess(['admin', 'rotate-signing-key', '--signing-key-secret-file', '/nonexistent/secret', '--database', database]);
+    expect(missingFile.code).toBe(1);
+    expect(missingFile.stderr).toMatch(/cannot read the signing-key secret file \/nonexistent\/secret/);
   }, 120_000);
 });

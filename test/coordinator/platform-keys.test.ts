@@ -267,6 +267,33 @@ describe.each(ENGINES)('platform keys and usage on %s', (engine) => {
     expect((await list(await mint(rotated.body.key))).status).toBe(200);
   });
 
+  it('revoking a key kills the tokens it minted at once (401 token_revoked); revoking a rotated key kills those the rotation left alive', async () => {
+    const iota = await customer('Iota');
+    const spare = await create(iota.key, { name: 'spare' });
+    const token = await mint(iota.key);
+    const sessionToken = await mint(iota.key, ['pattern']);
+    const sessionId = await createSession(sessionToken);
+    const revoked = await revoke(spare.body.key, iota.keyId);
+    expect(revoked.body).toMatchObject({ id: iota.keyId, status: 'revoked' });
+    for (const answer of [await call('GET', '/platform/balance', token), await call('GET', `/sessions/${sessionId}`, sessionToken), await call('GET', `/sessions/${sessionId}`, token)]) {
+      expect(answer.status).toBe(401);
+      expect(answer.body).toEqual({ code: 'token_revoked', message: expect.stringMatching(/has been revoked; mint a new token with an active key/) });
+    }
+    // The session itself goes on: only the tokens are dead (the account's other key reaches it).
+    expect((await call('GET', `/sessions/${sessionId}`, spare.body.key)).status).toBe(202);
+
+    // Rotated: its tokens live on; DELETE on the rotated key (answered as it is) then kills them.
+    const survivor = await mint(spare.body.key);
+    const rotated = await rotate(spare.body.key, spare.body.id);
+    expect((await call('GET', '/platform/balance', survivor)).status).toBe(200);
+    const again = await revoke(rotated.body.key, spare.body.id);
+    expect(again.status).toBe(200);
+    expect(again.body).toMatchObject({ id: spare.body.id, status: 'revoked', revoked_at: rotated.body.created_at });
+    expect((await call('GET', '/platform/balance', survivor)).body.code).toBe('token_revoked');
+    expect((await call('GET', '/platform/balance', await mint(rotated.body.key))).status).toBe(200);
+    expect((await call('DELETE', `/sessions/${sessionId}`, rotated.body.key)).status).toBe(200);
+  });
+
   it('rotating the key (over the platform API) leaves a running session alone: it stays ready, bills on, and its token reads and ends it', async () => {
     const epsilon = await customer('Epsilon');
     const token = await mint(epsilon.key, ['pattern']);

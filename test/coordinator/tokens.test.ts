@@ -79,6 +79,45 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
       expect((await coordinator.tokens.verify(minted.body.token)).accountId).toBe(accountId);
     });
 
+    it('revoked: the tokens it minted stop working at once (401 token_revoked), scoped and unscoped, on HTTP too', async () => {
+      const { key: leaked, record } = await coordinator.apiKeys.create(accountId);
+      const unscoped = (await post({}, leaked)).body.token as string;
+      const sessionToken = (await post({ authorization_details: [{ type: 'session', ...match('pattern') }] }, leaked)).body.token as string;
+      const session = await fetch(`${coordinator.url}/sessions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${sessionToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: { name: 'pattern' } }),
+      });
+      expect(session.status).toBe(200);
+      const sessionId = ((await session.json()) as { session_id: string }).session_id;
+      await expect(coordinator.tokens.verify(unscoped)).resolves.toMatchObject({ apiKeyId: record.id });
+      await coordinator.apiKeys.revoke(record.id);
+      for (const token of [unscoped, sessionToken]) {
+        await expect(coordinator.tokens.verify(token)).rejects.toMatchObject({ code: 'token_revoked', status: 401 });
+        const read = await fetch(`${coordinator.url}/sessions/${sessionId}`, { headers: { authorization: `Bearer ${token}` } });
+        expect(read.status).toBe(401);
+        expect(read.headers.get('www-authenticate')).toBe('Bearer');
+        expect(await read.json()).toEqual({ code: 'token_revoked', message: expect.stringMatching(/revoked; mint a new token/) });
+      }
+      expect((await post({}, leaked)).status).toBe(401); // and the key itself, as before
+      // The account's other keys and their tokens are untouched.
+      await expect(coordinator.tokens.verify((await post({})).body.token)).resolves.toMatchObject({ apiKeyId: keyId });
+      await coordinator.storage.db.updateTable('sessions').set({ status: 'ended', ended_at: now }).where('id', '=', sessionId).execute();
+    });
+
+    it('rotated then revoked: the rotation leaves its tokens alive; revoking the rotated key kills them', async () => {
+      const { record } = await coordinator.apiKeys.create(accountId);
+      const { key: before, record: { id: beforeId } } = await coordinator.apiKeys.create(accountId);
+      const token = (await post({}, before)).body.token as string;
+      await coordinator.apiKeys.rotate(beforeId);
+      await expect(coordinator.tokens.verify(token)).resolves.toMatchObject({ apiKeyId: beforeId });
+      expect((await coordinator.apiKeys.getOwned(accountId, beforeId))!.tokensRevokedAt).toBeNull();
+      await coordinator.apiKeys.revoke(beforeId, now);
+      await expect(coordinator.tokens.verify(token)).rejects.toMatchObject({ code: 'token_revoked' });
+      expect((await coordinator.apiKeys.getOwned(accountId, beforeId))!.tokensRevokedAt).toBe(now);
+      await coordinator.apiKeys.revoke(record.id);
+    });
+
     it('is stored only as a hash', async () => {
       const rows = await coordinator.storage.db.selectFrom('api_keys').selectAll().where('id', '=', keyId).execute();
       expect(JSON.stringify(rows)).not.toContain(key);
@@ -267,6 +306,37 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
       const jwks = (await (await fetch(`${coordinator.url}/.well-known/jwks.json`)).json()) as { keys: Array<{ kid: string; d?: string }> };
       expect(jwks.keys.map((k) => k.kid)).toEqual(expect.arrayContaining([kid, decodeProtectedHeader(before).kid]));
       expect(jwks.keys.every((k) => k.d === undefined)).toBe(true); // no private parts
+    });
+
+    it('retire: the tokens a retired key signed stop verifying (a remembered verdict too), and it leaves the JWKS', async () => {
+      const old = (await post({})).body.token as string;
+      const oldKid = decodeProtectedHeader(old).kid!;
+      await expect(coordinator.tokens.verify(old)).resolves.toBeDefined(); // its signature verdict is now remembered
+      await coordinator.keyring.rotate(now);
+      await expect(coordinator.tokens.verify(old)).resolves.toBeDefined();
+      const retired = await coordinator.keyring.retire(oldKid);
+      expect(retired).toMatchObject({ kid: oldKid, current: false, supersededAt: now });
+      await expect(coordinator.tokens.verify(old)).rejects.toMatchObject({ code: 'unauthorized', status: 401 });
+      const jwks = (await (await fetch(`${coordinator.url}/.well-known/jwks.json`)).json()) as { keys: Array<{ kid: string }> };
+      expect(jwks.keys.map((k) => k.kid)).not.toContain(oldKid);
+      await expect(coordinator.tokens.verify((await post({})).body.token)).resolves.toBeDefined();
+    });
+
+    it('retire: refuses the current signing key and an unknown kid', async () => {
+      const { kid } = await coordinator.keyring.current();
+      await expect(coordinator.keyring.retire(kid)).rejects.toThrow(/is the current signing key: rotate first/);
+      await expect(coordinator.keyring.retire(randomUUID())).rejects.toThrow(/no signing key/);
+      expect((await coordinator.keyring.list()).find((k) => k.current)?.kid).toBe(kid);
+    });
+
+    it('are stored encrypted (v1, AES-256-GCM): no private JWK member in the database', async () => {
+      const rows = await coordinator.storage.db.selectFrom('signing_keys').selectAll().execute();
+      expect(rows.length).toBeGreaterThan(0);
+      for (const row of rows) {
+        expect(row.private_jwk).toMatch(/^v1:[\w-]{16}:[\w-]+:[\w-]{22}$/);
+        expect(row.private_jwk).not.toContain('"d":');
+        expect(JSON.parse(row.public_jwk)).not.toHaveProperty('d');
+      }
     });
 
     it('refuses a token signed by anyone else, or for another audience', async () => {

@@ -87,7 +87,7 @@ describe.each(ENGINES)('token attacks and scope escapes on %s', (engine) => {
   let otherKey: string;
   let accountId: string;
   let otherAccountId: string;
-  /** The coordinator's own signing key (read from its database): claim attacks carry valid signatures. */
+  /** The coordinator's own signing key (from its keyring: stored encrypted): claim attacks carry valid signatures. */
   let signingKey: CryptoKey;
   let kid: string;
   let publicJwk: JWK;
@@ -145,8 +145,10 @@ describe.each(ENGINES)('token attacks and scope escapes on %s', (engine) => {
     realToken = await mint();
     realClaims = decodeJwt(realToken);
     kid = decodeProtectedHeader(realToken).kid!;
-    const row = await coordinator.storage.db.selectFrom('signing_keys').select(['private_jwk', 'public_jwk']).where('kid', '=', kid).executeTakeFirstOrThrow();
-    signingKey = (await importJWK(JSON.parse(row.private_jwk) as JWK, 'ES256')) as CryptoKey;
+    const current = await coordinator.keyring.current();
+    expect(current.kid).toBe(kid);
+    signingKey = current.privateKey;
+    const row = await coordinator.storage.db.selectFrom('signing_keys').select('public_jwk').where('kid', '=', kid).executeTakeFirstOrThrow();
     publicJwk = JSON.parse(row.public_jwk) as JWK;
     target = (await create(realToken)).body['session_id'] as string;
   });
@@ -424,6 +426,25 @@ describe.each(ENGINES)('token attacks and scope escapes on %s', (engine) => {
       const minting = await mintRaw({}, oldKey);
       expect(minting.status).toBe(401);
       expect((await end(target, oldKey)).status).toBe(401);
+    });
+
+    it('32: a token of a revoked API key, on its own session → 401 token_revoked (a rotated key\'s token still acts)', async () => {
+      const leaked = await coordinator.apiKeys.create(accountId);
+      const routine = await coordinator.apiKeys.create(accountId);
+      const stolen = await mint(models('pattern'), leaked.key);
+      const kept = await mint(models('pattern'), routine.key);
+      const stolenSession = (await create(stolen)).body['session_id'] as string;
+      const keptSession = (await create(kept)).body['session_id'] as string;
+      await coordinator.apiKeys.rotate(routine.record.id);
+      await coordinator.apiKeys.revoke(leaked.record.id);
+      for (const answer of [await get(stolenSession, stolen), await end(stolenSession, stolen), await create(stolen)]) {
+        expect(answer.status).toBe(401);
+        expect(answer.body).toMatchObject({ code: 'token_revoked' });
+        expect(answer.headers.get('www-authenticate')).toBe('Bearer');
+      }
+      expect((await get(keptSession, kept)).status).toBe(202);
+      expect((await end(keptSession, kept)).status).toBe(200);
+      expect((await end(stolenSession, key)).status).toBe(200); // the account's active key still ends it
     });
   });
 });
