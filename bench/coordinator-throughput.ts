@@ -3,13 +3,14 @@
  * real PostgreSQL server (test/support/postgres.ts), and hono vs bare node:http on `POST /tokens`.
  *
  *   node --conditions=source --import tsx bench/coordinator-throughput.ts [--seconds 8] [--concurrency 32] [--rounds 3]
- *     [--engines sqlite,postgres] [--workers 2] [--load-processes 1] [--json out.json]
+ *     [--engines sqlite,postgres] [--workers 2 | 1,2,4] [--load-processes 1] [--json out.json]
  *
  * The coordinator runs in a child process (bench/support/coordinator-server.ts); this process
  * only generates load: `--concurrency` requests in flight on keep-alive connections for
  * `--seconds` per phase, after a 1 s warm-up. Per phase: requests/s and latency percentiles.
- * `--engines`: sqlite, postgres or both (the default). `--workers N`: the SQLite phases also run
- * the real CLI, `arclight coordinator --workers N` (0: not). `--load-processes K`: the load comes
+ * `--engines`: sqlite, postgres or both (the default). `--workers N[,M…]`: each engine also runs
+ * the real CLI, `arclight coordinator --workers N`, once per count (0: not) — on PostgreSQL that is
+ * N replicas of the coordinator on one database, which is how issue 20 measures scaling out. `--load-processes K`: the load comes
  * from K child processes (bench/support/coordinator-load-child.ts) sharing `--concurrency`, for a
  * machine where one load process cannot keep N workers busy; latencies are merged, so the
  * percentiles are over all requests. On a machine without node_modules, see
@@ -48,10 +49,14 @@ const SECONDS = Number(args.seconds);
 const CONCURRENCY = Number(args.concurrency);
 const ROUNDS = Number(args.rounds);
 const ENGINES = args.engines.split(',').map((e) => e.trim());
-const WORKERS = Number(args.workers);
+// Coordinators on PostgreSQL refuse to start without a signing-key secret; the bench's children
+// inherit this throwaway one (an operator's own is kept when set).
+process.env['ARCLIGHT_SIGNING_KEY_SECRET'] ??= 'arclight-bench-only-signing-key-secret';
+/** `--workers 1,2,4`: a workers phase per count (each the real CLI with that many processes). */
+const WORKER_COUNTS = args.workers.split(',').map((w) => Number(w.trim())).filter((w) => w > 0);
 const LOAD_PROCESSES = Number(args['load-processes']);
 if (ENGINES.length === 0 || ENGINES.some((e) => e !== 'sqlite' && e !== 'postgres')) throw new Error('--engines: sqlite, postgres or sqlite,postgres');
-if (!Number.isInteger(WORKERS) || WORKERS < 0) throw new Error('--workers: a count of processes, 0 for no workers phase');
+if (args.workers.split(',').some((w) => !/^\s*\d+\s*$/.test(w))) throw new Error('--workers: counts of processes (1,2,4), 0 for no workers phase');
 if (!Number.isInteger(LOAD_PROCESSES) || LOAD_PROCESSES < 1 || LOAD_PROCESSES > CONCURRENCY) throw new Error('--load-processes: 1 to --concurrency');
 
 /** Accounts the POST /sessions load is spread over: a service's traffic comes from many tenants. */
@@ -87,9 +92,9 @@ async function setUp(database: string): Promise<Setup> {
   }
 }
 
-async function startServer(database: string, mode: 'hono' | 'raw' | 'workers'): Promise<{ url: string; child: ChildProcess }> {
+async function startServer(database: string, mode: 'hono' | 'raw' | 'workers', workers = 0): Promise<{ url: string; child: ChildProcess }> {
   // `workers`: the real CLI with `--workers` processes sharing the port (one per core).
-  const script = mode === 'workers' ? ['bin/arclight.js', 'coordinator', '--port', '0', '--workers', String(WORKERS), '--meter-flush-ms', '600000'] : ['bench/support/coordinator-server.ts', '--mode', mode];
+  const script = mode === 'workers' ? ['bin/arclight.js', 'coordinator', '--port', '0', '--workers', String(workers), '--meter-flush-ms', '600000'] : ['bench/support/coordinator-server.ts', '--mode', mode];
   return startListeningProcess([...script, '--database', database]);
 }
 
@@ -107,8 +112,11 @@ async function measureEngine(engine: string, database: string, withRaw: boolean,
   const servers = {
     hono: await startServer(database, 'hono'),
     ...(withRaw ? { raw: await startServer(database, 'raw') } : {}),
-    ...(withWorkers ? { workers: await startServer(database, 'workers') } : {}),
   };
+  // One coordinator (the real CLI) per workers count; each count is a set of processes sharing one
+  // database, as replicas do.
+  const workerServers = new Map<number, { url: string; child: ChildProcess }>();
+  if (withWorkers) for (const n of WORKER_COUNTS) workerServers.set(n, await startServer(database, 'workers', n));
   const tokenBody = JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } } }] });
   const mintAt = (url: string): LoadRequest => ({ url: `${url}/tokens`, method: 'POST', headers: { 'Service-API-Key': key, 'content-type': 'application/json' }, body: tokenBody });
   // Unscoped tokens create without a max_sessions cap, so a phase can create as many as it can;
@@ -137,12 +145,12 @@ async function measureEngine(engine: string, database: string, withRaw: boolean,
       process.stdout.write(`round ${round}\n`);
       note('POST /tokens (hono)', await load(servers.hono.child, mintAt(servers.hono.url), 200));
       if ('raw' in servers) note('POST /tokens (node:http)', await load(servers.raw!.child, mintAt(servers.raw!.url), 200));
-      if ('workers' in servers) note(`POST /tokens (${WORKERS} workers)`, await load(servers.workers!.child, mintAt(servers.workers!.url), 200));
+      for (const [n, server] of workerServers) note(`POST /tokens (${n} workers)`, await load(server.child, mintAt(server.url), 200));
       note('POST /sessions', await load(servers.hono.child, createAt(servers.hono.url), 200));
-      if ('workers' in servers) note(`POST /sessions (${WORKERS} workers)`, await load(servers.workers!.child, createAt(servers.workers!.url), 200));
+      for (const [n, server] of workerServers) note(`POST /sessions (${n} workers)`, await load(server.child, createAt(server.url), 200));
     }
   } finally {
-    for (const server of Object.values(servers)) server.child.kill('SIGKILL');
+    for (const server of [...Object.values(servers), ...workerServers.values()]) server.child.kill('SIGKILL');
   }
   return results;
 }
@@ -151,20 +159,21 @@ await runBench('coordinator-throughput', async () => {
   const info = runInfo();
   process.stdout.write(
     `coordinator-throughput: ${ROUNDS} rounds × ${SECONDS} s per phase, ${CONCURRENCY} requests in flight` +
-      `${LOAD_PROCESSES > 1 ? ` from ${LOAD_PROCESSES} load processes` : ''}, engines ${ENGINES.join(', ')}${WORKERS ? `, ${WORKERS} workers` : ''}\n${JSON.stringify(info)}\n`,
+      `${LOAD_PROCESSES > 1 ? ` from ${LOAD_PROCESSES} load processes` : ''}, engines ${ENGINES.join(', ')}${WORKER_COUNTS.length ? `, workers ${WORKER_COUNTS.join(', ')}` : ''}\n${JSON.stringify(info)}\n`,
   );
   if (LOAD_PROCESSES > 1) loadProcesses = await LoadProcesses.start(LOAD_PROCESSES);
   const all: Record<string, Record<string, PhaseResult[]>> = {};
   try {
     if (ENGINES.includes('sqlite')) {
       const sqlite = join(mkdtempSync(join(tmpdir(), 'arclight-bench-')), 'coordinator.db');
-      all['sqlite'] = await measureEngine('sqlite', sqlite, true, WORKERS > 0);
+      all['sqlite'] = await measureEngine('sqlite', sqlite, true, WORKER_COUNTS.length > 0);
     }
     if (ENGINES.includes('postgres')) {
       const { startPostgres } = await import('../test/support/postgres.ts');
       const postgres = await startPostgres();
       try {
-        all['postgres'] = await measureEngine('postgres', await postgres.createDatabase('bench'), false, false);
+        // Replicas on one PostgreSQL: the workers phases there measure how the service scales out.
+        all['postgres'] = await measureEngine('postgres', await postgres.createDatabase('bench'), false, WORKER_COUNTS.length > 0);
       } finally {
         await postgres.stop();
       }
@@ -193,6 +202,6 @@ await runBench('coordinator-throughput', async () => {
     ratios = hono.map((h, i) => h / raw[i]!);
     process.stdout.write(`  hono / node:http on POST /tokens (SQLite): ${median(ratios).toFixed(2)} (per round ${ratios.map((r) => r.toFixed(2)).join(', ')})\n`);
   }
-  const options = { engines: ENGINES, workers: WORKERS, loadProcesses: LOAD_PROCESSES, concurrency: CONCURRENCY, seconds: SECONDS, rounds: ROUNDS };
+  const options = { engines: ENGINES, workers: WORKER_COUNTS, loadProcesses: LOAD_PROCESSES, concurrency: CONCURRENCY, seconds: SECONDS, rounds: ROUNDS };
   finishReport(info, loadavg(), args.json, { options, summary, ...(ratios ? { honoOverRaw: ratios } : {}) });
 });
