@@ -22,12 +22,14 @@ import { isPostgresUrl, openStorage } from './storage/database.ts';
 import { readSigningKeySecretFile, signingKeyCipherFor, type SigningKeySecret } from './tokens/signing-key-secret.ts';
 import { SigningKeyring } from './tokens/signing-keyring.ts';
 import { writeStandardStream } from '../runtime/log.ts';
+import { TestPaymentProvider, type PaymentProvider } from './billing/payment-provider.ts';
 
 export const COORDINATOR_USAGE = `Usage:
   arclight coordinator [--port 8090] [--host 127.0.0.1] [--database <file|postgres://…>]
                        [--reconnect-window 30] [--meter-flush-ms 5000] [--heartbeat-ms 5000] [--workers 1]
                        [--public-url https://api.example.com] [--signup-credits 100000]
                        [--signing-key-secret-file <path>] [--signing-key-refresh-ms 5000]
+                       [--payment-provider none|test]
       --public-url        the URL clients reach this service at (behind a load balancer): presigned
                           upload and clip URLs point there; default its own listening URL
       --reconnect-window  seconds a session outlives its last client (GPU held, still billed), 1–3600
@@ -45,6 +47,11 @@ export const COORDINATOR_USAGE = `Usage:
       --signing-key-refresh-ms
                           how often each replica reads the signing keys again: a rotation or a
                           retirement is in force on every replica within this long (at least 100)
+      --payment-provider  where purchases and automatic top-ups are paid: none (the default:
+                          they answer 501) or test, which confirms every payment at once without
+                          money (tests, local development; never in production) and declines
+                          402-dollar ones; its webhooks are signed with
+                          $ARCLIGHT_PAYMENT_WEBHOOK_SECRET. Default $ARCLIGHT_PAYMENT_PROVIDER
   arclight admin <verb> [arguments] [--database <file|postgres://…>] [--signing-key-secret-file <path>]
 
 Admin verbs (each prints one JSON object):
@@ -102,6 +109,16 @@ function signupCredits(flag: string | undefined): number {
   return Number(value);
 }
 
+/** `--payment-provider`, else `$ARCLIGHT_PAYMENT_PROVIDER`: none (undefined) or the test provider. */
+function paymentProvider(flag: string | undefined): PaymentProvider | undefined {
+  const fromEnv = process.env['ARCLIGHT_PAYMENT_PROVIDER'];
+  const [value, what] = flag !== undefined ? [flag, '--payment-provider'] : [fromEnv, 'ARCLIGHT_PAYMENT_PROVIDER'];
+  if (value === undefined || value === '' || value === 'none') return undefined;
+  if (value !== 'test') throw new UsageError(`${what} must be none or test (a real provider plugs in through startCoordinator's paymentProvider); got "${value}"`);
+  const secret = process.env['ARCLIGHT_PAYMENT_WEBHOOK_SECRET'];
+  return new TestPaymentProvider(secret ? { webhookSecret: secret } : {});
+}
+
 function quotasFrom(values: Record<string, string | boolean | undefined>): Partial<AccountQuotas> {
   const quotas: { -readonly [K in keyof AccountQuotas]?: number } = {};
   const concurrent = count(values['concurrent-sessions'] as string | undefined, '--concurrent-sessions');
@@ -141,6 +158,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         'signup-credits': { type: 'string' },
         'signing-key-secret-file': { type: 'string' },
         'signing-key-refresh-ms': { type: 'string' },
+        'payment-provider': { type: 'string' },
         workers: { type: 'string' },
         rate: { type: 'string' },
         private: { type: 'boolean' },
@@ -181,6 +199,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       const keyRefreshMs = count(values['signing-key-refresh-ms'] as string | undefined, '--signing-key-refresh-ms');
       if (keyRefreshMs !== undefined && keyRefreshMs < 100) throw new UsageError('--signing-key-refresh-ms must be at least 100');
       const signup = signupCredits(values['signup-credits'] as string | undefined);
+      const payments = paymentProvider(values['payment-provider'] as string | undefined);
       const workerIndex = coordinatorWorkerIndex();
       // Several workers: this is the primary, which forks them (each runs this command again).
       const coordinator =
@@ -193,6 +212,7 @@ export async function main(argv: readonly string[]): Promise<number> {
               ...(keyRefreshMs === undefined ? {} : { signingKeyRefreshMs: keyRefreshMs }),
               host: values.host ?? '127.0.0.1',
               signupCredits: signup,
+              ...(payments === undefined ? {} : { paymentProvider: payments }),
               ...(reconnectWindow === undefined ? {} : { reconnectWindowSeconds: reconnectWindow }),
               ...(heartbeatMs === undefined ? {} : { heartbeatIntervalMs: heartbeatMs }),
               ...(publicUrl === undefined ? {} : { publicUrl: publicUrl.replace(/\/+$/, '') }),

@@ -21,6 +21,8 @@ import { createCoordinatorApp } from './http/app.ts';
 import { ModelCatalog } from './models/model-catalog.ts';
 import { DEFAULT_PRICING, type PricingSettings } from './pricing/pricing.ts';
 import { CreditLedger } from './billing/credit-ledger.ts';
+import type { PaymentProvider } from './billing/payment-provider.ts';
+import { PurchaseService } from './billing/purchases.ts';
 import { METER_CONCURRENCY_POSTGRES, SessionMeter, type MeterStop } from './billing/session-meter.ts';
 import { HousekeeperLease } from './housekeeping/housekeeper-lease.ts';
 import { CoordinatorMetrics } from './metrics.ts';
@@ -108,6 +110,13 @@ export interface CoordinatorOptions {
    * those calls carry bearer tokens, never cookies) or a list of origins.
    */
   readonly corsOrigins?: '*' | readonly string[];
+  /**
+   * Where purchases are paid (`POST /platform/purchases`, automatic top-up, the payment webhook):
+   * a `PaymentProvider` — `new TestPaymentProvider()` confirms at once without money, for tests
+   * and local development. Default none: purchases and automatic top-up answer 501
+   * `payments_not_configured`. docs/coordinator.md, "Purchases and automatic top-up".
+   */
+  readonly paymentProvider?: PaymentProvider;
   /** Milliseconds since the epoch (tests move time). Default `Date.now`. */
   readonly now?: () => number;
 }
@@ -135,8 +144,10 @@ export interface Coordinator {
   /** @internal */
   readonly meter: SessionMeter;
   /** @internal */
+  readonly purchases: PurchaseService;
+  /** @internal */
   readonly registry: RuntimeRegistry;
-  /** One pass of what the timer does: end sessions at max duration, bill, end dry accounts' sessions. */
+  /** One pass of what the timer does: end sessions at max duration, bill, end dry accounts' sessions, retry unanswered payments. */
   housekeeping(): Promise<void>;
   close(): Promise<void>;
 }
@@ -185,6 +196,10 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   const ledger = new CreditLedger(db, storage.engine, pricing, options.now);
   const accounts = new AccountStore(db, { ledger, credits: signupCredits });
   const meter = new SessionMeter(db, ledger, options.now, storage.engine === 'postgres' ? METER_CONCURRENCY_POSTGRES : 1, options.batching?.sessionsPerCharge);
+  const purchases = new PurchaseService(db, ledger, pricing, options.paymentProvider, log, options.now);
+  // Charges that leave an account below its top-up threshold claim a top-up; paid after they commit.
+  meter.setAutoTopup(purchases);
+  if (options.paymentProvider?.name === 'test') log.warn('the test payment provider is on: purchases are confirmed without any payment (never in production)');
   const sessions = new SessionStore(db, storage.engine, ledger, options.now);
   const registry = new RuntimeRegistry(db, storage.engine, options.now, heartbeatMs, options.batching?.heartbeatBatchMs);
   const metrics = new CoordinatorMetrics(db);
@@ -234,6 +249,8 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     tokens,
     sessions,
     ledger,
+    purchases,
+    paymentProvider: options.paymentProvider?.name,
     storage,
     registry,
     lifecycle,
@@ -277,6 +294,8 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     const { ticks, mustEnd } = await meter.flush();
     metrics.meterTicks.inc(ticks);
     for (const { sessionId, stop } of mustEnd) await lifecycle.end(sessionId, METER_STOP_REASONS[stop]);
+    // Purchases the provider never answered (a timeout, a replica that died after its claim).
+    await purchases.resume();
     done();
   };
   let flushing: Promise<unknown> | undefined;
@@ -314,6 +333,7 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     sessions,
     ledger,
     meter,
+    purchases,
     registry,
     housekeeping,
     async close() {
@@ -321,6 +341,8 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await flushing;
       await Promise.all(inFlight);
+      // Payments started here finish (or time out) before the database goes.
+      await purchases.settled();
       await registry.flushHeartbeats();
       // Handed over now rather than when it lapses.
       if (timer) await lease.release().catch((error: unknown) => log.warn('releasing the housekeeping lease failed', { error }));

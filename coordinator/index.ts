@@ -9,4 +9,18 @@ export { DEFAULT_QUOTAS, DEFAULT_SIGNUP_CREDITS, type Account, type AccountQuota
 export { API_KEY_PREFIX, type ApiKeyRecord, type IssuedApiKey } from './accounts/api-keys.ts';
 export type { CatalogModel } from './models/model-catalog.ts';
 export { DEFAULT_PRICING, type PricingSettings } from './pricing/pricing.ts';
+export {
+  TestPaymentProvider,
+  WEBHOOK_SIGNATURE_HEADER,
+  WEBHOOK_TOLERANCE_SECONDS,
+  parseWebhookEvent,
+  signWebhook,
+  verifyWebhookSignature,
+  type CheckoutRequest,
+  type CheckoutResult,
+  type PaymentEvent,
+  type PaymentProvider,
+  type PurchaseKind,
+  type TestPaymentProviderOptions,
+} from './billing/payment-provider.ts';
 export type { AuthenticatedToken } from './tokens/token-service.ts';

@@ -82,3 +82,57 @@ export interface PricingResponse {
     readonly rate: { readonly amount_per_sec: number; readonly unit: 'credits'; readonly denomination: 'second' };
   }>;
 }
+
+/** `POST /platform/purchases` (header `Idempotency-Key` optional): whole US dollars, within `settings.purchase`. */
+export interface PurchaseRequest {
+  readonly dollars: number;
+}
+
+/** A purchase of credits, as the platform API shows it (`/platform/purchases…`). */
+export interface PurchaseBody {
+  readonly id: string;
+  /** `manual`: bought through `POST /platform/purchases`; `auto_topup`: made by the automatic top-up. */
+  readonly kind: 'manual' | 'auto_topup';
+  /** `pending` → `confirmed` (credits granted) or `failed`; `refunded` once refunds cover what was paid. */
+  readonly status: 'pending' | 'confirmed' | 'failed' | 'refunded';
+  readonly dollars: number;
+  readonly credits: number;
+  /** The payment provider's name, and its id for the payment once it gave one. */
+  readonly provider: string;
+  readonly provider_ref: string | null;
+  /** Where the buyer completes a pending payment, when the provider needs that. */
+  readonly checkout_url: string | null;
+  /** Why the payment failed. */
+  readonly failure: string | null;
+  /** The purchased grant (see `GET /platform/balance`), once confirmed. */
+  readonly grant_id: string | null;
+  readonly refunded_cents: number;
+  /** Milliseconds since the epoch. */
+  readonly created_at: number;
+  readonly updated_at: number;
+  readonly confirmed_at: number | null;
+}
+
+/** `PUT /platform/auto-topup`: both fields required. */
+export interface AutoTopupRequest {
+  /** Top up when a charge leaves the balance below this many credits (1 to `settings.auto_topup.max_threshold_credits`). */
+  readonly threshold_credits: number;
+  /** Whole US dollars per top-up: at least `settings.auto_topup.min_dollars`, at most `settings.purchase.max_dollars`. */
+  readonly amount_dollars: number;
+}
+
+/** `GET/PUT/DELETE /platform/auto-topup`. */
+export interface AutoTopupBody {
+  readonly enabled: boolean;
+  readonly threshold_credits: number | null;
+  readonly amount_dollars: number | null;
+  /**
+   * True: the next charge that leaves the balance below the threshold makes a top-up. False once
+   * one was made (or tried) — until credits bring the balance back to the threshold, or the
+   * settings are saved again.
+   */
+  readonly armed: boolean;
+  readonly updated_at: number | null;
+  /** The account's latest automatic top-up, whatever its status (a failed one says why). */
+  readonly last_topup: PurchaseBody | null;
+}

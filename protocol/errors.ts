@@ -36,11 +36,17 @@ export const ERROR_CODES = {
   token_exhausted: { status: 403, retryable: false, summary: 'The token has created as many sessions as its max_sessions allows.' },
   too_many_sessions: { status: 429, retryable: true, summary: 'The account has as many sessions open as its concurrency quota allows.' },
   session_rate_limited: { status: 429, retryable: true, summary: 'The account created too many sessions of this model in the last minute.' },
-  idempotency_conflict: { status: 409, retryable: false, summary: 'The Idempotency-Key was already used for another request (another token or model).' },
+  idempotency_conflict: { status: 409, retryable: false, summary: 'The Idempotency-Key was already used for another request (another token or model; another purchase amount).' },
   api_key_not_found: { status: 404, retryable: false, summary: 'The account has no API key with this id (unknown and other accounts\' ids alike).' },
   api_key_revoked: { status: 409, retryable: false, summary: 'The API key is revoked; a revoked key cannot be rotated.' },
   last_api_key: { status: 409, retryable: false, summary: "Revoking the account's only active API key would lock it out of the API." },
   too_many_api_keys: { status: 409, retryable: false, summary: 'The account holds as many active API keys as it may.' },
+  // Purchases and automatic top-up (the coordinator)
+  payment_failed: { status: 402, retryable: false, summary: 'The payment provider declined or failed the payment; nothing was granted.' },
+  balance_ceiling_exceeded: { status: 409, retryable: false, summary: "The purchase would take the balance past the account's ceiling (max_account_credits)." },
+  purchase_not_found: { status: 404, retryable: false, summary: "The account has no purchase with this id (unknown and other accounts' ids alike)." },
+  payments_not_configured: { status: 501, retryable: false, summary: 'This coordinator has no payment provider: purchases and automatic top-up are off.' },
+  webhook_signature_invalid: { status: 400, retryable: false, summary: "A payment webhook's signature is missing, malformed, wrong or outside the tolerance window." },
   // Data-channel commands
   invalid_message: { status: 400, retryable: false, summary: 'A data-channel message is not a valid envelope.' },
   message_too_large: { status: 413, retryable: false, summary: 'A data-channel message exceeds the size limit.' },

@@ -60,7 +60,9 @@ export function checkSignupCredits(credits: number, maxAccountCredits: number): 
   }
 }
 
-export function accountFromRow(row: Selectable<AccountTable>): Account {
+export function accountFromRow(
+  row: Pick<Selectable<AccountTable>, 'id' | 'name' | 'created_at' | 'concurrent_sessions' | 'sessions_per_minute' | 'max_session_duration_seconds' | 'monthly_credit_cap'>,
+): Account {
   return {
     id: row.id,
     name: row.name,

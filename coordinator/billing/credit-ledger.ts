@@ -10,7 +10,13 @@
  * The balance ceiling (`maxAccountCredits`) bounds every grant: a purchase that would pass it is
  * refused (the buyer can buy less), a promotional grant is made up to it and the rest withheld —
  * recorded on the grant (`withheld`) — since nobody is there to choose a smaller amount when a
- * signup or promotion is granted.
+ * signup or promotion is granted. Purchases still pending at the payment provider hold their
+ * credits' room under the ceiling (coordinator/billing/purchases.ts), so a confirmation always fits.
+ *
+ * Refunds take credits back from the purchased grant they refund: a `refunds` row each, and the
+ * grant's running `refunded` moved with it (what a grant has left is `credits − spent − refunded`);
+ * `reconcile()` checks that too. Credits a refund pays back that were already spent are not taken
+ * from anything else: the refund records them as `unrecovered_credits`.
  */
 
 import { randomUUID } from 'node:crypto';
@@ -73,6 +79,28 @@ export interface ChargeResult {
   readonly unpaid: number;
 }
 
+/** What `chargeMany` did: per session, and the account's balance once the charges were drawn. */
+export interface ChargeBatch {
+  readonly results: Map<string, ChargeResult>;
+  readonly balance: number;
+}
+
+/** An account's automatic top-up settings, as read with its lock (`auto_topup_*` columns). */
+export interface AutoTopupState {
+  readonly thresholdCredits: number;
+  readonly amountDollars: number;
+  /** The next charge leaving the balance below the threshold makes a top-up (schema.ts). */
+  readonly armed: boolean;
+}
+
+/** What ledger writers need of the account they locked. */
+export interface LockedAccount {
+  /** Monthly billing cap in credits; 0 = none. */
+  readonly monthlyCreditCap: number;
+  /** Undefined when automatic top-up is off. */
+  readonly autoTopup: AutoTopupState | undefined;
+}
+
 export class CreditLedger {
   readonly #db: Kysely<CoordinatorDatabase>;
   readonly #engine: DatabaseEngine;
@@ -99,43 +127,95 @@ export class CreditLedger {
   async grantPromotionalIn(tx: Transaction<CoordinatorDatabase>, accountId: string, credits: number): Promise<PromotionalGrant> {
     if (!Number.isSafeInteger(credits) || credits < 1) throw new ArclightError('invalid_request', 'credits must be a positive integer.');
     // Under the account lock, like a purchase: two grants at once must not both fit under the ceiling.
-    await this.lockAccount(tx, accountId);
+    const locked = await this.lockAccount(tx, accountId);
     let granted = credits;
     const ceiling = this.#pricing.maxAccountCredits;
-    if (ceiling > 0) {
-      const { credits: balance } = await this.balance(accountId, tx);
-      granted = Math.max(0, Math.min(credits, ceiling - balance));
-    }
+    if (ceiling > 0) granted = Math.max(0, Math.min(credits, await this.ceilingRoom(tx, accountId)));
     const grant = await this.#insertGrant(tx, accountId, 'promotional', granted, null, credits - granted);
+    if (granted > 0) await this.rearmAutoTopupIn(tx, accountId, locked);
     return { ...grant, withheld: credits - granted };
   }
 
   /**
    * A purchase of whole dollars (1–1,000 per transaction by default), turned into credits at
-   * credits_per_dollar; refused when the balance would pass the account ceiling.
+   * credits_per_dollar; refused when the balance would pass the account ceiling. This is the
+   * operator's (`arclight admin buy-credits`): paid elsewhere, granted at once, no provider and no
+   * purchase record. Accounts buy through `POST /platform/purchases` (purchases.ts).
    */
   async purchase(accountId: string, dollars: number): Promise<GrantBalance> {
-    const { purchaseMinDollars: min, purchaseMaxDollars: max, creditsPerDollar, maxAccountCredits } = this.#pricing;
-    if (!Number.isInteger(dollars) || dollars < min || dollars > max) {
-      throw new ArclightError('invalid_request', `A purchase is ${min} to ${max} whole US dollars.`);
-    }
-    const credits = dollars * creditsPerDollar;
+    const credits = this.purchaseCredits(dollars);
     return this.#db.transaction().execute(async (tx) => {
-      await this.lockAccount(tx, accountId);
-      if (maxAccountCredits > 0) {
-        const { credits: balance } = await this.balance(accountId, tx);
-        if (balance + credits > maxAccountCredits) {
-          throw new ArclightError('invalid_request', `The balance would exceed the account ceiling of ${maxAccountCredits} credits.`);
-        }
-      }
-      return this.#insertGrant(tx, accountId, 'purchased', credits, dollars * 100);
+      const locked = await this.lockAccount(tx, accountId);
+      await this.checkCeiling(tx, accountId, credits);
+      const grant = await this.#insertGrant(tx, accountId, 'purchased', credits, dollars * 100);
+      await this.rearmAutoTopupIn(tx, accountId, locked);
+      return grant;
     });
+  }
+
+  /** The credits `dollars` buy; `invalid_request` unless 1–1,000 whole dollars (the pricing's bounds). */
+  purchaseCredits(dollars: unknown, field?: string): number {
+    const { purchaseMinDollars: min, purchaseMaxDollars: max, creditsPerDollar } = this.#pricing;
+    if (typeof dollars !== 'number' || !Number.isInteger(dollars) || dollars < min || dollars > max) {
+      throw new ArclightError('invalid_request', `A purchase is ${min} to ${max} whole US dollars.`, field === undefined ? {} : { field });
+    }
+    return dollars * creditsPerDollar;
+  }
+
+  /**
+   * Credits that may still be added under the balance ceiling (Infinity without one): the ceiling
+   * less the balance and less what pending purchases will add when confirmed. In `tx`, holding the
+   * account's lock.
+   */
+  async ceilingRoom(tx: Transaction<CoordinatorDatabase>, accountId: string): Promise<number> {
+    const ceiling = this.#pricing.maxAccountCredits;
+    if (ceiling === 0) return Number.POSITIVE_INFINITY;
+    const { credits: balance } = await this.balance(accountId, tx);
+    const pending = await tx
+      .selectFrom('purchases')
+      .select((eb) => eb.fn.sum<number | string | null>('credits').as('credits'))
+      .where('account_id', '=', accountId)
+      .where('status', '=', 'pending')
+      .executeTakeFirst();
+    return Math.max(0, ceiling - balance - Number(pending?.credits ?? 0));
+  }
+
+  /** 409 `balance_ceiling_exceeded` when `credits` do not fit in ceilingRoom. */
+  async checkCeiling(tx: Transaction<CoordinatorDatabase>, accountId: string, credits: number): Promise<void> {
+    const room = await this.ceilingRoom(tx, accountId);
+    if (credits > room) {
+      throw new ArclightError(
+        'balance_ceiling_exceeded',
+        `The balance would exceed the account ceiling of ${this.#pricing.maxAccountCredits} credits (room left: ${room} credits, pending purchases counted).`,
+      );
+    }
+  }
+
+  /**
+   * A confirmed purchase's grant, in `tx` (holding the account's lock): bounds and ceiling were
+   * checked when the purchase was made, and its credits held their room since.
+   */
+  async grantPurchasedIn(tx: Transaction<CoordinatorDatabase>, accountId: string, locked: LockedAccount, credits: number, paidCents: number): Promise<GrantBalance> {
+    const grant = await this.#insertGrant(tx, accountId, 'purchased', credits, paidCents);
+    await this.rearmAutoTopupIn(tx, accountId, locked);
+    return grant;
+  }
+
+  /**
+   * After credits were added (in `tx`, under the lock): a disarmed automatic top-up is armed again
+   * once the balance is back at or above its threshold — one top-up per fall below it.
+   */
+  async rearmAutoTopupIn(tx: Transaction<CoordinatorDatabase>, accountId: string, locked: LockedAccount): Promise<void> {
+    const topup = locked.autoTopup;
+    if (!topup || topup.armed) return;
+    if ((await this.balance(accountId, tx)).credits < topup.thresholdCredits) return;
+    await tx.updateTable('accounts').set({ auto_topup_armed: 1 }).where('id', '=', accountId).execute();
   }
 
   async balance(accountId: string, db: Db = this.#db): Promise<Balance> {
     const rows = await db
       .selectFrom('credit_grants as g')
-      .select(['g.id', 'g.kind', 'g.credits', 'g.expires_at', 'g.spent'])
+      .select(['g.id', 'g.kind', 'g.credits', 'g.expires_at', 'g.spent', 'g.refunded'])
       .where('g.account_id', '=', accountId)
       .where('g.expires_at', '>', this.#now())
       // A promotional grant wholly withheld by the ceiling has nothing to spend or show.
@@ -145,7 +225,7 @@ export class CreditLedger {
       .execute();
     const grants = rows.map((r) => {
       const credits = Number(r.credits);
-      return { id: r.id, kind: r.kind, credits, remaining: credits - Number(r.spent ?? 0), expiresAt: Number(r.expires_at) };
+      return { id: r.id, kind: r.kind, credits, remaining: credits - Number(r.spent ?? 0) - Number(r.refunded ?? 0), expiresAt: Number(r.expires_at) };
     });
     return { credits: grants.reduce((sum, g) => sum + Math.max(0, g.remaining), 0), grants };
   }
@@ -155,11 +235,11 @@ export class CreditLedger {
    * multi-row insert of the ticks (those already written are left alone and reported uncharged),
    * one of the draws — paid in the order given, earliest-expiring grant first — and one update per
    * grant drawn from. A flush of N sessions of an account costs a handful of statements, not N
-   * times that. Results by session id.
+   * times that. Results by session id, and the balance left once they were drawn.
    */
-  async chargeMany(tx: Transaction<CoordinatorDatabase>, accountId: string, charges: readonly Charge[]): Promise<Map<string, ChargeResult>> {
+  async chargeMany(tx: Transaction<CoordinatorDatabase>, accountId: string, charges: readonly Charge[]): Promise<ChargeBatch> {
     const results = new Map<string, ChargeResult>();
-    if (charges.length === 0) return results;
+    if (charges.length === 0) return { results, balance: (await this.balance(accountId, tx)).credits };
     const now = this.#now();
     const fresh = new Set<string>();
     for (const chunk of chunks(charges, INSERT_CHUNK)) {
@@ -197,12 +277,13 @@ export class CreditLedger {
     for (const [grantId, credits] of spent) {
       await tx.updateTable('credit_grants').set((eb) => ({ spent: eb('spent', '+', credits) })).where('id', '=', grantId).execute();
     }
-    return results;
+    return { results, balance: grants.reduce((sum, g) => sum + Math.max(0, g.remaining), 0) };
   }
 
   /**
    * What should always add up, checked across the whole ledger (or one account's): each grant's
-   * running `spent` against the sum of its draws; each tick's credits against its draws; each
+   * running `spent` against the sum of its draws, its running `refunded` against the sum of its
+   * refunds, and the two within its credits; each tick's credits against its draws; each
    * session's billed seconds against its ticks. Empty when everything reconciles; otherwise one
    * line per discrepancy. The crash, replica and failover tests run it after their runs.
    */
@@ -214,10 +295,18 @@ export class CreditLedger {
         (eb) => eb.selectFrom('grant_draws').select(['grant_id', (e) => e.fn.sum<string | number>('credits').as('drawn')]).groupBy('grant_id').as('d'),
         (join) => join.onRef('d.grant_id', '=', 'g.id'),
       )
-      .select(['g.id', 'g.spent', 'd.drawn']);
+      .leftJoin(
+        (eb) => eb.selectFrom('refunds').select(['grant_id', (e) => e.fn.sum<string | number>('credits').as('taken')]).groupBy('grant_id').as('r'),
+        (join) => join.onRef('r.grant_id', '=', 'g.id'),
+      )
+      .select(['g.id', 'g.credits', 'g.spent', 'g.refunded', 'd.drawn', 'r.taken']);
     if (accountId) grants = grants.where('g.account_id', '=', accountId);
     for (const g of await grants.execute()) {
-      if (Number(g.spent ?? 0) !== Number(g.drawn ?? 0)) problems.push(`grant ${g.id}: spent ${Number(g.spent ?? 0)} but its draws sum to ${Number(g.drawn ?? 0)}`);
+      const spent = Number(g.spent ?? 0);
+      const refunded = Number(g.refunded ?? 0);
+      if (spent !== Number(g.drawn ?? 0)) problems.push(`grant ${g.id}: spent ${spent} but its draws sum to ${Number(g.drawn ?? 0)}`);
+      if (refunded !== Number(g.taken ?? 0)) problems.push(`grant ${g.id}: refunded ${refunded} but its refunds sum to ${Number(g.taken ?? 0)}`);
+      if (spent + refunded > Number(g.credits)) problems.push(`grant ${g.id}: spent ${spent} and refunded ${refunded} exceed its ${Number(g.credits)} credits`);
     }
     let ticks = this.#db
       .selectFrom('meter_ticks as t')
@@ -263,13 +352,21 @@ export class CreditLedger {
   }
 
   /**
-   * Serializes ledger writes per account (lockAccountRow). Returns the account's monthly billing
-   * cap (0 = none), read under the lock.
+   * Serializes ledger writes per account (lockAccountRow). Returns what was read with the lock:
+   * the monthly billing cap (0 = none) and the automatic top-up settings.
    */
-  async lockAccount(tx: Transaction<CoordinatorDatabase>, accountId: string): Promise<{ monthlyCreditCap: number }> {
+  async lockAccount(tx: Transaction<CoordinatorDatabase>, accountId: string): Promise<LockedAccount> {
     const account = await lockAccountRow(tx, this.#engine, accountId);
     if (!account) throw new ArclightError('invalid_request', `No account ${accountId}.`);
-    return { monthlyCreditCap: Number(account.monthly_credit_cap) };
+    const threshold = account.auto_topup_threshold_credits;
+    const amount = account.auto_topup_amount_dollars;
+    return {
+      monthlyCreditCap: Number(account.monthly_credit_cap),
+      autoTopup:
+        threshold === null || threshold === undefined || amount === null || amount === undefined
+          ? undefined
+          : { thresholdCredits: Number(threshold), amountDollars: Number(amount), armed: Number(account.auto_topup_armed) === 1 },
+    };
   }
 
   async #insertGrant(tx: Transaction<CoordinatorDatabase>, accountId: string, kind: GrantKind, credits: number, paidCents: number | null, withheld = 0): Promise<GrantBalance> {

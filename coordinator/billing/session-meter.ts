@@ -6,11 +6,25 @@
  * same time, or a restart after a crash charges no second twice; a crash loses at most the
  * seconds since the last flush until the next one picks them up (the seconds are computed from
  * times in the database, so none are lost for good).
+ *
+ * A charge that leaves an account with automatic top-up below its threshold claims the top-up in
+ * the same transaction, under the account's lock (`AutoTopupClaimer`); the payment itself is made
+ * after the commit, outside any transaction (coordinator/billing/purchases.ts).
  */
 
-import type { ExpressionBuilder, Kysely } from 'kysely';
+import { sql, type ExpressionBuilder, type Kysely, type Transaction } from 'kysely';
 import type { CoordinatorDatabase } from '../storage/schema.ts';
-import type { Charge, CreditLedger } from './credit-ledger.ts';
+import type { AutoTopupState, Charge, CreditLedger } from './credit-ledger.ts';
+
+/**
+ * Automatic top-ups, as the meter sees them: `claim` runs in the charge's transaction (holding the
+ * account's lock) when the balance it left is below an armed threshold, and returns the id of the
+ * purchase it created (undefined: none); `dispatch` gets those ids once the transaction committed.
+ */
+export interface AutoTopupClaimer {
+  claim(tx: Transaction<CoordinatorDatabase>, accountId: string, settings: AutoTopupState, balance: number): Promise<string | undefined>;
+  dispatch(purchaseIds: readonly string[]): void;
+}
 
 /** Why the meter says a running session must end. */
 export type MeterStop = 'out_of_credits' | 'billing_cap';
@@ -55,6 +69,7 @@ export class SessionMeter {
   readonly #now: () => number;
 
   readonly #concurrency: number;
+  #autoTopup: AutoTopupClaimer | undefined;
 
   /**
    * `concurrency`: charges in flight during a flush. 1 for SQLite (one writer at a time: more only
@@ -72,6 +87,11 @@ export class SessionMeter {
     this.#concurrency = concurrency;
   }
 
+  /** Who claims and makes automatic top-ups (the coordinator's purchases); none: top-ups are off. */
+  setAutoTopup(claimer: AutoTopupClaimer | undefined): void {
+    this.#autoTopup = claimer;
+  }
+
   /** Charges every ready session, and every ended one with seconds not yet charged, up to now. */
   async flush(): Promise<FlushResult> {
     const candidates = await this.#db
@@ -84,9 +104,13 @@ export class SessionMeter {
           // An ended session with seconds still due: up to its end, and never past its maximum
           // duration (one ended later than that — reaped at a late heartbeat, say — is done once
           // the maximum is billed, instead of staying a candidate that locks its account forever).
+          // `(ended_at − ready_at) / 1000` in whole seconds: parenthesized (Kysely does not add
+          // parentheses: without them this read `ended_at − ready_at / 1000`, true of every ended
+          // session below its maximum, which stayed a candidate for good), and a literal divisor
+          // (SQLite divides by a bound number as a REAL: 121 < 121.9 would keep it one too).
           eb.and([
             eb('status', '=', 'ended'),
-            eb('billed_seconds', '<', eb(eb('ended_at', '-', eb.ref('ready_at')), '/', 1000)),
+            eb('billed_seconds', '<', eb(eb.parens('ended_at', '-', eb.ref('ready_at')), '/', sql.lit(1000))),
             eb('billed_seconds', '<', eb.ref('max_duration_seconds')),
           ]),
         ]),
@@ -130,8 +154,9 @@ export class SessionMeter {
 
   /** Charges the accrued seconds of some sessions of one account, in one transaction under its lock. */
   async #flushAccount(accountId: string, sessionIds: readonly string[]): Promise<Map<string, SessionCharge>> {
-    return this.#db.transaction().execute(async (tx) => {
-      const { monthlyCreditCap } = await this.#ledger.lockAccount(tx, accountId);
+    let topup: string | undefined;
+    const outcome = await this.#db.transaction().execute(async (tx) => {
+      const { monthlyCreditCap, autoTopup } = await this.#ledger.lockAccount(tx, accountId);
       // Read under the lock: a concurrent flush that committed first has moved billed_seconds.
       const sessions = await tx
         .selectFrom('sessions')
@@ -155,7 +180,12 @@ export class SessionMeter {
       }
       const results = new Map<string, SessionCharge>();
       if (charges.length === 0) return results;
-      const charged = await this.#ledger.chargeMany(tx, accountId, charges);
+      const { results: charged, balance } = await this.#ledger.chargeMany(tx, accountId, charges);
+      // Below an armed threshold: the top-up is claimed now, under this lock, so however many
+      // flushes run at once on however many replicas, one fall below the threshold claims one.
+      if (autoTopup?.armed && balance < autoTopup.thresholdCredits && this.#autoTopup) {
+        topup = await this.#autoTopup.claim(tx, accountId, autoTopup, balance);
+      }
       // One statement moves every charged session's billed seconds.
       await tx
         .updateTable('sessions')
@@ -174,6 +204,9 @@ export class SessionMeter {
       }
       return results;
     });
+    // Committed: now the payment (outside the transaction; never holding the account's lock).
+    if (topup !== undefined) this.#autoTopup?.dispatch([topup]);
+    return outcome;
   }
 }
 

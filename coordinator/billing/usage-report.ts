@@ -1,16 +1,17 @@
 /**
  * An account's usage: its sessions created in a window, each with the seconds and credits the
- * meter charged it and the API key whose token created it, and the totals. What
- * `GET /platform/usage` serves and `arclight admin usage` prints.
+ * meter charged it and the API key whose token created it, the totals, and the same totals per
+ * model and per day charged. What `GET /platform/usage` serves and `arclight admin usage` prints.
  */
 
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { CoordinatorDatabase, SessionStatus } from '../storage/schema.ts';
 
 /** Sessions listed per report, newest first (the totals cover the whole window). */
 export const MAX_USAGE_ROWS = 1000;
 /** The default window: the last 30 days. */
 export const DEFAULT_USAGE_WINDOW_MS = 30 * 86_400_000;
+const DAY_MS = 86_400_000;
 
 export interface UsageOptions {
   /** Sessions created before this (ms since the epoch, exclusive); default: no end. */
@@ -38,6 +39,13 @@ export interface UsageReport {
   }>;
   /** Every session of the window, listed or not. */
   readonly total: { readonly billed_seconds: number; readonly credits: number };
+  /** The window's sessions (listed or not) by model, most credits first. */
+  readonly by_model: ReadonlyArray<{ readonly model: string; readonly sessions: number; readonly billed_seconds: number; readonly credits: number }>;
+  /**
+   * What the window's sessions were charged, by the UTC day the meter charged it (`YYYY-MM-DD`),
+   * oldest first; days without charges are left out. Sums to `total`.
+   */
+  readonly by_day: ReadonlyArray<{ readonly day: string; readonly billed_seconds: number; readonly credits: number }>;
   /** More sessions were created in the window than the MAX_USAGE_ROWS newest listed. */
   readonly truncated: boolean;
 }
@@ -96,5 +104,54 @@ export async function usageReport(db: Kysely<CoordinatorDatabase>, accountId: st
       .executeTakeFirstOrThrow();
     total = { billed_seconds: Number(sums.seconds ?? 0), credits: Number(sums.credits ?? 0) };
   }
-  return { since, until: until ?? null, sessions, total, truncated };
+  // Per model: sessions counted from the sessions (those never billed too), seconds and credits from the ticks.
+  const modelRows = await db
+    .selectFrom('sessions as s')
+    .innerJoin('models as m', 'm.id', 's.model_id')
+    .leftJoin('tokens as k', 'k.id', 's.token_id')
+    .leftJoin(
+      (eb) =>
+        eb
+          .selectFrom('meter_ticks')
+          .select(['session_id', (e) => e.fn.sum<number | string>('seconds').as('seconds'), (e) => e.fn.sum<number | string>('credits').as('credits')])
+          .groupBy('session_id')
+          .as('t'),
+      (join) => join.onRef('t.session_id', '=', 's.id'),
+    )
+    .select((eb) => [
+      'm.name',
+      eb.fn.countAll<number | string>().as('sessions'),
+      eb.fn.sum<number | string | null>('t.seconds').as('seconds'),
+      eb.fn.sum<number | string | null>('t.credits').as('credits'),
+    ])
+    .where('s.account_id', '=', accountId)
+    .where('s.created_at', '>=', since)
+    .$if(until !== undefined, (q) => q.where('s.created_at', '<', until!))
+    .$if(keyId !== undefined, (q) => q.where('k.api_key_id', '=', keyId!))
+    .groupBy('m.name')
+    .execute();
+  const by_model = modelRows
+    .map((r) => ({ model: r.name, sessions: Number(r.sessions), billed_seconds: Number(r.seconds ?? 0), credits: Number(r.credits ?? 0) }))
+    .sort((a, b) => b.credits - a.credits || a.model.localeCompare(b.model));
+  // Per day charged: integer division of the tick's time (both engines truncate a bigint quotient).
+  const dayRows = await db
+    .selectFrom('meter_ticks as t')
+    .innerJoin('sessions as s', 's.id', 't.session_id')
+    .leftJoin('tokens as k', 'k.id', 's.token_id')
+    .select((eb) => [
+      sql<number | string>`t.created_at / ${sql.lit(DAY_MS)}`.as('day'),
+      eb.fn.sum<number | string | null>('t.seconds').as('seconds'),
+      eb.fn.sum<number | string | null>('t.credits').as('credits'),
+    ])
+    .where('s.account_id', '=', accountId)
+    .where('s.created_at', '>=', since)
+    .$if(until !== undefined, (q) => q.where('s.created_at', '<', until!))
+    .$if(keyId !== undefined, (q) => q.where('k.api_key_id', '=', keyId!))
+    .groupBy(sql`t.created_at / ${sql.lit(DAY_MS)}`)
+    .execute();
+  const by_day = dayRows
+    .map((r) => ({ day: Number(r.day), billed_seconds: Number(r.seconds ?? 0), credits: Number(r.credits ?? 0) }))
+    .sort((a, b) => a.day - b.day)
+    .map((r) => ({ day: new Date(r.day * DAY_MS).toISOString().slice(0, 10), billed_seconds: r.billed_seconds, credits: r.credits }));
+  return { since, until: until ?? null, sessions, total, by_model, by_day, truncated };
 }

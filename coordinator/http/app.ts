@@ -13,6 +13,7 @@ import type { ApiKeyStore } from '../accounts/api-keys.ts';
 import type { ModelCatalog } from '../models/model-catalog.ts';
 import { pricingResponse, type PricingSettings } from '../pricing/pricing.ts';
 import type { CreditLedger } from '../billing/credit-ledger.ts';
+import type { PurchaseService } from '../billing/purchases.ts';
 import type { RuntimeRegistry } from '../runtimes/runtime-registry.ts';
 import type { SessionLifecycle } from '../sessions/session-lifecycle.ts';
 import type { CoordinatorStorage } from '../storage/database.ts';
@@ -36,6 +37,9 @@ export interface CoordinatorServices {
   readonly tokens: TokenService;
   readonly sessions: SessionStore;
   readonly ledger: CreditLedger;
+  readonly purchases: PurchaseService;
+  /** The payment provider's name; undefined when purchases are off. */
+  readonly paymentProvider: string | undefined;
   readonly storage: CoordinatorStorage;
   readonly registry: RuntimeRegistry;
   readonly lifecycle: SessionLifecycle;
@@ -107,7 +111,16 @@ export function createCoordinatorApp(services: CoordinatorServices): Hono {
   });
 
   const auth = createBearerAuthenticator(services.tokens, services.apiKeys);
-  registerPlatformRoutes(app, { auth, apiKeys: services.apiKeys, catalog: services.catalog, ledger: services.ledger, storage: services.storage, now: services.now });
+  registerPlatformRoutes(app, {
+    auth,
+    apiKeys: services.apiKeys,
+    catalog: services.catalog,
+    ledger: services.ledger,
+    purchases: services.purchases,
+    paymentProvider: services.paymentProvider,
+    storage: services.storage,
+    now: services.now,
+  });
   registerRuntimeRoutes(app, {
     registry: services.registry,
     catalog: services.catalog,

@@ -1,25 +1,38 @@
 /**
- * The platform API: account-level data and management for servers — the models the account may
- * use, its credit balance and usage, and its API keys. Authenticated with the API key as bearer
- * (or an unscoped token, which can do what the key can); session-scoped tokens are refused with
- * 403, since they are meant for browsers and must not read account data.
+ * The platform API: account-level data and management for servers (and the account dashboard,
+ * which uses nothing else) — the account and its quotas, the models it may use, its open
+ * sessions, its credit balance and usage, its purchases and automatic top-up, and its API keys.
+ * Authenticated with the API key as bearer (or an unscoped token, which can do what the key can);
+ * session-scoped tokens are refused with 403, since they are meant for browsers and must not read
+ * account data. The one exception is the payment provider's webhook, which carries a signature
+ * instead of credentials.
  */
 
 import type { Context, Hono } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
+import { readBodyText } from '../../runtime/http/body-limit.ts';
 import { parseApiKeyName, type ApiKeyRecord, type ApiKeyStore } from '../accounts/api-keys.ts';
 import type { CreditLedger } from '../billing/credit-ledger.ts';
+import { MAX_PURCHASES_PAGE, type PurchaseService } from '../billing/purchases.ts';
 import { DEFAULT_USAGE_WINDOW_MS, usageReport } from '../billing/usage-report.ts';
 import type { ModelCatalog } from '../models/model-catalog.ts';
 import type { CoordinatorStorage } from '../storage/database.ts';
 import type { BearerAuthenticator } from './bearer-auth.ts';
-import { readJson } from './errors.ts';
+import { MAX_BODY_BYTES, readJson } from './errors.ts';
+
+/** Open sessions listed by `GET /platform/sessions` (an account's concurrency quota is usually far lower). */
+export const MAX_OPEN_SESSIONS_LISTED = 1000;
+/** `Idempotency-Key`, as on `POST /sessions`. */
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
 export interface PlatformRouteServices {
   readonly auth: BearerAuthenticator;
   readonly apiKeys: ApiKeyStore;
   readonly catalog: ModelCatalog;
   readonly ledger: CreditLedger;
+  readonly purchases: PurchaseService;
+  /** The payment provider's name, or undefined when purchases are off. */
+  readonly paymentProvider: string | undefined;
   readonly storage: CoordinatorStorage;
   /** Milliseconds since the epoch. */
   readonly now: () => number;
@@ -80,8 +93,17 @@ function timeParam(c: Context, name: string): number | undefined {
   return value;
 }
 
+/** A `?name=` whole number in [min, max], or undefined when absent. */
+function intParam(c: Context, name: string, min: number, max: number): number | undefined {
+  const text = c.req.query(name);
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (!/^\d{1,9}$/.test(text) || value < min || value > max) throw new ArclightError('invalid_request', `${name} must be a whole number from ${min} to ${max}.`, { field: name });
+  return value;
+}
+
 export function registerPlatformRoutes(app: Hono, services: PlatformRouteServices): void {
-  const { apiKeys } = services;
+  const { apiKeys, purchases } = services;
 
   const callerOf = async (c: Context): Promise<PlatformCaller> => {
     const actor = await services.auth.actor(c, { allowApiKey: true });
@@ -103,6 +125,64 @@ export function registerPlatformRoutes(app: Hono, services: PlatformRouteService
     }
     return caller;
   };
+
+  /** Spending money and changing how it is spent: like key management (an active key, or a token minted by one). */
+  const accountManager = keyManager;
+
+  app.get('/platform/account', async (c) => {
+    const accountId = await accountOf(c);
+    const db = services.storage.db;
+    const account = await db.selectFrom('accounts').selectAll().where('id', '=', accountId).executeTakeFirstOrThrow();
+    const open = await db
+      .selectFrom('sessions')
+      .select((eb) => eb.fn.countAll<number | string>().as('n'))
+      .where('account_id', '=', accountId)
+      .where('status', '!=', 'ended')
+      .executeTakeFirstOrThrow();
+    return c.json({
+      id: account.id,
+      name: account.name,
+      created_at: Number(account.created_at),
+      quotas: {
+        concurrent_sessions: Number(account.concurrent_sessions),
+        sessions_per_minute: Number(account.sessions_per_minute),
+        max_session_duration_seconds: Number(account.max_session_duration_seconds),
+        monthly_credit_cap: Number(account.monthly_credit_cap),
+      },
+      open_sessions: Number(open.n),
+      payment_provider: services.paymentProvider ?? null,
+    });
+  });
+
+  /** Open sessions (connecting, waiting, ready), newest first; end one with `DELETE /sessions/{id}` and the API key. */
+  app.get('/platform/sessions', async (c) => {
+    const accountId = await accountOf(c);
+    const rows = await services.storage.db
+      .selectFrom('sessions as s')
+      .innerJoin('models as m', 'm.id', 's.model_id')
+      .leftJoin('tokens as k', 'k.id', 's.token_id')
+      .select(['s.id', 'm.name', 'k.api_key_id', 's.status', 's.created_at', 's.ready_at', 's.max_duration_seconds', 's.billed_seconds', 's.rate_credits_per_second'])
+      .where('s.account_id', '=', accountId)
+      .where('s.status', '!=', 'ended')
+      .orderBy('s.created_at', 'desc')
+      .orderBy('s.id')
+      .limit(MAX_OPEN_SESSIONS_LISTED + 1)
+      .execute();
+    return c.json({
+      sessions: rows.slice(0, MAX_OPEN_SESSIONS_LISTED).map((r) => ({
+        session_id: r.id,
+        model: r.name,
+        key_id: r.api_key_id,
+        status: r.status,
+        created_at: Number(r.created_at),
+        ready_at: r.ready_at === null ? null : Number(r.ready_at),
+        max_duration_seconds: Number(r.max_duration_seconds),
+        billed_seconds: Number(r.billed_seconds),
+        rate: { amount_per_sec: Number(r.rate_credits_per_second), unit: 'credits', denomination: 'second' },
+      })),
+      truncated: rows.length > MAX_OPEN_SESSIONS_LISTED,
+    });
+  });
 
   app.get('/platform/models', async (c) => {
     const accountId = await accountOf(c);
@@ -140,6 +220,48 @@ export function registerPlatformRoutes(app: Hono, services: PlatformRouteService
     });
     const account = await services.storage.db.selectFrom('accounts').select('monthly_credit_cap').where('id', '=', accountId).executeTakeFirst();
     return c.json({ ...report, month: { spent_credits: await services.ledger.spentThisMonth(accountId), cap_credits: Number(account?.monthly_credit_cap ?? 0) } });
+  });
+
+  // Purchases and automatic top-up (docs/coordinator.md "Purchases and automatic top-up").
+  app.post('/platform/purchases', async (c) => {
+    const caller = await accountManager(c);
+    const header = c.req.header('idempotency-key');
+    if (header !== undefined && !IDEMPOTENCY_KEY.test(header)) {
+      throw new ArclightError('invalid_request', 'Idempotency-Key must be 1–255 printable ASCII characters without spaces.', { field: 'Idempotency-Key' });
+    }
+    const body = await objectBody(c, ['dollars']);
+    if (body['dollars'] === undefined) throw new ArclightError('invalid_request', 'dollars (whole US dollars) is required.', { field: '/dollars' });
+    const { purchase } = await purchases.create(caller.accountId, body['dollars'], header);
+    if (purchase.status === 'failed') {
+      throw new ArclightError('payment_failed', `The payment failed: ${purchase.failure ?? 'declined'} (purchase ${purchase.id}; nothing was granted).`);
+    }
+    return c.json(purchase, purchase.status === 'pending' ? 202 : 200);
+  });
+
+  app.get('/platform/purchases', async (c) => {
+    const accountId = await accountOf(c);
+    const limit = intParam(c, 'limit', 1, MAX_PURCHASES_PAGE);
+    const cursor = c.req.query('cursor');
+    return c.json(await purchases.list(accountId, { ...(limit === undefined ? {} : { limit }), ...(cursor === undefined ? {} : { cursor }) }));
+  });
+
+  app.get('/platform/purchases/:id', async (c) => c.json(await purchases.get(await accountOf(c), c.req.param('id'))));
+
+  app.get('/platform/auto-topup', async (c) => c.json(await purchases.autoTopup(await accountOf(c))));
+
+  app.put('/platform/auto-topup', async (c) => {
+    const caller = await accountManager(c);
+    const body = await objectBody(c, ['threshold_credits', 'amount_dollars']);
+    return c.json(await purchases.setAutoTopup(caller.accountId, body['threshold_credits'], body['amount_dollars']));
+  });
+
+  app.delete('/platform/auto-topup', async (c) => c.json(await purchases.clearAutoTopup((await accountManager(c)).accountId)));
+
+  /** The payment provider's webhook: no credentials, a signature over the raw body instead. */
+  app.post('/platform/payments/webhook', async (c) => {
+    const raw = await readBodyText(c.req.raw, MAX_BODY_BYTES);
+    const { outcome, event, purchase } = await purchases.handleWebhook(raw, (name) => c.req.header(name));
+    return c.json({ received: true, event_id: event.eventId, outcome, purchase_id: purchase?.id ?? null });
   });
 
   // API keys (docs/coordinator.md "Keys"). Unknown and foreign ids are the same 404.

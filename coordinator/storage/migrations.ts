@@ -276,6 +276,73 @@ const keyRevocation: Migration = {
   },
 };
 
+const purchases: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    // Self-serve purchases through a payment provider, and automatic top-ups
+    // (coordinator/billing/purchases.ts). The settings live on the account's row: the meter reads
+    // that row anyway when it locks it to charge, so an account without a top-up costs nothing more.
+    await db.schema.alterTable('accounts').addColumn('auto_topup_threshold_credits', 'bigint').execute();
+    await db.schema.alterTable('accounts').addColumn('auto_topup_amount_dollars', 'integer').execute();
+    await db.schema.alterTable('accounts').addColumn('auto_topup_armed', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+    await db.schema.alterTable('accounts').addColumn('auto_topup_updated_at', 'bigint').execute();
+    // Credits refunds took back from a purchased grant: a running sum beside `spent`, kept with the
+    // refunds' rows in one transaction (reconcile() checks it).
+    await db.schema.alterTable('credit_grants').addColumn('refunded', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+    await db.schema
+      .createTable('purchases')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+      .addColumn('kind', 'text', (c) => c.notNull())
+      .addColumn('status', 'text', (c) => c.notNull())
+      .addColumn('dollars', 'integer', (c) => c.notNull())
+      .addColumn('credits', 'bigint', (c) => c.notNull())
+      .addColumn('provider', 'text', (c) => c.notNull())
+      .addColumn('provider_ref', 'text')
+      .addColumn('checkout_url', 'text')
+      .addColumn('failure', 'text')
+      .addColumn('idempotency_key', 'text')
+      .addColumn('grant_id', 'text', (c) => c.references('credit_grants.id'))
+      .addColumn('refunded_cents', 'bigint', (c) => c.notNull().defaultTo(0))
+      .addColumn('attempts', 'integer', (c) => c.notNull().defaultTo(0))
+      .addColumn('retry_at', 'bigint')
+      .addColumn('created_at', 'bigint', (c) => c.notNull())
+      .addColumn('updated_at', 'bigint', (c) => c.notNull())
+      .addColumn('confirmed_at', 'bigint')
+      .execute();
+    // One provider payment is one purchase: a replayed confirmation finds the purchase it confirmed.
+    await db.schema.createIndex('purchases_provider_ref').unique().on('purchases').columns(['provider', 'provider_ref']).execute();
+    await db.schema.createIndex('purchases_idempotency_key').unique().on('purchases').columns(['account_id', 'idempotency_key']).execute();
+    await db.schema.createIndex('purchases_account_created').on('purchases').columns(['account_id', 'created_at']).execute();
+    await db.schema.createIndex('purchases_status').on('purchases').columns(['status', 'retry_at']).execute();
+    // At most one automatic top-up in flight per account, whatever inserts it: the claim is made
+    // under the account's lock, and this index is the backstop (both engines have partial indexes).
+    await sql`create unique index purchases_one_pending_auto_topup on purchases (account_id) where kind = 'auto_topup' and status = 'pending'`.execute(db);
+    await db.schema
+      .createTable('refunds')
+      .addColumn('id', 'text', (c) => c.primaryKey())
+      .addColumn('purchase_id', 'text', (c) => c.notNull().references('purchases.id'))
+      .addColumn('grant_id', 'text', (c) => c.notNull().references('credit_grants.id'))
+      .addColumn('provider', 'text', (c) => c.notNull())
+      .addColumn('provider_ref', 'text', (c) => c.notNull())
+      .addColumn('cents', 'bigint', (c) => c.notNull())
+      .addColumn('credits', 'bigint', (c) => c.notNull())
+      .addColumn('unrecovered_credits', 'bigint', (c) => c.notNull())
+      .addColumn('created_at', 'bigint', (c) => c.notNull())
+      .execute();
+    await db.schema.createIndex('refunds_provider_ref').unique().on('refunds').columns(['provider', 'provider_ref']).execute();
+    await db.schema.createIndex('refunds_purchase').on('refunds').column('purchase_id').execute();
+    await db.schema.createIndex('refunds_grant').on('refunds').column('grant_id').execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await sql`drop table if exists refunds`.execute(db);
+    await sql`drop table if exists purchases`.execute(db);
+    await db.schema.alterTable('credit_grants').dropColumn('refunded').execute();
+    for (const column of ['auto_topup_updated_at', 'auto_topup_armed', 'auto_topup_amount_dollars', 'auto_topup_threshold_credits']) {
+      await db.schema.alterTable('accounts').dropColumn(column).execute();
+    }
+  },
+};
+
 /** Every migration, oldest first; names sort in order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0001_initial': initial,
@@ -290,6 +357,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0010_slot_release': slotRelease,
   '0011_leases': leases,
   '0012_key_revocation': keyRevocation,
+  '0013_purchases': purchases,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...MIGRATIONS }) };

@@ -20,6 +20,20 @@ export interface AccountTable {
   max_session_duration_seconds: Generated<number>;
   /** Credits the account may spend per calendar month (UTC); 0 = no cap. */
   monthly_credit_cap: Generated<number>;
+  /**
+   * Automatic top-up (coordinator/billing/purchases.ts): when a charge leaves the balance below
+   * this many credits, one purchase of `auto_topup_amount_dollars` is made. Null = off.
+   */
+  auto_topup_threshold_credits: Generated<number | null>;
+  auto_topup_amount_dollars: Generated<number | null>;
+  /**
+   * 1: the next charge that leaves the balance below the threshold makes a top-up. Cleared by the
+   * charge that makes one; set again when credits added bring the balance back to the threshold,
+   * or when the settings are saved. One top-up per fall below the threshold, whatever the replicas.
+   */
+  auto_topup_armed: Generated<number>;
+  /** When the settings were last saved (ms); null when never. */
+  auto_topup_updated_at: Generated<number | null>;
 }
 
 /** `rk_` keys, stored as SHA-256 of the whole key (high-entropy secrets need no slow hash). */
@@ -148,6 +162,65 @@ export interface CreditGrantTable {
    * was granted). 0 for purchases, which are refused rather than cut.
    */
   withheld_credits: Generated<number>;
+  /**
+   * Purchased grants: credits taken back by refunds (the sum of its `refunds` rows' credits, kept
+   * in step with them by the ledger). What is left to spend is `credits − spent − refunded`.
+   */
+  refunded: Generated<number>;
+}
+
+export type PurchaseKind = 'manual' | 'auto_topup';
+export type PurchaseStatus = 'pending' | 'confirmed' | 'failed' | 'refunded';
+
+/**
+ * A purchase of credits through the payment provider: created `pending`, then `confirmed` (its
+ * grant made in the same transaction) or `failed`; `refunded` once refunds cover what was paid.
+ */
+export interface PurchaseTable {
+  id: string;
+  account_id: string;
+  kind: PurchaseKind;
+  status: PurchaseStatus;
+  dollars: number;
+  credits: number;
+  /** The provider's name (`test`, `stripe`, …). */
+  provider: string;
+  /** The provider's id of the payment; unique per provider, so one payment confirms one purchase. */
+  provider_ref: string | null;
+  /** Where the buyer completes a pending payment, when the provider needs that. */
+  checkout_url: string | null;
+  /** Why the payment failed, as the provider said it. */
+  failure: string | null;
+  /** `Idempotency-Key` of `POST /platform/purchases`: unique per account. */
+  idempotency_key: string | null;
+  /** The purchased grant, once confirmed. */
+  grant_id: string | null;
+  /** US cents refunded so far. */
+  refunded_cents: Generated<number>;
+  /** Checkouts asked of the provider (retries after an error included). */
+  attempts: Generated<number>;
+  /** When housekeeping may ask the provider again for a pending purchase it has no answer for. */
+  retry_at: number | null;
+  created_at: number;
+  updated_at: number;
+  confirmed_at: number | null;
+}
+
+/** A refund of (part of) a confirmed purchase, reported by its provider. Never updated. */
+export interface RefundTable {
+  id: string;
+  purchase_id: string;
+  /** The purchased grant the credits were taken from. */
+  grant_id: string;
+  provider: string;
+  /** The provider's id of the refund: unique per provider, so a replayed refund takes nothing twice. */
+  provider_ref: string;
+  cents: number;
+  /** Credits taken off the grant (`credit_grants.refunded`). */
+  credits: number;
+  /** Credits the refund paid back that had already been spent (or had expired): not taken from anything. */
+  unrecovered_credits: number;
+  created_at: number;
 }
 
 /**
@@ -205,6 +278,8 @@ export interface CoordinatorDatabase {
   credit_grants: CreditGrantTable;
   meter_ticks: MeterTickTable;
   grant_draws: GrantDrawTable;
+  purchases: PurchaseTable;
+  refunds: RefundTable;
   accounts: AccountTable;
   api_keys: ApiKeyTable;
   models: ModelTable;
