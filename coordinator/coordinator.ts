@@ -276,6 +276,17 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     throw error;
   }
   outlastClientIdleTimeouts(server as Server);
+  // Requests being answered, so close() can let them finish and then drop the connections left:
+  // idle keep-alive ones last 65 s (keep-alive.ts), and server.close() alone can wait for them.
+  let answering = 0;
+  let answered: (() => void) | undefined;
+  (server as Server).on('request', (_request, response) => {
+    answering++;
+    response.once('close', () => {
+      answering--;
+      if (answering === 0) answered?.();
+    });
+  });
   const { port } = server.address() as AddressInfo;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
   lifecycle.runtimes.publicUrl = options.publicUrl ?? url;
@@ -338,7 +349,12 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     housekeeping,
     async close() {
       clearInterval(timer);
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // New connections are refused from here; requests in flight finish; then every connection
+      // still open (idle keep-alive, or opened and never used) is closed rather than waited out.
+      if (answering > 0) await new Promise<void>((resolve) => (answered = resolve));
+      (server as Server).closeAllConnections();
+      await closed;
       await flushing;
       await Promise.all(inFlight);
       // Payments started here finish (or time out) before the database goes.

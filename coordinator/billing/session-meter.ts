@@ -152,11 +152,24 @@ export class SessionMeter {
     return (await this.#flushAccount(accountId, [sessionId])).get(sessionId) ?? { charged: false, unpaid: 0 };
   }
 
+  /**
+   * Ends a session and charges its last seconds in one transaction under its account's lock:
+   * nobody reads it ended but not yet billed for its final seconds (`end` marks it, in `tx`).
+   */
+  async endAndCharge(sessionId: string, accountId: string, end: (tx: Transaction<CoordinatorDatabase>) => Promise<void>): Promise<SessionCharge> {
+    return (await this.#flushAccount(accountId, [sessionId], end)).get(sessionId) ?? { charged: false, unpaid: 0 };
+  }
+
   /** Charges the accrued seconds of some sessions of one account, in one transaction under its lock. */
-  async #flushAccount(accountId: string, sessionIds: readonly string[]): Promise<Map<string, SessionCharge>> {
+  async #flushAccount(
+    accountId: string,
+    sessionIds: readonly string[],
+    before?: (tx: Transaction<CoordinatorDatabase>) => Promise<void>,
+  ): Promise<Map<string, SessionCharge>> {
     let topup: string | undefined;
     const outcome = await this.#db.transaction().execute(async (tx) => {
       const { monthlyCreditCap, autoTopup } = await this.#ledger.lockAccount(tx, accountId);
+      if (before) await before(tx);
       // Read under the lock: a concurrent flush that committed first has moved billed_seconds.
       const sessions = await tx
         .selectFrom('sessions')

@@ -25,7 +25,7 @@ import { sql } from 'kysely';
 import { routePath } from 'hono/route';
 import type { CoordinatorMetrics } from '../metrics.ts';
 import { createBearerAuthenticator } from './bearer-auth.ts';
-import { createErrorHandler, notFound, readJson, type ErrorLogger } from './errors.ts';
+import { createErrorHandler, hasNul, notFound, readJson, type ErrorLogger } from './errors.ts';
 import { registerPlatformRoutes } from './platform-routes.ts';
 import { registerRuntimeRoutes } from './runtime-routes.ts';
 import { registerSessionRoutes } from './session-routes.ts';
@@ -79,6 +79,14 @@ export function createCoordinatorApp(services: CoordinatorServices): Hono {
     maxAge: 600,
   });
   for (const path of BROWSER_PATHS) app.use(path, browserCors);
+
+  // A NUL (U+0000) names nothing here — no id, slug or key contains one — and PostgreSQL's text
+  // cannot even hold it (the query would fail with a 500 where SQLite finds no row): a path with
+  // one is answered like any path that names nothing, before a route looks anything up.
+  app.use('*', async (c, next) => {
+    if (hasNul(c.req.path)) return notFound(c);
+    await next();
+  });
 
   // Requests by route pattern (never the raw path: ids would make a series per session).
   app.use('*', async (c, next) => {

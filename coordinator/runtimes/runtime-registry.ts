@@ -130,7 +130,21 @@ export class RuntimeRegistry {
       const live = await this.#writeHeartbeats(batch);
       for (const [id, { waiters }] of batch) for (const waiter of waiters) waiter.resolve(live.has(id));
     } catch (error) {
-      for (const { waiters } of batch.values()) for (const waiter of waiters) waiter.reject(error);
+      if (batch.size === 1) {
+        for (const { waiters } of batch.values()) for (const waiter of waiters) waiter.reject(error);
+        return;
+      }
+      // One beat the database refuses must not fail the others written with it: each on its own.
+      await Promise.all(
+        [...batch].map(async ([id, beat]) => {
+          try {
+            const live = (await this.#writeHeartbeats(new Map([[id, beat]]))).has(id);
+            for (const waiter of beat.waiters) waiter.resolve(live);
+          } catch (single) {
+            for (const waiter of beat.waiters) waiter.reject(single);
+          }
+        }),
+      );
     }
   }
 

@@ -48,8 +48,11 @@ export class SessionLifecycle {
    * Its slot is free once the runtime has let it go.
    */
   async end(sessionId: string, reason: string | undefined, options: { fromRuntime?: boolean } = {}): Promise<SessionRecord> {
-    const ended = await this.sessions.end(sessionId, reason);
-    await this.meter.flushSession(ended.id, ended.account_id);
+    // The end and its final charge commit together: nobody reads it ended with seconds unbilled.
+    const session = await this.sessions.get(sessionId);
+    if (!session) return this.sessions.end(sessionId, reason); // (throws: no such session)
+    await this.meter.endAndCharge(session.id, session.account_id, (tx) => this.sessions.endIn(tx, session.id, reason));
+    const ended = (await this.sessions.get(sessionId))!;
     if (options.fromRuntime) {
       if (ended.runtime_id !== null) await this.registry.release(ended.id, ended.runtime_id);
     } else {

@@ -234,8 +234,14 @@ export class SessionStore {
    * DELETE bills no second past the maximum either.
    */
   async end(sessionId: string, reason: string | undefined): Promise<SessionRecord> {
+    await this.endIn(this.#db, sessionId, reason);
+    return this.#db.selectFrom('sessions').selectAll().where('id', '=', sessionId).executeTakeFirstOrThrow();
+  }
+
+  /** `end` inside a transaction (the meter's, so the end and its final charge commit together). */
+  async endIn(db: Kysely<CoordinatorDatabase> | Transaction<CoordinatorDatabase>, sessionId: string, reason: string | undefined): Promise<void> {
     const now = this.#now();
-    const open = await this.#db.selectFrom('sessions').select(['status', 'ready_at', 'max_duration_seconds']).where('id', '=', sessionId).executeTakeFirst();
+    const open = await db.selectFrom('sessions').select(['status', 'ready_at', 'max_duration_seconds']).where('id', '=', sessionId).executeTakeFirst();
     let endedAt = now;
     let endReason = reason ?? null;
     if (open?.status === 'ready' && open.ready_at !== null) {
@@ -245,13 +251,12 @@ export class SessionStore {
         endReason = maxDurationReason(open.max_duration_seconds);
       }
     }
-    await this.#db
+    await db
       .updateTable('sessions')
       .set({ status: 'ended', ended_at: endedAt, end_reason: endReason })
       .where('id', '=', sessionId)
       .where('status', '!=', 'ended')
       .execute();
-    return this.#db.selectFrom('sessions').selectAll().where('id', '=', sessionId).executeTakeFirstOrThrow();
   }
 
   async #lockAccount(tx: Transaction<CoordinatorDatabase>, accountId: string) {

@@ -5,6 +5,11 @@
  * the live session runs on (commands still answered), and at `--drain-seconds` the process ends
  * that session (the coordinator and the client hear it) and exits 0. The session here never ends
  * by itself: its client stays connected throughout.
+ *
+ * Which engine runs what (issue 20 part 7; docs/testing.md "Which engine runs what"): both cases
+ * on SQLite and on PostgreSQL. Both write through the coordinator while a session is live — the
+ * draining heartbeat, a placement pass that must pass the draining runtime over, the runtime's
+ * end report and its charge — and the file is short (~9 s per engine).
  */
 
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -12,18 +17,19 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ArclightClient } from '../../client/node.ts';
 import { freePort } from '../support/coordinator-process.ts';
+import { ENGINES } from './storage-engines.ts';
 import { startHostedStack, type HostedStack } from '../support/hosted-stack.ts';
 import { waitUntil } from '../support/video-probe.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const DRAIN_SECONDS = 4;
 
-describe('draining a hosted runtime', () => {
+describe.each(ENGINES)('draining a hosted runtime on %s', (engine) => {
   let stack: HostedStack;
   let serve: ChildProcess | undefined;
 
   beforeAll(async () => {
-    stack = await startHostedStack({ runtimeId: 'gpu-drain' });
+    stack = await startHostedStack({ runtimeId: 'gpu-drain', engine });
   }, 60_000);
   afterAll(async () => {
     if (serve && serve.exitCode === null && serve.signalCode === null) serve.kill('SIGKILL');

@@ -1,10 +1,27 @@
 /**
- * Hosted mode end to end, all real: a coordinator (SQLite), a runtime in hosted mode serving
- * `pattern` that registers itself, and our Node client (wrtc) with a token minted by a server
- * holding the API key. The client creates a session through the coordinator, which places it on
- * the runtime and relays the transport calls; video arrives; the runtime's first ready client
- * makes the session `ready` and starts the meter; the client's disconnect ends the session on
- * both sides and stops billing. The runtime refuses clients that go around the coordinator.
+ * Hosted mode end to end, all real: a coordinator, a runtime in hosted mode serving `pattern`
+ * that registers itself, and our Node client (wrtc) with a token minted by a server holding the
+ * API key. The client creates a session through the coordinator, which places it on the runtime
+ * and relays the transport calls; video arrives; the runtime's first ready client makes the
+ * session `ready` and starts the meter; the client's disconnect ends the session on both sides and
+ * stops billing. The runtime refuses clients that go around the coordinator.
+ *
+ * Which engine runs what (issue 20 part 7; docs/testing.md "Which engine runs what"). Every case
+ * here waits out real seconds of billing, so running all of them twice would add ~40 s:
+ *   - SQLite and PostgreSQL: the cases whose writes come from the runtime's own reports, racing the
+ *     client, housekeeping and the meter, and end in the ledger — streaming with billing from ready
+ *     to the client's DELETE and the balance charged; the runtime ending a session at its maximum
+ *     duration by itself (its `ended` report, billed exactly to the maximum); an account running
+ *     dry (the meter's pass ends the session, the balance reaches exactly 0, then 402).
+ *   - SQLite only: the rest of the main suite — its database writes are tested on both engines
+ *     elsewhere (the end after a reconnect window is the runtime's `ended` report, as in the
+ *     maximum-duration case above, and the window's value is reconnect-window.test.ts's; adopters
+ *     and bindings: sessions.test.ts, tokens.test.ts; the maximum duration ended by housekeeping
+ *     and a late end report: billing.test.ts; rotating a key under a running session:
+ *     platform-keys.test.ts; draining, and a runtime closing on an open session:
+ *     runtimes.test.ts and drain.test.ts), or it is the runtime's alone (uploads, refusals,
+ *     repeated starts) — and the clips and --public-url suites, which relay the runtime's
+ *     recordings and sign under a configured origin.
  */
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,13 +29,18 @@ import { ArclightClient } from '../../client/node.ts';
 import type { Coordinator } from '../../coordinator/index.ts';
 import pattern from '../../models/examples/pattern/index.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
+import { ENGINES } from './storage-engines.ts';
 import { startHostedStack, type HostedStack } from '../support/hosted-stack.ts';
 import { VideoProbe, waitUntil } from '../support/video-probe.ts';
 
 /** The coordinator's reconnect window here (default 30 s), short so the test sees it pass. */
 const RECONNECT_WINDOW_SECONDS = 3;
 
-describe('hosted mode: client → coordinator → runtime', () => {
+describe.each(ENGINES)('hosted mode on %s: client → coordinator → runtime', (engine) => {
+  /** A case this file runs on SQLite only (the header says why): on PostgreSQL it is not registered. */
+  const sqliteOnly = (name: string, fn: () => Promise<void>, timeout?: number): void => {
+    if (engine === 'sqlite') it(name, fn, timeout);
+  };
   let stack: HostedStack;
   let coordinator: Coordinator;
   let runtime: Runtime;
@@ -27,9 +49,9 @@ describe('hosted mode: client → coordinator → runtime', () => {
   const mintToken = (bind?: readonly string[]) => stack.mintToken(bind);
 
   beforeAll(async () => {
-    stack = await startHostedStack({ runtimeId: 'gpu-0', reconnectWindowSeconds: RECONNECT_WINDOW_SECONDS });
+    stack = await startHostedStack({ runtimeId: 'gpu-0', reconnectWindowSeconds: RECONNECT_WINDOW_SECONDS, engine });
     ({ coordinator, runtime, accountId } = stack);
-  });
+  }, 60_000);
   afterAll(async () => {
     for (const probe of probes) probe.stop();
     await stack?.close();
@@ -82,7 +104,7 @@ describe('hosted mode: client → coordinator → runtime', () => {
     expect((await coordinator.ledger.balance(accountId)).credits).toBe(100_000 - billedAtEnd * 5);
   }, 90_000);
 
-  it('a recoverable disconnect keeps the session, its GPU and its meter for the reconnect window; then it ends and billing stops there', async () => {
+  sqliteOnly('a recoverable disconnect keeps the session, its GPU and its meter for the reconnect window; then it ends and billing stops there', async () => {
     const client = new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url });
     await client.connect(await mintToken());
     const sessionId = client.getSessionId()!;
@@ -114,7 +136,7 @@ describe('hosted mode: client → coordinator → runtime', () => {
     expect(Number((await coordinator.sessions.get(sessionId))!.billed_seconds)).toBe(Math.floor((ended.ended_at! - readyAt) / 1000));
   }, 60_000);
 
-  it('a shared session: an adopter leaving changes nothing (session, GPU, meter); the creator leaving ends it', async () => {
+  sqliteOnly('a shared session: an adopter leaving changes nothing (session, GPU, meter); the creator leaving ends it', async () => {
     const creator = new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url });
     await creator.connect(await mintToken());
     const sessionId = creator.getSessionId()!;
@@ -144,7 +166,7 @@ describe('hosted mode: client → coordinator → runtime', () => {
     expect(Number((await coordinator.sessions.get(sessionId))!.billed_seconds)).toBe(Math.floor((ended.ended_at! - ended.ready_at!) / 1000));
   }, 60_000);
 
-  it('the maximum duration ends the session, and every client hears why', async () => {
+  sqliteOnly('the maximum duration ends the session, and every client hears why', async () => {
     const minted = await fetch(`${coordinator.url}/tokens`, {
       method: 'POST',
       headers: { 'Service-API-Key': stack.key, 'content-type': 'application/json' },
@@ -206,7 +228,7 @@ describe('hosted mode: client → coordinator → runtime', () => {
     await waitUntil(() => creator.getStatus() === 'disconnected' && adopter.getStatus() === 'disconnected', 5_000, 'both clients to disconnect');
   }, 60_000);
 
-  it('uploads through the coordinator: presigned URLs point at it, the bytes reach the runtime and come back', async () => {
+  sqliteOnly('uploads through the coordinator: presigned URLs point at it, the bytes reach the runtime and come back', async () => {
     const client = new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url });
     await client.connect(await mintToken());
     const sessionId = client.getSessionId()!;
@@ -225,7 +247,7 @@ describe('hosted mode: client → coordinator → runtime', () => {
     await client.disconnect();
   }, 60_000);
 
-  it('the runtime refuses local-mode sessions and transport calls without the runtime secret', async () => {
+  sqliteOnly('the runtime refuses local-mode sessions and transport calls without the runtime secret', async () => {
     expect((await fetch(`${runtime.url}/start_session`, { method: 'POST' })).status).toBe(403);
     const transport = await fetch(`${runtime.url}/sessions/anything/transport/webrtc/ice_servers`);
     expect(transport.status).toBe(401);
@@ -240,7 +262,7 @@ describe('hosted mode: client → coordinator → runtime', () => {
     expect(((await refused.json()) as { field?: string }).field).toBe('/max_duration_seconds');
     expect(runtime.sessions.current).toBeUndefined();
   });
-  it('a repeated start of one session answers as the first did, and an ended session is not opened again', async () => {
+  sqliteOnly('a repeated start of one session answers as the first did, and an ended session is not opened again', async () => {
     const start = () =>
       fetch(`${runtime.url}/hosted/sessions`, {
         method: 'POST',
@@ -281,7 +303,7 @@ describe('hosted mode: client → coordinator → runtime', () => {
     return { id: account.id, keyId: issued.record.id, key: issued.key, mint };
   };
 
-  it('rotating the API key leaves a live session alone: it stays ready, keeps billing, and its token still reads and ends it', async () => {
+  sqliteOnly('rotating the API key leaves a live session alone: it stays ready, keeps billing, and its token still reads and ends it', async () => {
     const acme = await otherAccount('Rotating', 100_000);
     const { token } = (await (await acme.mint(acme.key)).json()) as { token: string };
     const client = new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url });
@@ -349,7 +371,7 @@ describe('hosted mode: client → coordinator → runtime', () => {
   }, 60_000);
 
   // Last: the runtime stays draining afterwards.
-  it('drains on request (SIGTERM in the CLI): the coordinator hears at once, the open session runs to its end', async () => {
+  sqliteOnly('drains on request (SIGTERM in the CLI): the coordinator hears at once, the open session runs to its end', async () => {
     const client = new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url });
     await client.connect(await mintToken());
     const sessionId = client.getSessionId()!;
@@ -371,7 +393,7 @@ describe('hosted mode: client → coordinator → runtime', () => {
     expect(runtime.sessions.current).toBeUndefined();
   }, 60_000);
   // After the drain test: gpu-0 takes nothing new, so this session lands on a second runtime.
-  it('a runtime that closes with a session open reports its end at once (billing stops then, not a heartbeat timeout later)', async () => {
+  sqliteOnly('a runtime that closes with a session open reports its end at once (billing stops then, not a heartbeat timeout later)', async () => {
     const second = await startRuntime({
       model: pattern as never,
       port: 0,
@@ -399,35 +421,6 @@ describe('hosted mode: client → coordinator → runtime', () => {
     } finally {
       await second.close();
     }
-  }, 60_000);
-});
-
-// The hosted path touches the database at every step (admission, placement, ready, the meter,
-// the end); the suite above runs on SQLite, this representative pass on PostgreSQL.
-describe('hosted mode on PostgreSQL', () => {
-  let stack: HostedStack;
-  beforeAll(async () => {
-    stack = await startHostedStack({ runtimeId: 'gpu-pg', engine: 'postgres' });
-  }, 60_000);
-  afterAll(async () => stack?.close());
-
-  it('places, streams, bills from ready and ends on both sides', async () => {
-    const { coordinator, runtime } = stack;
-    const client = new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url });
-    await client.connect(await stack.mintToken());
-    const sessionId = client.getSessionId()!;
-    expect(runtime.sessions.current?.id).toBe(sessionId);
-    await waitUntil(async () => (await coordinator.sessions.get(sessionId))?.status === 'ready', 10_000, 'the runtime to report ready');
-    expect((await client.sendCommand('set_color', { color: '#00ff00' }))?.type).toBe('color_changed');
-    await new Promise((resolve) => setTimeout(resolve, 1_100));
-    await client.disconnect();
-    await waitUntil(() => runtime.sessions.current === undefined, 10_000, 'the runtime to end the session');
-    const ended = (await coordinator.sessions.get(sessionId))!;
-    expect(ended.status).toBe('ended');
-    const billed = Math.floor((ended.ended_at! - ended.ready_at!) / 1000);
-    expect(billed).toBeGreaterThanOrEqual(1);
-    expect(Number(ended.billed_seconds)).toBe(billed); // charged to the end at DELETE
-    expect((await coordinator.ledger.balance(stack.accountId)).credits).toBe(100_000 - billed * 5);
   }, 60_000);
 });
 

@@ -1,6 +1,6 @@
 /**
  * REST input fuzzing (issue 8 part 1): every endpoint that takes a body or parameters, on a real
- * coordinator (SQLite) and a real local-mode runtime on 127.0.0.1, gets generated bad bodies —
+ * coordinator and a real local-mode runtime on 127.0.0.1, gets generated bad bodies —
  * wrong types, missing and extra fields, huge strings, NaN/Infinity (as JSON values and as raw
  * text), 10,000-deep nesting, `__proto__`/`constructor` keys, invalid UTF-8, bodies over the
  * documented limits — and bad path parameters. Every answer must be a 4xx `{code, message}` with a
@@ -8,6 +8,14 @@
  * upload slot, the session stays open and its client connected), and /health still answers.
  *
  * FUZZ_RUNS sets the generated bodies per property (fuzz-support.ts; docs/reliability.md).
+ *
+ * Which engine runs what (issue 20 part 7; docs/testing.md "Which engine runs what"): the
+ * coordinator's suite and the relay-and-hosted suite run on SQLite and on PostgreSQL, each with
+ * the full FUZZ_RUNS — their requests are checked against the database (API keys, tokens and
+ * bindings; the runtime and session rows that runtime calls name), bad path ids and body strings
+ * reach its queries as parameters (a NUL, which PostgreSQL's text cannot hold and SQLite's can, is
+ * where the engines differ), and the "no side effect" checks count rows on each. The local-mode
+ * runtime and /playground/token suites have no coordinator and run once.
  */
 
 import fc from 'fast-check';
@@ -15,7 +23,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCoordinator, type Coordinator } from '../../coordinator/index.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import uploadModel from '../fixtures/upload-model.ts';
-import { freshDatabase } from '../coordinator/storage-engines.ts';
+import { ENGINES, freshDatabase } from '../coordinator/storage-engines.ts';
 import { startHostedStack, type HostedStack } from '../support/hosted-stack.ts';
 import { openRawPeer, type RawPeer } from '../support/raw-peer.ts';
 import { waitUntil } from '../support/video-probe.ts';
@@ -144,7 +152,12 @@ const SDP_PARAMS_ACCEPTS: BodyEndpoint['accepts'] = {
   client_info: (v) => v === undefined || isObject(v),
 };
 
-describe('REST fuzzing: coordinator', () => {
+/** The requests sent since `before` (a copy of `sent`), per label: what one suite sent. */
+const sentSince = (before: ReadonlyMap<string, number>): Record<string, number> =>
+  Object.fromEntries([...sent].map(([label, n]) => [label, n - (before.get(label) ?? 0)] as const).filter(([, n]) => n > 0));
+
+describe.each(ENGINES)('REST fuzzing: coordinator on %s', (engine) => {
+  let sentBefore: ReadonlyMap<string, number>;
   let coordinator: Coordinator;
   let apiKey: string;
   let token: string;
@@ -164,7 +177,8 @@ describe('REST fuzzing: coordinator', () => {
   const url = () => coordinator.url;
 
   beforeAll(async () => {
-    coordinator = await startCoordinator({ database: await freshDatabase('sqlite'), port: 0, host: '127.0.0.1', meterFlushMs: 0, runtimeSecret: SECRET });
+    sentBefore = new Map(sent);
+    coordinator = await startCoordinator({ database: await freshDatabase(engine), port: 0, host: '127.0.0.1', meterFlushMs: 0, runtimeSecret: SECRET });
     const account = await coordinator.accounts.create('Fuzz', { concurrentSessions: 1000, sessionsPerMinute: 1000 });
     await coordinator.ledger.grantPromotional(account.id, 1_000_000);
     ({ key: apiKey } = await coordinator.apiKeys.create(account.id));
@@ -196,7 +210,7 @@ describe('REST fuzzing: coordinator', () => {
 
   afterAll(async () => {
     await coordinator?.close();
-    console.info(`coordinator requests sent: ${JSON.stringify(Object.fromEntries(sent))}`);
+    console.info(`coordinator requests sent (${engine}): ${JSON.stringify(sentSince(sentBefore))}`);
   });
 
   describe('POST /tokens', () => {
@@ -318,6 +332,51 @@ describe('REST fuzzing: coordinator', () => {
       await fuzzIds('POST /runtimes/:id/heartbeat', url(), 'POST', (id) => `/runtimes/${id}/heartbeat`, { 'Arclight-Runtime-Secret': SECRET }, '{"draining":true}');
       await unchanged();
     });
+  });
+
+  // What the generated ids above hit now and then, fixed: PostgreSQL's text cannot hold U+0000
+  // (SQLite's can), so a NUL that reaches a query fails there instead of matching nothing.
+  it('a NUL (U+0000) in a path id or a looked-up body string → clean 4xx; a runtime heartbeating beside it is answered', async () => {
+    const bearer = { authorization: `Bearer ${token}` };
+    const runtimeSecret = { 'Arclight-Runtime-Secret': SECRET };
+    const mint = (resources: Record<string, unknown>) => JSON.stringify({ authorization_details: [{ type: 'session', resources }] });
+    const cases: ReadonlyArray<readonly [string, string, string, RawBody | undefined, Record<string, string>]> = [
+      ['GET /sessions/:id', 'GET', '/sessions/%00', undefined, bearer],
+      ['DELETE /sessions/:id', 'DELETE', '/sessions/%00', undefined, bearer],
+      ['GET /sessions/:id/logs', 'GET', '/sessions/%00/logs', undefined, bearer],
+      ['POST /sessions/:id/uploads', 'POST', '/sessions/%00/uploads', JSON.stringify({ name: 'a.png', size: 10, mime_type: 'image/png' }), bearer],
+      ['PUT /sessions/:id/uploads/:upload', 'PUT', '/sessions/%00/uploads/x', undefined, {}],
+      ['GET /sessions/:id/clips/:clip/playlist.m3u8', 'GET', '/sessions/%00/clips/x/playlist.m3u8', undefined, {}],
+      ['GET /sessions/:id/transport/webrtc/ice_servers', 'GET', '/sessions/%00/transport/webrtc/ice_servers', undefined, { ...bearer, [WEBRTC_VERSION_HEADER]: WEBRTC_VERSION }],
+      ['POST /sessions (model name)', 'POST', '/sessions', JSON.stringify({ model: { name: '\u0000' } }), bearer],
+      ['POST /tokens (match)', 'POST', '/tokens', mint({ models: { match: ['\u0000'] } }), { 'Service-API-Key': apiKey }],
+      ['POST /tokens (bind)', 'POST', '/tokens', mint({ models: { match: ['pattern'] }, sessions: { bind: ['\u0000'] } }), { 'Service-API-Key': apiKey }],
+      ['POST /runtimes (model)', 'POST', '/runtimes', JSON.stringify({ id: 'rt-nul', url: 'http://127.0.0.1:9', model: '\u0000', capabilities: { tracks: [] } }), runtimeSecret],
+    ];
+    // Every case is sent and judged before the test fails, so a failure lists all the routes at fault.
+    const faults: string[] = [];
+    const judge = (answer: Answer, context: string, check: () => void) => {
+      try {
+        check();
+      } catch {
+        faults.push(`${context} → HTTP ${answer.status} ${answer.text.slice(0, 120)}`);
+      }
+    };
+    for (const [label, method, path, body, headers] of cases) {
+      const answer = await send(`NUL: ${label}`, url() + path, method, body, headers);
+      judge(answer, `${label}: ${method} ${path} ${show(body)}`, () => expectCleanError(answer, label));
+    }
+    // Heartbeats that arrive together are written together: a NUL runtime id sent at the same
+    // moment as a registered runtime's beat must not take that beat down with it.
+    const [registered, nul] = await Promise.all([
+      send('NUL: POST /runtimes/:id/heartbeat (registered)', `${url()}/runtimes/rt-1/heartbeat`, 'POST', '{"draining":false}', runtimeSecret),
+      send('NUL: POST /runtimes/:id/heartbeat', `${url()}/runtimes/%00/heartbeat`, 'POST', '{"draining":false}', runtimeSecret),
+    ]);
+    judge(registered, "rt-1's heartbeat, sent beside a NUL one", () => expect(registered.status).toBe(200));
+    judge(nul, 'POST /runtimes/%00/heartbeat', () => expectCleanError(nul, 'heartbeat'));
+    expect(faults).toEqual([]);
+    await unchanged();
+    await expectAlive(url());
   });
 });
 
@@ -559,7 +618,8 @@ describe('REST fuzzing: runtime (local mode)', () => {
   });
 });
 
-describe('REST fuzzing: the coordinator\'s relay and callbacks, and a hosted runtime', () => {
+describe.each(ENGINES)('REST fuzzing: the coordinator\'s relay and callbacks, and a hosted runtime, on %s', (engine) => {
+  let sentBefore: ReadonlyMap<string, number>;
   let stack: HostedStack;
   let token: string;
   let sessionId: string;
@@ -590,7 +650,8 @@ describe('REST fuzzing: the coordinator\'s relay and callbacks, and a hosted run
 
   beforeAll(async () => {
     // A long reconnect window: the session has no client, and must outlast FUZZ_RUNS=1000.
-    stack = await startHostedStack({ runtimeId: RUNTIME_ID, reconnectWindowSeconds: 3600 });
+    sentBefore = new Map(sent);
+    stack = await startHostedStack({ runtimeId: RUNTIME_ID, reconnectWindowSeconds: 3600, engine });
     token = await stack.mintToken();
     const created = await fetch(`${coordinatorUrl()}/sessions`, {
       method: 'POST',
@@ -608,7 +669,7 @@ describe('REST fuzzing: the coordinator\'s relay and callbacks, and a hosted run
 
   afterAll(async () => {
     await stack?.close();
-    console.info(`relay and hosted requests sent: ${JSON.stringify(Object.fromEntries([...sent].filter(([k]) => k.startsWith('relay') || k.startsWith('hosted'))))}`);
+    console.info(`relay and hosted requests sent (${engine}): ${JSON.stringify(sentSince(sentBefore))}`);
   });
 
   for (const method of ['POST', 'PUT']) {
