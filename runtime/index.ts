@@ -8,7 +8,7 @@
  * ```
  * Then `arclight serve my-model.ts` (or `startRuntime({ model })` from code).
  */
-export { defineModel, command, commandFor } from './model/definition.ts';
+export { defineModel, command, commandFor, SKIP_STEP } from './model/definition.ts';
 export type {
   ModelDefinition,
   CommandSpec,
@@ -29,7 +29,16 @@ export type {
   ParamsOf,
   SchemaLiteral,
   ModelLoadContext,
+  AdaptiveFpsRange,
+  StepOutput,
+  StepResult,
+  StepVideo,
+  StepAudio,
+  StepInfo,
+  StepErrorAction,
+  SkipStep,
 } from './model/definition.ts';
+export type { PlayoutStats } from './media/adaptive-pacer.ts';
 export type { ModelTypesOf, ReplyTypeOf, ClientParamsOf, CommandTypesOf, MessageTypesOf } from './model/model-types-of.ts';
 export type { ModelSession, ConnectionHandle, InputVideo, InputAudio, ModelLogger, EmitOptions } from './model/model-session.ts';
 export { CommandError, isCommandError } from './model/command-error.ts';

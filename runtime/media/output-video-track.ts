@@ -14,6 +14,12 @@
  * nothing, so with the `block` policy the model waits in emit(); when a viewer arrives, frames
  * that queued up meanwhile are dropped but the newest. No frame → nothing sent.
  *
+ * A track that declares `fps: 'adaptive'` (or a range) is paced from throughput instead
+ * (adaptive-pacer.ts): each emit() (a step's chunk) tells the pacer how many frames came and how
+ * long the model took to make them; frames leave evenly at the estimated production rate, stamped
+ * on that even grid, and a `block` producer waits while more than one batch (plus a small cushion)
+ * is ahead of the stream, so a fast model does not build latency.
+ *
  * A sink that joins, resumes or reports picture loss gets a keyframe; until its first keyframe
  * it receives nothing (it could not decode deltas). A joining sink is first shown one black
  * keyframe, so its picture opens on black rather than waiting for the model's next frame.
@@ -36,6 +42,7 @@ import { selectEncoderBackend, type EncoderBackend } from './encoder-backends.ts
 import { handleVideoEncoderFailure, type EncoderFailureAction, type EncoderFailurePhase } from './encoder-failures.ts';
 import { CudaFramePool, cudaEncoderInput, downloadCudaFrame, isCudaVideoFrame, type PooledCudaFrame } from './cuda-frames.ts';
 import { assertEmittableVideo } from './emit-checks.ts';
+import { AdaptivePacer, adaptiveRangeOf, type PlayoutStats } from './adaptive-pacer.ts';
 import { FramePool } from './frame-pool.ts';
 import { NvencVideoEncoder } from './nvenc-video-encoder.ts';
 import { solidI420 } from './frame-convert.ts';
@@ -139,6 +146,11 @@ const ENCODER_ERROR_LOG_INTERVAL_MS = 5_000;
 
 /** Frames queued between emit() and the encoder; small, so latency stays one or two frames. */
 export const DEFAULT_QUEUE_FRAMES = 2;
+/**
+ * An adaptive track's queue: room for a few chunks. Its pacer, not this, keeps latency down (a
+ * `block` producer waits while one batch is ahead); this bounds drop-policy producers.
+ */
+export const ADAPTIVE_QUEUE_FRAMES = 32;
 /** A frame may leave this much before its slot: absorbs timer jitter in the model's own loop. */
 const PACING_SLACK_MS = 4;
 
@@ -167,6 +179,17 @@ export class OutputVideoTrack {
   readonly #encoderEvents: VideoEncoderEvents | undefined;
   readonly #pumping: Promise<void>;
   #framesEmitted = 0;
+  /** Adaptive pacing (the spec's `fps: 'adaptive'` or range); undefined: the fixed leaky bucket. */
+  readonly #adaptive: AdaptivePacer | undefined;
+  /** The pump holds a frame until its slot (counts as buffered for the adaptive pacer). */
+  #holding = false;
+  /** Producers waiting for the adaptive pacer to have room (woken at each send). */
+  #roomWaiters: Array<() => void> = [];
+  /** When the previous emit() returned (performance.now()), and the viewing epoch then. */
+  #lastEmitReturnAt: number | undefined;
+  #lastEmitEpoch = -1;
+  /** Bumped whenever viewing starts or stops: an emit gap spanning a change is no production sample. */
+  #viewEpoch = 0;
   /** When the last encoder-failure error was logged (performance.now()), and failures since. */
   #encoderErrorLoggedAt = -Infinity;
   #encoderErrorsUnlogged = 0;
@@ -178,7 +201,9 @@ export class OutputVideoTrack {
     this.#fps = fps;
     this.#log = log.child({ track: spec.name });
     this.#metrics = metrics;
-    const capacity = spec.queueFrames ?? DEFAULT_QUEUE_FRAMES;
+    const range = adaptiveRangeOf(spec, fps);
+    this.#adaptive = range ? new AdaptivePacer(range) : undefined;
+    const capacity = spec.queueFrames ?? (range ? ADAPTIVE_QUEUE_FRAMES : DEFAULT_QUEUE_FRAMES);
     if (!(Number.isInteger(capacity) && capacity >= 1 && capacity <= 300)) {
       throw new RangeError(`track "${spec.name}": queueFrames must be an integer from 1 to 300`);
     }
@@ -188,6 +213,7 @@ export class OutputVideoTrack {
     this.#cudaPool = new CudaFramePool(capacity + 2);
     this.#intervalMs = 1000 / fps;
     this.#dropPolicy = spec.dropPolicy ?? 'block';
+    this.#publishPlayout();
     this.#pumping = this.#pump();
   }
 
@@ -203,6 +229,11 @@ export class OutputVideoTrack {
     return this.#framesEmitted;
   }
 
+  /** How the track paces: the fixed declared rate, or the adaptive pacer's state (chosen rate, estimate). */
+  get playout(): PlayoutStats | { readonly mode: 'fixed'; readonly fps: number } {
+    return this.#adaptive ? this.#adaptive.stats : { mode: 'fixed', fps: this.#fps };
+  }
+
   /**
    * Queues a frame, or each frame of a batch in order. With the `block` policy waits while the
    * queue is full (backpressure); drop policies never wait. Frames are copied before this resolves.
@@ -212,12 +243,67 @@ export class OutputVideoTrack {
     dropPolicy: DropPolicy = this.#dropPolicy,
     /** One value for the whole batch: travels with its first frame (unless that frame has its own). */
     batchMetadata?: FrameMetadata,
+    /**
+     * How long the model took to produce this batch, ms (the step driver knows it). Adaptive
+     * tracks only; without it, the time since the previous emit() returned is used.
+     */
+    productionMs?: number,
   ): Promise<void> {
+    const calledAt = performance.now();
     let batch: readonly (VideoFrame | CudaVideoFrame)[] = Array.isArray(frames) ? frames : [frames as VideoFrame];
     assertEmittableVideo(this.name, batch, batch.length > 0 ? batchMetadata : undefined);
     if (batchMetadata !== undefined && batch.length > 0 && batch[0]!.metadata === undefined) {
       batch = [{ ...batch[0]!, metadata: batchMetadata }, ...batch.slice(1)];
     }
+    try {
+      if (this.#adaptive && batch.length > 0) await this.#handOver(this.#adaptive, batch.length, dropPolicy, calledAt, productionMs);
+      await this.#queueBatch(batch, dropPolicy);
+    } finally {
+      this.#lastEmitReturnAt = performance.now();
+      this.#lastEmitEpoch = this.#viewEpoch;
+    }
+  }
+
+  /** Frames waiting to leave: queued, and the one the pump holds for its slot. */
+  get #buffered(): number {
+    return this.#queue.length + (this.#holding ? 1 : 0);
+  }
+
+  /**
+   * An adaptive track takes a batch: a `block` producer first waits while the stream is full (more
+   * than a batch ahead), then the pacer learns of the batch and its production time.
+   */
+  async #handOver(pacer: AdaptivePacer, frames: number, dropPolicy: DropPolicy, calledAt: number, productionMs: number | undefined): Promise<void> {
+    if (dropPolicy === 'block') {
+      while (!this.#queue.closed && pacer.full(performance.now(), this.#buffered)) {
+        await new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
+      }
+    }
+    // Without the driver's figure: the gap since the previous emit returned, when viewing held
+    // throughout (while nobody watched, the model waited in emit or was not asked to produce).
+    const gap = this.#lastEmitReturnAt !== undefined && this.#lastEmitEpoch === this.#viewEpoch && this.#viewed ? calledAt - this.#lastEmitReturnAt : undefined;
+    pacer.produced(frames, productionMs ?? gap, performance.now(), this.#buffered);
+    this.#publishPlayout();
+  }
+
+  /**
+   * The playout rate to /metrics: the declared fps (fixed), or the pacer's chosen rate and its
+   * production estimate (adaptive; changed only when a batch arrives).
+   */
+  #publishPlayout(): void {
+    if (!this.#metrics) return;
+    const playout = this.playout;
+    this.#metrics.playoutFps.set({ track: this.name }, playout.fps);
+    if (playout.mode === 'adaptive' && playout.productionFps !== undefined) {
+      this.#metrics.productionFps.set({ track: this.name }, playout.productionFps);
+    }
+  }
+
+  #wakeProducers(): void {
+    for (const wake of this.#roomWaiters.splice(0)) wake();
+  }
+
+  async #queueBatch(batch: readonly (VideoFrame | CudaVideoFrame)[], dropPolicy: DropPolicy): Promise<void> {
     for (const frame of batch) {
       if (this.#queue.closed) return;
       // First the copy: a CUDA pointer outside its allocation throws here, and counts as nothing.
@@ -245,6 +331,8 @@ export class OutputVideoTrack {
    */
   flush(): void {
     for (const frame of this.#queue.clear()) this.#drop(frame, 'flush');
+    this.#adaptive?.reset();
+    this.#wakeProducers();
     for (const state of this.#sinks.values()) {
       if (state.paused || !state.ready) continue;
       state.awaitingKeyframe = true;
@@ -296,6 +384,7 @@ export class OutputVideoTrack {
   async close(): Promise<void> {
     this.#queue.close();
     for (const wake of this.#activeWaiters.splice(0)) wake();
+    this.#wakeProducers();
     await this.#pumping;
     this.#sinks.clear();
     for (const pipeline of this.#pipelines.values()) {
@@ -319,10 +408,15 @@ export class OutputVideoTrack {
 
   #activeChanged(): void {
     const viewed = this.#viewed;
+    if (viewed !== this.#wasViewed) {
+      this.#viewEpoch++;
+      this.#adaptive?.reset();
+    }
     if (viewed && !this.#wasViewed) {
       // Frames that waited while nobody was connected are stale: the newest is all anyone needs.
       for (const frame of this.#queue.keepNewest()) this.#drop(frame, 'stale');
       for (const wake of this.#activeWaiters.splice(0)) wake();
+      this.#wakeProducers();
     }
     this.#wasViewed = viewed;
   }
@@ -362,6 +456,10 @@ export class OutputVideoTrack {
       while (!this.#viewed && !this.#queue.closed) {
         await new Promise<void>((resolve) => this.#activeWaiters.push(resolve));
       }
+      if (this.#adaptive) {
+        if (!(await this.#pumpAdaptive(this.#adaptive))) return;
+        continue;
+      }
       // Strict spacing (1/fps) only for a producer that outruns the track — a free-running model
       // or a batch, i.e. one blocked in emit(). A frame the pacer had to wait for, or a backlog
       // while nobody is blocked (a model at exactly the track's fps never drains one on its own:
@@ -391,12 +489,42 @@ export class OutputVideoTrack {
     }
   }
 
+  /**
+   * One frame of an adaptive track: held until the pacer's slot, then sent stamped with that slot
+   * (an even grid of RTP timestamps). False once the track closed.
+   */
+  async #pumpAdaptive(pacer: AdaptivePacer): Promise<boolean> {
+    const frame = await this.#queue.shift();
+    if (frame === undefined) return false;
+    this.#holding = true;
+    let slotAt: number;
+    try {
+      slotAt = pacer.slot(performance.now());
+      const wait = slotAt - performance.now();
+      if (wait > 0.5) await new Promise((resolve) => setTimeout(resolve, wait));
+    } finally {
+      this.#holding = false;
+    }
+    pacer.sent(slotAt, performance.now());
+    this.#wakeProducers();
+    this.#lastSendAt = performance.now();
+    try {
+      await this.#encodeAndSend(frame, false, slotAt);
+    } catch (error) {
+      this.#metrics?.framesDropped.inc({ track: this.name, reason: 'encode_error' });
+      this.#log.error('video frame could not be encoded', { error });
+    } finally {
+      this.#release(frame);
+    }
+    return true;
+  }
+
   /** Lets the recorder see every frame sent (it copies what it keeps). */
   setFrameTap(tap: ((frame: VideoFrame, wallTimeMs: number) => void) | undefined): void {
     this.#frameTap = tap;
   }
 
-  async #encodeAndSend(frame: VideoFrame, onTime: boolean): Promise<void> {
+  async #encodeAndSend(frame: VideoFrame, onTime: boolean, plannedAtMs?: number): Promise<void> {
     const active = [...this.#sinks.values()].filter((s) => s.ready && !s.paused);
     if (active.length === 0) {
       // Every viewer paused the track (the model keeps emitting at its pace; nothing is encoded),
@@ -426,7 +554,7 @@ export class OutputVideoTrack {
     } catch (error) {
       this.#log.warn('the frame tap failed', { error });
     }
-    const mediaTimeMs = this.#mediaTime(frame as QueuedFrame, onTime);
+    const mediaTimeMs = this.#mediaTime(frame as QueuedFrame, onTime, plannedAtMs);
     const rtpTimestamp = toRtpTimestamp(mediaTimeMs * 1000);
     const streams = new Set(active.map((s) => streamKey(s.sink)));
     const emittedAt = (frame as QueuedFrame)[EMITTED_AT];
@@ -505,13 +633,17 @@ export class OutputVideoTrack {
    * beside it is stamped with — so a frame that waited for the encoder on a loaded machine still
    * plays with its sound. Frames the pacer spread out (a batch, a producer faster than the track)
    * share an emit time or none: they stand for when they leave, and their spacing is the pacer's.
-   * Never in the future, and always after the previous frame.
+   * An adaptive track's frames stand for their planned slot (`plannedAtMs`), so their timestamps
+   * keep the pacer's even spacing whatever the timers did. Never in the future, and always after
+   * the previous frame.
    */
-  #mediaTime(frame: QueuedFrame, onTime: boolean): number {
+  #mediaTime(frame: QueuedFrame, onTime: boolean, plannedAtMs?: number): number {
     const now = performance.now();
     const emittedAt = frame[EMITTED_AT];
     let mediaTimeMs = now;
-    if (onTime && emittedAt !== undefined) {
+    if (plannedAtMs !== undefined) {
+      mediaTimeMs = Math.max(Math.min(now, plannedAtMs), this.#lastMediaTimeMs + 1 / 90);
+    } else if (onTime && emittedAt !== undefined) {
       mediaTimeMs = Math.min(now, Math.max(emittedAt - performance.timeOrigin, this.#lastMediaTimeMs + this.#intervalMs / 2));
     }
     this.#lastMediaTimeMs = mediaTimeMs;

@@ -89,11 +89,20 @@ export class CommandRouter {
    * Never throws: every failure, the model's included, becomes a `failed` outcome. `files`: file
    * parameters, validated as references within `data` and handed to the handler as these. `log`:
    * where a handler's failure is told in detail — the session's logger, so the session's log has
-   * it (the client only learns the code); default the runtime's.
+   * it (the client only learns the code); default the runtime's. `between`: runs the handler —
+   * after validation and moderation — where it may run; a step model's session passes its
+   * StepGate's `between`, so handlers run between steps (model/step-driver.ts).
    */
-  async dispatch(name: string, data: unknown, context: CommandContext<unknown>, files?: Readonly<Record<string, unknown>>, log: Logger = this.#log): Promise<CommandOutcome> {
+  async dispatch(
+    name: string,
+    data: unknown,
+    context: CommandContext<unknown>,
+    files?: Readonly<Record<string, unknown>>,
+    log: Logger = this.#log,
+    between?: <T>(handler: () => Promise<T>) => Promise<T>,
+  ): Promise<CommandOutcome> {
     const started = performance.now();
-    const outcome = await this.#run(name, data, context, files, log);
+    const outcome = await this.#run(name, data, context, files, log, between);
     const known = this.#commands.has(name);
     // Unknown names are not used as label values: a client must not be able to grow the metric set.
     const label = known ? name : '(unknown)';
@@ -102,7 +111,14 @@ export class CommandRouter {
     return outcome;
   }
 
-  async #run(name: string, data: unknown, context: CommandContext<unknown>, files: Readonly<Record<string, unknown>> | undefined, log: Logger): Promise<CommandOutcome> {
+  async #run(
+    name: string,
+    data: unknown,
+    context: CommandContext<unknown>,
+    files: Readonly<Record<string, unknown>> | undefined,
+    log: Logger,
+    between: (<T>(handler: () => Promise<T>) => Promise<T>) | undefined,
+  ): Promise<CommandOutcome> {
     const command = this.#commands.get(name);
     if (!command) {
       return { kind: 'failed', code: 'unknown_command', message: `The model has no command "${name}". Known: ${this.names.join(', ') || '(none)'}.` };
@@ -115,7 +131,8 @@ export class CommandRouter {
     if (refused) return refused;
     if (files) Object.assign(params as Record<string, unknown>, files);
     // A CommandError is the model answering on purpose, not a fault: it is not logged as one.
-    const result = await callAuthorCode(log, `command ${name}`, () => command.spec.handler(params, context), undefined, isCommandError);
+    const call = () => callAuthorCode(log, `command ${name}`, () => command.spec.handler(params, context), undefined, isCommandError);
+    const result = between ? await between(call) : await call();
     if (!result.ok) {
       if (isCommandError(result.error)) return { kind: 'failed', code: result.error.code, message: result.error.message };
       // The detail stays in the log (callAuthorCode logged it); the client learns only that it failed.

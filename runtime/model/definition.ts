@@ -23,7 +23,7 @@
 import type { FromSchema, JSONSchema } from 'json-schema-to-ts';
 import type { JsonValue } from '../../protocol/json-schema.ts';
 import type { LatencyMode } from '../../protocol/messages.ts';
-import type { AudioFrame, PixelFormat, VideoFrame } from '../media/frames.ts';
+import type { AudioFrame, CudaVideoFrame, FrameMetadata, PixelFormat, VideoFrame } from '../media/frames.ts';
 import type { UploadedFile } from '../uploads/upload-store.ts';
 import type { ModelSession, ConnectionHandle } from './model-session.ts';
 
@@ -47,6 +47,21 @@ export interface OutputVideoTrackSpec {
   readonly queueFrames?: number;
   /** Default `block`. */
   readonly dropPolicy?: DropPolicy;
+  /**
+   * How this track's frames are paced. Absent: at most the model's `fps` (a fixed rate, frames
+   * leave as they come). `'adaptive'`: at the rate the model produces them — estimated from its
+   * steps (or emits) and their frame counts, at most the model's `fps` — evenly, with a small
+   * bounded buffer: a model that returns chunks of frames (diffusion, world models) plays smoothly
+   * instead of in bursts. `{ min, max }`: adaptive within that range (fps; `max` at most the
+   * model's `fps`, the default; `min` default 1). See docs/model-authors.md "Step models".
+   */
+  readonly fps?: 'adaptive' | AdaptiveFpsRange;
+}
+
+/** The range an adaptive track's playout rate stays in, fps. */
+export interface AdaptiveFpsRange {
+  readonly min?: number;
+  readonly max?: number;
 }
 
 export interface InputVideoTrackSpec {
@@ -180,12 +195,51 @@ export type CommandMap<State> = Readonly<Record<string, CommandSpec<State, never
 /** A model's declared messages by type. */
 export type MessageMap = Readonly<Record<string, MessageSpec>>;
 
+/** Video a step hands over: one frame, or a chunk (played in order, paced as the track says). */
+export type StepVideo = VideoFrame | CudaVideoFrame | readonly (VideoFrame | CudaVideoFrame)[];
+
+/** Audio a step hands over: 48 kHz frames of the track's channel count, played in order. */
+export type StepAudio = AudioFrame | readonly AudioFrame[];
+
+/**
+ * What one `generate()` step returns for the runtime to emit. Every field is optional; a step may
+ * also return a `StepVideo` alone (shorthand for `{ video }`) or nothing.
+ */
+export interface StepOutput {
+  /** Frames for the model's (first) output video track. */
+  readonly video?: StepVideo;
+  /** One metadata value for the whole chunk: it travels with its first frame. Per-frame values go in each frame's `metadata`. */
+  readonly metadata?: FrameMetadata;
+  /** Audio for the model's (first) output audio track. */
+  readonly audio?: StepAudio;
+  /** Frames for other output tracks, by name (video or audio, as the track is). */
+  readonly tracks?: Readonly<Record<string, StepVideo | StepAudio>>;
+}
+
+/** What `generate()` may return. */
+export type StepResult = StepOutput | StepVideo | undefined | void;
+
+/** Returned by `beforeStep` to skip a step without calling `generate` (paused, nothing to do yet). */
+export const SKIP_STEP: unique symbol = Symbol.for('arclight.skip_step');
+export type SkipStep = typeof SKIP_STEP;
+
+/** Where a step stands, for the step hooks. */
+export interface StepInfo {
+  /** Steps begun before this one (skipped steps not counted): 0 for the first. */
+  readonly index: number;
+  /** Steps failed in a row, this one included when it is `onStepError` that gets it. */
+  readonly failures: number;
+}
+
+/** What `onStepError` decides: go on with the next step, or end the session (`model_error`). */
+export type StepErrorAction = 'continue' | 'end';
+
 /**
  * `Commands` and `Messages` are the literal types of the model's `commands` and `messages` as
  * `defineModel` infers them; `ModelTypesOf<typeof model>` reads them to type a client. They
  * default to the plain maps, which is what an explicit `defineModel<State>(...)` gets.
  */
-export interface ModelDefinition<State = Record<string, unknown>, Commands extends CommandMap<State> = CommandMap<State>, Messages extends MessageMap = MessageMap> {
+export interface ModelDefinition<State = Record<string, unknown>, Commands extends CommandMap<State> = CommandMap<State>, Messages extends MessageMap = MessageMap, Input = unknown> {
   /** The model's slug: `modelName` at connect time. */
   readonly name: string;
   readonly version?: string;
@@ -216,8 +270,29 @@ export interface ModelDefinition<State = Record<string, unknown>, Commands exten
   readonly load?: (context: ModelLoadContext) => void | Promise<void>;
   /** Fresh per-session state, available as `session.state` to `run`, hooks and handlers. */
   readonly createSessionState?: () => State;
-  /** The session's loop: read inputs, `await session.emit(...)`. Ends when `session.signal` aborts. */
+  /** The session's loop: read inputs, `await session.emit(...)`. Ends when `session.signal` aborts. A model has `run` or `generate`, not both. */
   readonly run?: (session: ModelSession<State>) => Promise<void>;
+  /**
+   * The step API, for models that produce frames in steps (diffusion, world models): instead of a
+   * `run` loop, the runtime calls `generate` step after step while a client is connected, and emits
+   * what it returns (a frame, a chunk, audio, metadata; see StepOutput). Commands and the
+   * `connected`/`disconnected`/`file_uploaded` hooks run only between steps, never during one.
+   * `input` is what `beforeStep` returned (undefined without it). A throw goes to `onStepError`.
+   */
+  generate?(input: Input, session: ModelSession<State>, step: StepInfo): StepResult | Promise<StepResult>;
+  /**
+   * Before each step, between steps: reads what the step needs (the newest webcam frame, the
+   * prompt) and returns it as `generate`'s input — or `SKIP_STEP` to skip the step without calling
+   * the model (paused). After a skip the next step is tried once a command or hook has run, or one
+   * frame interval (1/fps) later.
+   */
+  beforeStep?(session: ModelSession<State>, step: StepInfo): Input | SkipStep | Promise<Input | SkipStep>;
+  /**
+   * A step's `beforeStep` or `generate` threw: `'continue'` goes on (the next step starts one frame
+   * interval later), `'end'` ends the session with reason `model_error` for every client. Without
+   * this hook (or when it throws), a failed step ends the session, as a `run` that throws does.
+   */
+  onStepError?(error: unknown, session: ModelSession<State>, step: StepInfo): StepErrorAction | Promise<StepErrorAction>;
 }
 
 /**
@@ -230,8 +305,9 @@ export function defineModel<
   State = Record<string, unknown>,
   const Commands extends CommandMap<State> = CommandMap<State>,
   const Messages extends MessageMap = MessageMap,
->(definition: ModelDefinition<State, Commands, Messages>): ModelDefinition<State, Commands, Messages> {
+  Input = undefined,
+>(definition: ModelDefinition<State, Commands, Messages, Input>): ModelDefinition<State, Commands, Messages, Input> {
   return definition;
 }
 
-export type { AudioFrame, VideoFrame };
+export type { AudioFrame, VideoFrame, CudaVideoFrame, FrameMetadata };

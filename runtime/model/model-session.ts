@@ -76,4 +76,10 @@ export interface ModelSession<State = Record<string, unknown>> {
    * skipping indices rather than bunching when the loop falls behind. Stops at session end.
    */
   ticks(fps?: number): AsyncIterable<number>;
+  /**
+   * Waits `ms` on the session's clock — the runtime's timers; under `arclight/testing` the test's
+   * manual clock, so time a model waits for (or simulates, like a step's compute) is the test's to
+   * move. Resolves early, without an error, when the session ends.
+   */
+  sleep(ms: number): Promise<void>;
 }

@@ -63,6 +63,22 @@ export function validateModelDefinition(value: unknown, source: string): ModelDe
       if (track['queueFrames'] !== undefined && !(Number.isInteger(track['queueFrames']) && (track['queueFrames'] as number) >= 1 && (track['queueFrames'] as number) <= 300)) {
         problems.push(`${where}.queueFrames must be an integer from 1 to 300`);
       }
+      if (track['fps'] !== undefined) {
+        const at = `${where}.fps`;
+        const fps = track['fps'];
+        if (!(track['kind'] === 'video' && track['direction'] === 'recvonly')) problems.push(`${at}: only output video tracks are paced (adaptive fps)`);
+        else if (fps !== 'adaptive') {
+          if (typeof fps !== 'object' || fps === null || Array.isArray(fps)) problems.push(`${at} must be "adaptive" or { min?, max? } (fps)`);
+          else {
+            const { min, max, ...rest } = fps as Record<string, unknown>;
+            const ceiling = typeof model['fps'] === 'number' ? model['fps'] : 240;
+            if (Object.keys(rest).length > 0) problems.push(`${at} has unknown keys: ${Object.keys(rest).join(', ')} (known: min, max)`);
+            if (min !== undefined && !(typeof min === 'number' && min > 0 && min <= ceiling)) problems.push(`${at}.min must be a number in (0, ${ceiling}] (the model's fps)`);
+            if (max !== undefined && !(typeof max === 'number' && max > 0 && max <= ceiling)) problems.push(`${at}.max must be a number in (0, ${ceiling}] (the model's fps)`);
+            if (typeof min === 'number' && typeof max === 'number' && min > max) problems.push(`${at}.min must not exceed ${at}.max`);
+          }
+        }
+      }
       if (track['kind'] === 'video' && track['direction'] === 'sendonly' && track['format'] !== undefined && track['format'] !== 'i420' && track['format'] !== 'rgba') {
         problems.push(`${where}.format must be "i420" or "rgba"`);
       }
@@ -111,8 +127,14 @@ export function validateModelDefinition(value: unknown, source: string): ModelDe
       }
     }
   }
-  for (const key of ['load', 'run', 'createSessionState'] as const) {
+  for (const key of ['load', 'run', 'createSessionState', 'generate', 'beforeStep', 'onStepError'] as const) {
     if (model[key] !== undefined && typeof model[key] !== 'function') problems.push(`${key} must be a function`);
+  }
+  if (model['run'] !== undefined && model['generate'] !== undefined) {
+    problems.push('a model has run (a loop of its own) or generate (steps the runtime calls), not both');
+  }
+  for (const key of ['beforeStep', 'onStepError'] as const) {
+    if (model[key] !== undefined && model['generate'] === undefined) problems.push(`${key} is a step hook: it needs generate`);
   }
   if (problems.length > 0) throw new ModelDefinitionError(source, problems);
   return value as ModelDefinition<unknown>;

@@ -126,6 +126,7 @@ export class MessageHandler {
       { session: this.#session.model, connection: connection.handle, requestId: body.request_id },
       files,
       this.#log,
+      this.#session.betweenSteps,
     );
     this.#send(connection, body, outcome);
   }

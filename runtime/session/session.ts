@@ -13,6 +13,7 @@ import type { EnvelopeBody, LatencyMode } from '../../protocol/messages.ts';
 import type { Logger } from '../log.ts';
 import type { RuntimeMetrics } from '../metrics.ts';
 import { callAuthorCode, DEFAULT_HOOK_DEADLINE_MS, isSessionEnded } from '../model/author-code.ts';
+import { driveSteps, StepGate, type StepHost } from '../model/step-driver.ts';
 import type { UploadedFile, UploadStore } from '../uploads/upload-store.ts';
 import type { ClipReply, RecordingRegistry } from '../recording/recording-registry.ts';
 import type { CommandRouter } from '../model/command-router.ts';
@@ -31,6 +32,7 @@ import type { PeerFactoryOptions } from '../webrtc/peer-factory.ts';
 import { Connection, type ConnectionOwner } from './connection.ts';
 import { MessageHandler } from './message-handler.ts';
 import { FrameClock } from './frame-clock.ts';
+import { systemClock } from './clock.ts';
 import type { JsonObject } from '../../protocol/json-schema.ts';
 import type { SessionLogLevel } from '../../protocol/session-logs.ts';
 import type { RuntimeEventSink } from '../events/runtime-event-log.ts';
@@ -146,6 +148,8 @@ export class Session implements ConnectionOwner {
   #durationLimitTimer: NodeJS.Timeout | undefined;
   #durationLimitStarted = false;
   #running: Promise<void> = Promise.resolve();
+  /** A step model's lock: steps, command handlers and hooks take turns (model/step-driver.ts). */
+  readonly #gate = new StepGate();
   /** What the session's model offers now (commands with their schemas, tracks): `request_schema` answers it. */
   get capabilities(): Capabilities {
     return this.#capabilities;
@@ -329,14 +333,46 @@ export class Session implements ConnectionOwner {
   }
 
   #startRun(): void {
-    const run = this.#model.run;
-    if (!run || this.ended) return;
+    const model = this.#model;
+    const run = model.run;
+    if ((!run && !model.generate) || this.ended) return;
     const runAbort = this.#runAbort;
     // The loop gets a facade whose signal and ticks also end when only this run is aborted.
-    const facade = this.#createFacade(this.#facade.state, AbortSignal.any([this.#abort.signal, runAbort.signal]));
-    this.#running = callAuthorCode(this.log, 'run', () => run(facade), undefined, isSessionEnded).then((outcome) => {
+    const signal = AbortSignal.any([this.#abort.signal, runAbort.signal]);
+    const facade = this.#createFacade(this.#facade.state, signal);
+    const running = run
+      ? callAuthorCode(this.log, 'run', () => run(facade), undefined, isSessionEnded)
+      : driveSteps(model, facade, this.#stepHost(), signal);
+    this.#running = running.then((outcome) => {
       if (!outcome.ok && !this.ended && !runAbort.signal.aborted) void this.end('model_error');
     });
+  }
+
+  /**
+   * Runs author code (a command handler, a hook) where it may run: for a step model, between
+   * steps (its StepGate); for a `run` model, at once.
+   */
+  readonly betweenSteps = <T>(fn: () => Promise<T>): Promise<T> => (this.#model.generate ? this.#gate.between(fn) : fn());
+
+  /** What the step driver sees of this session: its tracks, the system clock, its connections. */
+  #stepHost(): StepHost {
+    return {
+      clock: systemClock,
+      fps: this.#model.fps,
+      log: this.log,
+      gate: this.#gate,
+      watched: () => this.#readyCount > 0,
+      emitVideo: (track, frames, metadata, productionMs) => {
+        if (this.ended) return Promise.reject(emitAfterEndError(this.id));
+        return this.#outputVideo.get(track)!.emit(frames, undefined, metadata, productionMs);
+      },
+      emitAudio: async (track, frames) => {
+        if (this.ended) throw emitAfterEndError(this.id);
+        const audio = this.#outputAudio.get(track)!;
+        for (const frame of frames) await audio.emit(frame);
+      },
+      trackKind: (track) => (this.#outputVideo.has(track) ? 'video' : this.#outputAudio.has(track) ? 'audio' : undefined),
+    };
   }
 
   registerConnection(): Connection {
@@ -410,7 +446,7 @@ export class Session implements ConnectionOwner {
   /** A client announced a finished upload: the model's `file_uploaded` hook runs (isolated, bounded). */
   async fileUploaded(connection: Connection, file: UploadedFile): Promise<void> {
     const hook = this.#model.hooks?.file_uploaded;
-    if (hook) await callAuthorCode(this.log, 'hook file_uploaded', () => hook(this.#facade, file, connection.handle), DEFAULT_HOOK_DEADLINE_MS);
+    if (hook) await this.betweenSteps(() => callAuthorCode(this.log, 'hook file_uploaded', () => hook(this.#facade, file, connection.handle), DEFAULT_HOOK_DEADLINE_MS));
   }
 
   // ---- ConnectionOwner ----
@@ -428,8 +464,9 @@ export class Session implements ConnectionOwner {
     this.recordEvent('info', 'connection ready', { connection: connection.id, connect_ms: Math.round(connection.connectSeconds * 1000) });
     this.#options.runtimeEvents?.publish({ type: 'connection_ready', session_id: this.id, connection_id: connection.id });
     this.#options.onConnectionReady?.(this);
+    this.#gate.nudge(); // a step model waiting for a viewer starts
     const hook = this.#model.hooks?.connected;
-    if (hook) void callAuthorCode(this.log, 'hook connected', () => hook(this.#facade, connection.handle), DEFAULT_HOOK_DEADLINE_MS);
+    if (hook) void this.betweenSteps(() => callAuthorCode(this.log, 'hook connected', () => hook(this.#facade, connection.handle), DEFAULT_HOOK_DEADLINE_MS));
   }
 
   connectionLost(connection: Connection): void {
@@ -440,8 +477,9 @@ export class Session implements ConnectionOwner {
     this.#options.runtimeEvents?.publish({ type: 'connection_lost', session_id: this.id, connection_id: connection.id });
     this.releaseInputs(connection.id);
     this.#armIdleTimer();
+    this.#gate.nudge();
     const hook = this.#model.hooks?.disconnected;
-    if (hook) void callAuthorCode(this.log, 'hook disconnected', () => hook(this.#facade, connection.handle), DEFAULT_HOOK_DEADLINE_MS);
+    if (hook) void this.betweenSteps(() => callAuthorCode(this.log, 'hook disconnected', () => hook(this.#facade, connection.handle), DEFAULT_HOOK_DEADLINE_MS));
   }
 
   messageReceived(connection: Connection, raw: string | Buffer): void {
@@ -787,6 +825,9 @@ export class Session implements ConnectionOwner {
         session.broadcast({ type, ...(data === undefined ? {} : { data }) });
       },
       ticks: (rate?: number): AsyncIterable<number> => new FrameClock(rate ?? fps, signal),
+      sleep: async (ms: number): Promise<void> => {
+        await systemClock.sleep(ms, signal);
+      },
     });
   }
 

@@ -11,7 +11,8 @@ import { CudaFramePool, downloadCudaFrame, isCudaVideoFrame } from '../media/cud
 import { assertEmittableAudio, assertEmittableVideo } from '../media/emit-checks.ts';
 import type { AudioFrame, CudaVideoFrame, FrameMetadata, VideoFrame } from '../media/frames.ts';
 import { AUDIO_FRAME_MS, AUDIO_SAMPLE_RATE, MAX_BUFFERED_AUDIO_MS } from '../media/output-audio-track.ts';
-import { DEFAULT_QUEUE_FRAMES } from '../media/output-video-track.ts';
+import { ADAPTIVE_QUEUE_FRAMES, DEFAULT_QUEUE_FRAMES } from '../media/output-video-track.ts';
+import { AdaptivePacer, adaptiveRangeOf, type PlayoutStats } from '../media/adaptive-pacer.ts';
 import type { ManualClock } from './manual-clock.ts';
 
 /** Float slack when comparing moments on the manual clock (sums of 1000/fps do not add up exactly). */
@@ -21,13 +22,23 @@ const EPSILON_MS = 1e-6;
  * A video output: emit() copies each frame and queues it (capacity `queueFrames`, default 2;
  * `block` waits for room, drop policies drop); a pacer lets at most one frame go per 1/fps of
  * the manual clock, and none while no connection watches — so, as in the runtime, a model's loop
- * runs at the rate its viewers play at. What the pacer lets go is `sent`.
+ * runs at the rate its viewers play at. What the pacer lets go is `sent`. A track with
+ * `fps: 'adaptive'` is paced by the runtime's AdaptivePacer on the manual clock instead.
  */
 export class SimulatedVideoOutput {
   readonly name: string;
   /** The frames viewers received, in order: copies taken at emit(), so the model may reuse its buffers. */
   readonly sent: VideoFrame[] = [];
+  /** When each of `sent` left (manual clock, ms). */
+  readonly sentAt: number[] = [];
   readonly #queue: BoundedQueue<VideoFrame>;
+  readonly #adaptive: AdaptivePacer | undefined;
+  readonly #fps: number;
+  #holding = false;
+  #roomWaiters: Array<() => void> = [];
+  #lastEmitReturnAt: number | undefined;
+  #lastEmitEpoch = -1;
+  #watchEpoch = 0;
   readonly #dropPolicy: DropPolicy;
   readonly #intervalMs: number;
   readonly #clock: ManualClock;
@@ -41,7 +52,10 @@ export class SimulatedVideoOutput {
 
   constructor(spec: OutputVideoTrackSpec, fps: number, clock: ManualClock) {
     this.name = spec.name;
-    const capacity = spec.queueFrames ?? DEFAULT_QUEUE_FRAMES;
+    const range = adaptiveRangeOf(spec, fps);
+    this.#adaptive = range ? new AdaptivePacer(range) : undefined;
+    this.#fps = fps;
+    const capacity = spec.queueFrames ?? (range ? ADAPTIVE_QUEUE_FRAMES : DEFAULT_QUEUE_FRAMES);
     this.#queue = new BoundedQueue<VideoFrame>(capacity);
     this.#cudaPool = new CudaFramePool(capacity + 2);
     this.#dropPolicy = spec.dropPolicy ?? 'block';
@@ -55,13 +69,45 @@ export class SimulatedVideoOutput {
     return this.#dropped;
   }
 
+  /** How the track paces, as OutputVideoTrack.playout reports it. */
+  get playout(): PlayoutStats | { readonly mode: 'fixed'; readonly fps: number } {
+    return this.#adaptive ? this.#adaptive.stats : { mode: 'fixed', fps: this.#fps };
+  }
+
   /** The track's half of `session.emit()`: checks, copies and queues as OutputVideoTrack.emit does. */
-  async emit(frames: readonly (VideoFrame | CudaVideoFrame)[], dropPolicy: DropPolicy = this.#dropPolicy, batchMetadata?: FrameMetadata): Promise<void> {
+  async emit(frames: readonly (VideoFrame | CudaVideoFrame)[], dropPolicy: DropPolicy = this.#dropPolicy, batchMetadata?: FrameMetadata, productionMs?: number): Promise<void> {
+    const calledAt = this.#clock.now();
     let batch = frames;
     assertEmittableVideo(this.name, batch, batch.length > 0 ? batchMetadata : undefined);
     if (batchMetadata !== undefined && batch.length > 0 && batch[0]!.metadata === undefined) {
       batch = [{ ...batch[0]!, metadata: batchMetadata }, ...batch.slice(1)];
     }
+    try {
+      const pacer = this.#adaptive;
+      if (pacer && batch.length > 0) {
+        // As OutputVideoTrack.#handOver: a blocking producer waits while a batch is ahead.
+        if (dropPolicy === 'block') {
+          while (!this.#queue.closed && pacer.full(this.#clock.now(), this.#buffered)) await new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
+        }
+        const gap = this.#lastEmitReturnAt !== undefined && this.#lastEmitEpoch === this.#watchEpoch && this.#watched ? calledAt - this.#lastEmitReturnAt : undefined;
+        pacer.produced(batch.length, productionMs ?? gap, this.#clock.now(), this.#buffered);
+      }
+      await this.#queueBatch(batch, dropPolicy);
+    } finally {
+      this.#lastEmitReturnAt = this.#clock.now();
+      this.#lastEmitEpoch = this.#watchEpoch;
+    }
+  }
+
+  get #buffered(): number {
+    return this.#queue.length + (this.#holding ? 1 : 0);
+  }
+
+  #wakeProducers(): void {
+    for (const wake of this.#roomWaiters.splice(0)) wake();
+  }
+
+  async #queueBatch(batch: readonly (VideoFrame | CudaVideoFrame)[], dropPolicy: DropPolicy): Promise<void> {
     for (const frame of batch) {
       if (this.#queue.closed) return;
       const copy = isCudaVideoFrame(frame) ? await this.#hostCopy(frame) : { ...frame, data: frame.data.slice() };
@@ -75,10 +121,15 @@ export class SimulatedVideoOutput {
 
   /** Whether any connection watches: the pacer takes nothing while none does. */
   setWatched(watched: boolean): void {
+    if (watched !== this.#watched) {
+      this.#watchEpoch++;
+      this.#adaptive?.reset();
+    }
     if (watched && !this.#watched) {
       // Frames that waited while nobody watched are stale: the newest is all anyone needs.
       this.#dropped += this.#queue.keepNewest().length;
       for (const wake of this.#watchWaiters.splice(0)) wake();
+      this.#wakeProducers();
     }
     this.#watched = watched;
   }
@@ -86,6 +137,8 @@ export class SimulatedVideoOutput {
   /** session.flush(): what is queued is discarded (viewers would see one black frame; not recorded). */
   flush(): void {
     this.#dropped += this.#queue.clear().length;
+    this.#adaptive?.reset();
+    this.#wakeProducers();
   }
 
   /** Session end: a waiting emit() returns, the pacer stops. */
@@ -93,6 +146,7 @@ export class SimulatedVideoOutput {
     this.#queue.close();
     this.#closing.abort();
     for (const wake of this.#watchWaiters.splice(0)) wake();
+    this.#wakeProducers();
     await this.#pumping;
     this.#cudaPool.close();
   }
@@ -115,6 +169,10 @@ export class SimulatedVideoOutput {
   async #pump(): Promise<void> {
     for (;;) {
       while (!this.#watched && !this.#queue.closed) await new Promise<void>((resolve) => this.#watchWaiters.push(resolve));
+      if (this.#adaptive) {
+        if (!(await this.#pumpAdaptive(this.#adaptive))) return;
+        continue;
+      }
       const frame = await this.#queue.shift();
       if (frame === undefined) return;
       const wait = this.#lastSentAt + this.#intervalMs - this.#clock.now();
@@ -126,7 +184,29 @@ export class SimulatedVideoOutput {
       }
       this.#lastSentAt = this.#clock.now();
       this.sent.push(frame);
+      this.sentAt.push(this.#lastSentAt);
     }
+  }
+
+  /** One frame of an adaptive track, at the pacer's slot. False once closed. */
+  async #pumpAdaptive(pacer: AdaptivePacer): Promise<boolean> {
+    const frame = await this.#queue.shift();
+    if (frame === undefined) return false;
+    this.#holding = true;
+    const slotAt = pacer.slot(this.#clock.now());
+    const wait = slotAt - this.#clock.now();
+    const closed = wait > EPSILON_MS && (await this.#clock.sleep(wait, this.#closing.signal));
+    this.#holding = false;
+    if (closed) return false;
+    pacer.sent(slotAt, this.#clock.now());
+    this.#wakeProducers();
+    if (!this.#watched) {
+      this.#dropped++;
+      return true;
+    }
+    this.sent.push(frame);
+    this.sentAt.push(this.#clock.now());
+    return true;
   }
 }
 

@@ -15,6 +15,8 @@ import { CommandRouter } from '../model/command-router.ts';
 import type { ModelDefinition, ModelLoadContext, TrackSpec } from '../model/definition.ts';
 import type { ConnectionHandle, EmitOptions, InputAudio, InputVideo, ModelSession } from '../model/model-session.ts';
 import { validateModelDefinition } from '../model/validate-definition.ts';
+import { driveSteps, StepGate, type StepHost } from '../model/step-driver.ts';
+import type { PlayoutStats } from '../media/adaptive-pacer.ts';
 import type { ModerationOptions } from '../moderation/moderator.ts';
 import { audioBatch, emitAfterEndError, unknownOutputTrackError, videoBatch, type EmitFrames } from '../media/emit-checks.ts';
 import { assertFrameShape, convertVideoFrame } from '../media/frame-convert.ts';
@@ -182,6 +184,8 @@ export class TestSession<State> implements AsyncDisposable {
   #nextConnectionId = 1;
   #nextRequestId = 1;
   #running: Promise<void> = Promise.resolve();
+  /** A step model's lock: steps, handlers and hooks take turns, as in the runtime. */
+  readonly #gate = new StepGate();
   #started = false;
   #error: unknown;
   #endReason: string | undefined;
@@ -203,7 +207,10 @@ export class TestSession<State> implements AsyncDisposable {
     return this.session.state;
   }
 
-  /** What `run()` threw, if it did; the session then ended with reason `model_error`, as the runtime ends it. */
+  /**
+   * What `run()` threw — or, for a step model, the error of the step that ended the session — if
+   * it did; the session then ended with reason `model_error`, as the runtime ends it.
+   */
   get error(): unknown {
     return this.#error;
   }
@@ -234,8 +241,11 @@ export class TestSession<State> implements AsyncDisposable {
     const started = this.#model.hooks?.session_started;
     if (started) await callAuthorCode(this.#log, 'hook session_started', () => started(this.session), DEFAULT_HOOK_DEADLINE_MS);
     const run = this.#model.run;
-    if (run && !this.#endReason) {
-      this.#running = callAuthorCode(this.#log, 'run', () => run(this.session), undefined, isSessionEnded).then((outcome) => {
+    if ((run || this.#model.generate) && !this.#endReason) {
+      const running = run
+        ? callAuthorCode(this.#log, 'run', () => run(this.session), undefined, isSessionEnded)
+        : driveSteps(this.#model as never, this.session as never, this.#stepHost(), this.#abort.signal);
+      this.#running = running.then((outcome) => {
         if (outcome.ok || this.#endReason) return;
         this.#error = outcome.error;
         void this.end('model_error');
@@ -258,7 +268,8 @@ export class TestSession<State> implements AsyncDisposable {
     const connection = this.#sender(options.connection);
     // What a client sends travels as JSON: the handler sees what survives that, defaults filled in.
     const data = params === undefined ? undefined : (JSON.parse(JSON.stringify(params)) as unknown);
-    const outcome = await this.#router.dispatch(name, data, { session: this.session, connection, requestId: `test-${this.#nextRequestId++}` }, undefined, this.#log);
+    const dispatched = this.#router.dispatch(name, data, { session: this.session, connection, requestId: `test-${this.#nextRequestId++}` }, undefined, this.#log, this.#betweenSteps);
+    const outcome = await this.#untilSettled(dispatched);
     await this.settle();
     switch (outcome.kind) {
       case 'ack':
@@ -377,6 +388,29 @@ export class TestSession<State> implements AsyncDisposable {
     return output.sent;
   }
 
+  /**
+   * When each frame of `frames(track)` left, on the manual clock (ms since the start): the pacing
+   * as viewers would see it — one per 1/fps at most, or the adaptive pacer's even spacing.
+   */
+  frameTimes(track: string): readonly number[] {
+    return this.#videoOutput('frameTimes', track).sentAt;
+  }
+
+  /**
+   * How an output video track paces now: `{ mode: 'fixed', fps }`, or for `fps: 'adaptive'` the
+   * pacer's chosen rate, its estimate of the model's production rate, cushion and underruns — what
+   * the runtime reports.
+   */
+  playout(track: string): PlayoutStats | { readonly mode: 'fixed'; readonly fps: number } {
+    return this.#videoOutput('playout', track).playout;
+  }
+
+  #videoOutput(what: string, track: string): SimulatedVideoOutput {
+    const output = this.#outputVideo.get(track);
+    if (!output) throw new TypeError(`${what}("${track}"): the model declares no output video track "${track}"`);
+    return output;
+  }
+
   /** The frames an output audio track took from `emit()` so far, in order (copies, as emitted). */
   audioFrames(track: string): readonly AudioFrame[] {
     const output = this.#outputAudio.get(track);
@@ -398,8 +432,9 @@ export class TestSession<State> implements AsyncDisposable {
     });
     this.#connections.set(id, handle);
     for (const output of this.#outputVideo.values()) output.setWatched(true);
+    this.#gate.nudge(); // a step model waiting for a viewer starts
     const hook = this.#model.hooks?.connected;
-    if (hook) await callAuthorCode(this.#log, 'hook connected', () => hook(this.session, handle), DEFAULT_HOOK_DEADLINE_MS);
+    if (hook) await this.#untilSettled(this.#betweenSteps(() => callAuthorCode(this.#log, 'hook connected', () => hook(this.session, handle), DEFAULT_HOOK_DEADLINE_MS)));
     await this.settle();
     return id;
   }
@@ -411,8 +446,9 @@ export class TestSession<State> implements AsyncDisposable {
     if (!handle) throw new ArclightError('connection_not_found', `No live connection ${id}; live: ${this.connections.join(', ') || '(none)'}.`);
     this.#connections.delete(id);
     if (this.#connections.size === 0) for (const output of this.#outputVideo.values()) output.setWatched(false);
+    this.#gate.nudge();
     const hook = this.#model.hooks?.disconnected;
-    if (hook) await callAuthorCode(this.#log, 'hook disconnected', () => hook(this.session, handle), DEFAULT_HOOK_DEADLINE_MS);
+    if (hook) await this.#untilSettled(this.#betweenSteps(() => callAuthorCode(this.#log, 'hook disconnected', () => hook(this.session, handle), DEFAULT_HOOK_DEADLINE_MS)));
     await this.settle();
   }
 
@@ -445,6 +481,50 @@ export class TestSession<State> implements AsyncDisposable {
     const hook = this.#model.hooks?.session_ended;
     if (hook) await callAuthorCode(this.#log, 'hook session_ended', () => hook(this.session, reason), DEFAULT_HOOK_DEADLINE_MS);
     await this.settle();
+  }
+
+  /** For a step model, author code (handlers, hooks) runs between steps, as in the runtime. */
+  readonly #betweenSteps = <T>(fn: () => Promise<T>): Promise<T> => (this.#model.generate ? this.#gate.between(fn) : fn());
+
+  /**
+   * Waits for `work` (a command, a hook). For a step model it may be queued behind the step in
+   * progress, which may wait on the clock (`session.sleep`): the clock then moves on, wait by
+   * wait, until `work` settles — as time would pass in the runtime.
+   */
+  async #untilSettled<T>(work: Promise<T>): Promise<T> {
+    if (!this.#model.generate) return work;
+    let done = false;
+    const tracked = work.finally(() => {
+      done = true;
+    });
+    await this.settle();
+    for (let steps = 0; !done && steps < MAX_STEPS; steps++) {
+      const next = this.#clock.nextDue(Infinity);
+      if (next === undefined) break; // waiting on something off the clock: wait for it in real time
+      this.#clock.moveTo(next);
+      await this.settle();
+    }
+    return tracked;
+  }
+
+  /** What the step driver sees of the harness: its clock, tracks and connections. */
+  #stepHost(): StepHost {
+    return {
+      clock: this.#clock,
+      fps: this.#fps,
+      log: this.#log,
+      gate: this.#gate,
+      watched: () => this.#connections.size > 0,
+      emitVideo: (track, frames, metadata, productionMs) => {
+        if (this.#endReason !== undefined) return Promise.reject(emitAfterEndError(this.session.id));
+        return this.#outputVideo.get(track)!.emit(frames, undefined, metadata, productionMs);
+      },
+      emitAudio: async (track, frames) => {
+        if (this.#endReason !== undefined) throw emitAfterEndError(this.session.id);
+        for (const frame of frames) await this.#outputAudio.get(track)!.emit(frame);
+      },
+      trackKind: (track) => (this.#outputVideo.has(track) ? 'video' : this.#outputAudio.has(track) ? 'audio' : undefined),
+    };
   }
 
   #createTrack(spec: TrackSpec): void {
@@ -497,6 +577,9 @@ export class TestSession<State> implements AsyncDisposable {
       },
       broadcast: (type: string, data?: JsonValue): void => harness.#record(type, data, 'all'),
       ticks: (rate?: number): AsyncIterable<number> => ticksAfterOneInterval(new FrameClock(rate ?? harness.#fps, signal, harness.#clock), rate ?? harness.#fps, signal, harness.#clock),
+      sleep: async (ms: number): Promise<void> => {
+        await harness.#clock.sleep(ms, signal);
+      },
     });
   }
 
