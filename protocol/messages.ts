@@ -128,6 +128,19 @@ export interface TrackMediaStats {
   readonly frames_dropped: number;
   /** Frames per second sent over the last interval. */
   readonly fps: number;
+  /**
+   * How the track paces its frames (optional: absent from runtimes before adaptive playout, and
+   * where the track's state is unknown).
+   */
+  readonly playout?: TrackPlayout;
+}
+/** An output video track's playout rate: fixed at the declared fps, or adaptive (`fps: 'adaptive'` or a range). */
+export interface TrackPlayout {
+  readonly mode: 'fixed' | 'adaptive';
+  /** The rate the track plays at now, fps (one decimal): the declared fps when fixed. */
+  readonly fps: number;
+  /** The model's production rate as estimated, fps (one decimal); null when fixed or not yet measured. */
+  readonly production_fps: number | null;
 }
 
 /** An output frame's metadata, keyed by its RTP timestamp (see frame-metadata.ts). */

@@ -100,6 +100,18 @@ export class RuntimeMetrics {
     labelNames: ['track', 'codec'] as const,
     registers: [this.registry],
   });
+  readonly playoutFps = new Gauge({
+    name: 'arclight_video_playout_fps',
+    help: 'The rate an output video track plays at now: its declared fps, or for an adaptive track (fps: adaptive) the rate chosen from the model\'s throughput',
+    labelNames: ['track'] as const,
+    registers: [this.registry],
+  });
+  readonly productionFps = new Gauge({
+    name: 'arclight_video_production_fps',
+    help: 'The model\'s production rate as an adaptive output video track estimates it (frames per second, unclamped); adaptive tracks only, once measured',
+    labelNames: ['track'] as const,
+    registers: [this.registry],
+  });
   readonly clientLatency = new Gauge({
     name: 'arclight_client_glass_latency_seconds',
     help: 'Emit → presented latency as measured by clients (latest report), by track and quantile',

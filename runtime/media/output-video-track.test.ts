@@ -43,7 +43,7 @@ function recordingSink(received: Received[], codec: VideoCodecName = 'h264'): Vi
   };
 }
 
-function metricValue(metrics: RuntimeMetrics, name: 'videoEncoderFailures' | 'framesDropped', labels: Record<string, string>): Promise<number> {
+function metricValue(metrics: RuntimeMetrics, name: 'videoEncoderFailures' | 'framesDropped' | 'playoutFps' | 'productionFps', labels: Record<string, string>): Promise<number> {
   return metrics[name].get().then((m) =>
     m.values
       .filter((v) => Object.entries(labels).every(([k, val]) => (v.labels as Record<string, string | number | undefined>)[k] === val))
@@ -205,4 +205,32 @@ describe('OutputVideoTrack', () => {
     // An encode already past its fault check when the faults were armed may still arrive.
     expect(h264.length).toBeLessThanOrEqual(h264Before + 1);
   }, 30_000);
+
+  it('publishes its playout rate to /metrics: the declared fps when fixed; the chosen rate and production estimate when adaptive', async () => {
+    const metrics = new RuntimeMetrics({ processMetrics: false });
+    const spec = { kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT } as const;
+    const fixed = new OutputVideoTrack({ ...spec, name: 'fixed_video' }, 30, createLogger({}, 'silent'), metrics);
+    const adaptive = new OutputVideoTrack({ ...spec, name: 'adaptive_video', fps: 'adaptive' }, 24, createLogger({}, 'silent'), metrics);
+    try {
+      expect(await metricValue(metrics, 'playoutFps', { track: 'fixed_video' })).toBe(30);
+      // Before any batch: the ceiling, and no production estimate yet.
+      expect(await metricValue(metrics, 'playoutFps', { track: 'adaptive_video' })).toBe(24);
+      expect((await metrics.productionFps.get()).values).toEqual([]);
+      // Batches of 4 frames, each taking the model 250 ms: 16 fps. Nobody watches, so frames only
+      // queue (a drop policy, so emit never waits).
+      const picture = solidI420(WIDTH, HEIGHT, 80, 90, 200);
+      for (let i = 0; i < 3; i++) await adaptive.emit([picture, picture, picture, picture], 'drop-oldest', undefined, 250);
+      expect(await metricValue(metrics, 'productionFps', { track: 'adaptive_video' })).toBeCloseTo(16, 6);
+      const playout = adaptive.playout;
+      expect(playout.mode).toBe('adaptive');
+      expect(await metricValue(metrics, 'playoutFps', { track: 'adaptive_video' })).toBe(playout.fps);
+      expect(playout.fps).toBeGreaterThan(1);
+      expect(playout.fps).toBeLessThanOrEqual(24);
+      // A fixed track has no production estimate.
+      expect(await metricValue(metrics, 'productionFps', { track: 'fixed_video' })).toBe(0);
+      expect((await metrics.productionFps.get()).values).toHaveLength(1);
+    } finally {
+      await Promise.all([fixed.close(), adaptive.close()]);
+    }
+  });
 });

@@ -16,7 +16,7 @@
  *   video[data-track=NAME], audio[data-track=NAME], [data-pause=NAME], [data-unmute=NAME]
  *   [data-publish=NAME], video[data-preview=NAME]
  *   form[data-command=NAME] (inputs named after the params), [data-error-for=PARAM], [data-result]
- *   #log (li[data-kind][data-type]), #stats [data-stat=fps|rtt|bitrate|framesDecoded|framesDropped|packetLoss|latency]
+ *   #log (li[data-kind][data-type]), #stats [data-stat=fps|rtt|bitrate|framesDecoded|framesDropped|packetLoss|latency|playout]
  *   #clip, #download, #clip-info[data-duration] (with a#clip-link to the playlist),
  *   #clip-progress[data-state=pending|done|error][data-bytes] (data-bytes: the saved file's size)
  *   #model-load (#model-load-progress: the model's load() progress), #load-error (#load-error-where:
@@ -904,6 +904,18 @@ function formatNumber(value, digits) {
   return typeof value === 'number' && Number.isFinite(value) ? value.toFixed(digits) : '–';
 }
 
+/** Each output video track's playout from the runtime's media_stats: "24 fps (adaptive, production 16.1 fps)". */
+function formatPlayout(quality) {
+  const tracks = Object.entries(quality?.tracks ?? {}).filter(([, t]) => t?.playout && typeof t.playout.fps === 'number');
+  const text = tracks.map(([name, { playout }]) => {
+    const detail = playout.mode === 'adaptive' && typeof playout.production_fps === 'number'
+      ? `adaptive, production ${formatNumber(playout.production_fps, 1)} fps`
+      : playout.mode;
+    return `${tracks.length > 1 ? `${name}: ` : ''}${formatNumber(playout.fps, playout.fps % 1 === 0 ? 0 : 1)} fps (${detail})`;
+  });
+  return text.length > 0 ? text.join('; ') : '–';
+}
+
 function renderStats(stats) {
   const set = (key, text) => {
     const node = $(`#stats [data-stat="${key}"]`);
@@ -917,6 +929,7 @@ function renderStats(stats) {
   set('packetLoss', formatNumber(stats?.packetLossRatio === undefined ? undefined : stats.packetLossRatio * 100, 2));
   const latency = stats?.latency?.[0];
   set('latency', latency ? `${formatNumber(latency.p50, 0)} / ${formatNumber(latency.p95, 0)}` : '–');
+  set('playout', formatPlayout(stats?.quality));
   $('#stats').title = stats?.candidateType ? `ICE candidate: ${stats.candidateType}` : '';
 }
 

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RTCRtpSender } from 'werift';
 import type { MediaStatsData } from '../../protocol/messages.ts';
-import { MediaStatsReporter, nackedSequenceNumbers, type RtcpLike } from './media-stats-reporter.ts';
+import { MediaStatsReporter, nackedSequenceNumbers, type OutputTrackCounters, type RtcpLike } from './media-stats-reporter.ts';
 
 /** A stand-in for werift's RTCRtpSender: what the reporter reads of it. */
 function fakeSender(ssrc: number) {
@@ -31,16 +31,17 @@ function fakeSender(ssrc: number) {
   return sender;
 }
 
-function setup(options: { declaredFps?: number; paused?: string[] } = {}) {
+function setup(options: { declaredFps?: number; paused?: string[]; playout?: OutputTrackCounters['playout'] } = {}) {
   let now = 0;
   let emitted = 0;
   let trackDropped = 0;
+  const current = { playout: options.playout };
   const sender = fakeSender(1234);
   const sent: MediaStatsData[] = [];
   const reporter = new MediaStatsReporter({
     senders: [{ track: 'main_video', sender: sender as unknown as RTCRtpSender }],
     declaredFps: options.declaredFps ?? 30,
-    trackCounters: (track) => (track === 'main_video' ? { framesEmitted: emitted, framesDropped: trackDropped } : undefined),
+    trackCounters: (track) => (track === 'main_video' ? { framesEmitted: emitted, framesDropped: trackDropped, playout: current.playout } : undefined),
     pausedTracks: options.paused ?? [],
     send: (data) => sent.push(data),
     intervalMs: 60_000, // reports are triggered by hand
@@ -61,6 +62,8 @@ function setup(options: { declaredFps?: number; paused?: string[] } = {}) {
     emit: (n: number) => { emitted += n; },
     /** The track drops `n` frames (for every viewer). */
     drop: (n: number) => { trackDropped += n; },
+    /** The track's playout changes (the adaptive pacer picked another rate). */
+    setPlayout: (playout: OutputTrackCounters['playout']) => { current.playout = playout; },
   };
 }
 
@@ -80,6 +83,21 @@ describe('MediaStatsReporter', () => {
     expect(data).toMatchObject({ score: 10, loss: 0, fps: 30, declared_fps: 30, freezes: 0, interval_ms: 2000, rtt_ms: 4 });
     expect(data?.tracks).toEqual({ main_video: { frames_sent: 60, frames_dropped: 0, fps: 30 } });
     expect(t.sent).toEqual([data]);
+  });
+
+  it("reports each track's playout: the declared rate when fixed, the chosen rate and production estimate when adaptive", async () => {
+    const fixed = setup({ playout: { mode: 'fixed', fps: 30 } });
+    fixed.stream(60);
+    expect((await fixed.reporter.report())?.tracks['main_video']).toEqual({
+      frames_sent: 60, frames_dropped: 0, fps: 30, playout: { mode: 'fixed', fps: 30, production_fps: null },
+    });
+
+    const adaptive = setup({ declaredFps: 24, playout: { mode: 'adaptive', fps: 24, productionFps: undefined } });
+    adaptive.stream(32, 16);
+    expect((await adaptive.reporter.report())?.tracks['main_video']?.playout).toEqual({ mode: 'adaptive', fps: 24, production_fps: null });
+    adaptive.setPlayout({ mode: 'adaptive', fps: 16.1234, productionFps: 16.0789 });
+    adaptive.stream(32, 16);
+    expect((await adaptive.reporter.report())?.tracks['main_video']?.playout).toEqual({ mode: 'adaptive', fps: 16.1, production_fps: 16.1 });
   });
 
   it('measures loss from NACKs (before recovery) and from receiver reports, jitter and RTCP RTT', async () => {

@@ -11,6 +11,8 @@
  *   senders; and werift keeps no jitter.
  * - `RTCRtpSender.getStats()` for packets sent and the round-trip time (werift's LSR/DLSR
  *   estimate from receiver reports, else the ICE consent round trip).
+ * - The output track's playout (fixed, or adaptive: the rate chosen and the production estimate),
+ *   reported as each track's `playout`.
  * - `noteFrameSent(track)` for every frame handed to the connection's RTP sender, and the output
  *   track's counters (frames the model emitted, frames the track dropped), for frame rate,
  *   drops and freezes.
@@ -63,6 +65,8 @@ export interface OutputTrackCounters {
   readonly framesEmitted: number;
   /** Frames the track has dropped so far for every viewer (queue full, stale, flush). */
   readonly framesDropped?: number;
+  /** How the track paces: the rate it plays at now and, when adaptive, the production estimate. */
+  readonly playout?: { readonly mode: 'fixed' | 'adaptive'; readonly fps: number; readonly productionFps?: number | undefined };
 }
 
 interface TrackState {
@@ -268,7 +272,13 @@ export class MediaStatsReporter {
       const sent = state.framesSent - state.sentAtReport;
       const fps = sent / seconds;
       const emittedFps = (emittedUnpaused - state.emittedUnpausedAtReport) / seconds;
-      tracks[state.name] = { frames_sent: state.framesSent, frames_dropped: dropped, fps: round(fps, 1) };
+      const playout = counters?.playout;
+      tracks[state.name] = {
+        frames_sent: state.framesSent,
+        frames_dropped: dropped,
+        fps: round(fps, 1),
+        ...(playout ? { playout: { mode: playout.mode, fps: round(playout.fps, 1), production_fps: playout.productionFps === undefined ? null : round(playout.productionFps, 1) } } : {}),
+      };
       if (!state.paused && !state.pausedInInterval) {
         // What could have been sent: the declared rate, or what the model emitted if less.
         const target = emitted === undefined ? (declared ?? 0) : Math.min(declared ?? Infinity, emittedFps);
