@@ -41,6 +41,8 @@ export type {
 export type { PlayoutStats } from './media/adaptive-pacer.ts';
 export type { ModelTypesOf, ReplyTypeOf, ClientParamsOf, CommandTypesOf, MessageTypesOf } from './model/model-types-of.ts';
 export type { ModelSession, ConnectionHandle, InputVideo, InputAudio, ModelLogger, EmitOptions } from './model/model-session.ts';
+export type { SettingSpec, SettingsMap, SettingsOf, SettingValueOf, SettingCommandName } from './model/settings.ts';
+export type { SettingCommandsOf } from './model/definition.ts';
 export { CommandError, isCommandError } from './model/command-error.ts';
 export { ModelDefinitionError } from './model/validate-definition.ts';
 export { loadModelModule, ModelModuleError } from './model/load-model-module.ts';

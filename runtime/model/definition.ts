@@ -26,6 +26,7 @@ import type { LatencyMode } from '../../protocol/messages.ts';
 import type { AudioFrame, CudaVideoFrame, FrameMetadata, PixelFormat, VideoFrame } from '../media/frames.ts';
 import type { UploadedFile } from '../uploads/upload-store.ts';
 import type { ModelSession, ConnectionHandle } from './model-session.ts';
+import { withSettingCommands, type SettingCommandName, type SettingsMap, type SettingsOf, type SettingValueOf } from './settings.ts';
 
 /**
  * What `emit` does when the track's queue is full: `block` waits for room (backpressure: the
@@ -224,7 +225,12 @@ export const SKIP_STEP: unique symbol = Symbol.for('arclight.skip_step');
 export type SkipStep = typeof SKIP_STEP;
 
 /** Where a step stands, for the step hooks. */
-export interface StepInfo {
+export interface StepInfo<Settings = Readonly<Record<string, unknown>>> {
+  /**
+   * The model's `settings` as they were when this step began (frozen): `set_<name>` commands that
+   * arrive during the step apply, whole, from the next one.
+   */
+  readonly settings: Settings;
   /** Steps begun before this one (skipped steps not counted): 0 for the first. */
   readonly index: number;
   /** Steps failed in a row, this one included when it is `onStepError` that gets it. */
@@ -239,7 +245,7 @@ export type StepErrorAction = 'continue' | 'end';
  * `defineModel` infers them; `ModelTypesOf<typeof model>` reads them to type a client. They
  * default to the plain maps, which is what an explicit `defineModel<State>(...)` gets.
  */
-export interface ModelDefinition<State = Record<string, unknown>, Commands extends CommandMap<State> = CommandMap<State>, Messages extends MessageMap = MessageMap, Input = unknown> {
+export interface ModelDefinition<State = Record<string, unknown>, Commands extends CommandMap<State> = CommandMap<State>, Messages extends MessageMap = MessageMap, Input = unknown, Settings extends SettingsMap = SettingsMap> {
   /** The model's slug: `modelName` at connect time. */
   readonly name: string;
   readonly version?: string;
@@ -254,6 +260,14 @@ export interface ModelDefinition<State = Record<string, unknown>, Commands exten
   readonly latencyMode?: LatencyMode;
   readonly tracks: readonly TrackSpec[];
   readonly commands?: Commands;
+  /**
+   * Client-settable state, declared once: name → JSON Schema of the value with a `default` (and
+   * optionally `description`, `moderated: true`). Each becomes a validated `set_<name>` command
+   * (params `{ value }`, listed in capabilities, /schema and typed clients like any command), and
+   * `session.settings` holds the current values, from the defaults; a step reads them in
+   * `step.settings`, a snapshot taken as the step begins. A hand-written `set_<name>` is an error.
+   */
+  readonly settings?: Settings;
   /**
    * The message types the model sends on its own (besides command replies), with the schema of
    * their data. Optional. Once declared, a type sent but not declared still goes out, and is
@@ -279,20 +293,20 @@ export interface ModelDefinition<State = Record<string, unknown>, Commands exten
    * `connected`/`disconnected`/`file_uploaded` hooks run only between steps, never during one.
    * `input` is what `beforeStep` returned (undefined without it). A throw goes to `onStepError`.
    */
-  generate?(input: Input, session: ModelSession<State>, step: StepInfo): StepResult | Promise<StepResult>;
+  generate?(input: Input, session: ModelSession<State>, step: StepInfo<SettingsOf<Settings>>): StepResult | Promise<StepResult>;
   /**
    * Before each step, between steps: reads what the step needs (the newest webcam frame, the
    * prompt) and returns it as `generate`'s input — or `SKIP_STEP` to skip the step without calling
    * the model (paused). After a skip the next step is tried once a command or hook has run, or one
    * frame interval (1/fps) later.
    */
-  beforeStep?(session: ModelSession<State>, step: StepInfo): Input | SkipStep | Promise<Input | SkipStep>;
+  beforeStep?(session: ModelSession<State>, step: StepInfo<SettingsOf<Settings>>): Input | SkipStep | Promise<Input | SkipStep>;
   /**
    * A step's `beforeStep` or `generate` threw: `'continue'` goes on (the next step starts one frame
    * interval later), `'end'` ends the session with reason `model_error` for every client. Without
    * this hook (or when it throws), a failed step ends the session, as a `run` that throws does.
    */
-  onStepError?(error: unknown, session: ModelSession<State>, step: StepInfo): StepErrorAction | Promise<StepErrorAction>;
+  onStepError?(error: unknown, session: ModelSession<State>, step: StepInfo<SettingsOf<Settings>>): StepErrorAction | Promise<StepErrorAction>;
 }
 
 /**
@@ -306,8 +320,17 @@ export function defineModel<
   const Commands extends CommandMap<State> = CommandMap<State>,
   const Messages extends MessageMap = MessageMap,
   Input = undefined,
->(definition: ModelDefinition<State, Commands, Messages, Input>): ModelDefinition<State, Commands, Messages, Input> {
-  return definition;
+  const Settings extends SettingsMap = SettingsMap,
+>(definition: ModelDefinition<State, Commands, Messages, Input, Settings>): ModelDefinition<State, Commands & SettingCommandsOf<State, Settings>, Messages, Input, Settings> {
+  if (definition.settings === undefined) return definition as never;
+  return { ...definition, commands: withSettingCommands(definition.commands, definition.settings) } as never;
 }
+
+/** The `set_<name>` commands a `settings` declaration generates, typed for `ModelTypesOf`. */
+export type SettingCommandsOf<State, Settings> = string extends keyof Settings ? unknown : {
+  readonly [K in SettingCommandName<Settings>]: K extends `set_${infer F extends Extract<keyof Settings, string>}`
+    ? CommandSpec<State, { value: SettingValueOf<Settings[F]> }, undefined, { readonly type: 'object'; readonly properties: { readonly value: Omit<Settings[F], 'moderated' | 'description' | 'default'> }; readonly required: readonly ['value']; readonly additionalProperties: false }>
+    : never;
+};
 
 export type { AudioFrame, VideoFrame, CudaVideoFrame, FrameMetadata };

@@ -45,6 +45,12 @@ export interface ModelSession<State = Record<string, unknown>> {
   readonly signal: AbortSignal;
   /** Per-session state from the definition's `createSessionState()`. */
   readonly state: State;
+  /**
+   * The model's declared `settings` (client-settable state): their current values, from the
+   * defaults. A frozen snapshot that a `set_<name>` command replaces whole (it never changes under
+   * a reader); step models get the one taken as the step began in `step.settings`.
+   */
+  readonly settings: Readonly<Record<string, unknown>>;
   readonly fps: number;
   readonly log: ModelLogger;
   /** Live connections, in connect order. */

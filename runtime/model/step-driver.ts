@@ -12,7 +12,8 @@
  *
  * One step, in order:
  *   1. Wait until a client is connected (`host.watched()`; nothing is generated for nobody).
- *   2. Take the session's StepGate (below), then `beforeStep` → SKIP_STEP ends the step here;
+ *   2. Take the session's StepGate (below), snapshot `session.settings` into `StepInfo.settings`
+ *      (declared settings, model/settings.ts), then `beforeStep` → SKIP_STEP ends the step here;
  *      otherwise `generate(input)`; release the gate.
  *   3. Emit what it returned, outside the gate: every track's frames at once (video with the
  *      chunk's metadata and its production time: from when that track took the previous chunk,
@@ -155,7 +156,7 @@ export async function driveSteps(model: ModelDefinition<unknown>, session: Model
     failures++;
     const hook = model.onStepError;
     if (!hook) return false;
-    const info: StepInfo = { index: stepIndex, failures };
+    const info: StepInfo = { index: stepIndex, failures, settings: session.settings };
     const decision = await gate.hold(() => callAuthorCode<StepErrorAction>(log, 'onStepError', () => hook.call(model, error, session, info)));
     if (!decision.ok) return false;
     if (decision.value !== 'continue' && decision.value !== 'end') {
@@ -170,9 +171,11 @@ export async function driveSteps(model: ModelDefinition<unknown>, session: Model
       await pause(Infinity);
       continue;
     }
-    const info: StepInfo = { index, failures };
+    const stepIndex = index;
     const outcome = await gate.hold(async (): Promise<StepOutcome> => {
       if (signal.aborted) return { kind: 'skip' };
+      // The settings snapshot is taken under the gate: commands queued before this step are in it.
+      const info: StepInfo = { index: stepIndex, failures, settings: session.settings };
       let input: unknown;
       if (model.beforeStep) {
         const before = await callAuthorCode(log, 'beforeStep', () => model.beforeStep!.call(model, session, info), undefined, isSessionEnded);
@@ -205,7 +208,7 @@ export async function driveSteps(model: ModelDefinition<unknown>, session: Model
     if (signal.aborted) break;
     if (failed) {
       if (isSessionEnded(error)) break;
-      if (!(await recover(error, info.index))) return { ok: false, error };
+      if (!(await recover(error, stepIndex))) return { ok: false, error };
       await pause(intervalMs);
     } else if (emitted === 0) {
       await pause(intervalMs);

@@ -4,6 +4,7 @@
  */
 
 import type { ModelDefinition } from './definition.ts';
+import { isSettingCommand, withSettingCommands, type SettingsMap } from './settings.ts';
 
 export class ModelDefinitionError extends TypeError {
   override readonly name = 'ModelDefinitionError';
@@ -98,6 +99,29 @@ export function validateModelDefinition(value: unknown, source: string): ModelDe
       }
     }
   }
+  const settings = model['settings'];
+  if (settings !== undefined) {
+    if (typeof settings !== 'object' || settings === null || Array.isArray(settings)) problems.push('settings must be an object of name → { type, default, … } (a JSON Schema with a default)');
+    else {
+      for (const [name, spec] of Object.entries(settings)) {
+        const where = `settings.${name}`;
+        if (!/^[A-Za-z_][A-Za-z0-9_]{0,59}$/.test(name)) problems.push(`setting name "${name}" must be an identifier (letters, digits, "_")`);
+        if (typeof spec !== 'object' || spec === null || Array.isArray(spec)) {
+          problems.push(`${where} must be a JSON Schema with a default ({ type, default, … })`);
+          continue;
+        }
+        const { default: value, description, moderated } = spec as Record<string, unknown>;
+        if (value === undefined) problems.push(`${where}.default is required (each session starts from it)`);
+        if (description !== undefined && typeof description !== 'string') problems.push(`${where}.description must be a string`);
+        if (moderated !== undefined && typeof moderated !== 'boolean') problems.push(`${where}.moderated must be a boolean`);
+        if (moderated === true && (spec as Record<string, unknown>)['type'] !== 'string') problems.push(`${where}.moderated: only string settings are moderated`);
+        const written = typeof commands === 'object' && commands !== null ? (commands as Record<string, unknown>)[`set_${name}`] : undefined;
+        if (written !== undefined && !isSettingCommand(written, name)) {
+          problems.push(`commands.set_${name} clashes with the command generated for settings.${name}: remove one (a setting's command is set_<name>)`);
+        }
+      }
+    }
+  }
   const messages = model['messages'];
   if (messages !== undefined) {
     if (typeof messages !== 'object' || messages === null || Array.isArray(messages)) problems.push('messages must be an object of message type → { description?, schema? }');
@@ -137,5 +161,7 @@ export function validateModelDefinition(value: unknown, source: string): ModelDe
     if (model[key] !== undefined && model['generate'] === undefined) problems.push(`${key} is a step hook: it needs generate`);
   }
   if (problems.length > 0) throw new ModelDefinitionError(source, problems);
-  return value as ModelDefinition<unknown>;
+  if (settings === undefined) return value as ModelDefinition<unknown>;
+  // A definition not made by defineModel (a plain object) gets its settings' commands here too.
+  return { ...model, commands: withSettingCommands(model['commands'] as never, settings as SettingsMap) } as unknown as ModelDefinition<unknown>;
 }

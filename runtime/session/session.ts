@@ -41,6 +41,7 @@ import type { SessionLogRegistry } from '../logs/session-log-registry.ts';
 import { UndeclaredMessageWarner } from './undeclared-messages.ts';
 import { sessionLogger } from '../logs/session-logger.ts';
 import type { VideoEncoderEvents } from '../media/output-video-track.ts';
+import { bindSessionSettings, SessionSettings } from '../model/settings.ts';
 
 /** RTCP payload-specific feedback (RFC 4585) and its PLI / FIR formats (RFC 5104). */
 const RTCP_PAYLOAD_SPECIFIC_FEEDBACK = 206;
@@ -118,6 +119,8 @@ export class Session implements ConnectionOwner {
   readonly peerOptions: PeerFactoryOptions;
   readonly #options: SessionOptions;
   readonly #abort = new AbortController();
+  /** The model's declared settings: one store for all of this session's facades. */
+  #settings: SessionSettings;
   readonly #connections = new Map<number, Connection>();
   readonly #attachments = new Map<Connection, MediaAttachment>();
   readonly #outputVideo = new Map<string, OutputVideoTrack>();
@@ -198,6 +201,7 @@ export class Session implements ConnectionOwner {
       if (heard) this.#outputAudio.get(heard.name)?.setFrameTap((samples, wallTimeMs) => recording.recorder.pushAudio(samples, wallTimeMs));
     }
     this.#messages = new MessageHandler(this, options.router, options.maxMessageBytes, this.log);
+    this.#settings = new SessionSettings(options.model.settings);
     this.#facade = this.#createFacade(options.model.createSessionState?.() ?? ({} as unknown), this.#abort.signal);
   }
 
@@ -776,10 +780,13 @@ export class Session implements ConnectionOwner {
     const fps = this.#model.fps;
     const modelLog = this.#baseLog.child({ source: 'model' });
     const log = this.#logBuffer ? sessionLogger(modelLog, this.#logBuffer, 'model') : modelLog;
-    return Object.freeze({
+    return bindSessionSettings(Object.freeze({
       id: this.id,
       signal,
       state,
+      get settings(): Readonly<Record<string, unknown>> {
+        return session.#settings.current;
+      },
       fps,
       log: { info: log.info, warn: log.warn, error: log.error },
       get connections(): readonly ConnectionHandle[] {
@@ -828,7 +835,7 @@ export class Session implements ConnectionOwner {
       sleep: async (ms: number): Promise<void> => {
         await systemClock.sleep(ms, signal);
       },
-    });
+    }), this.#settings);
   }
 
   broadcast(body: EnvelopeBody): void {

@@ -26,6 +26,7 @@ import { AUDIO_SAMPLE_RATE } from '../media/output-audio-track.ts';
 import { FrameClock } from '../session/frame-clock.ts';
 import { ManualClock } from './manual-clock.ts';
 import { SimulatedAudioOutput, SimulatedVideoOutput } from './simulated-outputs.ts';
+import { bindSessionSettings, SessionSettings } from '../model/settings.ts';
 
 /** How `createTestSession` sets up the session. */
 export interface TestSessionOptions<State> {
@@ -128,7 +129,8 @@ const FRAME_STEP_SLACK_MS = 1e-6;
  * ```
  */
 export async function createTestSession<State>(model: ModelDefinition<State>, options: TestSessionOptions<State> = {}): Promise<TestSession<State>> {
-  validateModelDefinition(model, `model "${String((model as { name?: unknown }).name)}"`);
+  // The validated definition: `settings` have their `set_<name>` commands.
+  model = validateModelDefinition(model, `model "${String((model as { name?: unknown }).name)}"`) as ModelDefinition<State>;
   const connections = options.connections ?? 1;
   if (!(Number.isInteger(connections) && connections >= 0)) throw new RangeError(`connections must be a whole number ≥ 0; got ${connections}`);
   const fps = options.fps ?? model.fps;
@@ -175,6 +177,7 @@ export class TestSession<State> implements AsyncDisposable {
   readonly #clock = new ManualClock();
   readonly #abort = new AbortController();
   readonly #router: CommandRouter;
+  readonly #settings: SessionSettings;
   readonly #log: Logger;
   readonly #outputVideo = new Map<string, SimulatedVideoOutput>();
   readonly #outputAudio = new Map<string, SimulatedAudioOutput>();
@@ -199,6 +202,7 @@ export class TestSession<State> implements AsyncDisposable {
     this.#log = recordingLogger(this.logs, 'runtime');
     this.#router = new CommandRouter(model.commands ?? {}, this.#log, undefined, options.moderation);
     for (const spec of model.tracks) this.#createTrack(spec);
+    this.#settings = new SessionSettings(model.settings);
     this.session = this.#createFacade(options.sessionId ?? 'test-session', initialState(model, options.state));
   }
 
@@ -539,10 +543,13 @@ export class TestSession<State> implements AsyncDisposable {
     const harness = this;
     const signal = this.#abort.signal;
     const log = recordingLogger(this.logs, 'model');
-    return Object.freeze({
+    return bindSessionSettings(Object.freeze({
       id,
       signal,
       state,
+      get settings(): Readonly<Record<string, unknown>> {
+        return harness.#settings.current;
+      },
       fps: this.#fps,
       log: { info: log.info, warn: log.warn, error: log.error },
       get connections(): readonly ConnectionHandle[] {
@@ -580,7 +587,7 @@ export class TestSession<State> implements AsyncDisposable {
       sleep: async (ms: number): Promise<void> => {
         await harness.#clock.sleep(ms, signal);
       },
-    });
+    }), this.#settings);
   }
 
   /** Records a message as its recipients would get it; one that cannot be serialized is lost, as on the data channel. */
