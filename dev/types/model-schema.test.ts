@@ -36,6 +36,25 @@ describe('the model interface in /schema', () => {
     expect(await modelSchemaFromModule('models/examples/pattern')).toEqual(schema);
   });
 
+  it('lists the set_<field> commands a model\'s settings generate, as a typed client reads them', () => {
+    const stepper = validateModelDefinition(
+      {
+        name: 'stepper',
+        fps: 10,
+        tracks: [],
+        settings: { prompt: { type: 'string', default: 'a forest', maxLength: 200, description: 'What to draw.' } },
+        generate: () => undefined,
+      },
+      'stepper',
+    );
+    const caps = modelCapabilities(stepper, new CommandRouter(stepper.commands ?? {}, createLogger({}, 'silent')).capabilities());
+    const document = JSON.parse(JSON.stringify(buildOpenApi(stepper, caps))) as Record<string, Record<string, unknown>>;
+    const read = modelSchemaFromOpenApi(document);
+    expect(read.commands.map((c) => c.name)).toContain('set_prompt');
+    const setPrompt = read.commands.find((c) => c.name === 'set_prompt')!;
+    expect(setPrompt.params).toMatchObject({ type: 'object', properties: { value: { type: 'string', maxLength: 200 } }, required: ['value'] });
+  });
+
   it('refuses documents that are not an Arclight runtime\'s /schema', () => {
     for (const document of [null, [], 'x', { openapi: '3.1.0' }, { 'x-arclight': {} }, { 'x-arclight': { model: {} } }]) {
       expect(() => modelSchemaFromOpenApi(document), JSON.stringify(document)).toThrow(NotAnArclightSchemaError);
