@@ -80,7 +80,7 @@ export function hostedRoutes(host: LocalSessionHost, readiness: ModelReadiness):
   app.delete('/hosted/sessions/:sid', async (c) => {
     const body = (await coordinatorBody(c)) as { reason?: unknown };
     const reason = typeof body.reason === 'string' && body.reason ? body.reason.slice(0, 256) : 'ended by the coordinator';
-    const session = await host.stop(c.req.param('sid'), reason);
+    const session = await host.stop(c.req.param('sid'), reason, { refuseLateStart: true });
     return c.json({ session_id: session.id, state: 'CLOSED' as const }, 200);
   });
   return app;

@@ -169,7 +169,13 @@ export class LocalSessionHost {
   }
 
   /** Ends the open session (the given one, when an id is given). */
-  async stop(sessionId: string | undefined, reason: string): Promise<Session> {
+  async stop(sessionId: string | undefined, reason: string, options: { readonly refuseLateStart?: boolean } = {}): Promise<Session> {
+    if (options.refuseLateStart && sessionId !== undefined && this.#current?.id !== sessionId && !this.#ended.has(sessionId)) {
+      // Ended before it was opened here: the coordinator's start may still be on its way (a
+      // client ended the session while it was being placed). Remembered, so that start is
+      // refused (410) instead of opening a session nobody will end.
+      this.#remember(sessionId, reason);
+    }
     const session = sessionId === undefined ? this.#current : this.get(sessionId);
     if (!session || session.ended) throw new ArclightError('session_not_found', 'No session is open.');
     await session.end(reason);

@@ -287,6 +287,17 @@ describe.each(ENGINES)('hosted mode on %s: client → coordinator → runtime', 
     expect(late.status).toBe(410);
     expect(((await late.json()) as { code: string }).code).toBe('session_ended');
     expect(runtime.sessions.current).toBeUndefined();
+    // Ended before its start arrived (a client ended it while it was being placed): the late
+    // start is refused too, so no session opens that nobody would end.
+    const early = await fetch(`${runtime.url}/hosted/sessions/ended-first`, { method: 'DELETE', headers: { 'Arclight-Runtime-Secret': 'secret-gpu-0' } });
+    expect(early.status).toBe(410); // remembered as ended from now on (the coordinator reads 404 and 410 alike: let go)
+    const startedLate = await fetch(`${runtime.url}/hosted/sessions`, {
+      method: 'POST',
+      headers: { 'Arclight-Runtime-Secret': 'secret-gpu-0', 'content-type': 'application/json' },
+      body: JSON.stringify({ session_id: 'ended-first' }),
+    });
+    expect(startedLate.status).toBe(410);
+    expect(runtime.sessions.current).toBeUndefined();
   });
 
   /** Another account on this coordinator, with its own API key (so rotating it leaves `stack.key` alone). */

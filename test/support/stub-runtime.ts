@@ -67,6 +67,8 @@ async function readJson(request: IncomingMessage): Promise<Record<string, unknow
 
 export class StubRuntime {
   readonly open = new Set<string>();
+  /** Sessions ended here before their start arrived: a late start is refused, as the runtime does. */
+  readonly #ended = new Set<string>();
   readonly #options: StubRuntimeOptions;
   #server: Server | undefined;
   #url = '';
@@ -141,6 +143,10 @@ export class StubRuntime {
       const sessionId = String((await readJson(request))['session_id']);
       observed.starts.set(sessionId, (observed.starts.get(sessionId) ?? 0) + 1);
       observed.startedOn.set(sessionId, (observed.startedOn.get(sessionId) ?? new Set()).add(this.id));
+      if (this.#ended.has(sessionId)) {
+        answer(410, { code: 'session_ended', message: `Session ${sessionId} has ended; it is not opened again.` });
+        return;
+      }
       if (this.open.has(sessionId)) observed.duplicateStarts++;
       else if (this.open.size >= slots) observed.occupiedStarts++;
       this.open.add(sessionId);
@@ -157,7 +163,10 @@ export class StubRuntime {
       await readJson(request);
       const sessionId = decodeURIComponent(ended[1]!);
       if (this.open.delete(sessionId)) answer(200, { session_id: sessionId, state: 'CLOSED' });
-      else answer(404, { code: 'session_not_found', message: 'No such session.' });
+      else {
+        this.#ended.add(sessionId);
+        answer(404, { code: 'session_not_found', message: 'No such session.' });
+      }
       return;
     }
     answer(404, { code: 'not_found', message: 'No such route.' });
