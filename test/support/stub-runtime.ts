@@ -53,6 +53,8 @@ export interface StubRuntimeOptions {
   /** The share of sessions it ends itself (0–1), after a life drawn from `lifeMs`. */
   readonly selfEndShare?: number;
   readonly lifeMs?: readonly [number, number];
+  /** Milliseconds between heartbeats, drawn per beat (default 100–200: the stress tests' pace). */
+  readonly heartbeatEveryMs?: readonly [number, number];
 }
 
 async function readJson(request: IncomingMessage): Promise<Record<string, unknown>> {
@@ -123,7 +125,8 @@ export class StubRuntime {
 
   async #heartbeatLoop(): Promise<void> {
     while (!this.#stopped) {
-      await sleep(between(100, 200));
+      const [low, high] = this.#options.heartbeatEveryMs ?? [100, 200];
+      await sleep(between(low, high));
       const response = await this.#post(`/runtimes/${this.#options.id}/heartbeat`, { draining: false });
       if (response?.status === 404) {
         // Declared gone (silent too long on a loaded machine): what it held is over.
