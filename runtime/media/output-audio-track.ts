@@ -21,6 +21,14 @@ const SAMPLES_PER_FRAME = (AUDIO_SAMPLE_RATE * FRAME_MS) / 1000;
 export const MAX_BUFFERED_AUDIO_MS = 200;
 const MAX_BUFFERED_MS = MAX_BUFFERED_AUDIO_MS;
 
+/** Where a piece of audio queued by `place()` falls on the track's clock. */
+export interface AudioPlacement {
+  /** When its first sample plays (ms of `performance.now()`): the audio clock's time for it. */
+  readonly startMs: number;
+  /** How long it lasts, ms (its samples at 48 kHz). */
+  readonly durationMs: number;
+}
+
 export interface AudioSink {
   readonly connectionId: number;
   /** `mediaTimeMs`: the moment (ms of `performance.now()`) the frame's first sample stands for: when the model emitted it. */
@@ -36,9 +44,10 @@ export class OutputAudioTrack {
   /**
    * Interleaved samples not yet played, each chunk with the moment (ms of `performance.now()`)
    * its first sample stands for: when the model emitted it (a chunk cut by a frame boundary
-   * moves on by the samples taken).
+   * moves on by the samples taken) — or, for audio that video follows (`place()`), none: such a
+   * frame stands for when it plays, its tick, as a frame of silence does.
    */
-  #pending: Array<{ samples: Int16Array; atMs: number }> = [];
+  #pending: Array<{ samples: Int16Array; atMs: number | undefined }> = [];
   /** Sees every 20 ms frame played to someone (the session's recorder), with its wall-clock time. */
   #frameTap: ((samples: Int16Array, wallTimeMs: number) => void) | undefined;
 
@@ -77,6 +86,39 @@ export class OutputAudioTrack {
     if (this.#closed) return;
     this.#pending.push({ samples, atMs: performance.now() });
     this.#pendingSamples += samples.length;
+  }
+
+  /**
+   * Queues a step's audio as one piece that the step's video is timed to (the adaptive track,
+   * output-video-track.ts), and says where it falls: when its first sample plays, on this track's
+   * clock, and for how long. Waits, as `emit` does, while more than MAX_BUFFERED_AUDIO_MS is
+   * buffered (a model faster than real time is held to it), then queues every frame at once, so
+   * the piece plays unbroken from `startMs`.
+   *
+   * Its frames are stamped with when they play (their tick), not when they were emitted: the
+   * video beside them is stamped with its planned slots, which this placement sets, so both
+   * streams' sender reports put a frame and its sound at the same moment.
+   */
+  async place(frames: readonly AudioFrame[]): Promise<AudioPlacement> {
+    const pieces = frames.map((frame) => {
+      assertEmittableAudio(this.name, frame, AUDIO_SAMPLE_RATE);
+      return remix(frame.samples, frame.channels, this.channels);
+    });
+    while (!this.#closed && this.#bufferedMs() > MAX_BUFFERED_MS) {
+      await new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
+    }
+    const samples = pieces.reduce((n, piece) => n + piece.length, 0);
+    const durationMs = (samples / this.channels / AUDIO_SAMPLE_RATE) * 1000;
+    // The next frame the clock plays is due at tick #ticks + 1; what is buffered plays first.
+    const startMs = this.#startedAt + (this.#ticks + 1) * FRAME_MS + this.#bufferedMs();
+    if (this.#closed) return { startMs, durationMs };
+    for (const piece of pieces) {
+      this.#metrics?.framesEmitted.inc({ track: this.name });
+      if (piece.length === 0) continue;
+      this.#pending.push({ samples: piece, atMs: undefined });
+      this.#pendingSamples += piece.length;
+    }
+    return { startMs, durationMs };
   }
 
   addSink(sink: AudioSink, options: { paused: boolean }): void {
@@ -145,7 +187,7 @@ export class OutputAudioTrack {
       out.set(head.samples.subarray(0, take), filled);
       filled += take;
       if (take === head.samples.length) this.#pending.shift();
-      else this.#pending[0] = { samples: head.samples.subarray(take), atMs: head.atMs + (take / this.channels / AUDIO_SAMPLE_RATE) * 1000 };
+      else this.#pending[0] = { samples: head.samples.subarray(take), atMs: head.atMs === undefined ? undefined : head.atMs + (take / this.channels / AUDIO_SAMPLE_RATE) * 1000 };
     }
     this.#pendingSamples -= filled;
     return { samples: out, atMs };
@@ -156,7 +198,8 @@ export class OutputAudioTrack {
    * on, is the moment the frame stands for in sender reports: a model that emits a click with a
    * flash means them together, and the audio waits in its queue (one or two 20 ms frames) longer
    * than the video waits for its pacer — stamped by send time, audio lagged video by ~40 ms. A
-   * frame of silence the model did not fill stands for its tick.
+   * frame of silence the model did not fill, or one of placed audio (`place()`), stands for its
+   * tick.
    */
   #playFrame(samples: Int16Array, emittedAtMs: number | undefined): void {
     const timestamp = this.#rtpTimestamp;

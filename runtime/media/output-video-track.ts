@@ -113,7 +113,19 @@ export const ADAPTATION = { minKbps: 500, maxKbps: 10_000, intervalMs: 1_000, he
 const EMITTED_AT = Symbol('emittedAtMs');
 /** A CUDA frame's pooled device copy; the queued frame's own `data` is then empty. */
 const CUDA_COPY = Symbol('cudaCopy');
-type QueuedFrame = VideoFrame & { [EMITTED_AT]?: number; [CUDA_COPY]?: PooledCudaFrame };
+/** When a frame of a timed batch (emit's `timeline`) is to leave, ms of performance.now(). */
+const PLANNED_AT = Symbol('plannedAtMs');
+type QueuedFrame = VideoFrame & { [EMITTED_AT]?: number; [CUDA_COPY]?: PooledCudaFrame; [PLANNED_AT]?: number };
+
+/**
+ * Where a batch's frames fall in time, set by something they must keep time with: the step's
+ * audio (AudioPlacement, output-audio-track.ts). Frame i of the batch leaves at
+ * `startMs + i × frameMs` (ms of performance.now()) instead of at the adaptive pacer's rate.
+ */
+export interface VideoTimeline {
+  readonly startMs: number;
+  readonly frameMs: number;
+}
 const NO_PIXELS = new Uint8Array(0);
 
 interface SinkState {
@@ -248,6 +260,11 @@ export class OutputVideoTrack {
      * tracks only; without it, the time since the previous emit() returned is used.
      */
     productionMs?: number,
+    /**
+     * Adaptive tracks only: when each frame of the batch leaves — a step's frames timed to the
+     * audio returned with them (video follows audio). Fixed-rate tracks ignore it.
+     */
+    timeline?: VideoTimeline,
   ): Promise<void> {
     const calledAt = performance.now();
     let batch: readonly (VideoFrame | CudaVideoFrame)[] = Array.isArray(frames) ? frames : [frames as VideoFrame];
@@ -256,8 +273,9 @@ export class OutputVideoTrack {
       batch = [{ ...batch[0]!, metadata: batchMetadata }, ...batch.slice(1)];
     }
     try {
-      if (this.#adaptive && batch.length > 0) await this.#handOver(this.#adaptive, batch.length, dropPolicy, calledAt, productionMs);
-      await this.#queueBatch(batch, dropPolicy);
+      const timed = this.#adaptive !== undefined && timeline !== undefined;
+      if (this.#adaptive && batch.length > 0) await this.#handOver(this.#adaptive, batch.length, dropPolicy, calledAt, productionMs, timed);
+      await this.#queueBatch(batch, dropPolicy, timed ? timeline : undefined);
     } finally {
       this.#lastEmitReturnAt = performance.now();
       this.#lastEmitEpoch = this.#viewEpoch;
@@ -273,8 +291,10 @@ export class OutputVideoTrack {
    * An adaptive track takes a batch: a `block` producer first waits while the stream is full (more
    * than a batch ahead), then the pacer learns of the batch and its production time.
    */
-  async #handOver(pacer: AdaptivePacer, frames: number, dropPolicy: DropPolicy, calledAt: number, productionMs: number | undefined): Promise<void> {
-    if (dropPolicy === 'block') {
+  async #handOver(pacer: AdaptivePacer, frames: number, dropPolicy: DropPolicy, calledAt: number, productionMs: number | undefined, timed: boolean): Promise<void> {
+    // A timed batch is not held here: its frames have their times already, and what bounds how far
+    // ahead they are is the audio they keep time with (its own backpressure).
+    if (dropPolicy === 'block' && !timed) {
       while (!this.#queue.closed && pacer.full(performance.now(), this.#buffered)) {
         await new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
       }
@@ -303,11 +323,12 @@ export class OutputVideoTrack {
     for (const wake of this.#roomWaiters.splice(0)) wake();
   }
 
-  async #queueBatch(batch: readonly (VideoFrame | CudaVideoFrame)[], dropPolicy: DropPolicy): Promise<void> {
-    for (const frame of batch) {
+  async #queueBatch(batch: readonly (VideoFrame | CudaVideoFrame)[], dropPolicy: DropPolicy, timeline?: VideoTimeline): Promise<void> {
+    for (const [index, frame] of batch.entries()) {
       if (this.#queue.closed) return;
       // First the copy: a CUDA pointer outside its allocation throws here, and counts as nothing.
       const copy: QueuedFrame = isCudaVideoFrame(frame) ? this.#cudaCopy(frame) : this.#pool.copy(frame);
+      if (timeline) copy[PLANNED_AT] = timeline.startMs + index * timeline.frameMs;
       this.#framesEmitted++;
       this.#metrics?.framesEmitted.inc({ track: this.name });
       copy[EMITTED_AT] = performance.timeOrigin + performance.now();
@@ -499,7 +520,8 @@ export class OutputVideoTrack {
     this.#holding = true;
     let slotAt: number;
     try {
-      slotAt = pacer.slot(performance.now());
+      // A timed frame (video following its step's audio) leaves at its own time; the rest at the pacer's.
+      slotAt = (frame as QueuedFrame)[PLANNED_AT] ?? pacer.slot(performance.now());
       const wait = slotAt - performance.now();
       if (wait > 0.5) await new Promise((resolve) => setTimeout(resolve, wait));
     } finally {

@@ -94,8 +94,8 @@ export type TrackSpec = OutputVideoTrackSpec | InputVideoTrackSpec | OutputAudio
 /** What a handler returns: a reply body (sent as one typed message) or nothing (a bodyless ack). */
 export type CommandResult = JsonValue | void | undefined;
 
-export interface CommandContext<State> {
-  readonly session: ModelSession<State>;
+export interface CommandContext<State, Settings = Readonly<Record<string, unknown>>> {
+  readonly session: ModelSession<State, Settings>;
   /** The connection that sent the command; replies go to it alone. */
   readonly connection: ConnectionHandle;
   /** The client's `request_id`, when it sent one. */
@@ -139,17 +139,19 @@ export type SchemaLiteral = { readonly [keyword: string]: unknown } | boolean;
 export type ParamsOf<P> = P extends JSONSchema ? FromSchema<P> : unknown;
 
 /** A `command` whose handlers see `session.state` typed as `State`. */
-export type CommandFactory<State> = <const P extends SchemaLiteral, const R extends ReplySpec | undefined = undefined>(spec: {
+export type CommandFactory<State, Settings = Readonly<Record<string, unknown>>> = <const P extends SchemaLiteral, const R extends ReplySpec | undefined = undefined>(spec: {
   readonly description?: string;
   readonly params: P;
   readonly reply?: R;
-  handler(params: ParamsOf<P>, context: CommandContext<State>): CommandResult | Promise<CommandResult>;
+  handler(params: ParamsOf<P>, context: CommandContext<State, Settings>): CommandResult | Promise<CommandResult>;
 }) => CommandSpec<State, ParamsOf<P>, R, P>;
 
 /**
- * Binds `command` to a session-state type: `const command = commandFor<MyState>();`.
+ * Binds `command` to a session-state type: `const command = commandFor<MyState>();`. A model with
+ * `settings` may bind their type too, for `session.settings` in handlers:
+ * `commandFor<MyState, SettingsOf<typeof settings>>()` (declare the settings `as const` first).
  */
-export function commandFor<State>(): CommandFactory<State> {
+export function commandFor<State, Settings = Readonly<Record<string, unknown>>>(): CommandFactory<State, Settings> {
   return (spec) => spec as never;
 }
 
@@ -159,17 +161,19 @@ export function commandFor<State>(): CommandFactory<State> {
  */
 export const command: CommandFactory<Record<string, unknown>> = commandFor<Record<string, unknown>>();
 
-export interface ModelHooks<State> {
+// Method syntax (here and for `run`): parameters are checked bivariantly, so a model whose
+// `session.settings` is typed from its declaration still fits where any model is taken.
+export interface ModelHooks<State, Settings = Readonly<Record<string, unknown>>> {
   /** Once per session, before `run` starts. */
-  readonly session_started?: (session: ModelSession<State>) => void | Promise<void>;
+  session_started?(session: ModelSession<State, Settings>): void | Promise<void>;
   /** Once per session, after its connections are torn down (no per-client `disconnected` follows). */
-  readonly session_ended?: (session: ModelSession<State>, reason: string) => void | Promise<void>;
+  session_ended?(session: ModelSession<State, Settings>, reason: string): void | Promise<void>;
   /** Once per client connection, when it becomes ready. */
-  readonly connected?: (session: ModelSession<State>, connection: ConnectionHandle) => void | Promise<void>;
+  connected?(session: ModelSession<State, Settings>, connection: ConnectionHandle): void | Promise<void>;
   /** Once per client connection, when it goes away while the session lives on. */
-  readonly disconnected?: (session: ModelSession<State>, connection: ConnectionHandle) => void | Promise<void>;
+  disconnected?(session: ModelSession<State, Settings>, connection: ConnectionHandle): void | Promise<void>;
   /** A client finished uploading `file` (it may pass it to a command next). */
-  readonly file_uploaded?: (session: ModelSession<State>, file: UploadedFile, connection: ConnectionHandle) => void | Promise<void>;
+  file_uploaded?(session: ModelSession<State, Settings>, file: UploadedFile, connection: ConnectionHandle): void | Promise<void>;
 }
 
 /** What `load` is given. */
@@ -274,7 +278,7 @@ export interface ModelDefinition<State = Record<string, unknown>, Commands exten
    * logged as a warning once per type and session (typed clients do not know it).
    */
   readonly messages?: Messages;
-  readonly hooks?: ModelHooks<State>;
+  readonly hooks?: ModelHooks<State, SettingsOf<Settings>>;
   /**
    * Once per process, before any session: load weights, warm up. The runtime reports `loading` until
    * it resolves; `context.progress(fraction, message?)` reports how far it is (0–1) to the event
@@ -285,7 +289,7 @@ export interface ModelDefinition<State = Record<string, unknown>, Commands exten
   /** Fresh per-session state, available as `session.state` to `run`, hooks and handlers. */
   readonly createSessionState?: () => State;
   /** The session's loop: read inputs, `await session.emit(...)`. Ends when `session.signal` aborts. A model has `run` or `generate`, not both. */
-  readonly run?: (session: ModelSession<State>) => Promise<void>;
+  run?(session: ModelSession<State, SettingsOf<Settings>>): Promise<void>;
   /**
    * The step API, for models that produce frames in steps (diffusion, world models): instead of a
    * `run` loop, the runtime calls `generate` step after step while a client is connected, and emits
@@ -293,20 +297,20 @@ export interface ModelDefinition<State = Record<string, unknown>, Commands exten
    * `connected`/`disconnected`/`file_uploaded` hooks run only between steps, never during one.
    * `input` is what `beforeStep` returned (undefined without it). A throw goes to `onStepError`.
    */
-  generate?(input: Input, session: ModelSession<State>, step: StepInfo<SettingsOf<Settings>>): StepResult | Promise<StepResult>;
+  generate?(input: Input, session: ModelSession<State, SettingsOf<Settings>>, step: StepInfo<SettingsOf<Settings>>): StepResult | Promise<StepResult>;
   /**
    * Before each step, between steps: reads what the step needs (the newest webcam frame, the
    * prompt) and returns it as `generate`'s input — or `SKIP_STEP` to skip the step without calling
    * the model (paused). After a skip the next step is tried once a command or hook has run, or one
    * frame interval (1/fps) later.
    */
-  beforeStep?(session: ModelSession<State>, step: StepInfo<SettingsOf<Settings>>): Input | SkipStep | Promise<Input | SkipStep>;
+  beforeStep?(session: ModelSession<State, SettingsOf<Settings>>, step: StepInfo<SettingsOf<Settings>>): Input | SkipStep | Promise<Input | SkipStep>;
   /**
    * A step's `beforeStep` or `generate` threw: `'continue'` goes on (the next step starts one frame
    * interval later), `'end'` ends the session with reason `model_error` for every client. Without
    * this hook (or when it throws), a failed step ends the session, as a `run` that throws does.
    */
-  onStepError?(error: unknown, session: ModelSession<State>, step: StepInfo<SettingsOf<Settings>>): StepErrorAction | Promise<StepErrorAction>;
+  onStepError?(error: unknown, session: ModelSession<State, SettingsOf<Settings>>, step: StepInfo<SettingsOf<Settings>>): StepErrorAction | Promise<StepErrorAction>;
 }
 
 /**

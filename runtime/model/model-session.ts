@@ -39,7 +39,12 @@ export interface ModelLogger {
   error(message: string, fields?: Record<string, unknown>): void;
 }
 
-export interface ModelSession<State = Record<string, unknown>> {
+/**
+ * `Settings` is the model's declared `settings` as values (`SettingsOf<typeof settings>`): inferred
+ * by `defineModel` for `generate`, `beforeStep`, `onStepError`, `run` and the hooks, as
+ * `step.settings` is; the plain record where nothing declares them.
+ */
+export interface ModelSession<State = Record<string, unknown>, Settings = Readonly<Record<string, unknown>>> {
   readonly id: string;
   /** Aborts when the session ends; pass it to anything long-running. */
   readonly signal: AbortSignal;
@@ -48,9 +53,10 @@ export interface ModelSession<State = Record<string, unknown>> {
   /**
    * The model's declared `settings` (client-settable state): their current values, from the
    * defaults. A frozen snapshot that a `set_<name>` command replaces whole (it never changes under
-   * a reader); step models get the one taken as the step began in `step.settings`.
+   * a reader); step models get the one taken as the step began in `step.settings`. Typed from
+   * the declaration, as `step.settings` is.
    */
-  readonly settings: Readonly<Record<string, unknown>>;
+  readonly settings: Settings;
   readonly fps: number;
   readonly log: ModelLogger;
   /** Live connections, in connect order. */

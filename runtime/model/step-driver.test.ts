@@ -10,6 +10,10 @@ import { createTestSession, type TestSession } from '../testing/index.ts';
 import { commandFor, defineModel, SKIP_STEP, type ModelDefinition, type OutputVideoTrackSpec, type StepResult } from './definition.ts';
 import { ModelDefinitionError, validateModelDefinition } from './validate-definition.ts';
 import type { VideoFrame } from '../media/frames.ts';
+import { createLogger } from '../log.ts';
+import { systemClock } from '../session/clock.ts';
+import type { ModelSession } from './model-session.ts';
+import { driveSteps, StepGate, type StepHost, type StepTimeline } from './step-driver.ts';
 
 const W = 64;
 const H = 36;
@@ -342,5 +346,69 @@ describe('step model definitions', () => {
     expect(problems(track({ min: 20, max: 10 }))).toEqual(['tracks[0].fps.min must not exceed tracks[0].fps.max']);
     expect(problems(track({ mid: 3 }))).toEqual(['tracks[0].fps has unknown keys: mid (known: min, max)']);
     expect(problems({ ...base, tracks: [{ name: 'in', kind: 'video', direction: 'sendonly', fps: 'adaptive' }] })).toEqual(['tracks[0].fps: only output video tracks are paced (adaptive fps)']);
+  });
+});
+
+describe('a step\'s audio and video on an adaptive track (video follows audio)', () => {
+  /** A StepHost that records what the driver hands it; the step's audio is placed at 1000 ms. */
+  function recordingHost(options: { place: boolean }) {
+    const calls: string[] = [];
+    const timelines: Array<StepTimeline | undefined> = [];
+    const gate = new StepGate();
+    const host: StepHost = {
+      clock: systemClock,
+      fps: 30,
+      log: createLogger({}, 'silent'),
+      gate,
+      watched: () => true,
+      emitVideo: async (_track, frames, _metadata, _productionMs, timeline) => {
+        calls.push(`video ${frames.length}`);
+        timelines.push(timeline);
+      },
+      emitAudio: async (_track, frames) => void calls.push(`audio ${frames.length}`),
+      trackKind: (track) => (track === 'main_video' ? 'video' : track === 'main_audio' ? 'audio' : undefined),
+      ...(options.place ? { placeAudio: async (_track: string, frames: readonly unknown[]) => (calls.push(`place ${frames.length}`), { startMs: 1000, durationMs: 200 }) } : {}),
+    };
+    return { host, calls, timelines };
+  }
+
+  function avModel(fps: OutputVideoTrackSpec['fps']) {
+    return defineModel({
+      name: 'av-steps',
+      fps: 30,
+      tracks: [
+        { name: 'main_video', kind: 'video', direction: 'recvonly', width: W, height: H, ...(fps === undefined ? {} : { fps }) },
+        { name: 'main_audio', kind: 'audio', direction: 'recvonly' },
+      ],
+      generate: (_input, _session, step): StepResult =>
+        step.index === 0 ? { video: chunk(0, 4), audio: [{ sampleRate: 48_000, channels: 1, samples: new Int16Array(9_600) }] } : undefined,
+    });
+  }
+
+  async function runOneStep(model: ReturnType<typeof avModel>, host: StepHost, calls: string[]): Promise<void> {
+    const abort = new AbortController();
+    const session = { settings: {}, state: {}, log: host.log } as unknown as ModelSession<unknown>;
+    const driving = driveSteps(model as never, session, host, abort.signal);
+    while (calls.length < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+    abort.abort();
+    expect(await driving).toEqual({ ok: true });
+  }
+
+  it('places the audio first and times the frames to it: frame i at start + i × (audio length / frames)', async () => {
+    const { host, calls, timelines } = recordingHost({ place: true });
+    await runOneStep(avModel('adaptive'), host, calls);
+    expect(calls).toEqual(['place 1', 'video 4']);
+    expect(timelines).toEqual([{ startMs: 1000, frameMs: 50 }]);
+  });
+
+  it('leaves a fixed-rate track, and a host that cannot place audio, as before: no timeline', async () => {
+    const fixed = recordingHost({ place: true });
+    await runOneStep(avModel(undefined), fixed.host, fixed.calls);
+    expect(fixed.calls.sort()).toEqual(['audio 1', 'video 4']);
+    expect(fixed.timelines).toEqual([undefined]);
+    const harnessLike = recordingHost({ place: false });
+    await runOneStep(avModel('adaptive'), harnessLike.host, harnessLike.calls);
+    expect(harnessLike.calls.sort()).toEqual(['audio 1', 'video 4']);
+    expect(harnessLike.timelines).toEqual([undefined]);
   });
 });

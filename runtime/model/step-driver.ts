@@ -42,6 +42,7 @@
 import type { Logger } from '../log.ts';
 import type { Clock } from '../session/clock.ts';
 import type { AudioFrame, CudaVideoFrame, FrameMetadata, VideoFrame } from '../media/frames.ts';
+import { adaptiveRangeOf } from '../media/adaptive-pacer.ts';
 import { callAuthorCode, isSessionEnded } from './author-code.ts';
 import { SKIP_STEP, type ModelDefinition, type StepErrorAction, type StepInfo, type StepOutput, type StepResult } from './definition.ts';
 import type { ModelSession } from './model-session.ts';
@@ -104,11 +105,27 @@ export interface StepHost {
   readonly gate: StepGate;
   /** Whether a client is connected: steps run only then. */
   watched(): boolean;
-  /** Emits a step's frames on an output video track, with the time the model took to produce them (ms). */
-  emitVideo(track: string, frames: readonly (VideoFrame | CudaVideoFrame)[], metadata: FrameMetadata | undefined, productionMs: number): Promise<void>;
+  /**
+   * Emits a step's frames on an output video track, with the time the model took to produce them
+   * (ms) and, when they keep time with the step's audio, where they fall (`placeAudio`'s answer).
+   */
+  emitVideo(track: string, frames: readonly (VideoFrame | CudaVideoFrame)[], metadata: FrameMetadata | undefined, productionMs: number, timeline?: StepTimeline): Promise<void>;
   emitAudio(track: string, frames: readonly AudioFrame[]): Promise<void>;
+  /**
+   * Queues a step's audio as one piece and says when it plays (its first sample, ms on the
+   * host's media clock) and for how long — so the step's video on an adaptive track can be timed
+   * to it. Optional: a host without it (the test harness) emits the audio as `emitAudio` does and
+   * the video is paced as if there were none.
+   */
+  placeAudio?(track: string, frames: readonly AudioFrame[]): Promise<{ readonly startMs: number; readonly durationMs: number }>;
   /** Whether `track` is an output video track (else audio, or none). */
   trackKind(track: string): 'video' | 'audio' | undefined;
+}
+
+/** Where a step's video frames fall: frame i at `startMs + i × frameMs` (the host's media clock). */
+export interface StepTimeline {
+  readonly startMs: number;
+  readonly frameMs: number;
 }
 
 /** How the driver stopped: the session ended or the run was aborted (`ok`), or a step failed for good. */
@@ -129,6 +146,14 @@ export async function driveSteps(model: ModelDefinition<unknown>, session: Model
   const intervalMs = 1000 / host.fps;
   const videoTrack = model.tracks.find((t) => t.kind === 'video' && t.direction === 'recvonly')?.name;
   const audioTrack = model.tracks.find((t) => t.kind === 'audio' && t.direction === 'recvonly')?.name;
+  /**
+   * A step's `video` and `audio` play together when the video track is adaptive: its frames are
+   * timed to their audio (video follows audio) instead of to the pacer's rate, which would stretch
+   * them to the step time while the audio plays at its sample rate. Fixed-rate tracks stamp
+   * frames by emit time, as their audio is, and need nothing more.
+   */
+  const videoSpec = model.tracks.find((t) => t.name === videoTrack);
+  const videoFollowsAudio = host.placeAudio !== undefined && audioTrack !== undefined && videoSpec?.kind === 'video' && videoSpec.direction === 'recvonly' && adaptiveRangeOf(videoSpec, host.fps) !== undefined;
   let index = 0;
   let failures = 0;
   /** When the driver last stopped waiting (start, a viewer, a pause): production time counts from then. */
@@ -223,6 +248,8 @@ export async function driveSteps(model: ModelDefinition<unknown>, session: Model
     // Checked first, then started together: a bad entry fails the step before anything is emitted.
     const emits: Array<() => Promise<void>> = [];
     let count = 0;
+    /** The step's audio, when its video is timed to it: placed first, then the video emitted on its timeline. */
+    let placement: { readonly promise: Promise<{ readonly startMs: number; readonly durationMs: number }> } | undefined;
     const emitOn = (track: string | undefined, what: 'video' | 'audio', frames: unknown, metadata?: FrameMetadata): void => {
       if (frames === undefined) return;
       if (track === undefined) throw new TypeError(`generate returned ${what}, but the model declares no output ${what} track`);
@@ -235,22 +262,46 @@ export async function driveSteps(model: ModelDefinition<unknown>, session: Model
         if (batch.some((f) => typeof f !== 'object' || f === null || !('width' in f))) throw new TypeError(`generate: "${track}" is a video track; got something else`);
         emits.push(async () => {
           const productionMs = clock.now() - Math.max(tookAt.get(track) ?? -Infinity, base);
-          await host.emitVideo(track, batch as (VideoFrame | CudaVideoFrame)[], metadata, productionMs);
+          const timed = track === videoTrack ? placement : undefined;
+          let timeline: StepTimeline | undefined;
+          if (timed) {
+            const { startMs, durationMs } = await timed.promise;
+            if (durationMs > 0) timeline = { startMs, frameMs: durationMs / batch.length };
+          }
+          await host.emitVideo(track, batch as (VideoFrame | CudaVideoFrame)[], metadata, productionMs, timeline);
           tookAt.set(track, clock.now());
         });
       } else {
         if (batch.some((f) => typeof f !== 'object' || f === null || !('samples' in f))) throw new TypeError(`generate: "${track}" is an audio track; got something else`);
-        emits.push(() => host.emitAudio(track, batch as AudioFrame[]));
+        const place = host.placeAudio;
+        if (track === audioTrack && placement === undefined && videoFollowsAudio && place && hasFrames(output.video)) {
+          // Started with the other emits (after every check); the video's emit, started after
+          // this one, awaits the placement.
+          let placing: Promise<{ readonly startMs: number; readonly durationMs: number }> | undefined;
+          placement = { get promise() { return placing!; } };
+          emits.push(async () => {
+            placing = place.call(host, track, batch as AudioFrame[]);
+            await placing;
+          });
+        } else {
+          emits.push(() => host.emitAudio(track, batch as AudioFrame[]));
+        }
       }
     };
-    emitOn(videoTrack, 'video', output.video, output.metadata);
+    // Audio first: the video of the step may wait for where its audio falls.
     emitOn(audioTrack, 'audio', output.audio);
+    emitOn(videoTrack, 'video', output.video, output.metadata);
     for (const [track, frames] of Object.entries(output.tracks ?? {})) emitOn(track, host.trackKind(track) ?? 'video', frames);
     const settled = await Promise.allSettled(emits.map((emit) => emit()));
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed) throw failed.reason;
     return count;
   }
+}
+
+/** Whether a step's `video` has at least one frame. */
+function hasFrames(video: unknown): boolean {
+  return video !== undefined && video !== null && (!Array.isArray(video) || video.length > 0);
 }
 
 /** A StepResult as a StepOutput: a frame or a chunk alone is `{ video }`; nothing is undefined. */

@@ -17,6 +17,7 @@
  *   [data-publish=NAME], video[data-preview=NAME]
  *   form[data-command=NAME] (inputs named after the params), [data-error-for=PARAM], [data-result]
  *   #log (li[data-kind][data-type]), #stats [data-stat=fps|rtt|bitrate|framesDecoded|framesDropped|packetLoss|latency|playout]
+ *   (playout: one .playout-line[data-track][data-mode][data-fps][data-production-fps] per output video track)
  *   #clip, #download, #clip-info[data-duration] (with a#clip-link to the playlist),
  *   #clip-progress[data-state=pending|done|error][data-bytes] (data-bytes: the saved file's size)
  *   #model-load (#model-load-progress: the model's load() progress), #load-error (#load-error-where:
@@ -904,16 +905,27 @@ function formatNumber(value, digits) {
   return typeof value === 'number' && Number.isFinite(value) ? value.toFixed(digits) : '–';
 }
 
-/** Each output video track's playout from the runtime's media_stats: "24 fps (adaptive, production 16.1 fps)". */
-function formatPlayout(quality) {
+/**
+ * Each output video track's playout from the runtime's media_stats, one line per track: the rate it
+ * plays at now, and under it how it is paced — "fixed", or "adaptive · model 16.4 fps" (the
+ * production estimate the adaptive rate follows). The numbers also ride as data-* attributes
+ * (data-track, data-mode, data-fps, data-production-fps) for tests and tools.
+ */
+function playoutLines(quality) {
   const tracks = Object.entries(quality?.tracks ?? {}).filter(([, t]) => t?.playout && typeof t.playout.fps === 'number');
-  const text = tracks.map(([name, { playout }]) => {
-    const detail = playout.mode === 'adaptive' && typeof playout.production_fps === 'number'
-      ? `adaptive, production ${formatNumber(playout.production_fps, 1)} fps`
-      : playout.mode;
-    return `${tracks.length > 1 ? `${name}: ` : ''}${formatNumber(playout.fps, playout.fps % 1 === 0 ? 0 : 1)} fps (${detail})`;
+  return tracks.map(([name, { playout }]) => {
+    const production = playout.mode === 'adaptive' && typeof playout.production_fps === 'number' ? playout.production_fps : undefined;
+    const detail = production === undefined ? playout.mode : `${playout.mode} · model ${formatNumber(production, 1)} fps`;
+    const line = el(
+      'span',
+      { class: 'playout-line', 'data-track': name, 'data-mode': playout.mode, 'data-fps': String(playout.fps), title: playout.mode === 'adaptive' ? 'Adaptive playout: the rate follows the rate the model produces frames at ("model"), within the track\'s range' : 'Fixed playout: the track\'s declared fps' },
+      el('span', { class: 'playout-rate', text: `${tracks.length > 1 ? `${name}: ` : ''}${formatNumber(playout.fps, playout.fps % 1 === 0 ? 0 : 1)}` }),
+      el('small', { text: 'fps' }),
+      el('span', { class: 'playout-detail', text: detail }),
+    );
+    if (production !== undefined) line.dataset.productionFps = String(production);
+    return line;
   });
-  return text.length > 0 ? text.join('; ') : '–';
 }
 
 function renderStats(stats) {
@@ -929,7 +941,12 @@ function renderStats(stats) {
   set('packetLoss', formatNumber(stats?.packetLossRatio === undefined ? undefined : stats.packetLossRatio * 100, 2));
   const latency = stats?.latency?.[0];
   set('latency', latency ? `${formatNumber(latency.p50, 0)} / ${formatNumber(latency.p95, 0)}` : '–');
-  set('playout', formatPlayout(stats?.quality));
+  const playout = $('#stats [data-stat="playout"]');
+  if (playout) {
+    const lines = playoutLines(stats?.quality);
+    if (lines.length > 0) playout.replaceChildren(...lines);
+    else playout.textContent = '–';
+  }
   $('#stats').title = stats?.candidateType ? `ICE candidate: ${stats.candidateType}` : '';
 }
 

@@ -366,14 +366,20 @@ export class Session implements ConnectionOwner {
       log: this.log,
       gate: this.#gate,
       watched: () => this.#readyCount > 0,
-      emitVideo: (track, frames, metadata, productionMs) => {
+      emitVideo: (track, frames, metadata, productionMs, timeline) => {
         if (this.ended) return Promise.reject(emitAfterEndError(this.id));
-        return this.#outputVideo.get(track)!.emit(frames, undefined, metadata, productionMs);
+        return this.#outputVideo.get(track)!.emit(frames, undefined, metadata, productionMs, timeline);
       },
       emitAudio: async (track, frames) => {
         if (this.ended) throw emitAfterEndError(this.id);
         const audio = this.#outputAudio.get(track)!;
         for (const frame of frames) await audio.emit(frame);
+      },
+      // A step's audio that its video on an adaptive track keeps time with (step-driver.ts);
+      // both tracks' clocks are performance.now().
+      placeAudio: async (track, frames) => {
+        if (this.ended) throw emitAfterEndError(this.id);
+        return this.#outputAudio.get(track)!.place(frames);
       },
       trackKind: (track) => (this.#outputVideo.has(track) ? 'video' : this.#outputAudio.has(track) ? 'audio' : undefined),
     };

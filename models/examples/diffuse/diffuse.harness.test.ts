@@ -1,13 +1,14 @@
 /**
  * The diffuse example under the model test harness (arclight/testing), on its manual clock: chunks
- * of 4–8 frames per step, played evenly at the rate it makes them; a prompt applied between steps;
- * pause and resume without ending the session; moderation of the prompt.
+ * of 4–8 frames per step, played evenly at the rate it makes them; its declared settings (prompt,
+ * paused, ms_per_frame) as generated set_<field> commands, applied between steps; pause and resume
+ * without ending the session; moderation of the prompt; the hand-written reset.
  */
 
 import { afterEach, describe, expect, it } from 'vitest';
 import { WordListModerator } from 'arclight/runtime';
 import { createTestSession, type TestSession } from 'arclight/testing';
-import diffuse, { FPS, HEIGHT, MAX_CHUNK, MIN_CHUNK, WIDTH } from './index.ts';
+import diffuse, { DEFAULT_PROMPT, FPS, HEIGHT, MAX_CHUNK, MIN_CHUNK, WIDTH } from './index.ts';
 
 type DiffuseSession = TestSession<ReturnType<NonNullable<typeof diffuse.createSessionState>>>;
 type Meta = { step: number; frame: number; prompt: string };
@@ -57,10 +58,24 @@ describe('diffuse, under the test harness', () => {
     expect(within / gaps.length).toBeGreaterThan(0.9);
   });
 
-  it('applies a new prompt from the next step, never half-way through a chunk', async () => {
+  it('lists its settings as set_<field> commands beside the one hand-written command', () => {
+    expect(Object.keys(diffuse.commands!).sort()).toEqual(['reset', 'set_ms_per_frame', 'set_paused', 'set_prompt']);
+    expect(diffuse.commands!.set_prompt.params).toMatchObject({
+      type: 'object',
+      properties: { value: { type: 'string', minLength: 1, maxLength: 80, 'x-arclight-moderated': true } },
+      required: ['value'],
+      additionalProperties: false,
+    });
+    expect(diffuse.commands!.set_paused.params).toMatchObject({ properties: { value: { type: 'boolean' } } });
+    expect(diffuse.commands!.set_ms_per_frame.params).toMatchObject({ properties: { value: { type: 'number', minimum: 20, maximum: 1000 } } });
+  });
+
+  it('applies a new prompt (set_prompt, generated) from the next step, never half-way through a chunk', async () => {
     t = await createTestSession(diffuse);
+    expect(t.session.settings).toEqual({ prompt: DEFAULT_PROMPT, paused: false, ms_per_frame: 60 });
     await t.advance(300);
-    expect(await t.sendCommand('set_prompt', { prompt: 'a red fox' })).toEqual({ type: 'prompt_changed', data: { prompt: 'a red fox' } });
+    await t.sendCommand('set_prompt', { value: 'a red fox' });
+    expect(t.session.settings.prompt).toBe('a red fox');
     await t.advance(3_000);
     const meta = metaOf(t);
     const first = meta.findIndex((m) => m.prompt === 'a red fox');
@@ -68,14 +83,18 @@ describe('diffuse, under the test harness', () => {
     // The switch falls on a step boundary: the step before is all old, everything after is new.
     expect(meta[first]!.step).not.toBe(meta[first - 1]!.step);
     expect(meta.slice(first).every((m) => m.prompt === 'a red fox')).toBe(true);
-    await expect(t.sendCommand('set_prompt', { prompt: '' })).rejects.toMatchObject({ code: 'invalid_params', field: '/prompt' });
-    await expect(t.sendCommand('set_prompt', { prompt: 'a\u0007b' })).rejects.toMatchObject({ code: 'unprintable_prompt' });
+    // The declared schema is the validation: empty, too long, control characters, the old parameter name.
+    await expect(t.sendCommand('set_prompt', { value: '' })).rejects.toMatchObject({ code: 'invalid_params', field: '/value' });
+    await expect(t.sendCommand('set_prompt', { value: 'x'.repeat(81) })).rejects.toMatchObject({ code: 'invalid_params', field: '/value' });
+    await expect(t.sendCommand('set_prompt', { value: 'a\u0007b' })).rejects.toMatchObject({ code: 'invalid_params', field: '/value' });
+    await expect(t.sendCommand('set_prompt', { prompt: 'a cat' })).rejects.toMatchObject({ code: 'invalid_params' });
+    expect(t.session.settings.prompt).toBe('a red fox');
   });
 
-  it('pauses without ending the session or unloading, and resumes where it was', async () => {
+  it('pauses (set_paused true) without ending the session or unloading, and resumes where it was', async () => {
     t = await createTestSession(diffuse);
     await t.advance(1_000);
-    expect(await t.sendCommand('pause', {})).toEqual({ type: 'generation_state', data: { paused: true } });
+    await t.sendCommand('set_paused', { value: true });
     await t.advance(2_000); // what was made before the pause plays out
     const made = t.state.frame;
     const shown = t.frames('main_video').length;
@@ -83,24 +102,40 @@ describe('diffuse, under the test harness', () => {
     expect(t.state.frame).toBe(made); // no step ran
     expect(t.frames('main_video')).toHaveLength(shown);
     expect(t.endReason).toBeUndefined();
-    await t.sendCommand('resume', {});
+    await t.sendCommand('set_paused', { value: false });
     await t.advance(2_000);
     expect(t.state.frame).toBeGreaterThan(made);
     expect(metaOf(t)[shown]!.frame).toBe(made); // continues from the next frame
   });
 
-  it('set_speed changes the compute time, and the playout rate follows', async () => {
+  it('set_ms_per_frame changes the compute time, and the playout rate follows', async () => {
     t = await createTestSession(diffuse);
     await t.advance(3_000);
-    await t.sendCommand('set_speed', { ms_per_frame: 120 });
+    await t.sendCommand('set_ms_per_frame', { value: 120 });
     await t.advance(6_000);
     const playout = t.playout('main_video');
     expect(playout.mode === 'adaptive' && playout.productionFps! < 10).toBe(true);
+    await expect(t.sendCommand('set_ms_per_frame', { value: 5 })).rejects.toMatchObject({ code: 'invalid_params', field: '/value' });
+  });
+
+  it('reset (hand-written: an action, not a value) starts the scene over and keeps the settings', async () => {
+    t = await createTestSession(diffuse);
+    await t.sendCommand('set_prompt', { value: 'a red fox' });
+    await t.advance(2_000);
+    expect(t.state.frame).toBeGreaterThan(10);
+    expect(await t.sendCommand('reset', {})).toEqual({ type: 'scene_reset', data: { prompt: 'a red fox' } });
+    await t.advance(2_000);
+    const meta = metaOf(t);
+    // The frame counter restarted: the shape runs from the left again, with the same prompt.
+    const restart = meta.findIndex((m, i) => i > 0 && m.frame < meta[i - 1]!.frame);
+    expect(restart).toBeGreaterThan(0);
+    expect(meta[restart]!.frame).toBe(0);
+    expect(meta[restart]!.prompt).toBe('a red fox');
   });
 
   it('sends the prompt to the runtime\'s moderator when there is one', async () => {
     t = await createTestSession(diffuse, { moderation: { moderator: new WordListModerator(['darn']) } });
-    await expect(t.sendCommand('set_prompt', { prompt: 'a darn cat' })).rejects.toMatchObject({ code: 'moderation_rejected' });
-    expect(t.state.prompt).toBe('a lighthouse at dusk');
+    await expect(t.sendCommand('set_prompt', { value: 'a darn cat' })).rejects.toMatchObject({ code: 'moderation_rejected' });
+    expect(t.session.settings.prompt).toBe(DEFAULT_PROMPT);
   });
 });

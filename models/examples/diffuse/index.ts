@@ -3,17 +3,23 @@
  * step API: the runtime calls `generate` step after step, each step "denoises" a chunk of 4–8
  * frames from the current prompt in a variable time (~60 ms a frame, ±20 %), and the output track
  * is paced adaptively (`fps: 'adaptive'`): frames play evenly at the rate the model makes them,
- * whatever the chunk sizes and step times. Commands: `set_prompt` (moderated free text), `pause` /
- * `resume` (the session stays, the model stays loaded; `beforeStep` skips steps meanwhile), and
- * `set_speed` (the compute time per frame, to watch the playout rate follow).
+ * whatever the chunk sizes and step times.
+ *
+ * What a client may set is declared once, as `settings`: `prompt` (moderated free text),
+ * `paused` (the session stays, the model stays loaded; `beforeStep` skips steps meanwhile) and
+ * `ms_per_frame` (the compute time per frame, to watch the playout rate follow). Each becomes a
+ * validated `set_<field>` command (`set_prompt`, `set_paused`, `set_ms_per_frame`), and a step
+ * reads them as one snapshot, `step.settings`, so a command never changes them half-way through a
+ * chunk. The one hand-written command is what a field cannot carry: `reset`, an action (start the
+ * scene over), not a value.
  *
  * The compute is simulated with `session.sleep` — a real model runs its network there (on a
  * worker, or a GPU, so the event loop stays free; see the stylise example). Everything else is
- * what a real one needs: the prompt read once per step in `beforeStep`, so a command never changes
- * it half-way through a chunk; pause without unloading; one bad step logged and skipped.
+ * what a real one needs: settings read once per step; pause without unloading; one bad step logged
+ * and skipped.
  */
 
-import { commandFor, CommandError, defineModel, moderated, SKIP_STEP, type VideoFrame } from 'arclight/runtime';
+import { commandFor, defineModel, SKIP_STEP, type SettingsOf, type VideoFrame } from 'arclight/runtime';
 import { I420Canvas, rgbToYuv, type Yuv } from '../shared/i420-canvas.ts';
 
 export const WIDTH = 640;
@@ -24,11 +30,7 @@ export const MIN_CHUNK = 4;
 export const MAX_CHUNK = 8;
 
 interface DiffuseState {
-  prompt: string;
-  paused: boolean;
-  /** Simulated compute per frame, ms (a chunk of n frames takes about n × this, ±20 %). */
-  msPerFrame: number;
-  /** Frames made so far (positions the moving shape: continuous across chunks). */
+  /** Frames made so far (positions the moving shape: continuous across chunks; `reset` zeroes it). */
   frame: number;
   /** Steps that failed and were skipped. */
   failedSteps: number;
@@ -36,13 +38,38 @@ interface DiffuseState {
   seed: number;
 }
 
-/** What one step is given: read between steps, so commands never land half-way through a chunk. */
-interface StepInput {
-  readonly prompt: string;
-  readonly msPerFrame: number;
-}
+/** The first prompt, and what `reset` returns to. */
+export const DEFAULT_PROMPT = 'a lighthouse at dusk';
 
-const command = commandFor<DiffuseState>();
+/** Client-settable state: each field is a `set_<field>` command with params `{ value }`. */
+const settings = {
+  prompt: {
+    type: 'string',
+    default: DEFAULT_PROMPT,
+    minLength: 1,
+    maxLength: 80,
+    // No control characters: the prompt is drawn on the picture and shown in logs.
+    pattern: '^[^\\u0000-\\u001f]*$',
+    moderated: true,
+    description: 'What to generate; applies from the next step.',
+  },
+  paused: {
+    type: 'boolean',
+    default: false,
+    description: 'Stops generating while true (the session and the model stay; the picture holds its last frame).',
+  },
+  ms_per_frame: {
+    type: 'number',
+    default: 60,
+    minimum: 20,
+    maximum: 1000,
+    description: 'Simulated compute per frame, in ms (the playout rate follows: 60 ms ≈ 16 fps).',
+  },
+} as const;
+
+export type DiffuseSettings = SettingsOf<typeof settings>;
+
+const command = commandFor<DiffuseState, DiffuseSettings>();
 
 /** A number in [0, 1) from the state's seed (mulberry32), advancing it. */
 function random(state: DiffuseState): number {
@@ -76,69 +103,39 @@ function draw(canvas: I420Canvas, prompt: string, frame: number, step: number, i
 export default defineModel({
   name: 'diffuse',
   version: '1.0.0',
-  description: 'A simulated generative model on the step API: chunks of 4–8 frames per step, a prompt, pause/resume, adaptive playout.',
+  description: 'A simulated generative model on the step API: chunks of 4–8 frames per step, settings (prompt, paused, speed), adaptive playout.',
   fps: FPS,
   tracks: [{ name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT, fps: 'adaptive' }],
-  createSessionState: (): DiffuseState => ({ prompt: 'a lighthouse at dusk', paused: false, msPerFrame: 60, frame: 0, failedSteps: 0, seed: 24 }),
+  createSessionState: (): DiffuseState => ({ frame: 0, failedSteps: 0, seed: 24 }),
+  settings,
   commands: {
-    set_prompt: command({
-      description: 'What to generate; applies from the next step.',
-      params: {
-        type: 'object',
-        properties: { prompt: moderated({ type: 'string', minLength: 1, maxLength: 80 }) },
-        required: ['prompt'],
-        additionalProperties: false,
-      },
-      reply: { type: 'prompt_changed', schema: { type: 'object', properties: { prompt: { type: 'string' } }, required: ['prompt'] } },
-      handler: ({ prompt }, { session }) => {
-        if (/[\u0000-\u001f]/.test(prompt)) throw new CommandError('unprintable_prompt', 'The prompt may not contain control characters.');
-        session.state.prompt = prompt;
-        return { prompt };
-      },
-    }),
-    pause: command({
-      description: 'Stops generating (the session and the model stay; the picture holds its last frame).',
+    // An action, not a value, so not a setting: start the scene over (the shape from the left, a
+    // black frame between), keeping the settings.
+    reset: command({
+      description: 'Starts the scene over from its first frame (the settings stay).',
       params: { type: 'object', additionalProperties: false },
-      reply: { type: 'generation_state', schema: { type: 'object', properties: { paused: { type: 'boolean' } }, required: ['paused'] } },
-      handler: (_params, { session }) => {
-        session.state.paused = true;
-        return { paused: true };
-      },
-    }),
-    resume: command({
-      description: 'Generates again from the next step.',
-      params: { type: 'object', additionalProperties: false },
-      reply: { type: 'generation_state', schema: { type: 'object', properties: { paused: { type: 'boolean' } }, required: ['paused'] } },
-      handler: (_params, { session }) => {
-        session.state.paused = false;
-        return { paused: false };
-      },
-    }),
-    set_speed: command({
-      description: 'Simulated compute per frame, in ms (the playout rate follows: 60 ms ≈ 16 fps).',
-      params: {
-        type: 'object',
-        properties: { ms_per_frame: { type: 'number', minimum: 20, maximum: 1000 } },
-        required: ['ms_per_frame'],
-        additionalProperties: false,
-      },
-      handler: ({ ms_per_frame }, { session }) => {
-        session.state.msPerFrame = ms_per_frame;
+      reply: { type: 'scene_reset', schema: { type: 'object', properties: { prompt: { type: 'string' } }, required: ['prompt'] } },
+      handler: async (_params, { session }) => {
+        session.state.frame = 0;
+        await session.flush('main_video');
+        return { prompt: session.settings.prompt };
       },
     }),
   },
-  beforeStep(session) {
+  beforeStep(session, step) {
     // Pause without unloading: skip the step; the runtime tries again after the next command.
-    if (session.state.paused) return SKIP_STEP;
-    return { prompt: session.state.prompt, msPerFrame: session.state.msPerFrame } satisfies StepInput;
+    if (step.settings.paused) return SKIP_STEP;
+    return undefined;
   },
-  async generate(input, session, step) {
+  async generate(_input, session, step) {
+    // step.settings: the snapshot this step began with (a set_prompt meanwhile applies next step).
+    const { prompt, ms_per_frame: msPerFrame } = step.settings;
     const state = session.state;
     const count = MIN_CHUNK + Math.floor(random(state) * (MAX_CHUNK - MIN_CHUNK + 1));
-    const computeMs = count * input.msPerFrame * (0.8 + 0.4 * random(state));
+    const computeMs = count * msPerFrame * (0.8 + 0.4 * random(state));
     await session.sleep(computeMs); // a real model runs its network here
     const canvas = new I420Canvas(WIDTH, HEIGHT);
-    return { video: Array.from({ length: count }, (_, i) => draw(canvas, input.prompt, state.frame++, step.index, i, count)) };
+    return { video: Array.from({ length: count }, (_, i) => draw(canvas, prompt, state.frame++, step.index, i, count)) };
   },
   onStepError(error, session, step) {
     // One bad step (an out-of-memory, a NaN) costs a chunk, not the session; five in a row end it.
