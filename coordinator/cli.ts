@@ -23,6 +23,7 @@ import { readSigningKeySecretFile, signingKeyCipherFor, type SigningKeySecret } 
 import { SigningKeyring } from './tokens/signing-keyring.ts';
 import { writeStandardStream } from '../runtime/log.ts';
 import { TestPaymentProvider, type PaymentProvider } from './billing/payment-provider.ts';
+import { DashboardSessionStore } from './dashboard/dashboard-sessions.ts';
 
 export const COORDINATOR_USAGE = `Usage:
   arclight coordinator [--port 8090] [--host 127.0.0.1] [--database <file|postgres://…>]
@@ -78,7 +79,13 @@ Admin verbs (each prints one JSON object):
                                     first: the current signing key cannot be retired)
   list-signing-keys                 the keys that verify, newest first, and which one signs
   grant-credits <account-id> <credits>   promotional credits (expire after 90 days)
-  buy-credits <account-id> <dollars>     a purchase, 1–1,000 whole dollars (credits expire after 365 days)
+  buy-credits <account-id> <dollars>     a purchase paid outside the coordinator, 1–1,000 whole dollars
+                                         (credits expire after 365 days), recorded as a confirmed
+                                         purchase of kind "operator" (GET /platform/purchases)
+  dashboard-link <account-id> [--base-url https://api.example.com]
+                                         a single-use link signing the account in to its dashboard,
+                                         valid 15 minutes; base URL default $ARCLIGHT_PUBLIC_URL,
+                                         else http://127.0.0.1:8090
   balance <account-id>                   unspent credits, per grant, in spending order
   usage <account-id> [--since <date|ms>] sessions with seconds and credits charged (default: 30 days),
                                          totals, and this month's spend against the billing cap
@@ -164,6 +171,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         private: { type: 'boolean' },
         open: { type: 'boolean' },
         name: { type: 'string' },
+        'base-url': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -357,7 +365,17 @@ async function runAdmin(
       case 'buy-credits': {
         need(2, '<account-id> <dollars>');
         await account(args[0]!);
-        return await ledger.purchase(args[0]!, count(args[1], 'dollars')!);
+        const { purchaseId, ...grant } = await ledger.purchase(args[0]!, count(args[1], 'dollars')!);
+        return { ...grant, purchase_id: purchaseId };
+      }
+      case 'dashboard-link': {
+        need(1, '<account-id>');
+        const base = ((values['base-url'] as string | undefined) ?? process.env['ARCLIGHT_PUBLIC_URL'] ?? 'http://127.0.0.1:8090').replace(/\/+$/, '');
+        if (!/^https?:\/\/[^\s/?#]+$/.test(base)) throw new UsageError('--base-url must be the coordinator\'s http(s) origin (no path), e.g. https://api.example.com');
+        const found = await account(args[0]!);
+        const { token, expiresAt } = await new DashboardSessionStore(storage.db).issueLink(found.id);
+        // The token rides in the fragment: browsers never send it to a server, nor in a Referer.
+        return { account_id: found.id, url: `${base}/dashboard/#link=${token}`, expires_at: expiresAt, single_use: true };
       }
       case 'usage': {
         need(1, '<account-id>');

@@ -26,6 +26,7 @@ import { PurchaseService } from './billing/purchases.ts';
 import { METER_CONCURRENCY_POSTGRES, SessionMeter, type MeterStop } from './billing/session-meter.ts';
 import { HousekeeperLease } from './housekeeping/housekeeper-lease.ts';
 import { CoordinatorMetrics } from './metrics.ts';
+import { DashboardSessionStore } from './dashboard/dashboard-sessions.ts';
 import { RuntimeClient } from './runtimes/runtime-client.ts';
 import { RuntimeRegistry } from './runtimes/runtime-registry.ts';
 import { SessionLifecycle } from './sessions/session-lifecycle.ts';
@@ -147,6 +148,8 @@ export interface Coordinator {
   readonly purchases: PurchaseService;
   /** @internal */
   readonly registry: RuntimeRegistry;
+  /** @internal */
+  readonly dashboardSessions: DashboardSessionStore;
   /** One pass of what the timer does: end sessions at max duration, bill, end dry accounts' sessions, retry unanswered payments. */
   housekeeping(): Promise<void>;
   close(): Promise<void>;
@@ -201,6 +204,7 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   meter.setAutoTopup(purchases);
   if (options.paymentProvider?.name === 'test') log.warn('the test payment provider is on: purchases are confirmed without any payment (never in production)');
   const sessions = new SessionStore(db, storage.engine, ledger, options.now);
+  const dashboardSessions = new DashboardSessionStore(db, options.now);
   const registry = new RuntimeRegistry(db, storage.engine, options.now, heartbeatMs, options.batching?.heartbeatBatchMs);
   const metrics = new CoordinatorMetrics(db);
   const runtimeSecret = options.runtimeSecret ?? process.env['ARCLIGHT_RUNTIME_SECRET'];
@@ -250,6 +254,7 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     sessions,
     ledger,
     purchases,
+    dashboardSessions,
     paymentProvider: options.paymentProvider?.name,
     storage,
     registry,
@@ -307,6 +312,8 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     for (const { sessionId, stop } of mustEnd) await lifecycle.end(sessionId, METER_STOP_REASONS[stop]);
     // Purchases the provider never answered (a timeout, a replica that died after its claim).
     await purchases.resume();
+    // Dashboard sign-ins past their expiry (checked on every use anyway; this only tidies).
+    await dashboardSessions.purge();
     done();
   };
   let flushing: Promise<unknown> | undefined;
@@ -346,6 +353,7 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
     meter,
     purchases,
     registry,
+    dashboardSessions,
     housekeeping,
     async close() {
       clearInterval(timer);

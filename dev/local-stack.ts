@@ -15,7 +15,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { mintToken } from '../client/server-token.ts';
-import { startCoordinator, type Coordinator } from '../coordinator/index.ts';
+import { startCoordinator, TestPaymentProvider, type Coordinator, type PaymentProvider } from '../coordinator/index.ts';
 import { startRuntime, type IcePolicyOptions, type ModelDefinition, type Runtime } from '../runtime/index.ts';
 import { createLogger, type Logger } from '../runtime/log.ts';
 
@@ -35,6 +35,12 @@ export interface LocalStackOptions {
   readonly ice?: IcePolicyOptions;
   /** The model's rate when the stack adds it to the catalog (an existing entry keeps its own). Default 5. */
   readonly creditsPerSecond?: number;
+  /**
+   * Where the coordinator's purchases are paid (the account dashboard's Credits screen, automatic
+   * top-up). Default the test provider, which confirms without money — a development stack only;
+   * null: none (purchases answer 501).
+   */
+  readonly paymentProvider?: PaymentProvider | null;
   readonly logger?: Logger;
 }
 
@@ -86,6 +92,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       host,
       runtimeSecret,
       logger: log.child({ process: 'coordinator' }),
+      ...(options.paymentProvider === null ? {} : { paymentProvider: options.paymentProvider ?? new TestPaymentProvider() }),
     });
     started.push(coordinator);
     if (!(await coordinator.catalog.byName(modelName))) await coordinator.catalog.add(modelName, options.creditsPerSecond ?? DEFAULT_RATE);

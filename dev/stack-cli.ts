@@ -16,6 +16,8 @@ Runs the hosted service on this machine for development, all on 127.0.0.1:
   - a coordinator (SQLite) with the model in its catalog,
   - a runtime in hosted mode registered with it (on --port + 1),
   - a demo account with credits and a new API key (printed; earlier demo keys are revoked),
+  - the account dashboard at the coordinator's /dashboard/ (sign in with that key); purchases
+    there are paid by the test payment provider, which confirms without money,
   - the playground on --port, which connects to its runtime directly (local mode) or through
     the coordinator with tokens minted from the demo key (hosted mode).
 The model module defaults to the \`pattern\` example.
@@ -47,6 +49,7 @@ export function describeLocalStack(stack: LocalStack): string {
     `  Hosted runtime ${stack.hostedRuntimeUrl}   (registered with the coordinator; reached through it)`,
     `  Demo API key   ${stack.apiKey}`,
     `                 (account "Demo" ${stack.demoAccountId}; a new key every start, the old ones revoked)`,
+    `  Dashboard      ${stack.coordinatorUrl}/dashboard/   (sign in with the demo key; purchases use the test payment provider)`,
     '',
     'Mint a session token with it, as your server would (or mintToken from arclight/client/server):',
     `  curl -s -X POST ${stack.coordinatorUrl}/tokens \\`,

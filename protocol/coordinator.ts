@@ -88,11 +88,31 @@ export interface PurchaseRequest {
   readonly dollars: number;
 }
 
+/**
+ * `POST /platform/dashboard/sign-in` and `GET /platform/dashboard/session`: who is signed in to the
+ * account dashboard (the session itself is the `arclight_dashboard` cookie, HttpOnly).
+ */
+export interface DashboardSessionBody {
+  readonly account: { readonly id: string; readonly name: string };
+  /** `api_key`: signed in with an API key (`key_id`); `link`: with an operator's sign-in link. */
+  readonly method: 'api_key' | 'link';
+  readonly key_id: string | null;
+  /** Milliseconds since the epoch: when it began, when it ends at the latest, and when it ends unless used. */
+  readonly created_at: number;
+  readonly expires_at: number;
+  readonly idle_expires_at: number;
+  /** What every change made with the cookie must carry in the `X-Arclight-CSRF` header. */
+  readonly csrf_token: string;
+}
+
 /** A purchase of credits, as the platform API shows it (`/platform/purchases…`). */
 export interface PurchaseBody {
   readonly id: string;
-  /** `manual`: bought through `POST /platform/purchases`; `auto_topup`: made by the automatic top-up. */
-  readonly kind: 'manual' | 'auto_topup';
+  /**
+   * `manual`: bought through `POST /platform/purchases`; `auto_topup`: made by the automatic top-up;
+   * `operator`: recorded by an operator (`arclight admin buy-credits`, paid outside the coordinator).
+   */
+  readonly kind: 'manual' | 'auto_topup' | 'operator';
   /** `pending` → `confirmed` (credits granted) or `failed`; `refunded` once refunds cover what was paid. */
   readonly status: 'pending' | 'confirmed' | 'failed' | 'refunded';
   readonly dollars: number;

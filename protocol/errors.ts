@@ -47,6 +47,9 @@ export const ERROR_CODES = {
   purchase_not_found: { status: 404, retryable: false, summary: "The account has no purchase with this id (unknown and other accounts' ids alike)." },
   payments_not_configured: { status: 501, retryable: false, summary: 'This coordinator has no payment provider: purchases and automatic top-up are off.' },
   webhook_signature_invalid: { status: 400, retryable: false, summary: "A payment webhook's signature is missing, malformed, wrong or outside the tolerance window." },
+  // The account dashboard's sign-in (the coordinator)
+  sign_in_link_invalid: { status: 401, retryable: false, summary: 'A dashboard sign-in link was used already, has expired or was never issued.' },
+  csrf_check_failed: { status: 403, retryable: false, summary: 'A state-changing request authenticated by the dashboard cookie lacks the session\'s X-Arclight-CSRF header or comes from another site.' },
   // Data-channel commands
   invalid_message: { status: 400, retryable: false, summary: 'A data-channel message is not a valid envelope.' },
   message_too_large: { status: 413, retryable: false, summary: 'A data-channel message exceeds the size limit.' },

@@ -139,17 +139,43 @@ export class CreditLedger {
   /**
    * A purchase of whole dollars (1–1,000 per transaction by default), turned into credits at
    * credits_per_dollar; refused when the balance would pass the account ceiling. This is the
-   * operator's (`arclight admin buy-credits`): paid elsewhere, granted at once, no provider and no
-   * purchase record. Accounts buy through `POST /platform/purchases` (purchases.ts).
+   * operator's (`arclight admin buy-credits`): paid elsewhere, granted at once, no provider — and
+   * recorded like any purchase, in the same transaction as its grant: `kind` and `provider`
+   * `operator`, `confirmed`, so the account sees it in `GET /platform/purchases` (and the
+   * dashboard) beside what it bought itself. Accounts buy through `POST /platform/purchases`
+   * (purchases.ts).
    */
-  async purchase(accountId: string, dollars: number): Promise<GrantBalance> {
+  async purchase(accountId: string, dollars: number): Promise<GrantBalance & { readonly purchaseId: string }> {
     const credits = this.purchaseCredits(dollars);
     return this.#db.transaction().execute(async (tx) => {
       const locked = await this.lockAccount(tx, accountId);
       await this.checkCeiling(tx, accountId, credits);
       const grant = await this.#insertGrant(tx, accountId, 'purchased', credits, dollars * 100);
+      const now = this.#now();
+      const purchaseId = randomUUID();
+      await tx
+        .insertInto('purchases')
+        .values({
+          id: purchaseId,
+          account_id: accountId,
+          kind: 'operator',
+          status: 'confirmed',
+          dollars,
+          credits,
+          provider: 'operator',
+          provider_ref: null,
+          checkout_url: null,
+          failure: null,
+          idempotency_key: null,
+          grant_id: grant.id,
+          retry_at: null,
+          created_at: now,
+          updated_at: now,
+          confirmed_at: now,
+        })
+        .execute();
       await this.rearmAutoTopupIn(tx, accountId, locked);
-      return grant;
+      return { ...grant, purchaseId };
     });
   }
 

@@ -24,8 +24,11 @@ import type { TokenService } from '../tokens/token-service.ts';
 import { sql } from 'kysely';
 import { routePath } from 'hono/route';
 import type { CoordinatorMetrics } from '../metrics.ts';
+import { DashboardAuth } from '../dashboard/dashboard-auth.ts';
+import type { DashboardSessionStore } from '../dashboard/dashboard-sessions.ts';
 import { createBearerAuthenticator } from './bearer-auth.ts';
 import { createErrorHandler, hasNul, notFound, readJson, type ErrorLogger } from './errors.ts';
+import { registerDashboardRoutes } from './dashboard-routes.ts';
 import { registerPlatformRoutes } from './platform-routes.ts';
 import { registerRuntimeRoutes } from './runtime-routes.ts';
 import { registerSessionRoutes } from './session-routes.ts';
@@ -38,6 +41,8 @@ export interface CoordinatorServices {
   readonly sessions: SessionStore;
   readonly ledger: CreditLedger;
   readonly purchases: PurchaseService;
+  /** The account dashboard's sign-ins (coordinator/dashboard/). */
+  readonly dashboardSessions: DashboardSessionStore;
   /** The payment provider's name; undefined when purchases are off. */
   readonly paymentProvider: string | undefined;
   readonly storage: CoordinatorStorage;
@@ -119,8 +124,12 @@ export function createCoordinatorApp(services: CoordinatorServices): Hono {
   });
 
   const auth = createBearerAuthenticator(services.tokens, services.apiKeys);
+  const dashboard = new DashboardAuth(services.dashboardSessions, { publicUrl: services.publicUrl });
+  registerDashboardRoutes(app, { apiKeys: services.apiKeys, store: services.dashboardSessions, auth: dashboard, storage: services.storage });
   registerPlatformRoutes(app, {
     auth,
+    dashboard,
+    lifecycle: services.lifecycle,
     apiKeys: services.apiKeys,
     catalog: services.catalog,
     ledger: services.ledger,

@@ -2,10 +2,11 @@
  * The platform API: account-level data and management for servers (and the account dashboard,
  * which uses nothing else) — the account and its quotas, the models it may use, its open
  * sessions, its credit balance and usage, its purchases and automatic top-up, and its API keys.
- * Authenticated with the API key as bearer (or an unscoped token, which can do what the key can);
- * session-scoped tokens are refused with 403, since they are meant for browsers and must not read
- * account data. The one exception is the payment provider's webhook, which carries a signature
- * instead of credentials.
+ * Authenticated with the API key as bearer (or an unscoped token, which can do what the key can),
+ * or — for the account dashboard's page — the dashboard session cookie, with its CSRF defence on
+ * every change (coordinator/dashboard/); session-scoped tokens are refused with 403, since they are
+ * meant for browsers and must not read account data. The one exception is the payment provider's
+ * webhook, which carries a signature instead of credentials.
  */
 
 import type { Context, Hono } from 'hono';
@@ -16,17 +17,23 @@ import type { CreditLedger } from '../billing/credit-ledger.ts';
 import { MAX_PURCHASES_PAGE, type PurchaseService } from '../billing/purchases.ts';
 import { DEFAULT_USAGE_WINDOW_MS, usageReport } from '../billing/usage-report.ts';
 import type { ModelCatalog } from '../models/model-catalog.ts';
+import type { DashboardAuth } from '../dashboard/dashboard-auth.ts';
+import type { SessionLifecycle } from '../sessions/session-lifecycle.ts';
 import type { CoordinatorStorage } from '../storage/database.ts';
 import type { BearerAuthenticator } from './bearer-auth.ts';
 import { MAX_BODY_BYTES, readJson } from './errors.ts';
 
 /** Open sessions listed by `GET /platform/sessions` (an account's concurrency quota is usually far lower). */
 export const MAX_OPEN_SESSIONS_LISTED = 1000;
+/** Longest end reason kept, as on `DELETE /sessions/{id}`. */
+const MAX_END_REASON_LENGTH = 256;
 /** `Idempotency-Key`, as on `POST /sessions`. */
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
 export interface PlatformRouteServices {
   readonly auth: BearerAuthenticator;
+  /** The dashboard cookie: accepted wherever the API key is, when no Authorization header is sent. */
+  readonly dashboard: DashboardAuth;
   readonly apiKeys: ApiKeyStore;
   readonly catalog: ModelCatalog;
   readonly ledger: CreditLedger;
@@ -34,16 +41,19 @@ export interface PlatformRouteServices {
   /** The payment provider's name, or undefined when purchases are off. */
   readonly paymentProvider: string | undefined;
   readonly storage: CoordinatorStorage;
+  /** Ends sessions (`DELETE /platform/sessions/{id}`). */
+  readonly lifecycle: SessionLifecycle;
   /** Milliseconds since the epoch. */
   readonly now: () => number;
 }
 
 /** Who calls: the account, and the API key presented or the one that minted the token presented. */
-interface PlatformCaller {
+export interface PlatformCaller {
   readonly accountId: string;
-  readonly keyId: string;
-  /** How: the API key itself as bearer, or an unscoped token. */
-  readonly via: 'api_key' | 'token';
+  /** The key presented, or that minted the token, or that signed the dashboard session in (null: a sign-in link). */
+  readonly keyId: string | null;
+  /** How: the API key itself as bearer, an unscoped token, or the dashboard cookie. */
+  readonly via: 'api_key' | 'token' | 'dashboard';
 }
 
 /** A key as the platform API shows it: never the secret, nor its hash. */
@@ -75,7 +85,7 @@ function isObject(value: unknown): value is Record<string, unknown> {
 }
 
 /** A body that must be a JSON object with at most `allowed` fields (an empty body reads as `{}`). */
-async function objectBody(c: Context, allowed: readonly string[]): Promise<Record<string, unknown>> {
+export async function objectBody(c: Context, allowed: readonly string[]): Promise<Record<string, unknown>> {
   const body = await readJson(c);
   if (!isObject(body)) throw new ArclightError('invalid_request', `The body must be a JSON object${allowed.length ? `: {${allowed.map((f) => `${f}?`).join(', ')}}` : ' without fields, or empty'}.`, { field: '' });
   for (const field of Object.keys(body)) {
@@ -106,6 +116,11 @@ export function registerPlatformRoutes(app: Hono, services: PlatformRouteService
   const { apiKeys, purchases } = services;
 
   const callerOf = async (c: Context): Promise<PlatformCaller> => {
+    // The dashboard's page: its cookie, when no Authorization header is sent (a server's key wins).
+    if (c.req.header('authorization') === undefined) {
+      const cookie = await services.dashboard.caller(c);
+      if (cookie) return { accountId: cookie.session.accountId, keyId: cookie.session.apiKeyId, via: 'dashboard' };
+    }
     const actor = await services.auth.actor(c, { allowApiKey: true });
     if (actor.kind === 'api_key') return { accountId: actor.accountId, keyId: actor.keyId, via: 'api_key' };
     if (actor.token.scoped) throw new ArclightError('forbidden', 'Session tokens are not accepted on the platform API; use the API key from a server.');
@@ -120,7 +135,7 @@ export function registerPlatformRoutes(app: Hono, services: PlatformRouteService
    */
   const keyManager = async (c: Context): Promise<PlatformCaller> => {
     const caller = await callerOf(c);
-    if (caller.via === 'token' && !(await apiKeys.isActive(caller.keyId))) {
+    if (caller.via === 'token' && caller.keyId !== null && !(await apiKeys.isActive(caller.keyId))) {
       throw new ArclightError('unauthorized', 'The API key this token was minted with has been revoked or rotated; managing keys needs an active API key or a token minted with one.');
     }
     return caller;
@@ -181,6 +196,41 @@ export function registerPlatformRoutes(app: Hono, services: PlatformRouteService
         rate: { amount_per_sec: Number(r.rate_credits_per_second), unit: 'credits', denomination: 'second' },
       })),
       truncated: rows.length > MAX_OPEN_SESSIONS_LISTED,
+    });
+  });
+
+  /**
+   * Ends one of the account's sessions, as `DELETE /sessions/{id}` with the API key does — here
+   * with the platform API's credentials (the dashboard's cookie included). Unknown and other
+   * accounts' ids: 404 `session_not_found`. An ended session answers as it is (idempotent).
+   */
+  app.delete('/platform/sessions/:id', async (c) => {
+    const caller = await accountManager(c);
+    const body = await objectBody(c, ['reason']);
+    const reason = body['reason'];
+    if (reason !== undefined && (typeof reason !== 'string' || reason.length === 0 || reason.length > MAX_END_REASON_LENGTH)) {
+      throw new ArclightError('invalid_request', `reason must be a string of 1 to ${MAX_END_REASON_LENGTH} characters.`, { field: '/reason' });
+    }
+    const id = c.req.param('id');
+    const db = services.storage.db;
+    const owned = id.length > 128 ? undefined : await db.selectFrom('sessions').select(['id', 'status']).where('id', '=', id).where('account_id', '=', caller.accountId).executeTakeFirst();
+    if (!owned) throw new ArclightError('session_not_found', 'This account has no session with that id.');
+    if (owned.status !== 'ended') await services.lifecycle.end(owned.id, reason ?? 'The session was ended from the account dashboard or the platform API.');
+    const row = await db
+      .selectFrom('sessions as s')
+      .innerJoin('models as m', 'm.id', 's.model_id')
+      .select(['s.id', 'm.name', 's.status', 's.created_at', 's.ready_at', 's.ended_at', 's.end_reason', 's.billed_seconds'])
+      .where('s.id', '=', owned.id)
+      .executeTakeFirstOrThrow();
+    return c.json({
+      session_id: row.id,
+      model: row.name,
+      status: row.status,
+      created_at: Number(row.created_at),
+      ready_at: row.ready_at === null ? null : Number(row.ready_at),
+      ended_at: row.ended_at === null ? null : Number(row.ended_at),
+      end_reason: row.end_reason,
+      billed_seconds: Number(row.billed_seconds),
     });
   });
 

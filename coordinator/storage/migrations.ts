@@ -343,6 +343,37 @@ const purchases: Migration = {
   },
 };
 
+const dashboard: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    // The account dashboard's sign-ins (coordinator/dashboard/): cookie values and one-time link
+    // tokens are stored as SHA-256 only, so a leaked table signs nobody in.
+    await db.schema
+      .createTable('dashboard_sessions')
+      .addColumn('id_hash', 'text', (c) => c.primaryKey())
+      .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+      .addColumn('api_key_id', 'text', (c) => c.references('api_keys.id'))
+      .addColumn('method', 'text', (c) => c.notNull())
+      .addColumn('created_at', 'bigint', (c) => c.notNull())
+      .addColumn('expires_at', 'bigint', (c) => c.notNull())
+      .addColumn('last_seen_at', 'bigint', (c) => c.notNull())
+      .execute();
+    await db.schema.createIndex('dashboard_sessions_expires').on('dashboard_sessions').column('expires_at').execute();
+    await db.schema
+      .createTable('dashboard_links')
+      .addColumn('token_hash', 'text', (c) => c.primaryKey())
+      .addColumn('account_id', 'text', (c) => c.notNull().references('accounts.id'))
+      .addColumn('created_at', 'bigint', (c) => c.notNull())
+      .addColumn('expires_at', 'bigint', (c) => c.notNull())
+      .addColumn('used_at', 'bigint')
+      .execute();
+    await db.schema.createIndex('dashboard_links_expires').on('dashboard_links').column('expires_at').execute();
+  },
+  async down(db: Kysely<unknown>): Promise<void> {
+    await db.schema.dropTable('dashboard_links').execute();
+    await db.schema.dropTable('dashboard_sessions').execute();
+  },
+};
+
 /** Every migration, oldest first; names sort in order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0001_initial': initial,
@@ -358,6 +389,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0011_leases': leases,
   '0012_key_revocation': keyRevocation,
   '0013_purchases': purchases,
+  '0014_dashboard': dashboard,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => ({ ...MIGRATIONS }) };

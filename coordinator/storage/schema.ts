@@ -169,7 +169,8 @@ export interface CreditGrantTable {
   refunded: Generated<number>;
 }
 
-export type PurchaseKind = 'manual' | 'auto_topup';
+/** `operator`: recorded by `arclight admin buy-credits` (paid outside the coordinator, confirmed at once). */
+export type PurchaseKind = 'manual' | 'auto_topup' | 'operator';
 export type PurchaseStatus = 'pending' | 'confirmed' | 'failed' | 'refunded';
 
 /**
@@ -273,7 +274,40 @@ export interface LeaseTable {
   acquired_at: number;
 }
 
+/**
+ * A signed-in account dashboard (coordinator/dashboard/): the cookie's value is a random id stored
+ * only as its SHA-256, like API keys. Ends at `expires_at` (absolute), after `idle_ms` without a
+ * request, at sign-out, or when the API key it signed in with is revoked.
+ */
+export interface DashboardSessionTable {
+  /** SHA-256 (hex) of the cookie's value. */
+  id_hash: string;
+  account_id: string;
+  /** The API key that signed in; null for an operator's sign-in link. */
+  api_key_id: string | null;
+  /** `api_key` or `link`. */
+  method: string;
+  created_at: number;
+  /** Absolute end (created_at + 12 h). */
+  expires_at: number;
+  /** The last request it authenticated (written at most once a minute); idle expiry counts from it. */
+  last_seen_at: number;
+}
+
+/** An operator-issued, single-use sign-in link (`arclight admin dashboard-link`): its token hashed. */
+export interface DashboardLinkTable {
+  /** SHA-256 (hex) of the link's token. */
+  token_hash: string;
+  account_id: string;
+  created_at: number;
+  expires_at: number;
+  /** When it was exchanged for a dashboard session; a used link signs nobody in again. */
+  used_at: number | null;
+}
+
 export interface CoordinatorDatabase {
+  dashboard_sessions: DashboardSessionTable;
+  dashboard_links: DashboardLinkTable;
   runtimes: RuntimeTable;
   credit_grants: CreditGrantTable;
   meter_ticks: MeterTickTable;

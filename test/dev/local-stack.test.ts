@@ -52,6 +52,10 @@ describe('the local stack', () => {
     accountId = stack.demoAccountId;
     expect((await stack.coordinator.accounts.get(accountId))?.name).toBe(DEMO_ACCOUNT_NAME);
     expect((await stack.coordinator.ledger.balance(accountId)).credits).toBe(DEMO_CREDITS);
+    // The account dashboard's purchases work locally: the stack runs the test payment provider.
+    const account = await fetch(`${stack.coordinatorUrl}/platform/account`, { headers: { authorization: `Bearer ${stack.apiKey}` } });
+    expect(((await account.json()) as { payment_provider: string | null }).payment_provider).toBe('test');
+    expect((await fetch(`${stack.coordinatorUrl}/dashboard/`)).status).toBe(200);
 
     const { token } = await mintToken({ coordinatorUrl: stack.coordinatorUrl, apiKey: stack.apiKey, models: ['pattern'], maxSessions: 1 });
     const client = new ArclightClient({ modelName: 'pattern', apiUrl: stack.coordinatorUrl });

@@ -4,7 +4,7 @@
  * `pattern` on 127.0.0.1 that has registered with it.
  */
 
-import { startCoordinator, type Coordinator } from '../../coordinator/index.ts';
+import { startCoordinator, type Coordinator, type PaymentProvider } from '../../coordinator/index.ts';
 import pattern from '../../models/examples/pattern/index.ts';
 import { startRuntime, type ModelDefinition, type RecordingOptions, type Runtime } from '../../runtime/index.ts';
 import { freshDatabase, type Engine } from '../coordinator/storage-engines.ts';
@@ -39,6 +39,8 @@ export async function startHostedStack(options: {
   model?: ModelDefinition<never>;
   /** The coordinator's storage; default SQLite (hosted tests are slow: most run on one engine). */
   engine?: Engine;
+  /** The coordinator's payment provider (purchases, automatic top-up); default none. */
+  paymentProvider?: PaymentProvider;
 }): Promise<HostedStack> {
   const model = options.model ?? (pattern as never);
   const slug = model.name;
@@ -56,6 +58,7 @@ export async function startHostedStack(options: {
     signupCredits: 0,
     ...(options.reconnectWindowSeconds === undefined ? {} : { reconnectWindowSeconds: options.reconnectWindowSeconds }),
     ...(options.publicUrl === undefined ? {} : { publicUrl: options.publicUrl }),
+    ...(options.paymentProvider === undefined ? {} : { paymentProvider: options.paymentProvider }),
   });
   await coordinator.catalog.add(slug, 5);
   const account = await coordinator.accounts.create('Acme');
