@@ -83,3 +83,12 @@ export { listEncoderBackends, describeEncoderBackendSelection, type EncoderBacke
 export type { CudaFrame, CudaBuffer, CudaFrameShape, CudaFrameDownload, CudaDeviceInfo, NvencProbeResult, NvencEncoderOptions, NvencCodec, NvencInputFormat, NativeAddon, NvencEncoder, NvencPicture } from './native/native-addon.ts';
 /** The native addon itself (undefined when not built): nvencProbe, CudaBuffer, … (native/README.md). */
 export { nativeAddon } from './native/native-addon.ts';
+/**
+ * A model whose inference is Python: worker processes supervised by the runtime, frames through a
+ * shared-memory ring, commands declared in Python and validated here (docs/python-worker.md).
+ */
+export { definePythonModel, type PythonModelDefinition, type PythonModelOptions, type PythonModelTimeouts, type PythonSessionState, type PythonStepInput } from './python/define-python-model.ts';
+export type { PythonWorkerGroup, PythonWorkerGroupOptions } from './python/worker-group.ts';
+export type { ModelDescription as PythonModelDescription, DeclaredCommand as PythonDeclaredCommand, SlotFrame as PythonSlotFrame, SuccessfulReply as PythonWorkerReply, WorkerPixelFormat as PythonPixelFormat, WorkerMessage as PythonWorkerMessage, WorkerReply as PythonWorkerAnyReply, WorkerFailure as PythonWorkerFailure, WorkerRequest as PythonWorkerRequest } from './python/worker-protocol.ts';
+export type { FrameRing } from './python/frame-ring.ts';
+export { PythonWorkerError, isPythonWorkerError, type PythonWorkerErrorCode } from './python/python-worker-error.ts';

@@ -117,7 +117,28 @@ export const REQUIREMENTS = [
     find: () => (existsSync('/usr/include/ffnvcodec/nvEncodeAPI.h') ? '/usr/include/ffnvcodec' : undefined),
     native: true,
   },
+  {
+    name: 'python3-numpy',
+    debian: 'python3-numpy',
+    why: 'the Python worker bridge\'s tests spawn real Python workers (runtime/python/, python/arclight_worker), which need numpy',
+    find: pythonWithNumpy,
+  },
 ];
+
+/**
+ * The Python the workers run, when it imports numpy: $ARCLIGHT_PYTHON, else the first of python3 on
+ * PATH and /usr/bin/python3 that does (runtime/python/python-environment.ts looks in the same order,
+ * so installing python3-numpy for Debian's python serves a machine whose PATH python lacks it).
+ */
+function pythonWithNumpy() {
+  const candidates = process.env.ARCLIGHT_PYTHON ? [process.env.ARCLIGHT_PYTHON] : [onPath('python3'), '/usr/bin/python3'];
+  for (const python of candidates) {
+    if (!python) continue;
+    const check = spawnSync(python, ['-c', 'import numpy'], { stdio: 'ignore', timeout: 30_000 });
+    if (check.status === 0) return python;
+  }
+  return undefined;
+}
 
 /** The requirements not found, `hidden` (names) counting as not found. */
 export function findMissing(requirements = REQUIREMENTS, hidden = new Set()) {
