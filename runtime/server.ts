@@ -458,6 +458,15 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
 
   // Reloads one at a time, in the order asked.
   let reloadQueue: Promise<unknown> = loaded;
+  /** A version's unload(), isolated: the model's code must not take the runtime down. */
+  const unloadModel = async (definition: ModelDefinition<unknown>): Promise<void> => {
+    try {
+      await definition.unload?.();
+    } catch (error) {
+      log.error('the model\'s unload() failed', { error: error instanceof Error ? error.message : String(error) });
+    }
+  };
+
   const reloadModel = async (next: ModelDefinition<never>): Promise<ModelReloadOutcome> => {
     const started = performance.now();
     let definition: ModelDefinition<unknown>;
@@ -471,12 +480,22 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     reloading = true;
     try {
       const outcome = await runLoad(definition);
-      if (!outcome.ok) return outcome;
-      if (closed) return { ok: false, error: loadFailed(new Error('The runtime is shutting down.'), 0) };
+      // A version that never serves gives back what its load() took, as a replaced one does.
+      if (!outcome.ok) {
+        await unloadModel(definition);
+        return outcome;
+      }
+      if (closed) {
+        await unloadModel(definition);
+        return { ok: false, error: loadFailed(new Error('The runtime is shutting down.'), 0) };
+      }
+      const previous = slot.current.definition;
       slot.replace(served);
       const sessions = await host.adoptModel(served.definition, served.router, served.capabilities);
       loadState = 'loaded';
       lastLoadError = undefined;
+      // The old version's sessions have moved on (or ended): what its load() took can go.
+      if (previous !== served.definition) await unloadModel(previous);
       events.publish({ type: 'model_reloaded', version: served.version, sessions_kept: sessions === 'kept' });
       log.info('model reloaded', { version: served.version, sessions, seconds: outcome.seconds });
       return { ok: true, version: served.version, sessions, loadMs: performance.now() - started };
@@ -600,6 +619,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
       closed = true;
       // End the session first, so its end is reported to the coordinator before the link stops.
       await host.close();
+      await unloadModel(slot.current.definition);
       await link?.stop(CLOSE_REPORT_GRACE_MS);
       if (options.uploads?.directory === undefined) await rm(uploadDirectory, { recursive: true, force: true });
       await recordings?.close();

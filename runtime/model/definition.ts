@@ -286,6 +286,14 @@ export interface ModelDefinition<State = Record<string, unknown>, Commands exten
    * new version of the module.
    */
   readonly load?: (context: ModelLoadContext) => void | Promise<void>;
+  /**
+   * Once, when this version of the model stops serving: another version replaced it (a reload
+   * under `arclight dev`; an open session kept runs on the new one), the runtime is closing, or it
+   * never served (its `load()` failed, or the runtime closed while it loaded).
+   * Release what `load()` took that would otherwise outlive it — worker processes, GPU memory, open
+   * files. A throw is logged; the runtime goes on.
+   */
+  readonly unload?: () => void | Promise<void>;
   /** Fresh per-session state, available as `session.state` to `run`, hooks and handlers. */
   readonly createSessionState?: () => State;
   /** The session's loop: read inputs, `await session.emit(...)`. Ends when `session.signal` aborts. A model has `run` or `generate`, not both. */

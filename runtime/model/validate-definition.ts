@@ -151,7 +151,7 @@ export function validateModelDefinition(value: unknown, source: string): ModelDe
       }
     }
   }
-  for (const key of ['load', 'run', 'createSessionState', 'generate', 'beforeStep', 'onStepError'] as const) {
+  for (const key of ['load', 'unload', 'run', 'createSessionState', 'generate', 'beforeStep', 'onStepError'] as const) {
     if (model[key] !== undefined && typeof model[key] !== 'function') problems.push(`${key} must be a function`);
   }
   if (model['run'] !== undefined && model['generate'] !== undefined) {

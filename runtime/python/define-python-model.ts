@@ -229,6 +229,10 @@ export function definePythonModel<const Messages extends MessageMap = MessageMap
         log.warn('the Python module declares other commands than when it was imported; the runtime serves the ones it read at import (restart it to pick up the change)', { module: modulePath });
       }
     },
+    // A reload (arclight dev) or the runtime's close: this version's workers go with it.
+    async unload() {
+      await group.close();
+    },
     createSessionState: (): PythonSessionState => ({ python: true }),
     hooks: {
       session_started: async (session) => {
