@@ -123,6 +123,13 @@ export const REQUIREMENTS = [
     why: 'the Python worker bridge\'s tests spawn real Python workers (runtime/python/, python/arclight_worker), which need numpy',
     find: pythonWithNumpy,
   },
+  {
+    name: 'python3-aiortc',
+    debian: 'python3-aiortc',
+    why: "the network lab's aiortc reference sender (test/e2e/network-lab.test.ts, bench/network-lab.ts), run with Debian's /usr/bin/python3",
+    // Where test/support/network-lab/aiortc-reference.ts looks.
+    find: () => (existsSync('/usr/lib/python3/dist-packages/aiortc/__init__.py') ? '/usr/lib/python3/dist-packages/aiortc' : undefined),
+  },
 ];
 
 /**
