@@ -64,6 +64,11 @@ export interface ApiKeyBody {
   readonly status: 'active' | 'revoked';
   readonly created_at: number;
   readonly revoked_at: number | null;
+  /**
+   * When the tokens this key minted stopped working: set by a revocation (they stop with the key),
+   * null for an active or a rotated key (a rotation leaves them until they expire, up to 6 h).
+   */
+  readonly tokens_revoked_at: number | null;
   /** The key this request was made with (or whose token made it). */
   readonly current: boolean;
 }
@@ -76,6 +81,7 @@ function keyBody(record: ApiKeyRecord, caller: PlatformCaller): ApiKeyBody {
     status: record.revokedAt === null ? 'active' : 'revoked',
     created_at: record.createdAt,
     revoked_at: record.revokedAt,
+    tokens_revoked_at: record.tokensRevokedAt,
     current: record.id === caller.keyId,
   };
 }

@@ -82,7 +82,7 @@ describe.each(ENGINES)('platform keys and usage on %s', (engine) => {
     const listed = await list(acme.key);
     expect(listed.status).toBe(200);
     expect(listed.body).toEqual({
-      keys: [{ id: acme.keyId, name: null, prefix: acme.key.slice(0, 10), status: 'active', created_at: START, revoked_at: null, current: true }],
+      keys: [{ id: acme.keyId, name: null, prefix: acme.key.slice(0, 10), status: 'active', created_at: START, revoked_at: null, tokens_revoked_at: null, current: true }],
     });
 
     now = START + 1_000;
@@ -97,6 +97,7 @@ describe.each(ENGINES)('platform keys and usage on %s', (engine) => {
       status: 'active',
       created_at: START + 1_000,
       revoked_at: null,
+      tokens_revoked_at: null,
       current: false,
     });
     const staging = created.body as { key: string; id: string };
@@ -123,6 +124,8 @@ describe.each(ENGINES)('platform keys and usage on %s', (engine) => {
       [rotated.body.id, 'active'],
     ]);
     expect(afterRotation.body.keys[1].revoked_at).toBe(START + 2_000);
+    // Rotated, not revoked: the tokens it minted live on until they expire.
+    expect(afterRotation.body.keys[1].tokens_revoked_at).toBeNull();
     const text = JSON.stringify(afterRotation.body);
     for (const secret of [acme.key, staging.key, rotated.body.key as string]) expect(text).not.toContain(secret.slice(10));
     expect(text).not.toMatch(/hash/);
@@ -130,7 +133,7 @@ describe.each(ENGINES)('platform keys and usage on %s', (engine) => {
     now = START + 3_000;
     const revoked = await revoke(acme.key, rotated.body.id);
     expect(revoked.status).toBe(200);
-    expect(revoked.body).toEqual({ id: rotated.body.id, name: 'staging', prefix: rotated.body.prefix, status: 'revoked', created_at: START + 2_000, revoked_at: START + 3_000, current: false });
+    expect(revoked.body).toEqual({ id: rotated.body.id, name: 'staging', prefix: rotated.body.prefix, status: 'revoked', created_at: START + 2_000, revoked_at: START + 3_000, tokens_revoked_at: START + 3_000, current: false });
     // A revoked key's POST /tokens fails 401, as does every use of it.
     expect((await mintRaw(rotated.body.key)).status).toBe(401);
     expect((await list(rotated.body.key)).status).toBe(401);
