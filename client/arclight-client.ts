@@ -77,9 +77,10 @@ export interface ArclightClientOptions {
    */
   readonly iceTransportPolicy?: RTCIceTransportPolicy;
   /**
-   * How long the SDP offer waits for ICE candidates; those found later are trickled to the
-   * runtime. Default 5 s. 0 sends the offer at once and trickles every candidate (fastest when
-   * a STUN/TURN server is slow to answer).
+   * How long the SDP offer waits for its first ICE candidate: it goes as soon as the peer has
+   * found one (or gathering completes), with every candidate found by then, and those found later
+   * are trickled to the runtime. Default 5 s. 0 sends the offer at once and trickles every
+   * candidate.
    */
   readonly iceGatheringTimeoutMs?: number;
   /**
@@ -732,11 +733,11 @@ export class ArclightClient<Model extends ModelTypes = UntypedModel> extends Typ
     const api = this.#api!;
     const sessionId = this.#sessionId!;
     const session = this.#session!;
-    const iceServers = await api.iceServers(sessionId);
-    let id = connectionId;
-    if (id === undefined) {
-      id = (await api.registerConnection(sessionId)).connection_id;
-    }
+    // Two independent calls: one round trip, not two.
+    const [iceServers, id] = await Promise.all([
+      api.iceServers(sessionId),
+      connectionId ?? api.registerConnection(sessionId).then((registered) => registered.connection_id),
+    ]);
     this.#setConnectionId(id);
     const rtc = this.#options.rtc ?? globalRtc();
     const link = new PeerLink(rtc, iceServers, session.capabilities.tracks, {
@@ -767,7 +768,7 @@ export class ArclightClient<Model extends ModelTypes = UntypedModel> extends Typ
       ? [...this.#paused]
       : session.capabilities.tracks.filter((t) => t.direction === 'recvonly').map((t) => t.name);
     for (const name of pausedTracks) this.#paused.add(name);
-    await api.sendOffer(sessionId, id, { sdp_offer: sdp, track_mapping: mapping, paused_tracks: pausedTracks }, renegotiate);
+    const inlineAnswer = await api.sendOffer(sessionId, id, { sdp_offer: sdp, track_mapping: mapping, paused_tracks: pausedTracks }, renegotiate);
     // The runtime has the offer's peer now: candidates found since go to it.
     const offeredOn = id;
     const trickler = new CandidateTrickler(
@@ -776,7 +777,8 @@ export class ArclightClient<Model extends ModelTypes = UntypedModel> extends Typ
     );
     this.#trickler = trickler;
     link.trickleTo((candidate) => trickler.push(candidate));
-    const answer = await api.pollAnswer(sessionId, id, maxAttempts);
+    // Usually the offer's own reply carries the answer; otherwise it is polled for.
+    const answer = inlineAnswer ?? (await api.pollAnswer(sessionId, id, maxAttempts));
     await link.acceptAnswer(answer);
     const connectTimeoutMs = this.#options.connectTimeoutMs ?? 15_000;
     const connectStarted = performance.now();

@@ -11,6 +11,7 @@ import type {
   IceServersResponse,
   RegisterConnectionResponse,
   SdpAnswerResponse,
+  SdpOfferAccepted,
   SdpOfferRequest,
 } from '../protocol/transport.ts';
 import {
@@ -61,6 +62,8 @@ export class SessionApi {
     }
     const created = await this.#createWithRetries();
     onWaiting();
+    // Placed within the request (a free GPU): nothing to poll for.
+    if (created.state !== 'CLOSED' && created.capabilities && created.selected_transport) return created;
     return this.#pollUntilPlaced(created.session_id);
   }
 
@@ -130,8 +133,10 @@ export class SessionApi {
     await this.#request('DELETE', `${transport(sessionId)}/connections/${connectionId}`, { allow: [404, 410] });
   }
 
-  async sendOffer(sessionId: string, connectionId: number, offer: SdpOfferRequest, renegotiate: boolean): Promise<void> {
-    await this.#request(renegotiate ? 'PUT' : 'POST', `${transport(sessionId)}/connections/${connectionId}/sdp_params`, { body: offer });
+  /** Sends the offer; resolves with the answer when the runtime answered within the request (else poll `pollAnswer`). */
+  async sendOffer(sessionId: string, connectionId: number, offer: SdpOfferRequest, renegotiate: boolean): Promise<string | undefined> {
+    const accepted = await this.#request<SdpOfferAccepted | undefined>(renegotiate ? 'PUT' : 'POST', `${transport(sessionId)}/connections/${connectionId}/sdp_params`, { body: offer });
+    return typeof accepted?.sdp_answer === 'string' && accepted.sdp_answer !== '' ? accepted.sdp_answer : undefined;
   }
 
   /** Trickles candidates found after the offer to the connection's peer (and/or the end of them). */

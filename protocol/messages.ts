@@ -16,6 +16,13 @@ import type { JsonValue } from './json-schema.ts';
 export type MessageScope = 'application' | 'runtime';
 
 export const DATA_CHANNEL_LABEL = 'data';
+
+/**
+ * Runtime → client (Arclight extension, scope `runtime`, no data): the runtime is closing this
+ * peer while the client is still connected on it — another peer took the connection over, or the
+ * connection was retired. The client treats that peer as gone.
+ */
+export const PEER_CLOSED_MESSAGE = 'peer_closed';
 /** Largest accepted message, in UTF-8 bytes of the serialized envelope (2.9.0's default). */
 export const MAX_MESSAGE_BYTES = 256 * 1024;
 

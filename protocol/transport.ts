@@ -38,9 +38,14 @@ export interface SdpOfferRequest {
   readonly paused_tracks?: readonly string[];
 }
 
-/** 202 reply to an offer: negotiation runs; poll GET for the answer. */
+/**
+ * 202 reply to an offer. Arclight extension: `sdp_answer` when the runtime answered within the
+ * request (it usually does), so the client needs no GET; without it, poll GET for the answer.
+ * (2.9.0 ignores the body of this 202.)
+ */
 export interface SdpOfferAccepted {
   readonly connection_id: number;
+  readonly sdp_answer?: string;
 }
 
 /** 200 reply of `GET .../sdp_params` once the answer is ready (202 with no body before). */

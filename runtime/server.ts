@@ -59,7 +59,7 @@ import { CoordinatorLink, type HostedOptions } from './hosted/coordinator-link.t
 import { hostedRoutes, localSessionsClosed, requireRuntimeSecret } from './http/hosted-routes.ts';
 import { IcePolicy, type IcePolicyOptions } from './webrtc/ice-policy.ts';
 import { TurnCredentialIssuer, type TurnOptions } from './webrtc/turn-credentials.ts';
-import type { PeerFaults, VideoCodecPreference } from './webrtc/peer-factory.ts';
+import { prepareDtlsCertificate, type PeerFaults, type VideoCodecPreference } from './webrtc/peer-factory.ts';
 import { describeEncoderBackendSelection, listEncoderBackends } from './media/encoder-backends.ts';
 import { nativeAddonStatus } from './native/native-addon.ts';
 import { RuntimeEventLog } from './events/runtime-event-log.ts';
@@ -303,6 +303,8 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
   const icePolicy = new IcePolicy(options.ice);
   const turn = options.ice?.turn ? new TurnCredentialIssuer(options.ice.turn) : undefined;
   const clientIceServers = (sessionId: string): readonly IceServerEntry[] => (turn ? [...iceServers, turn.issue(sessionId)] : iceServers);
+  // The process's DTLS certificate, made now rather than during the first client's connect.
+  await prepareDtlsCertificate();
   // Which encoder serves each codec is decided once, here, by opening the candidates.
   const backends = await listEncoderBackends();
   for (const listing of backends) {
@@ -456,8 +458,6 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     log.info('model loaded', { seconds: outcome.seconds });
   })();
 
-  // Reloads one at a time, in the order asked.
-  let reloadQueue: Promise<unknown> = loaded;
   /** A version's unload(), isolated: the model's code must not take the runtime down. */
   const unloadModel = async (definition: ModelDefinition<unknown>): Promise<void> => {
     try {
@@ -467,6 +467,8 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     }
   };
 
+  // Reloads one at a time, in the order asked.
+  let reloadQueue: Promise<unknown> = loaded;
   const reloadModel = async (next: ModelDefinition<never>): Promise<ModelReloadOutcome> => {
     const started = performance.now();
     let definition: ModelDefinition<unknown>;
@@ -492,10 +494,10 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
       const previous = slot.current.definition;
       slot.replace(served);
       const sessions = await host.adoptModel(served.definition, served.router, served.capabilities);
-      loadState = 'loaded';
-      lastLoadError = undefined;
       // The old version's sessions have moved on (or ended): what its load() took can go.
       if (previous !== served.definition) await unloadModel(previous);
+      loadState = 'loaded';
+      lastLoadError = undefined;
       events.publish({ type: 'model_reloaded', version: served.version, sessions_kept: sessions === 'kept' });
       log.info('model reloaded', { version: served.version, sessions, seconds: outcome.seconds });
       return { ok: true, version: served.version, sessions, loadMs: performance.now() - started };

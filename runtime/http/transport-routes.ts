@@ -10,8 +10,9 @@
  *   POST   connections/{cid}/ice_candidates     trickled client candidates for the newest offer (200)
  *   POST|PUT|GET sdp_params                     the same for 2.9.0, whose signalling has no cid
  *
- * An offer is answered within the POST when that is quick (it usually is), so the client's
- * first GET finds the answer; the POST still answers exactly 202, as 2.9.0 requires. A PUT on a
+ * An offer is answered within the POST when that is quick (it usually is): the 202 then carries
+ * the answer (`sdp_answer`, an Arclight extension our client reads instead of a GET), and the
+ * first GET finds it too; the POST still answers exactly 202, as 2.9.0 requires. A PUT on a
  * live connection from its current client peer is answered in place on the live peer; one from
  * a fresh client peer (or an ICE restart) keeps the live peer until the new one has answered.
  * Either way an offer that fails costs the client nothing.
@@ -26,6 +27,7 @@ import type {
   IceServerEntry,
   IceServersResponse,
   RegisterConnectionResponse,
+  SdpOfferAccepted,
   SdpOfferRequest,
 } from '../../protocol/transport.ts';
 import type { Connection } from '../session/connection.ts';
@@ -87,8 +89,10 @@ export function transportRoutes(host: LocalSessionHost, iceServers: (sessionId: 
       negotiation.then(() => true, () => true),
       new Promise<boolean>((resolve) => setTimeout(() => resolve(false), INLINE_ANSWER_MS)),
     ]);
-    if (settledInTime && connection.answer.state === 'failed') return errorResponse(c, connection.answer.error);
-    return c.json({ connection_id: connection.id }, 202);
+    const status = connection.answer;
+    if (settledInTime && status.state === 'failed') return errorResponse(c, status.error);
+    const accepted: SdpOfferAccepted = { connection_id: connection.id, ...(settledInTime && status.state === 'ready' ? { sdp_answer: status.sdp } : {}) };
+    return c.json(accepted, 202);
   };
 
   const answer = (legacy: boolean) => (c: Context) => {

@@ -95,6 +95,59 @@ describe('OutputVideoTrack', () => {
     expect(received.filter((r) => r.keyframe).length).toBeGreaterThanOrEqual(flushes);
   }, 30_000);
 
+  it('opens a new viewer on the model frame in hand: the keyframe its black frame overtook is sent after it, not dropped for the next one (issue 26)', async () => {
+    const metrics = new RuntimeMetrics({ processMetrics: false });
+    const track = new OutputVideoTrack({ name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT }, 30, createLogger({}, 'error'), metrics);
+    let encodes = 0;
+    track.setFrameTap(() => encodes++);
+    for (let viewer = 0; viewer < 5; viewer++) {
+      // As a session does: the sink is bound at the answer, the model emits (held while nobody
+      // views), and the connection becomes ready.
+      const received: Received[] = [];
+      const sink = recordingSink(received);
+      track.addSink(sink, { paused: false });
+      const encodesBefore = encodes;
+      const emitting = emitUntil(track, () => received.length >= 2);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      track.sinkReady(sink);
+      await emitting;
+      const [black, picture] = received;
+      expect(black!.keyframe, `viewer ${viewer}`).toBe(true);
+      expect(picture!.keyframe, `viewer ${viewer}`).toBe(true);
+      expect(picture!.mediaTimeMs).toBeGreaterThan(black!.mediaTimeMs);
+      // The model frame it opened on is the first one encoded for it, not a later one.
+      expect(encodes - encodesBefore, `viewer ${viewer}: frames encoded before its picture`).toBeLessThanOrEqual(2);
+      track.removeSink(sink);
+    }
+    expect(await metricValue(metrics, 'framesDropped', { reason: 'overtaken' })).toBe(0);
+    await track.close();
+  }, 30_000);
+
+  it('encodes the black opening keyframe once per process: a later session\'s viewer gets it at once, with no encoder opened for it (issue 26)', async () => {
+    const spec = { name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH + 16, height: HEIGHT + 16 } as const;
+    const first = new OutputVideoTrack(spec, 30, createLogger({}, 'error'));
+    const firstReceived: Received[] = [];
+    const firstSink = recordingSink(firstReceived);
+    first.addSink(firstSink, { paused: false });
+    first.sinkReady(firstSink);
+    for (let i = 0; i < 200 && firstReceived.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(firstReceived.map((r) => r.keyframe)).toEqual([true]);
+    await first.close();
+
+    // Another session's track of the same size: its viewer's black frame leaves within the
+    // microtasks of sinkReady — no encoder opened, no timer waited for.
+    const second = new OutputVideoTrack(spec, 30, createLogger({}, 'error'));
+    const received: Received[] = [];
+    const sink = recordingSink(received);
+    second.addSink(sink, { paused: false });
+    const encoders = openVideoEncoderCount();
+    second.sinkReady(sink);
+    expect(openVideoEncoderCount()).toBe(encoders);
+    for (let i = 0; i < 5; i++) await Promise.resolve();
+    expect(received.map((r) => r.keyframe)).toEqual([true]);
+    await second.close();
+  }, 30_000);
+
   it('a viewer that paused does not stop the model: frames are taken at the track pace and never encoded; resuming opens on a keyframe', async () => {
     const fps = 30;
     const intervalMs = 1000 / fps;

@@ -367,6 +367,7 @@ export class OutputVideoTrack {
     this.#sinks.set(sink, { sink, paused: options.paused, awaitingKeyframe: true, blackPending: false, ready: false, newestMediaTimeMs: -Infinity });
   }
 
+
   /** The sink's connection is up: open its picture on one black frame, then the model's. */
   sinkReady(sink: VideoSink): void {
     const state = this.#sinks.get(sink);
@@ -625,16 +626,25 @@ export class OutputVideoTrack {
             this.#metrics?.framesDropped.inc({ track: this.name, reason: 'awaiting_keyframe' });
             continue;
           }
+          let sinkMediaTimeMs = mediaTimeMs;
           if (mediaTimeMs <= state.newestMediaTimeMs) {
-            // Overtaken by a black frame: this sink needs a keyframe stamped after it.
-            state.awaitingKeyframe = true;
-            pipeline.encoder.requestKeyframe();
-            this.#metrics?.framesDropped.inc({ track: this.name, reason: 'overtaken' });
-            continue;
+            if (!unit.keyframe) {
+              // Overtaken by a black frame: this sink needs a keyframe stamped after it.
+              state.awaitingKeyframe = true;
+              pipeline.encoder.requestKeyframe();
+              this.#metrics?.framesDropped.inc({ track: this.name, reason: 'overtaken' });
+              continue;
+            }
+            // A keyframe overtaken by the black frame that opened (or flushed) this sink — the
+            // usual case when a viewer arrives, as the frame was taken before the black one went
+            // out: it is sent two 90 kHz ticks after the black one instead of being dropped for
+            // the next keyframe, a frame interval later.
+            sinkMediaTimeMs = state.newestMediaTimeMs + 2 / 90;
           }
           state.awaitingKeyframe = false;
-          state.newestMediaTimeMs = mediaTimeMs;
-          const wireTimestamp = state.sink.sendFrame(payloads, rtpTimestamp, mediaTimeMs);
+          state.newestMediaTimeMs = sinkMediaTimeMs;
+          const sinkRtpTimestamp = sinkMediaTimeMs === mediaTimeMs ? rtpTimestamp : toRtpTimestamp(sinkMediaTimeMs * 1000);
+          const wireTimestamp = state.sink.sendFrame(payloads, sinkRtpTimestamp, sinkMediaTimeMs);
           if (wireTimestamp !== undefined) {
             if (frame.metadata !== undefined) state.sink.sendMetadata?.(wireTimestamp, frame.metadata);
             if (emittedAt !== undefined) state.sink.noteEmitTime?.(wireTimestamp, emittedAt);
@@ -807,23 +817,26 @@ export class OutputVideoTrack {
     }
   }
 
+  /** The black keyframe of a stream, encoded once per codec by its own encoder (a failed encode is not kept: the next asks again). */
+  #blackKeyframe(key: VideoStreamKey): Promise<Buffer[]> {
+    let black = this.#blackKeyframes.get(key);
+    if (!black) {
+      black = processBlackKeyframe(key, this.#spec.width, this.#spec.height, this.#fps);
+      const encoding = black;
+      this.#blackKeyframes.set(key, encoding);
+      encoding.catch(() => {
+        if (this.#blackKeyframes.get(key) === encoding) this.#blackKeyframes.delete(key);
+      });
+    }
+    return black;
+  }
+
   /** Sends the cached black keyframe to a sink (opening, flush), encoded once per codec by its own encoder. */
   #sendBlack(sink: VideoSink): void {
     const state = this.#sinks.get(sink);
     if (!state) return;
     state.blackPending = true;
-    const key = streamKey(sink);
-    let black = this.#blackKeyframes.get(key);
-    if (!black) {
-      const encoding = encodeBlackKeyframe(key, this.#spec.width, this.#spec.height, this.#fps);
-      black = encoding;
-      this.#blackKeyframes.set(key, encoding);
-      // A failed encode is not cached: the next sink to open tries again.
-      encoding.catch(() => {
-        if (this.#blackKeyframes.get(key) === encoding) this.#blackKeyframes.delete(key);
-      });
-    }
-    black.then(
+    this.#blackKeyframe(streamKey(sink)).then(
       (payloads) => {
         if (this.#sinks.get(sink) !== state || state.paused || !state.ready) return;
         // Two 90 kHz ticks after what the sink has, so the two never share a timestamp.
@@ -839,6 +852,28 @@ export class OutputVideoTrack {
       void this.#requestKeyframe(streamKey(sink));
     });
   }
+}
+
+/**
+ * Black keyframes by stream and size, for the whole process: one is a self-contained picture (its
+ * own parameter sets, from its own encoder), the same for every session, and opening an encoder
+ * for it blocks the event loop ~13 ms at 720p on this project's 2-core machine — paid once, not
+ * in every connect. A failed encode is not kept.
+ */
+const blackKeyframes = new Map<string, Promise<Buffer[]>>();
+
+function processBlackKeyframe(key: VideoStreamKey, width: number, height: number, fps: number): Promise<Buffer[]> {
+  const id = `${key} ${width}x${height}@${fps}`;
+  let black = blackKeyframes.get(id);
+  if (!black) {
+    const encoding = encodeBlackKeyframe(key, width, height, fps);
+    black = encoding;
+    blackKeyframes.set(id, encoding);
+    encoding.catch(() => {
+      if (blackKeyframes.get(id) === encoding) blackKeyframes.delete(id);
+    });
+  }
+  return black;
 }
 
 async function encodeBlackKeyframe(key: VideoStreamKey, width: number, height: number, fps: number): Promise<Buffer[]> {

@@ -8,7 +8,7 @@ import type { RTCDataChannel, RTCPeerConnection, RTCRtpTransceiver } from 'werif
 import { ArclightError } from '../../protocol/errors.ts';
 import type { JsonValue } from '../../protocol/json-schema.ts';
 import type { Envelope, EnvelopeBody, MessageScope } from '../../protocol/messages.ts';
-import { DATA_CHANNEL_LABEL } from '../../protocol/messages.ts';
+import { DATA_CHANNEL_LABEL, PEER_CLOSED_MESSAGE } from '../../protocol/messages.ts';
 import type { IceCandidatesRequest, SdpOfferRequest } from '../../protocol/transport.ts';
 import type { Logger } from '../log.ts';
 import type { ConnectionHandle } from '../model/model-session.ts';
@@ -18,6 +18,7 @@ import { offerOrigin } from '../webrtc/offer-origin.ts';
 import { applyPeerFaults, blackholePeer, createRuntimePeer, type PeerFactoryOptions } from '../webrtc/peer-factory.ts';
 import { RtpTrackSender, type RtpTrackSenderOptions } from '../webrtc/rtp-track-sender.ts';
 import { FrameTimesReporter } from './frame-times.ts';
+import { ConnectTimings } from './connect-timings.ts';
 import { MediaStatsReporter, type OutputTrackCounters } from '../quality/media-stats-reporter.ts';
 import { addTrickledCandidates, assertTrickledCandidate, isStaleCandidate, offerIceSections, type OfferIceSections } from '../webrtc/trickle-candidates.ts';
 import { closePeer, drainDataChannel, tuneSctpRetransmission } from '../webrtc/sctp-tuning.ts';
@@ -110,6 +111,8 @@ export class Connection {
   readonly frameTimes = new FrameTimesReporter((body) => this.sendMessage('runtime', body));
   /** performance.now() at which the connection last became ready. */
   readyAt = 0;
+  /** The current peer's connect steps (runtime side), from its offer on: see connect-timings.ts. */
+  #timings: ConnectTimings | undefined;
 
   constructor(id: number, owner: ConnectionOwner) {
     this.id = id;
@@ -137,6 +140,11 @@ export class Connection {
     return (this.readyAt - this.#offerReceivedAt) / 1000;
   }
 
+  /** When each connect step of the current peer happened (for the session log's `connection ready`). */
+  get connectSteps(): ReturnType<ConnectTimings['toFields']> | undefined {
+    return this.#timings?.toFields();
+  }
+
   /**
    * Starts answering an offer; resolves when the answer is ready for `GET sdp_params`.
    * A renegotiation (PUT) of a live connection from its current client peer (same DTLS
@@ -159,6 +167,7 @@ export class Connection {
       this.#state = 'negotiating';
     }
     const receivedAt = performance.now();
+    const timings = new ConnectTimings();
     const previousOffer = this.#offer;
     this.#answer = { state: 'pending' };
     const pc = createRuntimePeer(this.#owner.peerOptions);
@@ -172,14 +181,18 @@ export class Connection {
         offer.track_mapping,
         this.#owner.peerOptions.icePolicy,
         this.#owner.peerOptions.videoCodecs,
-        () => offerApplied(true),
+        () => {
+          timings.mark('offer_applied');
+          offerApplied(true);
+        },
       );
+      timings.mark('answer_ready');
       // (re-read after the await: the connection may have closed meanwhile)
       if (negotiation !== this.#negotiation || (this.#state as ConnectionState) === 'closed') {
         closePeer(pc, undefined).catch(() => {});
         return;
       }
-      this.#install(pc, bindings, offer, receivedAt);
+      this.#install(pc, bindings, offer, receivedAt, timings);
       this.#answer = { state: 'ready', sdp: answerSdp };
     } catch (error) {
       offerApplied(false);
@@ -279,13 +292,15 @@ export class Connection {
   }
 
   /** Makes a peer that has answered the connection's peer, retiring the one before it. */
-  #install(pc: RTCPeerConnection, bindings: readonly TrackBinding[], offer: SdpOfferRequest, receivedAt: number): void {
+  #install(pc: RTCPeerConnection, bindings: readonly TrackBinding[], offer: SdpOfferRequest, receivedAt: number, timings: ConnectTimings): void {
     const wasReady = this.#state === 'ready';
+    if (wasReady) this.#tellPeerClosed();
     this.#teardownPeer();
     // A renegotiation of a live connection ends that client's previous life: keep hooks paired.
     if (wasReady) this.#owner.connectionLost(this);
     this.#state = 'negotiating';
     this.#offerReceivedAt = receivedAt;
+    this.#timings = timings;
     const generation = ++this.#generation;
     this.#pc = pc;
     this.#bindings = bindings;
@@ -294,6 +309,12 @@ export class Connection {
     // it has the answer, which is released after this.
     pc.onDataChannel.subscribe((channel) => this.#attachChannel(channel, generation));
     pc.connectionStateChange.subscribe((state) => this.#peerStateChanged(state, generation));
+    const iceConnected = () => {
+      if (generation !== this.#generation) return;
+      timings.mark('ice_connected');
+    };
+    if (pc.iceConnectionState === 'connected') iceConnected();
+    else pc.iceConnectionStateChange.subscribe((state) => state === 'connected' && iceConnected());
     tuneSctpRetransmission(pc);
     applyPeerFaults(pc, this.#owner.peerOptions.faults);
     this.#videoOutputs = new Map(bindings
@@ -356,10 +377,23 @@ export class Connection {
   close(): void {
     if (this.#state === 'closed') return;
     const wasLive = this.#state === 'ready';
+    if (wasLive) this.#tellPeerClosed();
     this.#dropPendingOffer();
     this.#teardownPeer();
     this.#state = 'closed';
     if (wasLive) this.#owner.connectionLost(this);
+  }
+
+  /**
+   * Tells the client of a live peer that the runtime is closing it (another peer took the
+   * connection over, or the connection was retired), just before it goes. Closing the data
+   * channel tells a libwebrtc client too — but not while the runtime is the DTLS (and so SCTP)
+   * server: werift leaves the client's half of the stream reset unanswered, its channel stays
+   * `closing`, and it noticed only when ICE timed out, ~10 s later. Our client drops that peer on
+   * this message (client/peer-link.ts); others ignore an unknown runtime message.
+   */
+  #tellPeerClosed(): void {
+    this.sendMessage('runtime', { type: PEER_CLOSED_MESSAGE });
   }
 
   /**
@@ -398,6 +432,7 @@ export class Connection {
       if (generation !== this.#generation) return;
       if (state === 'open') {
         this.#channelOpen = true;
+        this.#timings?.mark('channel_open');
         this.#checkReady();
       } else if (state === 'closed') {
         this.#channelOpen = false;
@@ -406,6 +441,7 @@ export class Connection {
     });
     if (channel.readyState === 'open') {
       this.#channelOpen = true;
+      this.#timings?.mark('channel_open');
       this.#checkReady();
     }
   }
@@ -414,6 +450,7 @@ export class Connection {
     if (generation !== this.#generation) return;
     if (state === 'connected') {
       this.#peerConnected = true;
+      this.#timings?.mark('dtls_connected');
       this.#checkReady();
     } else if (state === 'disconnected' || state === 'failed' || state === 'closed') {
       this.#peerConnected = false;
@@ -425,6 +462,7 @@ export class Connection {
     if (this.#state !== 'negotiating' || !this.#peerConnected || !this.#channelOpen) return;
     this.#state = 'ready';
     this.readyAt = performance.now();
+    this.#timings?.mark('ready');
     this.#startMediaStats();
     this.#owner.connectionReady(this);
   }

@@ -471,7 +471,8 @@ export class Session implements ConnectionOwner {
       if (sink) this.#outputVideo.get(name)?.sinkReady(sink as VideoSink);
     }
     connection.sendMessage('runtime', { type: 'connection_info', data: { session_id: this.id, connection_id: connection.id } });
-    this.recordEvent('info', 'connection ready', { connection: connection.id, connect_ms: Math.round(connection.connectSeconds * 1000) });
+    const steps = connection.connectSteps;
+    this.recordEvent('info', 'connection ready', { connection: connection.id, connect_ms: Math.round(connection.connectSeconds * 1000), ...(steps ? { steps } : {}) });
     this.#options.runtimeEvents?.publish({ type: 'connection_ready', session_id: this.id, connection_id: connection.id });
     this.#options.onConnectionReady?.(this);
     this.#gate.nudge(); // a step model waiting for a viewer starts

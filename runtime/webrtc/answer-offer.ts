@@ -12,6 +12,7 @@ import type { TrackMappingEntry } from '../../protocol/transport.ts';
 import type { IcePolicy } from './ice-policy.ts';
 import type { H264Profile } from '../media/video-encoder.ts';
 import type { VideoCodecPreference } from './peer-factory.ts';
+import { keepEarlyDtlsRecords } from './early-dtls.ts';
 
 export interface TrackBinding {
   readonly transceiver: RTCRtpTransceiver;
@@ -56,9 +57,10 @@ export async function answerOffer(
     throw new ArclightError('invalid_sdp', `The SDP offer could not be applied: ${(error as Error).message}`, { cause: error });
   }
   onOfferApplied();
+  keepEarlyDtlsRecords(pc);
   const bindings = bindTracks(pc.getTransceivers(), tracks, mapping);
   for (const binding of bindings) orientTransceiver(binding, videoCodecs);
-  await setAnswer(pc, bindings);
+  await setAnswer(pc, bindings, dtlsServerWherePossible(offerSdp));
   await waitForGathering(pc);
   const sdp = pc.localDescription?.sdp;
   if (!sdp) throw new ArclightError('internal_error', 'The runtime produced no local description.');
@@ -78,18 +80,39 @@ export function orientTransceiver({ transceiver, track }: TrackBinding, videoCod
 
 /**
  * Answers the applied offer: every transceiver not in `bindings` inactive, then the answer
- * created and set locally; werift's refusal is the client's offer's fault (`invalid_sdp`).
+ * created (rewritten by `rewrite`, if given) and set locally; werift's refusal is the client's
+ * offer's fault (`invalid_sdp`).
  */
-export async function setAnswer(pc: RTCPeerConnection, bindings: readonly TrackBinding[]): Promise<void> {
+export async function setAnswer(pc: RTCPeerConnection, bindings: readonly TrackBinding[], rewrite?: (answerSdp: string) => string): Promise<void> {
   const bound = new Set(bindings.map((b) => b.transceiver));
   for (const transceiver of pc.getTransceivers()) {
     if (!bound.has(transceiver)) transceiver.setDirection('inactive');
   }
   try {
-    await pc.setLocalDescription(await pc.createAnswer());
+    const answer = await pc.createAnswer();
+    await pc.setLocalDescription(rewrite ? { type: 'answer', sdp: rewrite(answer.sdp) } : answer);
   } catch (error) {
     throw new ArclightError('invalid_sdp', `No answer could be negotiated for this offer: ${(error as Error).message}`, { cause: error });
   }
+}
+
+/**
+ * The answer rewrite that makes a fresh runtime peer the DTLS server (`a=setup:passive`) where
+ * the offer lets the answerer choose (`actpass`, which every browser and libwebrtc offers).
+ *
+ * Why: werift answers `a=setup:active` by default, and as a DTLS client it waits a fixed 100 ms
+ * after ICE connects before sending its ClientHello (werift 0.24 `RTCDtlsTransport.start`). As
+ * the server it answers the client's ClientHello, which libwebrtc sends the moment ICE is
+ * writable — connect → ready is ~100 ms shorter (docs/performance.md, "Time to ready"). Passive is
+ * a role the answer may take (RFC 8829 §5.3.1: "active" or "passive"; "active" is only a SHOULD),
+ * and libwebrtc, Chromium, Safari and Firefox all accept it. An offer that already names a role
+ * (`a=setup:active` → werift answers passive by itself; `a=setup:passive` → the answer must be
+ * active) is left alone. Only for a fresh peer: an answer in place keeps the role its transport
+ * has (werift writes it), as a renegotiation must.
+ */
+export function dtlsServerWherePossible(offerSdp: string): ((answerSdp: string) => string) | undefined {
+  if (/^a=setup:(?!actpass)/m.test(offerSdp)) return undefined;
+  return (answerSdp) => answerSdp.replace(/^a=setup:active(?=\r?$)/gm, 'a=setup:passive');
 }
 
 /**

@@ -4,6 +4,7 @@
  */
 
 import {
+  RTCDtlsTransport,
   RTCPeerConnection,
   RTCRtpCodecParameters,
   RTCRtpHeaderExtensionParameters,
@@ -115,6 +116,17 @@ export function createRuntimePeer(options: PeerFactoryOptions): RTCPeerConnectio
     iceFilterCandidatePair: (pair) => icePolicy.allowsRemote(pair.remoteCandidate.host),
     maxMessageSize: SCTP_MAX_MESSAGE_SIZE,
   });
+}
+
+/**
+ * Makes the process's DTLS certificate now. werift keeps one certificate (ECDSA P-256,
+ * self-signed) per process for every peer and makes it on first use — inside the first
+ * client's connect, where it cost a few tens of milliseconds (more on a loaded machine). The runtime
+ * calls this at start, so no offer waits for it; later calls return the same certificate.
+ */
+export async function prepareDtlsCertificate(): Promise<{ readonly fingerprints: readonly { readonly value: string }[] }> {
+  const certificate = await RTCDtlsTransport.SetupCertificate();
+  return { fingerprints: certificate.getFingerprints() };
 }
 
 const RTP_LOSS = Symbol('arclight.rtpLoss');

@@ -68,6 +68,7 @@ export async function addTrickledCandidates(
   endOfCandidates: boolean,
 ): Promise<void> {
   for (const [index, entry] of candidates.entries()) {
+    await nominationSettled(pc);
     try {
       await pc.addIceCandidate({
         candidate: entry.candidate,
@@ -80,4 +81,39 @@ export async function addTrickledCandidates(
   }
   // werift reads an empty candidate as end-of-candidates for every m-line of the bundle.
   if (endOfCandidates) await pc.addIceCandidate({ candidate: '' }).catch(() => {});
+}
+
+/**
+ * werift agent states before its checks end: `new`, and `completed` — which werift 0.24 sets when
+ * its own gathering completes, before `connected` — not ICE's "completed".
+ */
+const CHECKING_STATES: ReadonlySet<string> = new Set(['new', 'completed']);
+
+/**
+ * Resolves once no ICE agent of the peer is between nominating a pair and reporting `connected`.
+ *
+ * werift 0.24's agent goes on checking every pair it holds after it has nominated one, one check
+ * every 20 ms, and reports `connected` — which starts DTLS — only when none is left. A candidate
+ * trickled into that window (our client sends its offer at its first candidate and trickles the
+ * rest) adds pairs that hold DTLS back, and libwebrtc's ClientHello, sent when its side is up, is
+ * then lost and resent on its back-off: 100–400 ms more to ready, measured. Such a candidate
+ * cannot change the outcome — the pair is nominated — so it waits until the agent is done and is
+ * added then, as before. Before a nomination candidates go in at once: one may be the only path.
+ */
+export function nominationSettled(pc: RTCPeerConnection): Promise<void> {
+  const busy = pc.iceTransports
+    .map((transport) => transport.connection)
+    .filter((connection) => connection.nominated !== undefined && CHECKING_STATES.has(connection.state));
+  return Promise.all(
+    busy.map(
+      (connection) =>
+        new Promise<void>((resolve) => {
+          const { unSubscribe } = connection.stateChanged.subscribe((state) => {
+            if (CHECKING_STATES.has(state)) return;
+            unSubscribe();
+            resolve();
+          });
+        }),
+    ),
+  ).then(() => {});
 }

@@ -3,7 +3,8 @@
  * up", default 6): a runtime that never answers the offer is polled exactly that many times, at
  * 200 ms doubling, and then connect() rejects with `timeout` and the client is `disconnected`.
  * A real runtime on 127.0.0.1 behind a small HTTP proxy that answers every GET of the answer with
- * 202 (still pending) and counts them; everything else is forwarded.
+ * 202 (still pending) and counts them, and takes the answer out of the offer's own 202 (where the
+ * runtime puts it when it answered within the request); everything else is forwarded.
  */
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -31,9 +32,20 @@ describe('connect() maxAttempts', () => {
         response.writeHead(202).end();
         return;
       }
+      const holdsAnswer = incoming.method !== 'GET' && /\/sdp_params$/.test(incoming.url ?? '');
       const outgoing = request({ host: target.hostname, port: target.port, path: incoming.url, method: incoming.method, headers: incoming.headers }, (answer) => {
-        response.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(response);
+        if (!holdsAnswer || answer.statusCode !== 202) {
+          response.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(response);
+          return;
+        }
+        const chunks: Buffer[] = [];
+        answer.on('data', (chunk: Buffer) => chunks.push(chunk));
+        answer.on('end', () => {
+          // A runtime that has not answered yet: the 202 names the connection only.
+          const { connection_id } = JSON.parse(Buffer.concat(chunks).toString()) as { connection_id: number };
+          response.writeHead(202, { 'content-type': 'application/json' }).end(JSON.stringify({ connection_id }));
+        });
       });
       incoming.pipe(outgoing);
     });
