@@ -33,6 +33,8 @@ export interface ChildRuntimeOptions {
   recording?: boolean;
   /** Hosted mode: register with this coordinator (`--coordinator`, `--runtime-id`, the secret in the environment); no drain on stop. */
   hosted?: { coordinatorUrl: string; secret: string; runtimeId: string };
+  /** More `serve` flags, after the others (e.g. `--recording-dir DIR`). */
+  extraArgs?: readonly string[];
 }
 
 /** Starts the runtime listening (HTTP and ICE) on `host`, on a free port, and waits until it serves. */
@@ -48,6 +50,7 @@ export async function startChildRuntime(host: string, options: ChildRuntimeOptio
       ...(options.graceSeconds === undefined ? [] : ['--grace', String(options.graceSeconds)]),
       // A stopping bench runtime need not let its open session run on (the CLI drains 300 s by default).
       ...(options.hosted === undefined ? [] : ['--coordinator', options.hosted.coordinatorUrl, '--runtime-id', options.hosted.runtimeId, '--drain-seconds', '0']),
+      ...(options.extraArgs ?? []),
     ],
     {
       cwd: ROOT,

@@ -1,0 +1,626 @@
+/**
+ * What recording a session costs the runtime (issue 26 part 2), on content an encoder cannot
+ * skip: the `busy` models (fresh noise every frame) at 720p30 and 1080p30, and `pattern` (nearly
+ * static) for comparison.
+ *
+ *   node --conditions=source --import tsx bench/recording-cost.ts [--rounds 4] [--seconds 10] [--settle 3]
+ *        [--loads busy-720p,busy-1080p,pattern-720p] [--chromium] [--no-runtime] [--no-encoders]
+ *        [--encoder-rounds 3] [--encoder-frames 300] [--json out.json]
+ *
+ * Part 1, the runtime. Per round and load, two fresh runtimes (the real CLI in a child process,
+ * bench/support/child-runtime.ts), one with `--no-recording` and one recording (the CLI's
+ * default: H.264 High into 2 s fMP4 segments in a fresh folder), one after the other, the order
+ * swapped every round so neither always runs second. Each runtime is measured in phases of
+ * --settle + --seconds:
+ *   0 viewers            one Node client connected, main_video paused: the model draws, nothing
+ *                        is encoded — nor recorded (the recorder sees only frames that are sent)
+ *   1 × VP8 (Node)       that client receives main_video (wrtc offers no H.264, so the live
+ *                        stream is VP8: a live VP8 encode, plus the recorder's H.264 encode)
+ *   1 × H.264 (Chromium) with --chromium (root + iproute2): the Node client paused, a Chromium
+ *                        page in a network namespace receives main_video as H.264 instead
+ * CPU is the runtime process's utime + stime from /proc/<pid>/stat over the window (every thread),
+ * split by thread name from /proc/<pid>/task/*\/stat; the live encoder's time per frame comes from
+ * the runtime's /metrics (`arclight_encode_duration_seconds`; the recorder's encoder is not in
+ * it); what the recording writes is the growth of its folder over the window. Per round, the
+ * figure is recording-on minus recording-off for the same phase, and on / off.
+ *
+ * Part 2, the encoders alone (in this process, no runtime): the same pictures drawn as the models
+ * draw them, encoded frame by frame as the runtime's encoders are configured — the recorder's
+ * (H.264 High on the thread pool, a keyframe every 2 s), the live VP8 and the live H.264
+ * (Constrained Baseline, keyframes only when asked: here the first) — CPU per frame from
+ * process.cpuUsage() around each encode (every thread of this process, x264's slice threads
+ * included), bytes per second and keyframes' share. Plus the live H.264 with a keyframe every
+ * 2 s: what the live stream would pay if the recording cut its segments at the live stream's
+ * keyframes.
+ */
+
+import type { Server } from 'node:http';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import type { Page } from 'playwright-core';
+import { ArclightClient } from '../client/node.ts';
+import { VideoEncoder, type H264Profile, type VideoCodec } from '../runtime/media/video-encoder.ts';
+import { launchChromiumInNamespace, type LaunchedChromium } from '../test/support/chromium.ts';
+import { createTestNetwork, networkNamespaceUnavailableReason, type TestNetwork } from '../test/support/netns.ts';
+import { startChildRuntime, type ChildRuntime } from './support/child-runtime.ts';
+import { loadavg, median, sleep, systemCpu } from './support/measure.ts';
+import { PREFER_H264_SCRIPT, servePage } from './support/page-server.ts';
+import { PictureDrawer, type Picture } from './support/pictures.ts';
+import { finishReport, runBench, runInfo } from './support/report.ts';
+
+const CLOCK_TICK_MS = 10; // USER_HZ = 100 on Linux
+const FPS = 30;
+
+const { values: args } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '4' },
+    seconds: { type: 'string', default: '10' },
+    settle: { type: 'string', default: '3' },
+    loads: { type: 'string', default: 'busy-720p,busy-1080p,pattern-720p' },
+    chromium: { type: 'boolean', default: false },
+    'no-runtime': { type: 'boolean', default: false },
+    'no-encoders': { type: 'boolean', default: false },
+    'encoder-rounds': { type: 'string', default: '3' },
+    'encoder-frames': { type: 'string', default: '300' },
+    json: { type: 'string' },
+  },
+});
+const ROUNDS = Number(args.rounds);
+const WINDOW_MS = Number(args.seconds) * 1000;
+const SETTLE_MS = Number(args.settle) * 1000;
+const ENCODER_ROUNDS = Number(args['encoder-rounds']);
+const ENCODER_FRAMES = Number(args['encoder-frames']);
+
+interface Load {
+  readonly name: string;
+  readonly model: string;
+  readonly picture: Picture;
+  readonly width: number;
+  readonly height: number;
+  /** The track's bitrate: the live encoders' target and the recording's (it takes the track's). */
+  readonly bitrateKbps: number;
+}
+
+const LOADS: Record<string, Load> = {
+  'busy-720p': { name: 'busy-720p', model: 'bench/models/busy-model.ts', picture: 'grain', width: 1280, height: 720, bitrateKbps: 2000 },
+  'busy-1080p': { name: 'busy-1080p', model: 'bench/models/busy-1080p-model.ts', picture: 'grain', width: 1920, height: 1080, bitrateKbps: 4500 },
+  // No bitrate on its track: the runtime's default, 2,500 kbit/s at 720p.
+  'pattern-720p': { name: 'pattern-720p', model: 'models/examples/pattern', picture: 'pattern', width: 1280, height: 720, bitrateKbps: 2500 },
+};
+const loads = args.loads.split(',').map((name) => {
+  const load = LOADS[name.trim()];
+  if (!load) throw new Error(`unknown load "${name}": use ${Object.keys(LOADS).join(', ')}`);
+  return load;
+});
+
+// ---------------------------------------------------------------------------
+// CPU of the runtime process, whole and per thread name
+// ---------------------------------------------------------------------------
+
+function statTimes(path: string): { comm: string; ms: number } | undefined {
+  try {
+    const stat = readFileSync(path, 'utf8');
+    const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { comm, ms: (Number(fields[11]) + Number(fields[12])) * CLOCK_TICK_MS };
+  } catch {
+    return undefined;
+  }
+}
+
+interface CpuSnapshot {
+  at: number;
+  processMs: number;
+  threads: Map<string, { comm: string; ms: number }>;
+  system: { busy: number; total: number };
+}
+
+function snapshot(pid: number): CpuSnapshot {
+  const threads = new Map<string, { comm: string; ms: number }>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    const t = statTimes(`/proc/${pid}/task/${tid}/stat`);
+    if (t) threads.set(tid, { comm: tid === String(pid) ? 'main (JS)' : t.comm, ms: t.ms });
+  }
+  return { at: performance.now(), processMs: statTimes(`/proc/${pid}/stat`)?.ms ?? NaN, threads, system: systemCpu() };
+}
+
+interface CpuWindow {
+  /** Whole process, % of one core. */
+  pct: number;
+  /** By thread name (threads that ended during the window are missing), % of one core. */
+  byThread: Record<string, number>;
+  /** Whole machine busy, % of all cores. */
+  machineBusyPct: number;
+  /** The busiest threads one by one (`name#tid`), % of one core: which pool thread does the extra work. */
+  topThreads: Record<string, number>;
+}
+
+function cpuBetween(a: CpuSnapshot, b: CpuSnapshot): CpuWindow {
+  const wall = b.at - a.at;
+  const byThread: Record<string, number> = {};
+  for (const [tid, t] of b.threads) byThread[t.comm] = (byThread[t.comm] ?? 0) + ((t.ms - (a.threads.get(tid)?.ms ?? 0)) * 100) / wall;
+  for (const key of Object.keys(byThread)) byThread[key] = +byThread[key]!.toFixed(1);
+  const each = [...b.threads].map(([tid, t]) => [`${t.comm}#${tid}`, ((t.ms - (a.threads.get(tid)?.ms ?? 0)) * 100) / wall] as const);
+  const topThreads = Object.fromEntries(each.sort((x, y) => y[1] - x[1]).slice(0, 6).filter(([, v]) => v >= 0.5).map(([k, v]) => [k, +v.toFixed(1)]));
+  return {
+    pct: ((b.processMs - a.processMs) * 100) / wall,
+    byThread,
+    topThreads,
+    machineBusyPct: (100 * (b.system.busy - a.system.busy)) / (b.system.total - a.system.total),
+  };
+}
+
+/** Counters and sums from /metrics this script reads. */
+async function runtimeCounters(url: string): Promise<Map<string, number>> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (/^arclight_(frames_emitted_total|frames_dropped_total|encode_duration_seconds_(sum|count))/.test(line)) {
+      const space = line.lastIndexOf(' ');
+      out.set(line.slice(0, space), Number(line.slice(space + 1)));
+    }
+  }
+  return out;
+}
+
+function counterRate(a: Map<string, number>, b: Map<string, number>, name: string, seconds: number, labels = ''): number {
+  let sum = 0;
+  for (const [key, value] of b) if ((key === name || key.startsWith(`${name}{`)) && key.includes(labels)) sum += value - (a.get(key) ?? 0);
+  return sum / seconds;
+}
+
+/** Frames dropped per second for any reason but a paused or absent viewer (nothing to send then). */
+function droppedRate(a: Map<string, number>, b: Map<string, number>, seconds: number): number {
+  let sum = 0;
+  for (const [key, value] of b) {
+    if (key.startsWith('arclight_frames_dropped_total') && !/reason="(paused|no_subscribers)"/.test(key)) sum += value - (a.get(key) ?? 0);
+  }
+  return sum / seconds;
+}
+
+/** Bytes under `dir`, recursively (the recording's segments). */
+function folderBytes(dir: string): number {
+  let bytes = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile()) {
+      try {
+        bytes += statSync(join(entry.parentPath, entry.name)).size;
+      } catch {
+        // deleted meanwhile
+      }
+    }
+  }
+  return bytes;
+}
+
+/**
+ * Video samples per finished segment of the recording in `dir` (the first `trun` of each
+ * `seg-*.m4s`: the video track's; no audio is recorded here, the tone stays paused): 60 means the
+ * recorder encoded every frame of a 2 s segment at 30 fps.
+ */
+function samplesPerSegment(dir: string): number[] {
+  const counts: number[] = [];
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (!entry.isFile() || !/^seg-\d+\.m4s$/.test(entry.name)) continue;
+    const data = readFileSync(join(entry.parentPath, entry.name));
+    const at = data.indexOf('trun');
+    // box type, then version + flags (4 bytes), then sample_count.
+    if (at >= 4) counts.push(data.readUInt32BE(at + 8));
+  }
+  return counts;
+}
+
+// ---------------------------------------------------------------------------
+// viewers
+// ---------------------------------------------------------------------------
+
+interface Received {
+  frames: number;
+  bytes: number;
+}
+type Subscriber = () => Promise<Received>;
+
+/** A Node client (wrtc, VP8 only); it decodes in this process, not the runtime's. */
+class Viewer {
+  readonly client: ArclightClient;
+
+  constructor(url: string) {
+    this.client = new ArclightClient({ modelName: 'bench', local: true, localRuntimeUrl: url });
+  }
+
+  readonly received: Subscriber = async () => {
+    const report = await this.client.getPeerConnection()?.getStats();
+    let out: Received = { frames: 0, bytes: 0 };
+    report?.forEach((s: Record<string, unknown>) => {
+      if (s['type'] === 'inbound-rtp' && s['kind'] === 'video') out = { frames: Number(s['framesDecoded'] ?? 0), bytes: Number(s['bytesReceived'] ?? 0) };
+    });
+    return out;
+  };
+
+  async close(): Promise<void> {
+    await this.client.disconnect().catch(() => {});
+  }
+}
+
+async function waitFrames(what: string, subscriber: Subscriber, atLeast: number, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const start = (await subscriber()).frames;
+  while ((await subscriber()).frames - start < atLeast) {
+    if (Date.now() > deadline) throw new Error(`${what}: fewer than ${atLeast} frames decoded in ${timeoutMs} ms`);
+    await sleep(100);
+  }
+}
+
+const PAGE = `<!doctype html>
+<html><head><meta charset="utf-8"><title>recording-cost subscriber</title></head>
+<body style="margin:0;background:#000">
+<video id="v" autoplay muted playsinline width="1280" height="720"></video>
+<script type="module">
+import { ArclightClient } from '/arclight-client.js';
+const video = document.getElementById('v');
+${PREFER_H264_SCRIPT}
+window.subscribe = async (runtimeUrl, sessionId) => {
+  preferH264();
+  const client = new ArclightClient({ modelName: 'bench', local: true, localRuntimeUrl: runtimeUrl });
+  window.client = client;
+  client.on('trackReceived', (name, track) => {
+    if (name !== 'main_video') return;
+    video.srcObject = new MediaStream([track]);
+    video.play().catch(() => {});
+  });
+  await client.connect(undefined, { sessionId, autoResumeTracks: false });
+  client.resumeTrack('main_video');
+};
+window.codecInfo = async () => {
+  const report = await window.client.getPeerConnection().getStats();
+  let inbound = null;
+  report.forEach((s) => { if (s.type === 'inbound-rtp' && s.kind === 'video') inbound = s; });
+  const codec = inbound?.codecId ? report.get(inbound.codecId) : undefined;
+  return { codec: codec ? codec.mimeType + ' ' + (codec.sdpFmtpLine ?? '') : null, framesDecoded: inbound?.framesDecoded ?? 0, bytesReceived: inbound?.bytesReceived ?? 0 };
+};
+window.unsubscribe = () => window.client?.disconnect(true);
+</script></body></html>`;
+
+interface ChromeSetup {
+  browser: LaunchedChromium;
+  pageUrl: string;
+}
+
+type PageApi = {
+  subscribe(u: string, s: string): Promise<void>;
+  codecInfo(): Promise<{ codec: string | null; framesDecoded: number; bytesReceived: number }>;
+  unsubscribe(): Promise<void>;
+};
+
+async function chromiumSubscriber(chrome: ChromeSetup, runtime: ChildRuntime, sessionId: string): Promise<{ page: Page; received: Subscriber; codec: string | null }> {
+  const page = await chrome.browser.newPage({ viewport: { width: 1280, height: 720 } });
+  await page.goto(chrome.pageUrl);
+  await page.evaluate(([url, sid]) => (window as unknown as PageApi).subscribe(url, sid), [runtime.url, sessionId] as const);
+  const received: Subscriber = async () => {
+    const info = await page.evaluate(() => (window as unknown as PageApi).codecInfo());
+    return { frames: info.framesDecoded, bytes: info.bytesReceived };
+  };
+  await waitFrames('Chromium', received, 30);
+  const codec = (await page.evaluate(() => (window as unknown as PageApi).codecInfo())).codec;
+  return { page, received, codec };
+}
+
+async function closePage(page: Page | undefined): Promise<void> {
+  if (!page) return;
+  await page.evaluate(() => (window as unknown as PageApi).unsubscribe()).catch(() => {});
+  await page.context().close().catch(() => {});
+}
+
+// ---------------------------------------------------------------------------
+// part 1: one runtime, its phases
+// ---------------------------------------------------------------------------
+
+interface PhaseResult {
+  load: string;
+  recording: boolean;
+  phase: string;
+  cpu: CpuWindow;
+  loadavg: string;
+  emittedFps: number;
+  droppedPerSecond: number;
+  /** The live encoder(s), from /metrics: frames/s and mean ms per frame, by codec. */
+  liveEncode: Record<string, { fps: number; meanMs: number }>;
+  /** Growth of the recording folder over the window, kbit/s (segments land every ~2 s). */
+  recordedKbps: number;
+  /** Recording runs, on their last phase: video samples in each finished segment. */
+  samplesPerSegment?: number[];
+  viewer?: { codec: string; fps: number; kbps: number };
+}
+
+async function measurePhase(
+  load: Load,
+  recordingDir: string | undefined,
+  phase: string,
+  runtime: ChildRuntime,
+  viewer: { codec: string; received: Subscriber } | undefined,
+  label: string,
+): Promise<PhaseResult> {
+  await sleep(SETTLE_MS);
+  const r0 = await viewer?.received();
+  const m0 = await runtimeCounters(runtime.url);
+  const bytes0 = recordingDir ? folderBytes(recordingDir) : 0;
+  const s0 = snapshot(runtime.pid);
+  await sleep(WINDOW_MS);
+  const s1 = snapshot(runtime.pid);
+  const bytes1 = recordingDir ? folderBytes(recordingDir) : 0;
+  const m1 = await runtimeCounters(runtime.url);
+  const r1 = await viewer?.received();
+  const seconds = (s1.at - s0.at) / 1000;
+  const liveEncode: PhaseResult['liveEncode'] = {};
+  for (const codec of ['h264', 'vp8']) {
+    const n = counterRate(m0, m1, 'arclight_encode_duration_seconds_count', seconds, `codec="${codec}"`);
+    const sum = counterRate(m0, m1, 'arclight_encode_duration_seconds_sum', seconds, `codec="${codec}"`);
+    if (n > 0) liveEncode[codec] = { fps: +n.toFixed(1), meanMs: +((sum / n) * 1000).toFixed(2) };
+  }
+  const result: PhaseResult = {
+    load: load.name,
+    recording: recordingDir !== undefined,
+    phase,
+    cpu: cpuBetween(s0, s1),
+    loadavg: loadavg(),
+    emittedFps: +counterRate(m0, m1, 'arclight_frames_emitted_total', seconds, 'track="main_video"').toFixed(1),
+    droppedPerSecond: +droppedRate(m0, m1, seconds).toFixed(2),
+    liveEncode,
+    recordedKbps: +(((bytes1 - bytes0) * 8) / seconds / 1000).toFixed(0),
+    ...(viewer && r0 && r1
+      ? { viewer: { codec: viewer.codec, fps: +((r1.frames - r0.frames) / seconds).toFixed(1), kbps: +(((r1.bytes - r0.bytes) * 8) / seconds / 1000).toFixed(0) } }
+      : {}),
+  };
+  const threads = Object.entries(result.cpu.topThreads).map(([k, v]) => `${k} ${v}`).join(', ');
+  process.stdout.write(
+    `${label} | ${load.name} rec ${result.recording ? 'on ' : 'off'} | ${phase.padEnd(21)} runtime ${result.cpu.pct.toFixed(1).padStart(5)}%  [${threads}]  ` +
+      `machine ${result.cpu.machineBusyPct.toFixed(0)}%  load ${result.loadavg.split(' ')[0]}\n` +
+      `        emitted ${result.emittedFps} fps, dropped ${result.droppedPerSecond}/s, live encode ${JSON.stringify(liveEncode)}, recorded ${result.recordedKbps} kbit/s` +
+      (result.viewer ? `, viewer ${result.viewer.codec} ${result.viewer.fps} fps ${result.viewer.kbps} kbit/s` : '') + '\n',
+  );
+  return result;
+}
+
+async function runtimeRun(load: Load, recording: boolean, host: string, chrome: ChromeSetup | undefined, label: string): Promise<PhaseResult[]> {
+  const recordingDir = recording ? mkdtempSync(join(os.tmpdir(), 'arclight-recording-cost-')) : undefined;
+  const runtime = await startChildRuntime(host, {
+    model: load.model,
+    graceSeconds: 600,
+    stderrTailChars: 3_000,
+    recording,
+    ...(recordingDir ? { extraArgs: ['--recording-dir', recordingDir] } : {}),
+  });
+  const viewer = new Viewer(runtime.url);
+  let page: Page | undefined;
+  const results: PhaseResult[] = [];
+  try {
+    await viewer.client.connect(undefined, { autoResumeTracks: false });
+    const sessionId = viewer.client.getSessionId()!;
+    results.push(await measurePhase(load, recordingDir, '0 viewers', runtime, undefined, label));
+    viewer.client.resumeTrack('main_video');
+    await waitFrames('Node viewer', viewer.received, 30);
+    results.push(await measurePhase(load, recordingDir, '1 × VP8 (Node)', runtime, { codec: 'VP8', received: viewer.received }, label));
+    if (chrome) {
+      viewer.client.pauseTrack('main_video');
+      const sub = await chromiumSubscriber(chrome, runtime, sessionId);
+      page = sub.page;
+      results.push(await measurePhase(load, recordingDir, '1 × H.264 (Chromium)', runtime, { codec: sub.codec ?? '?', received: sub.received }, label));
+    }
+    if (recordingDir) {
+      const counts = samplesPerSegment(recordingDir);
+      results.at(-1)!.samplesPerSegment = counts;
+      process.stdout.write(`        recording: ${counts.length} segments, video samples per segment median ${median(counts)} (min ${Math.min(...counts)}, max ${Math.max(...counts)})\n`);
+    }
+    return results;
+  } finally {
+    await closePage(page);
+    await viewer.close();
+    await runtime.stop();
+    if (recordingDir) rmSync(recordingDir, { recursive: true, force: true });
+  }
+}
+
+// ---------------------------------------------------------------------------
+// part 2: the encoders alone
+// ---------------------------------------------------------------------------
+
+interface EncoderSetting {
+  readonly name: string;
+  readonly codec: VideoCodec;
+  readonly profile?: H264Profile;
+  /** A keyframe every this many seconds; 0: only the first frame (the live encoders' case here). */
+  readonly keyframeSeconds: number;
+  /** The recorder runs on node-av's thread pool; the live encoders synchronously below 12 ms. */
+  readonly syncBelowMs?: number;
+}
+
+const ENCODER_SETTINGS: readonly EncoderSetting[] = [
+  { name: 'recorder: H.264 High, key 2 s', codec: 'h264', profile: 'high', keyframeSeconds: 2, syncBelowMs: 0 },
+  { name: 'live VP8 (Node viewer)', codec: 'vp8', keyframeSeconds: 0 },
+  { name: 'live H.264 CB (Chromium)', codec: 'h264', profile: 'constrained-baseline', keyframeSeconds: 0 },
+  { name: 'live H.264 CB, key 2 s', codec: 'h264', profile: 'constrained-baseline', keyframeSeconds: 2 },
+];
+
+interface EncoderRun {
+  load: string;
+  setting: string;
+  cpuMsPerFrame: number;
+  /** CPU per frame × 30 fps, % of one core. */
+  pctOfCore: number;
+  kbps: number;
+  keyframeShare: number;
+  /** The largest keyframe over the mean non-key frame (how long it holds the pacer). */
+  keyframeOverMean: number;
+}
+
+async function encodeOnce(load: Load, setting: EncoderSetting): Promise<EncoderRun> {
+  const { width, height, bitrateKbps } = load;
+  const encoder = await VideoEncoder.create({
+    codec: setting.codec,
+    width,
+    height,
+    fps: FPS,
+    bitrateKbps,
+    ...(setting.profile ? { profile: setting.profile } : {}),
+    ...(setting.syncBelowMs === undefined ? {} : { syncBelowMs: setting.syncBelowMs }),
+  });
+  const drawer = new PictureDrawer(width, height, load.picture);
+  const interval = setting.keyframeSeconds * FPS;
+  let bytes = 0;
+  let keyBytes = 0;
+  let maxKey = 0;
+  let deltaFrames = 0;
+  let cpuMicros = 0;
+  try {
+    for (let i = 0; i < ENCODER_FRAMES; i++) {
+      drawer.draw(i);
+      if (interval > 0 && i % interval === 0) encoder.requestKeyframe();
+      const before = process.cpuUsage();
+      const units = await encoder.encode(drawer.canvas.frame());
+      const used = process.cpuUsage(before);
+      cpuMicros += used.user + used.system;
+      for (const unit of units) {
+        bytes += unit.data.length;
+        if (unit.keyframe) {
+          keyBytes += unit.data.length;
+          maxKey = Math.max(maxKey, unit.data.length);
+        } else {
+          deltaFrames++;
+        }
+      }
+    }
+  } finally {
+    encoder.close();
+  }
+  const cpuMsPerFrame = cpuMicros / 1000 / ENCODER_FRAMES;
+  const meanDelta = (bytes - keyBytes) / Math.max(1, deltaFrames);
+  return {
+    load: load.name,
+    setting: setting.name,
+    cpuMsPerFrame: +cpuMsPerFrame.toFixed(2),
+    pctOfCore: +((cpuMsPerFrame * FPS) / 10).toFixed(1),
+    kbps: +((bytes * 8) / (ENCODER_FRAMES / FPS) / 1000).toFixed(0),
+    keyframeShare: +((100 * keyBytes) / bytes).toFixed(1),
+    keyframeOverMean: +(maxKey / meanDelta).toFixed(1),
+  };
+}
+
+// ---------------------------------------------------------------------------
+// main
+// ---------------------------------------------------------------------------
+
+const spread = (values: readonly number[], digits = 1): string =>
+  `${median(values).toFixed(digits)} (${Math.min(...values).toFixed(digits)}–${Math.max(...values).toFixed(digits)})`;
+
+async function main(): Promise<void> {
+  const info = runInfo();
+  const noNamespace = networkNamespaceUnavailableReason();
+  const withChromium = args.chromium && noNamespace === null;
+  process.stdout.write(
+    `recording-cost: loads ${loads.map((l) => l.name).join(', ')}; runtime: ${args['no-runtime'] ? 'no' : `${ROUNDS} rounds, ${SETTLE_MS / 1000} s settle + ${WINDOW_MS / 1000} s window per phase`}; ` +
+      `Chromium: ${withChromium ? 'yes' : args.chromium ? `no (${noNamespace})` : 'no'}; encoders: ${args['no-encoders'] ? 'no' : `${ENCODER_ROUNDS} rounds × ${ENCODER_FRAMES} frames`}\n${JSON.stringify(info)}\n`,
+  );
+  const phases: PhaseResult[][] = [];
+  const encoderRuns: EncoderRun[] = [];
+  let net: TestNetwork | undefined;
+  let browser: LaunchedChromium | undefined;
+  let server: Server | undefined;
+  const started = performance.now();
+  try {
+    if (!args['no-runtime']) {
+      let host = '127.0.0.1';
+      let chrome: ChromeSetup | undefined;
+      if (withChromium) {
+        net = await createTestNetwork();
+        host = net.hostAddress;
+        const served = await servePage(host, PAGE);
+        server = served.server;
+        browser = await launchChromiumInNamespace(net);
+        chrome = { browser, pageUrl: served.url };
+      }
+      for (let round = 0; round < ROUNDS; round++) {
+        for (const load of loads) {
+          // Off first in even rounds, on first in odd ones.
+          const order = round % 2 === 0 ? [false, true] : [true, false];
+          const both: PhaseResult[] = [];
+          for (const recording of order) both.push(...(await runtimeRun(load, recording, host, chrome, `round ${round + 1}`)));
+          phases.push(both);
+        }
+      }
+    }
+  } finally {
+    await browser?.close().catch(() => {});
+    server?.close();
+    await net?.close();
+  }
+  if (!args['no-encoders']) {
+    for (let round = 0; round < ENCODER_ROUNDS; round++) {
+      for (const load of loads) {
+        for (const setting of ENCODER_SETTINGS) {
+          const run = await encodeOnce(load, setting);
+          encoderRuns.push(run);
+          process.stdout.write(
+            `encoders round ${round + 1} | ${load.name.padEnd(12)} ${setting.name.padEnd(32)} ${run.cpuMsPerFrame.toFixed(2).padStart(6)} ms/frame ` +
+              `(${run.pctOfCore}% of a core at 30 fps), ${run.kbps} kbit/s, keyframes ${run.keyframeShare}% of bytes, largest keyframe ${run.keyframeOverMean}× a mean P-frame\n`,
+          );
+        }
+      }
+    }
+  }
+  const loadavgAfter = loadavg();
+
+  process.stdout.write(`\n== runtime CPU, % of one core (2 cores = 200 %): median over rounds (min–max); took ${((performance.now() - started) / 60_000).toFixed(1)} min ==\n`);
+  const summary: Record<string, unknown>[] = [];
+  for (const load of loads) {
+    const runs = phases.filter((p) => p[0]?.load === load.name);
+    if (runs.length === 0) continue;
+    for (const phase of [...new Set(runs[0]!.map((p) => p.phase))]) {
+      const pick = (recording: boolean) => runs.map((r) => r.find((p) => p.phase === phase && p.recording === recording)).filter((p): p is PhaseResult => p !== undefined);
+      const off = pick(false);
+      const on = pick(true);
+      if (off.length !== on.length || off.length === 0) continue;
+      const diff = on.map((p, i) => p.cpu.pct - off[i]!.cpu.pct);
+      const ratio = on.map((p, i) => p.cpu.pct / off[i]!.cpu.pct);
+      const main = (ps: PhaseResult[]) => ps.map((p) => p.cpu.byThread['main (JS)'] ?? 0);
+      const recKbps = on.map((p) => p.recordedKbps);
+      const viewerKbps = on.map((p) => p.viewer?.kbps ?? 0);
+      const fps = [...on, ...off].map((p) => p.viewer?.fps ?? p.emittedFps);
+      const row = {
+        load: load.name,
+        phase,
+        off: spread(off.map((p) => p.cpu.pct)),
+        on: spread(on.map((p) => p.cpu.pct)),
+        onMinusOff: spread(diff),
+        onOverOff: spread(ratio, 2),
+        perRound: diff.map((d) => +d.toFixed(1)),
+        mainThreadOff: spread(main(off)),
+        mainThreadOn: spread(main(on)),
+        recordedKbps: median(recKbps),
+        viewerKbps: median(viewerKbps),
+        minFps: Math.min(...fps),
+      };
+      summary.push(row);
+      process.stdout.write(
+        `${load.name.padEnd(12)} ${phase.padEnd(21)} off ${row.off}  on ${row.on}  on−off ${row.onMinusOff} (per round ${row.perRound.join(', ')})  ` +
+          `on/off ${row.onOverOff}  main (JS) off ${row.mainThreadOff} on ${row.mainThreadOn}  recorded ${row.recordedKbps} kbit/s, viewer ${row.viewerKbps} kbit/s, min fps ${row.minFps}\n`,
+      );
+    }
+  }
+  if (encoderRuns.length) {
+    process.stdout.write(`\n== encoders alone, median over ${ENCODER_ROUNDS} rounds (min–max) ==\n`);
+    for (const load of loads) {
+      for (const setting of ENCODER_SETTINGS) {
+        const runs = encoderRuns.filter((r) => r.load === load.name && r.setting === setting.name);
+        process.stdout.write(
+          `${load.name.padEnd(12)} ${setting.name.padEnd(32)} ${spread(runs.map((r) => r.cpuMsPerFrame), 2)} ms/frame = ${spread(runs.map((r) => r.pctOfCore))}% of a core; ` +
+            `${median(runs.map((r) => r.kbps))} kbit/s; keyframes ${median(runs.map((r) => r.keyframeShare))}% of bytes; largest keyframe ${median(runs.map((r) => r.keyframeOverMean))}× a mean P-frame\n`,
+        );
+      }
+    }
+  }
+  finishReport(info, loadavgAfter, args.json, { phases, summary, encoderRuns });
+}
+
+await runBench('recording-cost', main);
