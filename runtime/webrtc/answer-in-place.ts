@@ -17,6 +17,7 @@ import type { TrackCapability } from '../../protocol/capabilities.ts';
 import type { TrackMappingEntry } from '../../protocol/transport.ts';
 import { assertSdpOfferShape, DEFAULT_VIDEO_CODECS, mappedTrack, orientTransceiver, runtimeDirection, setAnswer, type TrackBinding } from './answer-offer.ts';
 import { createRuntimePeer, type PeerFactoryOptions } from './peer-factory.ts';
+import { withoutImplicitStun } from './no-implicit-stun.ts';
 
 export interface InPlaceAnswer {
   readonly answerSdp: string;
@@ -76,6 +77,7 @@ export async function answerInPlace(pc: RTCPeerConnection, request: InPlaceOffer
     throw new ArclightError('invalid_sdp', `The SDP offer could not be applied: ${(error as Error).message}`, { cause: error });
   }
   request.onOfferApplied?.();
+  withoutImplicitStun(pc); // an ICE restart gathers again
 
   const videoCodecs = request.peerOptions.videoCodecs ?? DEFAULT_VIDEO_CODECS;
   const attached: TrackBinding[] = [];

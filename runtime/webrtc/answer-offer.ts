@@ -13,6 +13,7 @@ import type { IcePolicy } from './ice-policy.ts';
 import type { H264Profile } from '../media/video-encoder.ts';
 import type { VideoCodecPreference } from './peer-factory.ts';
 import { keepEarlyDtlsRecords } from './early-dtls.ts';
+import { withoutImplicitStun } from './no-implicit-stun.ts';
 
 export interface TrackBinding {
   readonly transceiver: RTCRtpTransceiver;
@@ -57,6 +58,7 @@ export async function answerOffer(
     throw new ArclightError('invalid_sdp', `The SDP offer could not be applied: ${(error as Error).message}`, { cause: error });
   }
   onOfferApplied();
+  withoutImplicitStun(pc);
   keepEarlyDtlsRecords(pc);
   const bindings = bindTracks(pc.getTransceivers(), tracks, mapping);
   for (const binding of bindings) orientTransceiver(binding, videoCodecs);
