@@ -49,6 +49,30 @@ export class RuntimeMetrics {
     labelNames: ['track'] as const,
     registers: [this.registry],
   });
+  readonly rtpRetransmittedBytes = new Counter({
+    name: 'arclight_rtp_retransmitted_bytes_total',
+    help: 'Bytes of RTP packets resent for NACKs (SRTP-protected, as on the wire), by track',
+    labelNames: ['track'] as const,
+    registers: [this.registry],
+  });
+  readonly rtpRetransmissionsRefused = new Counter({
+    name: 'arclight_rtp_retransmissions_refused_total',
+    help: 'NACKed RTP packets not resent, by track and reason (not_in_history, too_old, within_rtt, budget: docs/protocol.md, Loss recovery)',
+    labelNames: ['track', 'reason'] as const,
+    registers: [this.registry],
+  });
+  readonly keyframeRequestsThrottled = new Counter({
+    name: 'arclight_video_keyframe_requests_throttled_total',
+    help: 'Picture loss reports (PLI, FIR) ignored because a keyframe was asked for the same viewer less than max(300 ms, RTT) before',
+    labelNames: ['track'] as const,
+    registers: [this.registry],
+  });
+  readonly lossKeyframes = new Counter({
+    name: 'arclight_video_loss_keyframe_requests_total',
+    help: 'Keyframes the runtime asked for itself because it left a NACKed loss unrepaired (also counted in arclight_video_picture_loss_total)',
+    labelNames: ['track'] as const,
+    registers: [this.registry],
+  });
   readonly framesReceived = new Counter({
     name: 'arclight_input_frames_total',
     help: 'Frames decoded from client input tracks',

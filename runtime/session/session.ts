@@ -638,9 +638,15 @@ export class Session implements ConnectionOwner {
 
   /** Attaches an output; returns what to call when the client reports picture loss (video only). */
   #bindOutput(connection: Connection, bound: TrackAttachment, transceiver: RTCRtpTransceiver, track: TrackCapability, paused: boolean): (() => void) | undefined {
+    const metrics = this.#options.metrics;
     const sender = connection.createTrackSender(transceiver, {
       latencyMode: () => this.#latencyMode,
-      onRetransmit: (packets) => this.#options.metrics?.rtpRetransmitted.inc({ track: track.name }, packets),
+      onRetransmit: (packets, bytes) => {
+        metrics?.rtpRetransmitted.inc({ track: track.name }, packets);
+        metrics?.rtpRetransmittedBytes.inc({ track: track.name }, bytes);
+      },
+      onRetransmissionsRefused: (reason, packets) => metrics?.rtpRetransmissionsRefused.inc({ track: track.name, reason }, packets),
+      onKeyframeRequestThrottled: () => metrics?.keyframeRequestsThrottled.inc({ track: track.name }),
     });
     const video = this.#outputVideo.get(track.name);
     if (video) {
@@ -666,10 +672,19 @@ export class Session implements ConnectionOwner {
           }),
       };
       video.addSink(sink, { paused });
-      const { unSubscribe } = transceiver.sender.onPictureLossIndication.subscribe(() => video.pictureLost(sink));
+      // Keyframe requests are throttled per viewer (loss-recovery.ts); the sender also asks for
+      // one itself when it leaves a NACKed loss unrepaired.
+      const pictureLost = (): void => {
+        if (sender.pictureLost()) video.pictureLost(sink);
+      };
+      sender.onKeyframeNeeded(() => {
+        metrics?.lossKeyframes.inc({ track: track.name });
+        video.pictureLost(sink);
+      });
+      const { unSubscribe } = transceiver.sender.onPictureLossIndication.subscribe(pictureLost);
       bound.sink = sink;
       bound.disposers.push(unSubscribe, () => sender.close());
-      return () => video.pictureLost(sink);
+      return pictureLost;
     }
     const audio = this.#outputAudio.get(track.name);
     if (audio) {

@@ -40,3 +40,21 @@ describe('RtpSendHistory', () => {
     expect(history.get(10)).toBeUndefined();
   });
 });
+
+describe('RtpSendHistory send times', () => {
+  it('keeps when each packet was sent and last resent, until its slot is reused', () => {
+    const history = new RtpSendHistory(4, 16);
+    history.allocate(7, 10, 1_000);
+    expect(history.sentAt(7)).toBe(1_000);
+    expect(history.resentAt(7)).toBeUndefined();
+    history.markResent(7, 1_050);
+    expect(history.resentAt(7)).toBe(1_050);
+    history.markResent(8, 1_060); // never sent: nothing to mark
+    expect(history.resentAt(8)).toBeUndefined();
+    history.allocate(11, 10, 2_000); // 11 % 4 === 7 % 4: a new packet, never resent
+    expect(history.sentAt(7)).toBeUndefined();
+    expect(history.resentAt(7)).toBeUndefined();
+    expect(history.sentAt(11)).toBe(2_000);
+    expect(history.resentAt(11)).toBeUndefined();
+  });
+});

@@ -11,6 +11,9 @@
  * A slot is reused `size` packets later (seconds at any bitrate), long after the kernel took
  * the datagram: a send still queued in libuv by then (a socket blocked for seconds) would go out
  * with the newer packet's bytes — a lost packet, as it would be anyway on such a link.
+ *
+ * Each slot also keeps when its packet was first sent and last resent (ms of the sender's clock),
+ * which the loss-recovery rules read (loss-recovery.ts: too old, once per RTT).
  */
 
 /** Packets kept per stream: ~2 s of a 2 Mbit/s 720p stream, ~0.5 s at 10 Mbit/s. */
@@ -26,6 +29,9 @@ export class RtpSendHistory {
   readonly #slab: Buffer;
   readonly #lengths: Uint16Array;
   readonly #sequenceNumbers: Uint16Array;
+  readonly #sentAt: Float64Array;
+  /** NaN: not resent. */
+  readonly #resentAt: Float64Array;
   readonly #oversized = new Map<number, Buffer>();
 
   constructor(
@@ -35,15 +41,19 @@ export class RtpSendHistory {
     this.#slab = Buffer.allocUnsafeSlow(size * slotBytes);
     this.#lengths = new Uint16Array(size);
     this.#sequenceNumbers = new Uint16Array(size);
+    this.#sentAt = new Float64Array(size);
+    this.#resentAt = new Float64Array(size).fill(NaN);
   }
 
   /**
    * Memory for the packet with this sequence number, `length` bytes, to be filled and sent by
-   * the caller; it replaces what the slot held.
+   * the caller; it replaces what the slot held. `sentAtMs`: when it is sent.
    */
-  allocate(sequenceNumber: number, length: number): Buffer {
+  allocate(sequenceNumber: number, length: number, sentAtMs = 0): Buffer {
     const slot = sequenceNumber % this.size;
     this.#sequenceNumbers[slot] = sequenceNumber;
+    this.#sentAt[slot] = sentAtMs;
+    this.#resentAt[slot] = NaN;
     this.#oversized.delete(slot);
     if (length > this.slotBytes) {
       this.#lengths[slot] = 0;
@@ -63,6 +73,22 @@ export class RtpSendHistory {
     if (oversized) return oversized;
     const length = this.#lengths[slot]!;
     return length === 0 ? undefined : this.#slab.subarray(slot * this.slotBytes, slot * this.slotBytes + length);
+  }
+
+  /** When the packet with this sequence number was first sent (as given to `allocate`), if it is still kept. */
+  sentAt(sequenceNumber: number): number | undefined {
+    return this.get(sequenceNumber) === undefined ? undefined : this.#sentAt[sequenceNumber % this.size];
+  }
+
+  /** When the packet with this sequence number was last resent, if it was and is still kept. */
+  resentAt(sequenceNumber: number): number | undefined {
+    const at = this.get(sequenceNumber) === undefined ? NaN : this.#resentAt[sequenceNumber % this.size]!;
+    return Number.isNaN(at) ? undefined : at;
+  }
+
+  /** Notes that the packet with this sequence number was resent at `atMs` (if it is still kept). */
+  markResent(sequenceNumber: number, atMs: number): void {
+    if (this.get(sequenceNumber) !== undefined) this.#resentAt[sequenceNumber % this.size] = atMs;
   }
 
   clear(): void {

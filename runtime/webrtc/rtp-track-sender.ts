@@ -11,6 +11,9 @@
  * cost ~1 % of a core (docs/performance.md). werift still owns everything around it: the DTLS
  * handshake and SRTP keys, RTCP (sender reports read the counters kept here; PLI and NACK
  * arrive through its sender) and stats.
+ *
+ * NACKs and picture-loss reports are answered by the loss-recovery rules (loss-recovery.ts): a
+ * retransmission budget, once per RTT, nothing too old, and keyframe requests throttled.
  */
 
 import type { RTCDtlsTransport, RTCRtpSender, RTCRtpTransceiver } from 'werift';
@@ -18,8 +21,18 @@ import type { LatencyMode } from '../../protocol/messages.ts';
 import { IceDatagramWriter } from './ice-datagram-writer.ts';
 import { PLAYOUT_DELAY_URI, rtpLossFault } from './peer-factory.ts';
 import { RtpSendHistory } from './rtp-send-history.ts';
+import {
+  KeyframeRequestThrottle,
+  LOSS_RECOVERY,
+  RetransmissionBudget,
+  type Clock,
+  type LossRecoveryRules,
+  type PathEstimate,
+  type RetransmissionRefusal,
+} from './loss-recovery.ts';
 import { createSrtpProtector, type SrtpProtector, type UnprotectedPacket } from './srtp-protector.ts';
 import { RTP_HEADER_LENGTH } from '../rtp/packet-size.ts';
+import { nackedSequenceNumbers } from '../quality/media-stats-reporter.ts';
 
 /**
  * playout-delay payload (http://www.webrtc.org/experiments/rtp-hdrext/playout-delay): 12-bit
@@ -69,6 +82,8 @@ interface WeriftSenderCounters {
   headerBytesSent: number;
   retransmittedPacketsSent: number;
   retransmittedBytesSent: number;
+  /** Smoothed RTT from receiver reports (LSR/DLSR), seconds; undefined until one came. */
+  readonly rtt?: number;
   /** Random per-sender offset werift adds to RTP timestamps (RFC 3550 §5.1). */
   readonly timestampOffset: number;
 }
@@ -89,8 +104,27 @@ interface SrtpStream {
 export interface RtpTrackSenderOptions {
   /** Read per frame, so a session's mode change applies at once. Default `smooth`. */
   readonly latencyMode?: () => LatencyMode;
-  /** Called with the number of packets resent for a NACK (for metrics). */
-  readonly onRetransmit?: (packets: number) => void;
+  /** Called with the number of packets (and their bytes) resent for a NACK (for metrics). */
+  readonly onRetransmit?: (packets: number, bytes: number) => void;
+  /** Called with the NACKed packets not resent, by reason (for metrics). */
+  readonly onRetransmissionsRefused?: (reason: RetransmissionRefusal, packets: number) => void;
+  /** Called when a picture-loss report is ignored: a keyframe was asked for too recently. */
+  readonly onKeyframeRequestThrottled?: () => void;
+  /** The loss-recovery rules (default LOSS_RECOVERY) and their clock (default `performance.now()`); for tests. */
+  readonly lossRecovery?: LossRecoveryRules;
+  readonly clock?: Clock;
+}
+
+/** What one sender did with loss reports so far (tests, diagnostics). */
+export interface LossRecoveryCounts {
+  retransmittedPackets: number;
+  retransmittedBytes: number;
+  /** Media bytes sent (not resends), for comparison with the budget. */
+  mediaBytes: number;
+  refused: Record<RetransmissionRefusal, number>;
+  keyframeRequestsThrottled: number;
+  /** Keyframes the sender asked for itself because it left a loss unrepaired. */
+  keyframesForLoss: number;
 }
 
 export class RtpTrackSender {
@@ -105,7 +139,19 @@ export class RtpTrackSender {
   /** The first packet's extension block per latency mode, built once. */
   readonly #extensionBlocks = new Map<LatencyMode, Buffer | undefined>();
   readonly #latencyMode: () => LatencyMode;
-  readonly #onRetransmit: ((packets: number) => void) | undefined;
+  readonly #options: RtpTrackSenderOptions;
+  readonly #now: Clock;
+  readonly #budget: RetransmissionBudget;
+  readonly #keyframes: KeyframeRequestThrottle;
+  #keyframeNeeded: (() => void) | undefined;
+  readonly #counts: LossRecoveryCounts = {
+    retransmittedPackets: 0,
+    retransmittedBytes: 0,
+    mediaBytes: 0,
+    refused: { not_in_history: 0, too_old: 0, within_rtt: 0, budget: 0 },
+    keyframeRequestsThrottled: 0,
+    keyframesForLoss: 0,
+  };
   /** Video only (NACK is negotiated for video codecs, not Opus); allocated on the first send. */
   #history: RtpSendHistory | undefined;
   readonly #socket = new IceDatagramWriter();
@@ -118,14 +164,19 @@ export class RtpTrackSender {
     this.#sender = transceiver.sender;
     this.#counters = transceiver.sender as unknown as WeriftSenderCounters;
     this.#latencyMode = options.latencyMode ?? (() => 'smooth');
-    this.#onRetransmit = options.onRetransmit;
+    this.#options = options;
+    this.#now = options.clock ?? (() => performance.now());
+    this.#budget = new RetransmissionBudget(options.lossRecovery ?? LOSS_RECOVERY, this.#now);
+    this.#keyframes = new KeyframeRequestThrottle(options.lossRecovery ?? LOSS_RECOVERY, this.#now);
     this.#playoutDelayId = transceiver.headerExtensions.find((e) => e.uri === PLAYOUT_DELAY_URI)?.id;
     const midId = transceiver.headerExtensions.find((e) => e.uri === SDES_MID_URI)?.id;
     // A mid longer than the one-byte form carries (16 bytes; never seen: browsers use "0", "1", …)
     // is left out rather than breaking the packet-size budget above.
     this.#mid = midId !== undefined && transceiver.mid && Buffer.byteLength(transceiver.mid) <= 16 ? { id: midId, value: Buffer.from(transceiver.mid) } : undefined;
     // werift's own NACK handler finds nothing in its (unused) cache; the history here answers.
-    const { unSubscribe } = this.#sender.onGenericNack.subscribe((nack) => this.#retransmit(nack.lost));
+    // werift's parse runs past the NACK into the rest of the compound RTCP packet (a REMB's
+    // bytes become "lost" numbers) and does not wrap at 65536: only the NACK's own entries count.
+    const { unSubscribe } = this.#sender.onGenericNack.subscribe((nack) => this.#retransmit(nackedSequenceNumbers({ header: nack.header, feedback: nack })));
     this.#stopNacks = unSubscribe;
   }
 
@@ -133,6 +184,27 @@ export class RtpTrackSender {
   get codec(): string | undefined {
     const mime = this.#sender.codec?.mimeType ?? this.#transceiver.codecs[0]?.mimeType;
     return mime?.split('/')[1]?.toLowerCase();
+  }
+
+  /** What this sender did with loss reports so far. */
+  get lossRecovery(): Readonly<LossRecoveryCounts> {
+    return this.#counts;
+  }
+
+  /**
+   * A receiver reported picture loss (PLI, FIR): true if a keyframe should be made for it, false
+   * if one was asked for less than max(300 ms, RTT) ago (that one answers this report too).
+   */
+  pictureLost(): boolean {
+    if (this.#keyframes.pictureLost(this.#budget.rttMs(this.#path()))) return true;
+    this.#counts.keyframeRequestsThrottled++;
+    this.#options.onKeyframeRequestThrottled?.();
+    return false;
+  }
+
+  /** Who makes a keyframe when this sender leaves a NACKed loss unrepaired (throttled here). */
+  onKeyframeNeeded(listener: (() => void) | undefined): void {
+    this.#keyframeNeeded = listener;
   }
 
   /**
@@ -159,6 +231,7 @@ export class RtpTrackSender {
     const tagLength = stream.protector.tagLength;
     if (this.#history === undefined && this.#sender.kind === 'video') this.#history = new RtpSendHistory();
     const history = this.#history;
+    const sentAt = history ? this.#now() : 0;
     const batch: UnprotectedPacket[] = new Array(payloads.length);
     let payloadBytes = 0;
     let headerBytes = 0;
@@ -167,7 +240,7 @@ export class RtpTrackSender {
       const ext = i === 0 ? extensions : undefined;
       const headerLength = RTP_HEADER_LENGTH + (ext?.length ?? 0);
       const size = headerLength + payload.length + tagLength;
-      const packet = history ? history.allocate(this.#sequenceNumber, size) : Buffer.allocUnsafe(size);
+      const packet = history ? history.allocate(this.#sequenceNumber, size, sentAt) : Buffer.allocUnsafe(size);
       packet[0] = ext ? 0x90 : 0x80; // version 2, extension bit
       packet[1] = (i === payloads.length - 1 ? 0x80 : 0) | codec.payloadType;
       packet.writeUInt16BE(this.#sequenceNumber, 2);
@@ -182,8 +255,14 @@ export class RtpTrackSender {
     }
     stream.protector.protect(ssrc, batch);
     const drop = rtpLossFault(stream.transport);
+    let wireBytes = 0;
     for (const { packet } of batch) {
+      wireBytes += packet.length;
       if (drop?.() !== true) this.#write(stream.transport, packet);
+    }
+    if (history) {
+      this.#budget.noteMediaSent(wireBytes);
+      this.#counts.mediaBytes += wireBytes;
     }
     counters.timestamp = timestamp;
     counters.sequenceNumber = (this.#sequenceNumber + 0xffff) & 0xffff;
@@ -200,6 +279,7 @@ export class RtpTrackSender {
   close(): void {
     this.#closed = true;
     this.#stopNacks();
+    this.#keyframeNeeded = undefined;
     this.#history?.clear();
   }
 
@@ -241,21 +321,63 @@ export class RtpTrackSender {
     return block;
   }
 
-  /** Resends what the receiver reported missing, if still in the history. */
+  /** RTT (RTCP) and the receiver's estimate (REMB), as werift last read them. */
+  #path(): PathEstimate {
+    const rttSeconds = this.#counters.rtt;
+    const remb = this.#sender.receiverEstimatedMaxBitrate;
+    return {
+      rttMs: rttSeconds === undefined ? undefined : rttSeconds * 1000,
+      receiverEstimateBps: typeof remb === 'bigint' && remb > 0n ? Number(remb) : undefined,
+    };
+  }
+
+  /**
+   * Resends what the receiver reported missing, by the loss-recovery rules (loss-recovery.ts);
+   * a loss left unrepaired asks for a keyframe (throttled).
+   */
   #retransmit(sequenceNumbers: readonly number[]): void {
     const stream = this.#closed ? undefined : this.#srtpStream();
-    if (stream === undefined) return;
+    const history = this.#history;
+    if (stream === undefined || history === undefined) return;
     const drop = rtpLossFault(stream.transport);
+    const path = this.#path();
+    const refused: Record<RetransmissionRefusal, number> = { not_in_history: 0, too_old: 0, within_rtt: 0, budget: 0 };
     let resent = 0;
+    let resentBytes = 0;
     for (const sequenceNumber of sequenceNumbers) {
-      const packet = this.#history?.get(sequenceNumber);
-      if (packet === undefined) continue;
+      const packet = history.get(sequenceNumber);
+      if (packet === undefined) {
+        refused.not_in_history++;
+        continue;
+      }
+      const reason = this.#budget.admit({ bytes: packet.length, sentAtMs: history.sentAt(sequenceNumber)!, resentAtMs: history.resentAt(sequenceNumber) }, path);
+      if (reason !== undefined) {
+        refused[reason]++;
+        continue;
+      }
+      history.markResent(sequenceNumber, this.#now());
       resent++;
+      resentBytes += packet.length;
       this.#counters.retransmittedPacketsSent++;
       this.#counters.retransmittedBytesSent += packet.length;
       if (drop?.() !== true) this.#write(stream.transport, packet);
     }
-    if (resent > 0) this.#onRetransmit?.(resent);
+    const counts = this.#counts;
+    if (resent > 0) {
+      counts.retransmittedPackets += resent;
+      counts.retransmittedBytes += resentBytes;
+      this.#options.onRetransmit?.(resent, resentBytes);
+    }
+    for (const reason of Object.keys(refused) as RetransmissionRefusal[]) {
+      if (refused[reason] === 0) continue;
+      counts.refused[reason] += refused[reason];
+      this.#options.onRetransmissionsRefused?.(reason, refused[reason]);
+    }
+    const unrepaired = refused.not_in_history + refused.too_old + refused.budget;
+    if (unrepaired > 0 && this.#keyframeNeeded && this.#keyframes.lossUnrepaired(this.#budget.rttMs(path))) {
+      counts.keyframesForLoss++;
+      this.#keyframeNeeded();
+    }
   }
 
   #write(transport: RTCDtlsTransport, packet: Buffer): void {

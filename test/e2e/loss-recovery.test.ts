@@ -1,0 +1,124 @@
+/**
+ * Loss recovery on a congested path (issue 25 part 4, docs/protocol.md "Loss recovery"): an
+ * Arclight runtime streams fresh noise (its rate control spends its whole budget) to our Node
+ * client through the network lab (docs/network-lab.md) with the downlink capped far below the
+ * video's rate and a 200 ms tail-drop queue. The bottleneck drops most packets and the receiver
+ * NACKs them all; the runtime must resend only within its retransmission budget — a share of the
+ * media it sent — and refuse the rest, where before it resent everything (a retransmission storm
+ * of several times the media rate, docs/performance.md).
+ *
+ * No wall-clock expectation: the bound is computed from what the lab's counters saw (bytes
+ * offered to the downlink) and the runtime's metrics, over whatever time the window took.
+ */
+
+import { afterEach, describe, expect, it } from 'vitest';
+import { defineModel, startRuntime, type Runtime } from '../../runtime/index.ts';
+import { LOSS_RECOVERY } from '../../runtime/webrtc/loss-recovery.ts';
+import { PictureDrawer } from '../../bench/support/pictures.ts';
+import { connectArclightThroughLab } from '../support/network-lab/arclight-receiver.ts';
+import { seededRandom } from '../support/network-lab/clock.ts';
+import { NetworkLab } from '../support/network-lab/network-lab.ts';
+import { waitUntil } from '../support/video-probe.ts';
+
+const LOOPBACK = '127.0.0.1';
+const WIDTH = 640;
+const HEIGHT = 360;
+const KBPS = 800;
+const CAP_MBPS = 0.25;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const cleanups: Array<() => Promise<unknown> | unknown> = [];
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+function grainModel() {
+  return defineModel({
+    name: 'grain',
+    version: '1.0.0',
+    description: 'fresh noise every frame, so the encoder spends its whole rate',
+    fps: 30,
+    tracks: [{ name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT, bitrateKbps: KBPS }],
+    async run(session) {
+      const drawer = new PictureDrawer(WIDTH, HEIGHT, 'grain');
+      for await (const frame of session.ticks()) {
+        drawer.draw(frame);
+        await session.emit('main_video', drawer.canvas.frame(performance.now() * 1000));
+      }
+    },
+  });
+}
+
+interface Snapshot {
+  /** UDP payload bytes offered to the lab's downlink (media, resends, RTCP, STUN, SCTP). */
+  readonly offered: number;
+  readonly resentBytes: number;
+  readonly resentPackets: number;
+  readonly refused: Record<string, number>;
+  readonly lossKeyframes: number;
+  readonly at: number;
+}
+
+async function snapshot(runtime: Runtime, lab: NetworkLab): Promise<Snapshot> {
+  const text = await runtime.metrics.text();
+  const value = (name: string, labels: string[] = []): number => {
+    let sum = 0;
+    for (const line of text.split('\n')) {
+      if (!line.startsWith(`${name}{`) || !line.includes('track="main_video"')) continue;
+      if (labels.every((l) => line.includes(l))) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+    }
+    return sum;
+  };
+  const refused: Record<string, number> = {};
+  for (const reason of ['not_in_history', 'too_old', 'within_rtt', 'budget']) refused[reason] = value('arclight_rtp_retransmissions_refused_total', [`reason="${reason}"`]);
+  return {
+    offered: lab.counters.down.bytesIn,
+    resentBytes: value('arclight_rtp_retransmitted_bytes_total'),
+    resentPackets: value('arclight_rtp_retransmitted_packets_total'),
+    refused,
+    lossKeyframes: value('arclight_video_loss_keyframe_requests_total'),
+    at: performance.now(),
+  };
+}
+
+describe('loss recovery through the network lab', () => {
+  it('keeps resends within the retransmission budget when a bottleneck drops most of the video', async () => {
+    const runtime: Runtime = await startRuntime({ model: grainModel() as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false });
+    cleanups.push(() => runtime.close());
+    const lab = await NetworkLab.start({ clientSideAddress: LOOPBACK, random: seededRandom(254) });
+    cleanups.push(() => lab.close());
+    const ours = await connectArclightThroughLab(lab, runtime.url, { modelName: 'grain' });
+    cleanups.push(() => ours.close());
+    const video = await ours.video;
+    await waitUntil(() => video.frames.length > 0, 15_000, 'the first decoded frame');
+
+    lab.set({ down: { capMbps: CAP_MBPS, queueMs: 200 } });
+    const before = await snapshot(runtime, lab); // the budget's rate window reaches back 1 s from `from`
+    await sleep(1_000);
+    const from = await snapshot(runtime, lab);
+    await sleep(6_000);
+    const to = await snapshot(runtime, lab);
+
+    const detail = JSON.stringify({ before, from, to, counters: lab.counters });
+    const resent = to.resentBytes - from.resentBytes;
+    // Media sent over [from − 1 s, to] is at most what the downlink was offered less the resends.
+    const media = to.offered - before.offered - (to.resentBytes - before.resentBytes);
+    const seconds = (to.at - from.at) / 1000;
+    const rules = LOSS_RECOVERY;
+    // Refill: share × media (each byte counts in 1 s of rate windows) + the floor over the window;
+    // plus what the bucket held at `from`: at most 250 ms of its rate, or its minimum depth.
+    const bound = rules.budgetShare * media
+      + (rules.minBudgetKbps * 1000 / 8) * seconds
+      + Math.max(rules.minBudgetDepthBytes, rules.budgetShare * (rules.budgetDepthMs / 1000) * media);
+    expect(media, detail).toBeGreaterThan(0);
+    // The bottleneck dropped video and the receiver NACKed it: some was resent, more refused.
+    expect(lab.counters.down.droppedQueue, detail).toBeGreaterThan(0);
+    expect(resent, detail).toBeGreaterThan(0);
+    expect(to.refused['budget']! - from.refused['budget']!, detail).toBeGreaterThan(0);
+    expect(resent, detail).toBeLessThanOrEqual(bound);
+    // Unrepaired losses asked for keyframes, at most one per second (plus the one at the start).
+    const lossKeyframes = to.lossKeyframes - from.lossKeyframes;
+    expect(lossKeyframes, detail).toBeGreaterThan(0);
+    expect(lossKeyframes, detail).toBeLessThanOrEqual(Math.floor((to.at - from.at) / rules.lossKeyframeIntervalMs) + 1);
+  }, 60_000);
+});
