@@ -45,12 +45,12 @@ import { VideoEncoder, type H264Profile, type VideoCodec } from '../runtime/medi
 import { launchChromiumInNamespace, type LaunchedChromium } from '../test/support/chromium.ts';
 import { createTestNetwork, networkNamespaceUnavailableReason, type TestNetwork } from '../test/support/netns.ts';
 import { startChildRuntime, type ChildRuntime } from './support/child-runtime.ts';
-import { loadavg, median, sleep, systemCpu } from './support/measure.ts';
+import { loadavg, median, sleep } from './support/measure.ts';
+import { cpuSnapshot as snapshot, type CpuSnapshot } from './support/process-probe.ts';
 import { PREFER_H264_SCRIPT, servePage } from './support/page-server.ts';
 import { PictureDrawer, type Picture } from './support/pictures.ts';
 import { finishReport, runBench, runInfo } from './support/report.ts';
 
-const CLOCK_TICK_MS = 10; // USER_HZ = 100 on Linux
 const FPS = 30;
 
 const { values: args } = parseArgs({
@@ -98,33 +98,6 @@ const loads = args.loads.split(',').map((name) => {
 // ---------------------------------------------------------------------------
 // CPU of the runtime process, whole and per thread name
 // ---------------------------------------------------------------------------
-
-function statTimes(path: string): { comm: string; ms: number } | undefined {
-  try {
-    const stat = readFileSync(path, 'utf8');
-    const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { comm, ms: (Number(fields[11]) + Number(fields[12])) * CLOCK_TICK_MS };
-  } catch {
-    return undefined;
-  }
-}
-
-interface CpuSnapshot {
-  at: number;
-  processMs: number;
-  threads: Map<string, { comm: string; ms: number }>;
-  system: { busy: number; total: number };
-}
-
-function snapshot(pid: number): CpuSnapshot {
-  const threads = new Map<string, { comm: string; ms: number }>();
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    const t = statTimes(`/proc/${pid}/task/${tid}/stat`);
-    if (t) threads.set(tid, { comm: tid === String(pid) ? 'main (JS)' : t.comm, ms: t.ms });
-  }
-  return { at: performance.now(), processMs: statTimes(`/proc/${pid}/stat`)?.ms ?? NaN, threads, system: systemCpu() };
-}
 
 interface CpuWindow {
   /** Whole process, % of one core. */

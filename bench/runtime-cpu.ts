@@ -41,7 +41,6 @@
  */
 
 import type { Server } from 'node:http';
-import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import type { Page } from 'playwright-core';
@@ -49,11 +48,11 @@ import { ArclightClient } from '../client/node.ts';
 import { launchChromiumInNamespace, type LaunchedChromium } from '../test/support/chromium.ts';
 import { createTestNetwork, networkNamespaceUnavailableReason, type TestNetwork } from '../test/support/netns.ts';
 import { startChildRuntime, type ChildRuntime } from './support/child-runtime.ts';
-import { loadavg, median, sleep, systemCpu } from './support/measure.ts';
+import { loadavg, median, sleep } from './support/measure.ts';
+import { cpuSnapshot as snapshot, type CpuSnapshot } from './support/process-probe.ts';
 import { PREFER_H264_SCRIPT, servePage } from './support/page-server.ts';
 import { finishReport, runBench, runInfo } from './support/report.ts';
 
-const CLOCK_TICK_MS = 10; // USER_HZ = 100 on Linux
 
 const { values: args } = parseArgs({
   options: {
@@ -88,34 +87,6 @@ const MIN_FPS = 27;
 // ---------------------------------------------------------------------------
 // CPU of the runtime process, whole and per thread
 // ---------------------------------------------------------------------------
-
-function statTimes(path: string): { comm: string; ms: number } | undefined {
-  try {
-    const stat = readFileSync(path, 'utf8');
-    const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { comm, ms: (Number(fields[11]) + Number(fields[12])) * CLOCK_TICK_MS };
-  } catch {
-    return undefined;
-  }
-}
-
-interface CpuSnapshot {
-  at: number;
-  processMs: number;
-  /** Per thread id: name and CPU ms. */
-  threads: Map<string, { comm: string; ms: number }>;
-  system: { busy: number; total: number };
-}
-
-function snapshot(pid: number): CpuSnapshot {
-  const threads = new Map<string, { comm: string; ms: number }>();
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    const t = statTimes(`/proc/${pid}/task/${tid}/stat`);
-    if (t) threads.set(tid, { comm: tid === String(pid) ? 'main (JS)' : t.comm, ms: t.ms });
-  }
-  return { at: performance.now(), processMs: statTimes(`/proc/${pid}/stat`)?.ms ?? NaN, threads, system: systemCpu() };
-}
 
 interface CpuWindow {
   /** Whole process, % of one core. */

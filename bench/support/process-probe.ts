@@ -6,8 +6,11 @@
  */
 
 import { readdirSync, readFileSync } from 'node:fs';
+import { systemCpu } from './measure.ts';
 
 const MIB = 2 ** 20;
+/** /proc's CPU times are in clock ticks: USER_HZ = 100 on Linux. */
+const CLOCK_TICK_MS = 10;
 
 /** Resident memory (VmRSS) in MiB. */
 export function rssMiB(pid: number): number {
@@ -121,4 +124,35 @@ export function histogramQuantile(histogram: CumulativeHistogram, q: number): nu
     return count === below ? upper : lower + ((upper - lower) * (rank - below)) / (count - below);
   }
   return histogram.bounds[histogram.bounds.length - 2];
+}
+
+/** A /proc/<pid>[/task/<tid>]/stat file's thread name and CPU time (user + system), ms. */
+function statTimes(path: string): { comm: string; ms: number } | undefined {
+  try {
+    const stat = readFileSync(path, 'utf8');
+    const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { comm, ms: (Number(fields[11]) + Number(fields[12])) * CLOCK_TICK_MS };
+  } catch {
+    return undefined; // the thread (or process) ended between listing and reading
+  }
+}
+
+/** A process's CPU time, whole and per thread, and the machine's, at one moment. */
+export interface CpuSnapshot {
+  readonly at: number;
+  readonly processMs: number;
+  /** Per thread id: name (the main thread as `main (JS)`) and CPU ms. */
+  readonly threads: ReadonlyMap<string, { readonly comm: string; readonly ms: number }>;
+  readonly system: { readonly busy: number; readonly total: number };
+}
+
+/** Reads `pid`'s CPU time from /proc; two snapshots make a window (the benches' `cpuBetween`). */
+export function cpuSnapshot(pid: number): CpuSnapshot {
+  const threads = new Map<string, { comm: string; ms: number }>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    const t = statTimes(`/proc/${pid}/task/${tid}/stat`);
+    if (t) threads.set(tid, { comm: tid === String(pid) ? 'main (JS)' : t.comm, ms: t.ms });
+  }
+  return { at: performance.now(), processMs: statTimes(`/proc/${pid}/stat`)?.ms ?? NaN, threads, system: systemCpu() };
 }
