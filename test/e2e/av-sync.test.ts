@@ -13,28 +13,9 @@ import { OpusDecoder } from '../../runtime/media/opus.ts';
 import model, { HEIGHT, WIDTH } from '../fixtures/av-sync-model.ts';
 import { waitUntil } from '../support/video-probe.ts';
 import { decodeTrack, openWeriftPeer, type WeriftPeer } from '../support/werift-peer.ts';
+import { senderClockOf, wallTime, type SenderClock } from '../support/sender-clock.ts';
 
 const LOOPBACK = '127.0.0.1';
-const NTP_EPOCH_OFFSET_S = 2_208_988_800;
-
-/** The latest sender report of one stream: wall time (ms) at an RTP timestamp. */
-interface SenderClock {
-  ntpMs: number;
-  rtp: number;
-}
-
-function ntpToMs(ntp: bigint): number {
-  const seconds = Number(ntp >> 32n) - NTP_EPOCH_OFFSET_S;
-  const fraction = Number(ntp & 0xffffffffn) / 2 ** 32;
-  return (seconds + fraction) * 1000;
-}
-
-/** Wall time of `rtp` on a `clockRate` stream, by the stream's sender report (wrap-safe). */
-function wallTime(clock: SenderClock, rtp: number, clockRate: number): number {
-  let delta = (rtp - clock.rtp) | 0; // signed 32-bit difference
-  if (delta > 2 ** 31) delta -= 2 ** 32;
-  return clock.ntpMs + (delta / clockRate) * 1000;
-}
 
 describe('A/V sync through RTCP sender reports', () => {
   let runtime: Runtime;
@@ -54,7 +35,7 @@ describe('A/V sync through RTCP sender reports', () => {
     const clocks = new Map<number, SenderClock>();
     for (const transceiver of [video, audio]) {
       transceiver.receiver.onRtcp.subscribe((packet) => {
-        if (packet instanceof RtcpSrPacket) clocks.set(packet.ssrc, { ntpMs: ntpToMs(packet.senderInfo.ntpTimestamp), rtp: packet.senderInfo.rtpTimestamp });
+        if (packet instanceof RtcpSrPacket) clocks.set(packet.ssrc, senderClockOf(packet));
       });
     }
     const flashes: number[] = [];

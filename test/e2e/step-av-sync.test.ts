@@ -22,27 +22,10 @@ import { OpusDecoder } from '../../runtime/media/opus.ts';
 import model, { FRAME_CONTENT_MS, HEIGHT, PHASES, WIDTH, flashLuma } from '../fixtures/step-av-model.ts';
 import { waitUntil } from '../support/video-probe.ts';
 import { decodeTrack, openWeriftPeer, type WeriftPeer } from '../support/werift-peer.ts';
+import { senderClockOf, wallTime, type SenderClock } from '../support/sender-clock.ts';
 
 const LOOPBACK = '127.0.0.1';
-const NTP_EPOCH_OFFSET_S = 2_208_988_800;
 const BOUND_MS = FRAME_CONTENT_MS / 2 + AUDIO_FRAME_MS;
-
-interface SenderClock {
-  ntpMs: number;
-  rtp: number;
-}
-
-function ntpToMs(ntp: bigint): number {
-  const seconds = Number(ntp >> 32n) - NTP_EPOCH_OFFSET_S;
-  const fraction = Number(ntp & 0xffffffffn) / 2 ** 32;
-  return (seconds + fraction) * 1000;
-}
-
-function wallTime(clock: SenderClock, rtp: number, clockRate: number): number {
-  let delta = (rtp - clock.rtp) | 0;
-  if (delta > 2 ** 31) delta -= 2 ** 32;
-  return clock.ntpMs + (delta / clockRate) * 1000;
-}
 
 describe('A/V sync on an adaptive track, across step-time changes', () => {
   let runtime: Runtime;
@@ -60,7 +43,7 @@ describe('A/V sync on an adaptive track, across step-time changes', () => {
     const clocks = new Map<number, SenderClock>();
     for (const transceiver of [peer.transceiver('main_video'), peer.transceiver('main_audio')]) {
       transceiver.receiver.onRtcp.subscribe((packet) => {
-        if (packet instanceof RtcpSrPacket) clocks.set(packet.ssrc, { ntpMs: ntpToMs(packet.senderInfo.ntpTimestamp), rtp: packet.senderInfo.rtpTimestamp });
+        if (packet instanceof RtcpSrPacket) clocks.set(packet.ssrc, senderClockOf(packet));
       });
     }
     const flashes: Array<{ at: number; phase: number }> = [];
