@@ -14,7 +14,6 @@ import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import { createLogger } from '../../runtime/log.ts';
 import { launchChromiumInNamespace, recordPageLog, type LaunchedChromium } from '../support/chromium.ts';
 import { createTestNetwork, type TestNetwork } from '../support/netns.ts';
-import { seededRandom } from '../support/network-lab/clock.ts';
 import { NetworkLab } from '../support/network-lab/network-lab.ts';
 import type { SignallingProxy } from '../support/network-lab/signalling-proxy.ts';
 import { pollUntil } from '../support/poll.ts';
@@ -32,7 +31,7 @@ beforeAll(async () => {
   lab = await NetworkLab.start({
     clientSideAddress: net.hostAddress,
     allowed: [net.peerAddress],
-    random: seededRandom(28),
+    seed: 2500, // drops the down link's 3rd datagram: the impairment shows however short the run
     down: { lossPercent: 2, delayMs: 20 },
     up: { lossPercent: 2, delayMs: 20 },
   });

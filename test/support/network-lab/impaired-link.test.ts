@@ -10,6 +10,7 @@ import { histogramQuantile } from './histogram.ts';
 import { ImpairedLink } from './impaired-link.ts';
 import { burstLoss, burstLossFigures, type LinkImpairment } from './impairment.ts';
 import { NetworkLab } from './network-lab.ts';
+import type { RelayedDatagram } from './udp-relay.ts';
 
 interface Arrival {
   readonly seq: number;
@@ -216,5 +217,29 @@ describe('NetworkLab.schedule', () => {
     expect(lab.settings.down.lossPercent).toBe(0);
     await running.done;
     await lab.close();
+  });
+});
+
+describe('NetworkLab seed', () => {
+  /** The indexes of the first `count` down-link datagrams that the lab dropped, with `upBetween` up-link datagrams sent between each. */
+  async function downDrops(upBetween: number, count = 400): Promise<number[]> {
+    const lab = await NetworkLab.start({ clientSideAddress: '127.0.0.1', clock: new ManualClock(), seed: 41, down: { lossPercent: 5 }, up: { lossPercent: 5 } });
+    const sink = { send: () => undefined } as unknown as RelayedDatagram['via'];
+    const datagram: RelayedDatagram = { data: Buffer.alloc(100), via: sink, to: { address: '127.0.0.1', port: 9 } };
+    const drops: number[] = [];
+    for (let i = 0; i < count; i++) {
+      const before = lab.down.counters.droppedRandom;
+      lab.down.send(datagram, 100);
+      if (lab.down.counters.droppedRandom > before) drops.push(i);
+      for (let j = 0; j < upBetween; j++) lab.up.send(datagram, 100);
+    }
+    await lab.close();
+    return drops;
+  }
+
+  it("gives each direction its own stream: the down link's drops do not depend on the up link's traffic", async () => {
+    const alone = await downDrops(0);
+    expect(alone.length).toBeGreaterThan(5);
+    expect(await downDrops(3)).toEqual(alone);
   });
 });

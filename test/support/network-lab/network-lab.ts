@@ -13,7 +13,7 @@
  * lab.counters.down.droppedRandom; await lab.close();
  */
 
-import { systemClock, type LabClock } from './clock.ts';
+import { seededRandom, systemClock, type LabClock } from './clock.ts';
 import { ImpairedLink, type LinkCounters } from './impaired-link.ts';
 import type { LabImpairment, LinkSettings, ScheduleStep } from './impairment.ts';
 import { candidateEndpoints, endpointKey, rewriteCandidate, rewriteSdp, type Endpoint } from './sdp-rewrite.ts';
@@ -34,8 +34,14 @@ export interface NetworkLabOptions {
   readonly down?: LabImpairment['down'];
   readonly up?: LabImpairment['up'];
   readonly clock?: LabClock;
-  /** Uniform [0, 1) source for loss and jitter (default Math.random; `seededRandom(n)` repeats a run). */
+  /** Uniform [0, 1) source for loss and jitter, shared by both directions (default Math.random). */
   readonly random?: () => number;
+  /**
+   * Repeats a run's drops: each direction gets its own `seededRandom` stream (`seed` down,
+   * `seed + 1` up), so the n-th datagram down meets the same fate however much went up in
+   * between. Overrides `random`.
+   */
+  readonly seed?: number;
 }
 
 export interface LabCounters {
@@ -62,9 +68,11 @@ export class NetworkLab {
   private constructor(options: NetworkLabOptions) {
     this.#clock = options.clock ?? systemClock;
     this.#clientSideAddress = options.clientSideAddress;
-    const random = options.random ?? Math.random;
-    this.down = new ImpairedLink({ clock: this.#clock, random, deliver: sendRelayed, settings: options.down ?? {} });
-    this.up = new ImpairedLink({ clock: this.#clock, random, deliver: sendRelayed, settings: options.up ?? {} });
+    const shared = options.random ?? Math.random;
+    const downRandom = options.seed === undefined ? shared : seededRandom(options.seed);
+    const upRandom = options.seed === undefined ? shared : seededRandom(options.seed + 1);
+    this.down = new ImpairedLink({ clock: this.#clock, random: downRandom, deliver: sendRelayed, settings: options.down ?? {} });
+    this.up = new ImpairedLink({ clock: this.#clock, random: upRandom, deliver: sendRelayed, settings: options.up ?? {} });
     this.relay = new UdpRelay({
       clientFacingAddress: options.clientSideAddress,
       serverFacingAddress: options.serverSideAddress ?? options.clientSideAddress,
