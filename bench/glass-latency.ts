@@ -48,7 +48,7 @@ import { PerformanceObserver } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import type { Page } from 'playwright-core';
 import { startRuntime, type Runtime } from '../runtime/index.ts';
-import { createLogger } from '../runtime/log.ts';
+import { createLogger } from '../server-kit/log.ts';
 import { launchChromiumInNamespace, type LaunchedChromium } from '../test/support/chromium.ts';
 import { createTestNetwork, type TestNetwork } from '../test/support/netns.ts';
 import { VideoEncoder } from '../runtime/media/video-encoder.ts';

@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util';
 import { ArclightClient } from '../client/node.ts';
 import pattern from '../models/examples/pattern/index.ts';
 import { startRuntime } from '../runtime/index.ts';
-import { createLogger } from '../runtime/log.ts';
+import { createLogger } from '../server-kit/log.ts';
 import { loadavg, sleep } from './support/measure.ts';
 import { finishReport, runBench, runInfo } from './support/report.ts';
 

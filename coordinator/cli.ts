@@ -21,7 +21,7 @@ import { ModelCatalog } from './models/model-catalog.ts';
 import { isPostgresUrl, openStorage } from './storage/database.ts';
 import { readSigningKeySecretFile, signingKeyCipherFor, type SigningKeySecret } from './tokens/signing-key-secret.ts';
 import { SigningKeyring } from './tokens/signing-keyring.ts';
-import { writeStandardStream } from '../runtime/log.ts';
+import { writeStandardStream } from '../server-kit/log.ts';
 import { TestPaymentProvider, type PaymentProvider } from './billing/payment-provider.ts';
 import { DashboardSessionStore } from './dashboard/dashboard-sessions.ts';
 

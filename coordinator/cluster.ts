@@ -12,7 +12,7 @@ import cluster from 'node:cluster';
 import { SigningKeyring } from './tokens/signing-keyring.ts';
 import { signingKeyCipherFor, type SigningKeySecret } from './tokens/signing-key-secret.ts';
 import { isPostgresUrl, openStorage } from './storage/database.ts';
-import { writeStandardStream } from '../runtime/log.ts';
+import { writeStandardStream } from '../server-kit/log.ts';
 
 const WORKER_INDEX_ENV = 'ARCLIGHT_COORDINATOR_WORKER';
 

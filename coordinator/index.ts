@@ -4,7 +4,7 @@
  */
 
 export { startCoordinator, type Coordinator, type CoordinatorOptions } from './coordinator.ts';
-export type { Logger } from '../runtime/log.ts';
+export type { Logger } from '../server-kit/log.ts';
 export { DEFAULT_QUOTAS, DEFAULT_SIGNUP_CREDITS, type Account, type AccountQuotas } from './accounts/account-store.ts';
 export { API_KEY_PREFIX, type ApiKeyRecord, type IssuedApiKey } from './accounts/api-keys.ts';
 export type { CatalogModel } from './models/model-catalog.ts';

@@ -252,7 +252,7 @@ describe('.dockerignore', () => {
   });
 
   it('keeps everything the builds read', () => {
-    for (const needed of ['package.json', 'package-lock.json', 'CMakeLists.txt', 'native', 'scripts', 'bin', 'runtime', 'coordinator', 'client', 'protocol', 'dev', 'models', 'deploy/runtime', 'deploy/coordinator']) {
+    for (const needed of ['package.json', 'package-lock.json', 'CMakeLists.txt', 'native', 'scripts', 'bin', 'runtime', 'coordinator', 'server-kit', 'client', 'protocol', 'dev', 'models', 'deploy/runtime', 'deploy/coordinator']) {
       expect(ignored.filter((pattern) => needed === pattern || needed.startsWith(`${pattern}/`)), needed).toEqual([]);
     }
   });

@@ -17,7 +17,7 @@ import { randomBytes } from 'node:crypto';
 import { mintToken } from '../client/server-token.ts';
 import { startCoordinator, TestPaymentProvider, type Coordinator, type PaymentProvider } from '../coordinator/index.ts';
 import { startRuntime, type IcePolicyOptions, type ModelDefinition, type Runtime } from '../runtime/index.ts';
-import { createLogger, type Logger } from '../runtime/log.ts';
+import { createLogger, type Logger } from '../server-kit/log.ts';
 
 export interface LocalStackOptions {
   readonly model: ModelDefinition<never>;

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { API_KEY_HEADER } from '../protocol/coordinator.ts';
 import { loadModelForCli } from '../runtime/cli.ts';
-import { packageRoot } from '../runtime/package-root.ts';
+import { packageRoot } from '../server-kit/package-root.ts';
 import { startLocalStack, type LocalStack } from './local-stack.ts';
 
 const USAGE = `Usage: arclight stack [model-module] [options]

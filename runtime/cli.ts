@@ -19,7 +19,7 @@ import { loadModelModule, ModelModuleError } from './model/load-model-module.ts'
 import { startDevServer } from './dev/dev-server.ts';
 import { ModelDefinitionError } from './model/validate-definition.ts';
 import type { ModelDefinition } from './model/definition.ts';
-import { writeStandardStream } from './log.ts';
+import { writeStandardStream } from '../server-kit/log.ts';
 
 const USAGE = `Usage: arclight serve <model-module> [options]
        arclight dev <model-module> [options]

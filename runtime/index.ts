@@ -53,7 +53,7 @@ export type { Runtime, RuntimeIceOptions, RuntimeOptions, RuntimeState, ModelRel
 export type { SessionLogSettings } from './logs/session-log-registry.ts';
 export type { RecordingStorage } from './recording/recording-storage.ts';
 export type { VideoCodecPreference } from './webrtc/peer-factory.ts';
-export type { Logger } from './log.ts';
+export type { Logger } from '../server-kit/log.ts';
 export type { ModelLoadErrorInfo } from '../protocol/session-logs.ts';
 export type { IcePolicyOptions } from './webrtc/ice-policy.ts';
 export type { TurnOptions } from './webrtc/turn-credentials.ts';

@@ -30,8 +30,8 @@ import {
   SERVER_VERSION,
   WEBRTC_VERSION_HEADER,
 } from '../protocol/versions.ts';
-import { createErrorHandler, notFound } from './http/errors.ts';
-import { outlastClientIdleTimeouts } from './http/keep-alive.ts';
+import { createErrorHandler, notFound } from '../server-kit/http-errors.ts';
+import { outlastClientIdleTimeouts } from '../server-kit/keep-alive.ts';
 import { playgroundRoutes, type PlaygroundHostedOptions } from './http/playground-routes.ts';
 import { sessionRoutes } from './http/session-routes.ts';
 import { transportRoutes } from './http/transport-routes.ts';
@@ -42,7 +42,7 @@ import { LocalDiskStorage, type RecordingStorage } from './recording/recording-s
 import { DEFAULT_SEGMENT_SECONDS } from './recording/track-recorder.ts';
 import { UploadStore, type UploadLimits } from './uploads/upload-store.ts';
 import { UrlSigner } from './uploads/url-signer.ts';
-import { createLogger, type Logger } from './log.ts';
+import { createLogger, type Logger } from '../server-kit/log.ts';
 import { RuntimeMetrics } from './metrics.ts';
 import { callAuthorCode, installProcessGuards } from './model/author-code.ts';
 import { CommandRouter } from './model/command-router.ts';
@@ -510,7 +510,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<Runtime> {
     closed || loadState === 'failed' ? 'terminated' : loadState === 'loading' || reloading ? 'loading' : host.current ? 'serving' : 'available';
 
   const app = new Hono();
-  app.onError(createErrorHandler(log));
+  app.onError(createErrorHandler((message, fields) => log.error(message, fields), 'runtime'));
   const origins = options.corsOrigins ?? '*';
   app.use('*', cors({
     origin: origins === '*' ? '*' : [...origins],

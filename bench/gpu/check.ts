@@ -32,7 +32,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { packageRoot } from '../../runtime/package-root.ts';
+import { packageRoot } from '../../server-kit/package-root.ts';
 import { buildFakeNvencDriver, fakeNvencEnv } from '../../test/support/fake-nvenc-driver.ts';
 import { parseResolutions } from '../support/pictures.ts';
 import { loadavg, machine } from '../support/measure.ts';

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { startCoordinator } from '../../coordinator/index.ts';
 import { openStorage } from '../../coordinator/storage/database.ts';
-import { createLogger } from '../../runtime/log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import { freePort, killProcess, startCoordinatorProcess } from '../../test/support/coordinator-process.ts';
 import { waitUntil } from '../../test/support/video-probe.ts';
 import { startChildRuntime, type ChildRuntime } from './child-runtime.ts';

@@ -29,7 +29,7 @@ import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable, Transaction } from 'kysely';
 import type { AutoTopupBody, PurchaseBody } from '../../protocol/coordinator.ts';
 import { ArclightError } from '../../protocol/errors.ts';
-import type { Logger } from '../../runtime/log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import { maxAutoTopupThreshold, type PricingSettings } from '../pricing/pricing.ts';
 import type { CoordinatorDatabase, PurchaseKind, PurchaseTable } from '../storage/schema.ts';
 import type { AutoTopupState, CreditLedger } from './credit-ledger.ts';

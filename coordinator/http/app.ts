@@ -27,7 +27,8 @@ import type { CoordinatorMetrics } from '../metrics.ts';
 import { DashboardAuth } from '../dashboard/dashboard-auth.ts';
 import type { DashboardSessionStore } from '../dashboard/dashboard-sessions.ts';
 import { createBearerAuthenticator } from './bearer-auth.ts';
-import { createErrorHandler, hasNul, notFound, readJson, type ErrorLogger } from './errors.ts';
+import { createErrorHandler, notFound, type ErrorLogger } from '../../server-kit/http-errors.ts';
+import { hasNul, readJson } from './request-body.ts';
 import { registerDashboardRoutes } from './dashboard-routes.ts';
 import { registerPlatformRoutes } from './platform-routes.ts';
 import { registerRuntimeRoutes } from './runtime-routes.ts';
@@ -74,7 +75,7 @@ const BROWSER_EXPOSED_HEADERS = ['Retry-After'];
 
 export function createCoordinatorApp(services: CoordinatorServices): Hono {
   const app = new Hono();
-  app.onError(createErrorHandler(services.logError));
+  app.onError(createErrorHandler(services.logError, 'coordinator'));
   app.notFound(notFound);
   const browserCors = cors({
     origin: services.corsOrigins === '*' ? '*' : [...services.corsOrigins],

@@ -11,7 +11,7 @@ import type { Context, Hono } from 'hono';
 import { getCookie } from 'hono/cookie';
 import type { DashboardSessionBody } from '../../protocol/coordinator.ts';
 import { ArclightError } from '../../protocol/errors.ts';
-import { packageRoot } from '../../runtime/package-root.ts';
+import { packageRoot } from '../../server-kit/package-root.ts';
 import { API_KEY_PREFIX, type ApiKeyStore } from '../accounts/api-keys.ts';
 import type { DashboardAuth } from '../dashboard/dashboard-auth.ts';
 import { DASHBOARD_COOKIE, type DashboardSession, type DashboardSessionStore } from '../dashboard/dashboard-sessions.ts';

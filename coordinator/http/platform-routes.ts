@@ -11,7 +11,7 @@
 
 import type { Context, Hono } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
-import { readBodyText } from '../../runtime/http/body-limit.ts';
+import { readBodyText } from '../../server-kit/body-limit.ts';
 import { parseApiKeyName, type ApiKeyRecord, type ApiKeyStore } from '../accounts/api-keys.ts';
 import type { CreditLedger } from '../billing/credit-ledger.ts';
 import { MAX_PURCHASES_PAGE, type PurchaseService } from '../billing/purchases.ts';
@@ -21,7 +21,7 @@ import type { DashboardAuth } from '../dashboard/dashboard-auth.ts';
 import type { SessionLifecycle } from '../sessions/session-lifecycle.ts';
 import type { CoordinatorStorage } from '../storage/database.ts';
 import type { BearerAuthenticator } from './bearer-auth.ts';
-import { MAX_BODY_BYTES, readJson } from './errors.ts';
+import { MAX_BODY_BYTES, readJson } from './request-body.ts';
 
 /** Open sessions listed by `GET /platform/sessions` (an account's concurrency quota is usually far lower). */
 export const MAX_OPEN_SESSIONS_LISTED = 1000;

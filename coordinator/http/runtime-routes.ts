@@ -13,7 +13,7 @@ import type { ModelCatalog } from '../models/model-catalog.ts';
 import type { RuntimeRegistry } from '../runtimes/runtime-registry.ts';
 import type { SessionLifecycle } from '../sessions/session-lifecycle.ts';
 import type { SessionStore } from '../sessions/session-store.ts';
-import { readJson } from './errors.ts';
+import { readJson } from './request-body.ts';
 
 export interface RuntimeRouteServices {
   readonly registry: RuntimeRegistry;

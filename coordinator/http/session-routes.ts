@@ -23,7 +23,7 @@ import type { ModelCatalog } from '../models/model-catalog.ts';
 import type { SessionRecord, SessionStore } from '../sessions/session-store.ts';
 import type { SessionStatus } from '../storage/schema.ts';
 import type { BearerAuthenticator } from './bearer-auth.ts';
-import { readJson } from './errors.ts';
+import { readJson } from './request-body.ts';
 
 /** The wire protocol's session states (2.9.0 treats CLOSED and INACTIVE as terminal). */
 const WIRE_STATE: Record<SessionStatus, string> = { connecting: 'PENDING', waiting: 'WAITING', ready: 'ACTIVE', ended: 'CLOSED' };

@@ -5,7 +5,7 @@
  * once the runtime has let it go).
  */
 
-import type { Logger } from '../../runtime/log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import type { SessionMeter } from '../billing/session-meter.ts';
 import type { RuntimeClient } from '../runtimes/runtime-client.ts';
 import type { RuntimeRecord, RuntimeRegistry } from '../runtimes/runtime-registry.ts';

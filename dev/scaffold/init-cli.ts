@@ -5,7 +5,7 @@
 
 import { basename, relative, resolve, isAbsolute } from 'node:path';
 import { parseArgs } from 'node:util';
-import { packageRoot } from '../../runtime/package-root.ts';
+import { packageRoot } from '../../server-kit/package-root.ts';
 import { defaultArclightDependency, scaffoldModelProject, ScaffoldError } from './scaffold-project.ts';
 
 const USAGE = `Usage: arclight init <name | path> [options]

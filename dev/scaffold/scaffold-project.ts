@@ -6,7 +6,7 @@
 
 import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
-import { packageRoot } from '../../runtime/package-root.ts';
+import { packageRoot } from '../../server-kit/package-root.ts';
 
 /** The name the template is written under; every occurrence becomes the new model's name. */
 const TEMPLATE_NAME = 'arclight-template-model';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import pattern from '../../models/examples/pattern/index.ts';
-import { createLogger } from '../../runtime/log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import { CommandRouter } from '../../runtime/model/command-router.ts';
 import { modelCapabilities } from '../../runtime/model/model-capabilities.ts';
 import { validateModelDefinition } from '../../runtime/model/validate-definition.ts';

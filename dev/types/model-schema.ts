@@ -6,7 +6,7 @@
 
 import type { JsonSchema } from '../../protocol/json-schema.ts';
 import { schemaHashOf } from '../../protocol/schema-hash.ts';
-import { createLogger } from '../../runtime/log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import { CommandRouter } from '../../runtime/model/command-router.ts';
 import { loadModelModule } from '../../runtime/model/load-model-module.ts';
 import { modelCapabilities } from '../../runtime/model/model-capabilities.ts';

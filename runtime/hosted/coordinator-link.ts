@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Capabilities } from '../../protocol/capabilities.ts';
 import { RUNTIME_SECRET_HEADER } from '../../protocol/coordinator.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 
 export interface HostedOptions {
   /** The coordinator's base URL. */

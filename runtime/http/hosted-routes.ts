@@ -11,7 +11,7 @@ import { ArclightError } from '../../protocol/errors.ts';
 import { maxDurationReason, RUNTIME_SECRET_HEADER } from '../../protocol/coordinator.ts';
 import type { LocalSessionHost } from '../session/local-session-host.ts';
 import type { ModelReadiness } from './session-routes.ts';
-import { readBodyText } from './body-limit.ts';
+import { readBodyText } from '../../server-kit/body-limit.ts';
 import { MAX_BODY_BYTES } from './json-body.ts';
 
 /** The coordinator's reconnect window, at most an hour (a GPU held longer for nobody is waste). */

@@ -4,7 +4,7 @@ import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import type { Context } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
 import { describeSchemaError } from '../model/command-router.ts';
-import { readBodyText } from './body-limit.ts';
+import { readBodyText } from '../../server-kit/body-limit.ts';
 
 const ajv = new Ajv2020({ strict: false });
 const compiled = new WeakMap<object, ValidateFunction>();

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { existsSync } from 'node:fs';
 import { Hono, type Context } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
-import { packageRoot } from '../package-root.ts';
+import { packageRoot } from '../../server-kit/package-root.ts';
 
 /** The playground's hosted mode (`RuntimeOptions.playgroundHosted`). */
 export interface PlaygroundHostedOptions {

@@ -33,7 +33,7 @@ import type {
 import type { Connection } from '../session/connection.ts';
 import type { LocalSessionHost } from '../session/local-session-host.ts';
 import type { Session } from '../session/session.ts';
-import { errorResponse } from './errors.ts';
+import { errorResponse } from '../../server-kit/http-errors.ts';
 import { readJsonBody } from './json-body.ts';
 import { checkWebrtcVersion } from './versions.ts';
 

@@ -18,7 +18,7 @@ import type { LocalSessionHost } from '../session/local-session-host.ts';
 import type { UploadStore } from '../uploads/upload-store.ts';
 import { requireSignature, type UrlSigner } from '../uploads/url-signer.ts';
 import { checkApiVersion } from './versions.ts';
-import { readBodyText } from './body-limit.ts';
+import { readBodyText } from '../../server-kit/body-limit.ts';
 import { MAX_BODY_BYTES } from './json-body.ts';
 
 export interface UploadRouteOptions {

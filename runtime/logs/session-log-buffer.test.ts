@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { SessionLogBuffer } from './session-log-buffer.ts';
 import { SessionLogRegistry } from './session-log-registry.ts';
 import { sessionLogger, REDACTED } from './session-logger.ts';
-import { createLogger } from '../log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 
 const line = (message: string) => ({ level: 'info' as const, source: 'model' as const, message });
 

@@ -11,7 +11,7 @@
 
 import type { JsonObject, JsonValue } from '../../protocol/json-schema.ts';
 import type { SessionLogLevel, SessionLogSource } from '../../protocol/session-logs.ts';
-import { toLoggable, type Logger } from '../log.ts';
+import { toLoggable, type Logger } from '../../server-kit/log.ts';
 import type { SessionLogBuffer } from './session-log-buffer.ts';
 
 const CREDENTIAL_FIELD = /token|secret|password|signature|authorization|credential|api[-_]?key/i;

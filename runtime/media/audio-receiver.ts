@@ -1,6 +1,6 @@
 /** Decodes one connection's incoming Opus RTP for a model input audio track. */
 
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import type { AudioFrame } from './frames.ts';
 import { OpusDecoder } from './opus.ts';
 import type { RtpInput } from './video-receiver.ts';

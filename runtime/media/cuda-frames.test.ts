@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { installFakeNvencDriver } from '../../test/support/fake-nvenc-driver.ts';
-import { createLogger } from '../log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import { nativeAddon, nativeAddonStatus, type NativeAddon } from '../native/native-addon.ts';
 import { convertToYuv } from './colour-convert.ts';
 import { cudaFrameSpan, downloadCudaFrame, type CudaLayout } from './cuda-frames.ts';

@@ -4,7 +4,7 @@
  * they play — so the sender reports' RTP ↔ wall-clock mapping stays one straight line.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { createLogger } from '../log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import type { AudioFrame } from './frames.ts';
 import { AUDIO_FRAME_MS, AUDIO_SAMPLE_RATE, OutputAudioTrack, type AudioSink } from './output-audio-track.ts';
 

@@ -6,7 +6,7 @@
  */
 
 import type { OutputAudioTrackSpec } from '../model/definition.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import type { RuntimeMetrics } from '../metrics.ts';
 import { assertEmittableAudio } from './emit-checks.ts';
 import type { AudioFrame } from './frames.ts';

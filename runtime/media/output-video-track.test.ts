@@ -3,7 +3,7 @@
  * the real libx264): the order and timing of what one viewer receives.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { createLogger } from '../log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import { RuntimeMetrics } from '../metrics.ts';
 import { clearVideoEncodeFaults, failNextVideoEncodes, pendingVideoEncodeFaults } from './encoder-faults.ts';
 import { solidI420 } from './frame-convert.ts';

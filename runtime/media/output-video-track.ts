@@ -31,7 +31,7 @@
  */
 
 import type { DropPolicy, OutputVideoTrackSpec } from '../model/definition.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import type { RuntimeMetrics } from '../metrics.ts';
 import { H264Packetizer } from '../rtp/h264-packetizer.ts';
 import { H265Packetizer } from '../rtp/h265-packetizer.ts';

@@ -4,7 +4,7 @@
  * Asks the sender for a keyframe (PLI) when it starts and whenever a loss breaks the picture.
  */
 
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import type { RuntimeMetrics } from '../metrics.ts';
 import type { DepacketizedFrame } from '../rtp/depacketized-frame.ts';
 import { H264Depacketizer } from '../rtp/h264-depacketizer.ts';

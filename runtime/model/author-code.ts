@@ -4,7 +4,7 @@
  * deadline. Every call into author code goes through here.
  */
 
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 
 export type AuthorOutcome<T> = { ok: true; value: T } | { ok: false; error: unknown; timedOut: boolean };
 

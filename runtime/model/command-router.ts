@@ -7,7 +7,7 @@ import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.
 import addFormats from 'ajv-formats';
 import type { CommandCapability } from '../../protocol/capabilities.ts';
 import type { JsonSchema, JsonValue } from '../../protocol/json-schema.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import type { RuntimeMetrics } from '../metrics.ts';
 import { moderatedFieldPointers, moderatedValues } from '../moderation/moderated-fields.ts';
 import { ModerationGate } from '../moderation/moderation-gate.ts';

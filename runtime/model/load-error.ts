@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ModelLoadErrorInfo } from '../../protocol/session-logs.ts';
-import { packageRoot } from '../package-root.ts';
+import { packageRoot } from '../../server-kit/package-root.ts';
 
 /** Lines shown around the failing one in a code frame. */
 const FRAME_CONTEXT_LINES = 2;

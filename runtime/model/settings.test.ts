@@ -8,7 +8,7 @@ import { createTestSession, type TestSession } from '../testing/index.ts';
 import { defineModel } from './definition.ts';
 import { ModelDefinitionError, validateModelDefinition } from './validate-definition.ts';
 import { CommandRouter } from './command-router.ts';
-import { createLogger } from '../log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import type { VideoFrame } from '../media/frames.ts';
 
 const W = 32;

@@ -10,7 +10,7 @@ import { createTestSession, type TestSession } from '../testing/index.ts';
 import { commandFor, defineModel, SKIP_STEP, type ModelDefinition, type OutputVideoTrackSpec, type StepResult } from './definition.ts';
 import { ModelDefinitionError, validateModelDefinition } from './validate-definition.ts';
 import type { VideoFrame } from '../media/frames.ts';
-import { createLogger } from '../log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import { systemClock } from '../session/clock.ts';
 import type { ModelSession } from './model-session.ts';
 import { driveSteps, StepGate, type StepHost, type StepTimeline } from './step-driver.ts';

@@ -39,7 +39,7 @@
  * `session_ended` rejections (the session ended mid-step) are a normal end.
  */
 
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import type { Clock } from '../session/clock.ts';
 import type { AudioFrame, CudaVideoFrame, FrameMetadata, VideoFrame } from '../media/frames.ts';
 import { adaptiveRangeOf } from '../media/adaptive-pacer.ts';

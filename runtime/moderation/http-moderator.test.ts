@@ -7,7 +7,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import { RuntimeMetrics } from '../metrics.ts';
 import { HttpModerator } from './http-moderator.ts';
 import { ModerationGate } from './moderation-gate.ts';

@@ -5,7 +5,7 @@
  */
 
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { createLogger } from '../log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import { RuntimeMetrics } from '../metrics.ts';
 import { ModerationGate, type GateDecision } from './moderation-gate.ts';
 import type { ModerationRequest, ModerationVerdict, Moderator } from './moderator.ts';

@@ -22,7 +22,7 @@
  * Commands without moderated text never come here, so they are never delayed by a pending check.
  */
 
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import type { RuntimeMetrics } from '../metrics.ts';
 import type { Moderator } from './moderator.ts';
 

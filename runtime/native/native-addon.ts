@@ -8,7 +8,7 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { packageRoot } from '../package-root.ts';
+import { packageRoot } from '../../server-kit/package-root.ts';
 
 export type YuvSourceFormat = 'rgb' | 'rgba' | 'bgr';
 export type YuvSourceLayout = 'hwc' | 'chw';

@@ -28,7 +28,7 @@ import { fileURLToPath } from 'node:url';
 import { resolve } from 'node:path';
 import type { JsonValue } from '../../protocol/json-schema.ts';
 import type { LatencyMode } from '../../protocol/messages.ts';
-import { createLogger, type Logger } from '../log.ts';
+import { createLogger, type Logger } from '../../server-kit/log.ts';
 import { convertToYuv, yuvByteLength } from '../media/colour-convert.ts';
 import type { FrameMetadata, VideoFrame } from '../media/frames.ts';
 import type { CommandMap, CommandSpec, MessageMap, ModelDefinition, OutputVideoTrackSpec, StepErrorAction, StepInfo, StepOutput, TrackSpec } from '../model/definition.ts';

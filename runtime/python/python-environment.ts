@@ -8,7 +8,7 @@
 
 import { spawnSync } from 'node:child_process';
 import { delimiter, join } from 'node:path';
-import { packageRoot } from '../package-root.ts';
+import { packageRoot } from '../../server-kit/package-root.ts';
 import { PythonWorkerError } from './python-worker-error.ts';
 import type { ModelDescription } from './worker-protocol.ts';
 

@@ -28,7 +28,7 @@
 
 import type { RTCRtpSender } from 'werift';
 import type { MediaStatsData, TrackMediaStats } from '../../protocol/messages.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import { FREEZE_THRESHOLD_MS, qualityScore } from './quality-score.ts';
 
 export const MEDIA_STATS_INTERVAL_MS = 2_000;

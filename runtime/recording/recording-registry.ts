@@ -7,7 +7,7 @@
  */
 
 import { ArclightError } from '../../protocol/errors.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import type { UrlSigner } from '../uploads/url-signer.ts';
 import { clipPlaylist } from './hls-playlist.ts';
 import type { RecordingStorage } from './recording-storage.ts';

@@ -8,7 +8,7 @@
 
 import { randomUUID } from 'node:crypto';
 import { ArclightError } from '../../protocol/errors.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import type { RecordingStorage } from './recording-storage.ts';
 import { TrackRecorder, type RecordedSegment } from './track-recorder.ts';
 

@@ -10,7 +10,7 @@ import type { JsonValue } from '../../protocol/json-schema.ts';
 import type { Envelope, EnvelopeBody, MessageScope } from '../../protocol/messages.ts';
 import { DATA_CHANNEL_LABEL, PEER_CLOSED_MESSAGE } from '../../protocol/messages.ts';
 import type { IceCandidatesRequest, SdpOfferRequest } from '../../protocol/transport.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import type { ConnectionHandle } from '../model/model-session.ts';
 import { answerOffer, type TrackBinding } from '../webrtc/answer-offer.ts';
 import { answerInPlace } from '../webrtc/answer-in-place.ts';

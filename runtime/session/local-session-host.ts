@@ -14,7 +14,7 @@ import { ArclightError } from '../../protocol/errors.ts';
 import type { SessionResponse } from '../../protocol/session.ts';
 import type { LatencyMode } from '../../protocol/messages.ts';
 import { SERVER_VERSION, WEBRTC_VERSION } from '../../protocol/versions.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import type { RuntimeMetrics } from '../metrics.ts';
 import type { CommandRouter } from '../model/command-router.ts';
 import type { ModelDefinition } from '../model/definition.ts';

@@ -20,7 +20,7 @@ import {
   trackSubscriptionDataSchema,
 } from '../../protocol/schemas.ts';
 import type { LatencyMode } from '../../protocol/messages.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import type { CommandOutcome, CommandRouter } from '../model/command-router.ts';
 import { describeSchemaError } from '../model/command-router.ts';
 import { FILE_UPLOADED_MESSAGE } from '../../protocol/uploads.ts';

@@ -10,7 +10,7 @@ import { ArclightError } from '../../protocol/errors.ts';
 import { encodeFrameMetadata } from '../../protocol/frame-metadata.ts';
 import type { JsonValue } from '../../protocol/json-schema.ts';
 import type { EnvelopeBody, LatencyMode } from '../../protocol/messages.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import type { RuntimeMetrics } from '../metrics.ts';
 import { callAuthorCode, DEFAULT_HOOK_DEADLINE_MS, isSessionEnded } from '../model/author-code.ts';
 import { driveSteps, StepGate, type StepHost } from '../model/step-driver.ts';

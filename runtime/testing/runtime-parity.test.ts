@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ArclightClient, type CommandData } from '../../client/node.ts';
 import faultyModel from '../../test/fixtures/faulty-model.ts';
 import { startRuntime, type Runtime } from '../index.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import { createTestSession, type TestSession } from './index.ts';
 
 const LOOPBACK = '127.0.0.1';

@@ -9,7 +9,7 @@
 
 import { ArclightError } from '../../protocol/errors.ts';
 import type { JsonValue } from '../../protocol/json-schema.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import { callAuthorCode, DEFAULT_HOOK_DEADLINE_MS, isSessionEnded } from '../model/author-code.ts';
 import { CommandRouter } from '../model/command-router.ts';
 import type { ModelDefinition, ModelLoadContext, TrackSpec } from '../model/definition.ts';

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ArclightError, mintToken } from 'arclight/client/server';
 import { startCoordinator, type Coordinator } from '../../coordinator/index.ts';
-import { createLogger } from '../../runtime/log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import { freshDatabase } from '../coordinator/storage-engines.ts';
 
 describe('mintToken', () => {

@@ -11,7 +11,7 @@ import { ArclightClient, type ClientWarning, type Capabilities } from '../../cli
 import { modelSchemaFromModule } from '../../dev/types/model-schema.ts';
 import pattern from '../../models/examples/pattern/index.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
-import { createLogger } from '../../runtime/log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import type { PatternModel } from '../types/pattern-model.d.ts';
 
 describe('schema drift warning', () => {

@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { decodeProtectedHeader } from 'jose';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startCoordinator, type Coordinator, type CoordinatorOptions } from '../../coordinator/index.ts';
-import type { Logger } from '../../runtime/log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import { waitUntil } from '../support/video-probe.ts';
 import { ENGINES, freshDatabase } from './storage-engines.ts';
 

@@ -14,7 +14,7 @@ import { ArclightClient } from 'arclight/client/node';
 import { ArclightError, mintToken } from 'arclight/client/server';
 import pattern from '../../models/examples/pattern/index.ts';
 import { startRuntime } from '../../runtime/index.ts';
-import { createLogger } from '../../runtime/log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import { DEFAULT_SIGNUP_CREDITS } from '../../coordinator/index.ts';
 import { DEMO_ACCOUNT_NAME, DEMO_CREDITS, startLocalStack, type LocalStack } from '../../dev/local-stack.ts';
 import { VideoProbe, waitUntil } from '../support/video-probe.ts';

@@ -42,7 +42,7 @@ describe('docs/errors.md', () => {
 
   it("states each service's body limit as the code sets it", async () => {
     const { MAX_BODY_BYTES: runtimeLimit } = await import('../../runtime/http/json-body.ts');
-    const { MAX_BODY_BYTES: coordinatorLimit } = await import('../../coordinator/http/errors.ts');
+    const { MAX_BODY_BYTES: coordinatorLimit } = await import('../../coordinator/http/request-body.ts');
     const row = /^\| `payload_too_large` \|.*$/m.exec(errorsPart)![0];
     expect(row).toContain(`${runtimeLimit / 1024} KiB on a runtime`);
     expect(row).toContain(`${coordinatorLimit / 1024} KiB on the coordinator`);

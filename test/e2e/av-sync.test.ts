@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RtcpSrPacket, type RtpPacket } from 'werift';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
-import { createLogger } from '../../runtime/log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import { OpusDecoder } from '../../runtime/media/opus.ts';
 import model, { HEIGHT, WIDTH } from '../fixtures/av-sync-model.ts';
 import { waitUntil } from '../support/video-probe.ts';

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pattern from '../../models/examples/pattern/index.ts';
 import type { Envelope } from '../../protocol/messages.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
-import type { Logger } from '../../runtime/log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import { createWrtcOffer, keepLoopbackCandidates, openRawPeer, type RawPeer } from '../support/raw-peer.ts';
 
 interface LogRecord {

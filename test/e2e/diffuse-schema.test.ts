@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { modelSchemaFromOpenApi } from '../../dev/types/model-schema.ts';
 import diffuse from '../../models/examples/diffuse/index.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
-import { createLogger } from '../../runtime/log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 
 const LOOPBACK = '127.0.0.1';
 

@@ -9,7 +9,7 @@
 import { readdirSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
-import type { Logger } from '../../runtime/log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import { clearVideoEncodeFaults, failNextVideoEncodes, pendingVideoEncodeFaults } from '../../runtime/media/encoder-faults.ts';
 import { openVideoEncoderCount } from '../../runtime/media/open-encoders.ts';
 import { rgbToYuv } from '../../models/examples/shared/i420-canvas.ts';

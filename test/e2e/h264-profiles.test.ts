@@ -8,7 +8,7 @@ import { afterEach, beforeAll, afterAll, describe, expect, it } from 'vitest';
 import pattern, { PATCH } from '../../models/examples/pattern/index.ts';
 import { rgbToYuv } from '../../models/examples/shared/i420-canvas.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
-import { createLogger } from '../../runtime/log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import { waitUntil } from '../support/video-probe.ts';
 import { decodeTrack, openWeriftPeer, type WeriftPeer } from '../support/werift-peer.ts';
 

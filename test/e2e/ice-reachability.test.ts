@@ -21,7 +21,7 @@ import pattern from '../../models/examples/pattern/index.ts';
 import type { SessionResponse } from '../../protocol/session.ts';
 import type { IceServersResponse, RegisterConnectionResponse } from '../../protocol/transport.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
-import { createLogger } from '../../runtime/log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import { turnCredential } from '../../runtime/webrtc/turn-credentials.ts';
 import { freshDatabase } from '../coordinator/storage-engines.ts';
 import { startCoturn, tryAllocate, type CoturnServer } from '../support/coturn.ts';

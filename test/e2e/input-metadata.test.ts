@@ -11,7 +11,7 @@ import { ArclightClient } from '../../client/node.ts';
 import type { Envelope } from '../../protocol/messages.ts';
 import { MAX_INPUT_FRAME_ANNOTATIONS } from '../../protocol/schemas.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
-import { createLogger } from '../../runtime/log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import model from '../fixtures/input-metadata-model.ts';
 import { openRawPeer, type RawPeer } from '../support/raw-peer.ts';
 

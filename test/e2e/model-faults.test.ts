@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ArclightClient, ArclightError } from '../../client/node.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
-import type { Logger } from '../../runtime/log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import faultyModel, { createCrashingModel, SECRET } from '../fixtures/faulty-model.ts';
 
 interface LogRecord {

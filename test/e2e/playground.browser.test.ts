@@ -21,7 +21,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
-import { createLogger } from '../../runtime/log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import echo, { HEIGHT as ECHO_HEIGHT, WIDTH as ECHO_WIDTH } from '../../models/examples/echo/index.ts';
 import pattern, { HEIGHT, PATCH, WIDTH } from '../../models/examples/pattern/index.ts';
 import { launchChromiumInNamespace, recordPageLog, type LaunchedChromium } from '../support/chromium.ts';

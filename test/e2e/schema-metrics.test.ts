@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ArclightClient } from '../../client/node.ts';
 import pattern from '../../models/examples/pattern/index.ts';
 import { startRuntime, type CommandMap, type Runtime } from '../../runtime/index.ts';
-import { createLogger } from '../../runtime/log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 
 // ---- a small, strict parser for the Prometheus text exposition format (0.0.4) ----
 

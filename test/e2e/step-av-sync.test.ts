@@ -16,7 +16,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RtcpSrPacket, type RtpPacket } from 'werift';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
-import { createLogger } from '../../runtime/log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import { AUDIO_FRAME_MS } from '../../runtime/media/output-audio-track.ts';
 import { OpusDecoder } from '../../runtime/media/opus.ts';
 import model, { FRAME_CONTENT_MS, HEIGHT, PHASES, WIDTH, flashLuma } from '../fixtures/step-av-model.ts';

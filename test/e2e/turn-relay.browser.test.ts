@@ -21,7 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import pattern, { HEIGHT, PATCH, WIDTH } from '../../models/examples/pattern/index.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
-import { createLogger } from '../../runtime/log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import { openClientPage, type PageWindow } from '../support/browser-rig.ts';
 import { launchChromiumInNamespace, type LaunchedChromium } from '../support/chromium.ts';
 import { startCoturn, type CoturnServer } from '../support/coturn.ts';

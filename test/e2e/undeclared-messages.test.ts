@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ArclightClient, type ModelMessage } from '../../client/node.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
-import { createLogger } from '../../runtime/log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import model from '../fixtures/undeclared-message-model.ts';
 
 describe('undeclared message types', () => {

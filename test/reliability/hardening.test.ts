@@ -35,7 +35,7 @@ import { ArclightClient } from '../../client/node.ts';
 import { startCoordinator, type Coordinator } from '../../coordinator/index.ts';
 import pattern from '../../models/examples/pattern/index.ts';
 import { RUNTIME_SECRET_HEADER } from '../../protocol/coordinator.ts';
-import type { Logger } from '../../runtime/log.ts';
+import type { Logger } from '../../server-kit/log.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import { freshDatabase } from '../coordinator/storage-engines.ts';
 

@@ -8,7 +8,7 @@ import type { Page } from 'playwright-core';
 import { afterAll, beforeAll } from 'vitest';
 import type { ArclightClient } from '../../client/index.ts';
 import { startRuntime, type Runtime, type RuntimeOptions } from '../../runtime/index.ts';
-import { createLogger } from '../../runtime/log.ts';
+import { createLogger } from '../../server-kit/log.ts';
 import { launchChromiumInNamespace, type LaunchedChromium } from './chromium.ts';
 import { createTestNetwork, type TestNetwork } from './netns.ts';
 

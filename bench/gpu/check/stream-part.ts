@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { nativeAddon, nativeAddonStatus } from '../../../runtime/native/native-addon.ts';
-import { packageRoot } from '../../../runtime/package-root.ts';
+import { packageRoot } from '../../../server-kit/package-root.ts';
 import { histogramDelta, histogramFromText, histogramQuantile, valueFromText, type CumulativeHistogram } from '../../support/process-probe.ts';
 import { RESOLUTIONS, type Resolution } from '../../support/pictures.ts';
 import { sleep } from '../../support/measure.ts';

@@ -1,32 +1,11 @@
 /**
- * HTTP failures of the coordinator: every error leaves as `{code, message}` JSON with the status
- * its code maps to (protocol/errors.ts); anything unexpected is `internal_error`, detail logged.
+ * Request bodies the coordinator reads: JSON within a size limit, with no NUL in any text
+ * (PostgreSQL's text cannot hold one). Failures are `ArclightError`s for the shared HTTP error writer.
  */
 
-import type { Context, ErrorHandler, NotFoundHandler } from 'hono';
-import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import type { Context } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
-import { readBodyText } from '../../runtime/http/body-limit.ts';
-
-export type ErrorLogger = (message: string, fields: Record<string, unknown>) => void;
-
-export function errorResponse(c: Context, error: ArclightError): Response {
-  if (error.status === 401) c.header('WWW-Authenticate', 'Bearer');
-  if (error.retryAfterSeconds !== undefined) c.header('Retry-After', String(Math.max(1, Math.ceil(error.retryAfterSeconds))));
-  // A body refused for its size may be partly unread: the connection cannot carry another request.
-  if (error.code === 'payload_too_large') c.header('Connection', 'close');
-  return c.json(error.toBody(), (error.status ?? 500) as ContentfulStatusCode);
-}
-
-export function createErrorHandler(logError: ErrorLogger): ErrorHandler {
-  return (error, c) => {
-    if (error instanceof ArclightError) return errorResponse(c, error);
-    logError('request failed', { error, method: c.req.method, path: c.req.path });
-    return errorResponse(c, new ArclightError('internal_error', 'The coordinator failed to handle the request.'));
-  };
-}
-
-export const notFound: NotFoundHandler = (c) => errorResponse(c, new ArclightError('not_found', `No route ${c.req.method} ${c.req.path}.`));
+import { readBodyText } from '../../server-kit/body-limit.ts';
 
 /** Bodies above this are refused while reading, never buffered whole (a token request is a few hundred bytes). */
 export const MAX_BODY_BYTES = 64 * 1024;

@@ -4,7 +4,7 @@
  * or one that never ends) is read only up to the ceiling, then refused — never buffered whole.
  */
 
-import { ArclightError } from '../../protocol/errors.ts';
+import { ArclightError } from '../protocol/errors.ts';
 
 /**
  * JSON text is UTF-8 (RFC 8259 §8.1). A lenient decoder turns bad bytes inside a string value
