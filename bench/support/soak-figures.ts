@@ -139,6 +139,12 @@ export const THRESHOLDS = {
   minSlopeSpanMinutes: 30,
   /** Descriptors at the last quiet point over the first, any process. */
   maxQuietFdGrowth: 4,
+  /**
+   * bench/coordinator-soak.ts --heap-check: growth of the heap left after a forced GC, between
+   * the quiet points after the warm-up, per session run meanwhile. Judged on runs longer than
+   * the tokens' lifetime (so caches of live tokens have reached their steady size).
+   */
+  maxHeapBytesPerSession: 256,
   /** The last window's p99 may exceed the median window's by this factor, or by `p99SlackMs`, whichever is larger. */
   maxP99Factor: 2,
   p99SlackMs: 10,
