@@ -15,7 +15,7 @@
 
 import { parseArgs } from 'node:util';
 import { VideoDecoder } from '../runtime/media/video-decoder.ts';
-import { VideoEncoder } from '../runtime/media/video-encoder.ts';
+import { VideoEncoder } from '../runtime/media/video-encoder-factory.ts';
 import { loadavg, summarise, type Summary } from './support/measure.ts';
 import { PictureDrawer, type Picture } from './support/pictures.ts';
 import { finishReport, runBench, runInfo } from './support/report.ts';

@@ -13,7 +13,7 @@
  * file for the CLI (under the OS temp dir; deleted at the end).
  *
  * node-av: `VideoEncoder.create({codec, width, height, fps: 30, bitrateKbps, backend})` — the
- * runtime's own encoder and options (runtime/media/encoder-backends.ts), the default bitrate for
+ * runtime's own encoder and options (runtime/media/ffmpeg-encoder-options.ts), the default bitrate for
  * the size (2,500 kbps at 720p, 5,625 at 1080p) — then every frame `await encoder.encode(frame)`
  * back to back. ms/frame = wall time over frames `--skip`..`--frames` (the encoder is warm, its
  * first keyframe is out), CPU ms/frame = this process's CPU time over the same frames; per-frame
@@ -47,14 +47,9 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { AV_LOG_INFO, AV_OPT_SEARCH_CHILDREN, AV_PIX_FMT_YUV420P, AVERROR_EAGAIN } from 'node-av/constants';
 import { Codec, CodecContext, FFmpegError, Frame, getFFmpegInfo, Log, Packet, Rational } from 'node-av/lib';
-import {
-  createFfmpegEncoderContext,
-  ENCODER_BACKEND_CANDIDATES,
-  openFfmpegEncoder,
-  type EncoderBackend,
-  type EncoderSettings,
-} from '../runtime/media/encoder-backends.ts';
-import { VideoEncoder } from '../runtime/media/video-encoder.ts';
+import { ENCODER_BACKEND_CANDIDATES, type EncoderBackend } from '../runtime/media/encoder-backends.ts';
+import { createFfmpegEncoderContext, openFfmpegEncoder, type EncoderSettings } from '../runtime/media/ffmpeg-encoder-options.ts';
+import { VideoEncoder } from '../runtime/media/video-encoder-factory.ts';
 import { loadavg, median, summarise, type Summary } from './support/measure.ts';
 import { parseResolutions, PictureDrawer, RESOLUTIONS, type Picture, type Resolution } from './support/pictures.ts';
 import { finishReport, runBench, runInfo } from './support/report.ts';
@@ -88,7 +83,7 @@ const BACKENDS: EncoderBackend[] = args.backends.split(',').map((name) => {
   return backend;
 });
 
-/** VideoEncoder's default for the size (video-encoder.ts: 2,500 kbps at 720p, scaled by pixel count). */
+/** VideoEncoder's default for the size (video-encoder-factory.ts: 2,500 kbps at 720p, scaled by pixel count). */
 function defaultBitrateKbps(width: number, height: number): number {
   return Math.round(Math.min(20_000, Math.max(150, (2500 * width * height) / (1280 * 720))));
 }
@@ -97,7 +92,7 @@ function defaultBitrateKbps(width: number, height: number): number {
 // the same configuration, as ffmpeg CLI options
 // ---------------------------------------------------------------------------
 
-/** The encoder's private options each backend sets (encoder-backends.ts), read back from the context. */
+/** The encoder's private options each backend sets (ffmpeg-encoder-options.ts), read back from the context. */
 const PRIVATE_OPTIONS: Record<string, readonly string[]> = {
   libx264: ['preset', 'tune', 'profile', 'x264-params', 'forced-idr'],
   libx265: ['preset', 'tune', 'profile', 'x265-params', 'forced-idr'],

@@ -51,7 +51,7 @@ import { startRuntime, type Runtime } from '../runtime/index.ts';
 import { createLogger } from '../server-kit/log.ts';
 import { launchChromiumInNamespace, type LaunchedChromium } from '../test/support/chromium.ts';
 import { createTestNetwork, type TestNetwork } from '../test/support/netns.ts';
-import { VideoEncoder } from '../runtime/media/video-encoder.ts';
+import { VideoEncoder } from '../runtime/media/video-encoder-factory.ts';
 import type { DropPolicy } from '../runtime/index.ts';
 import { createStampModel, emitSession, emitTimes, frameIds, stampGeometry, type StampModelOptions } from './models/stamp-model.ts';
 import { loadavg, median, sleep, summarise, systemCpu, type Summary } from './support/measure.ts';

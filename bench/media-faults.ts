@@ -6,8 +6,8 @@
  *
  *   node --conditions=source --import tsx bench/media-faults.ts [--runs 3] [--blackout-runs 5] [--seconds 8] [--recover-seconds 5] [--conditions baseline,loss1,...] [--json out.json]
  *
- * The faults are the runtime's test-only network impairment (`faults.network`,
- * runtime/webrtc/network-faults.ts: every datagram in and out of the runtime's peer sockets;
+ * The faults are the runtime's test-only network impairment (`startRuntimeWithFaults(options, { network })`,
+ * runtime/faults/network-faults.ts: every datagram in and out of the runtime's peer sockets;
  * loss is drawn each way, delay is one way). netem is not available on the machines this runs
  * on. The impairment is switched in the runtime's process, so the runtime runs in-process here
  * (unlike command-rtt's child runtime) and shares its event loop with the client.
@@ -23,8 +23,9 @@
 
 import { parseArgs } from 'node:util';
 import pattern from '../models/examples/pattern/index.ts';
-import { startRuntime, type Runtime } from '../runtime/index.ts';
-import { NetworkFaults, type NetworkImpairment } from '../runtime/webrtc/network-faults.ts';
+import type { Runtime } from '../runtime/index.ts';
+import { startRuntimeWithFaults } from '../runtime/faults/start-runtime-with-faults.ts';
+import { NetworkFaults, type NetworkImpairment } from '../runtime/faults/network-faults.ts';
 import { connectWatchedClient, retransmittedPackets, type InboundVideoCounters, type WatchedClient } from '../test/support/media-fault-probe.ts';
 import { waitUntil } from '../test/support/video-probe.ts';
 import { loadavg, median, sleep } from './support/measure.ts';
@@ -90,7 +91,7 @@ async function measureOnce(condition: Condition, windowMs: number, recoverMs: nu
   let runtime: Runtime | undefined;
   let watched: WatchedClient | undefined;
   try {
-    runtime = await startRuntime({ model: pattern as never, port: 0, host: HOST, ice: { hostAddresses: [HOST] }, playground: false, faults: { network } });
+    runtime = await startRuntimeWithFaults({ model: pattern as never, port: 0, host: HOST, ice: { hostAddresses: [HOST] }, playground: false }, { network });
     watched = await connectWatchedClient(runtime.url);
     const client = watched;
     await waitUntil(() => client.frames.count > 0, 10_000, 'the first decoded frame');

@@ -3,7 +3,7 @@
  * for our Node client and for @reactor-team/js-sdk 2.9.0 (Node + wrtc), local and through the
  * coordinator, and our browser client in Chromium (local, in a network namespace:
  * bench/support/chromium-connect.ts), beside the floor of the same stack — a bare wrtc peer connecting to a werift peer
- * built as the runtime builds them (runtime/webrtc/peer-factory.ts), in this process, with no
+ * built as the runtime builds them (runtime/transport/signalling/peer-factory.ts), in this process, with no
  * HTTP and no session.
  *
  *   node --conditions=source --import tsx bench/time-to-ready.ts [--rounds 10] [--configs floor,floor-first-candidate,node-local,node-hosted,sdk-local,sdk-hosted,chromium-local] [--pause-ms 1500] [--json out.json]
@@ -27,9 +27,9 @@ import { parseArgs } from 'node:util';
 import type { Reactor as ReactorType, ReactorStatus } from '@reactor-team/js-sdk';
 import { ArclightClient, wrtc } from '../client/node.ts';
 import type { RtcImplementation } from '../client/peer-link.ts';
-import { createRuntimePeer } from '../runtime/webrtc/peer-factory.ts';
-import { IcePolicy } from '../runtime/webrtc/ice-policy.ts';
-import { answerOffer } from '../runtime/webrtc/answer-offer.ts';
+import { createRuntimePeer } from '../runtime/transport/signalling/peer-factory.ts';
+import { IcePolicy } from '../runtime/transport/signalling/ice-policy.ts';
+import { answerOffer } from '../runtime/transport/signalling/answer-offer.ts';
 import type { TrackCapability } from '../protocol/capabilities.ts';
 import { startChildRuntime, type ChildRuntime } from './support/child-runtime.ts';
 import {

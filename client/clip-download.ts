@@ -5,7 +5,7 @@
  */
 
 import { ArclightError } from '../protocol/errors.ts';
-import type { Clip } from './arclight-client.ts';
+import type { Clip } from './client-types.ts';
 import { errorFromResponse } from './http-errors.ts';
 import { resolveToken, type TokenSource } from './token.ts';
 

@@ -2,12 +2,24 @@
  * The shape a typed client is compiled against: `new ArclightClient<PatternModel>(...)`, where
  * `PatternModel` comes from `arclight types` (or `ModelTypesOf<typeof model>` from
  * `arclight/runtime`). Without a type argument the client is untyped (`UntypedModel`) and behaves
- * exactly as before: any command name, `CommandData`, `ModelMessage`.
+ * exactly as before: any command name, `CommandData`, `ModelMessage`. Those two are declared here,
+ * beside the untyped model they make up, so nothing this file imports imports it back.
  */
 
 import type { JsonValue } from '../protocol/json-schema.ts';
-import type { CommandData, ModelMessage } from './arclight-client.ts';
+import type { FileRef } from './file-ref.ts';
 import type { CommandReply } from './pending-commands.ts';
+
+/** Command data: JSON values, and `FileRef`s (from `uploadFile()`) for file parameters. */
+export type CommandData = { readonly [key: string]: JsonValue | FileRef };
+
+/** A message from the model (application scope). */
+export interface ModelMessage {
+  readonly type: string;
+  readonly data?: JsonValue;
+  /** Set when the message is the reply to a command this client sent. */
+  readonly request_id?: string;
+}
 
 /** A command's reply as a client receives it: its message type and data. */
 export interface TypedReply {

@@ -66,6 +66,8 @@ export const ERROR_CODES = {
   unsupported: { status: 501, retryable: false, summary: 'This client or platform lacks a feature the operation needs.' },
   timeout: { status: 504, retryable: true, summary: 'No answer arrived in time (a command reply, an SDP answer, the connection).' },
   connection_failed: { status: 502, retryable: true, summary: 'The WebRTC connection could not be established or was lost.' },
+  payment_required: { status: 402, retryable: false, summary: 'Client side: an HTTP 402 whose body names no code (e.g. from a proxy); the cause is unknown.' },
+  rate_limited: { status: 429, retryable: true, summary: 'Client side: an HTTP 429 whose body names no code (e.g. from a proxy); Retry-After, when sent, says when to retry.' },
   // Everything else
   unavailable: { status: 503, retryable: true, summary: 'A dependency is down (the coordinator cannot reach its database).' },
   internal_error: { status: 500, retryable: true, summary: 'An unexpected failure; details are in the server log only.' },

@@ -10,7 +10,8 @@
  */
 
 import { parseArgs } from 'node:util';
-import { startRuntime, type RuntimeOptions } from './server.ts';
+import { startRuntime } from './server.ts';
+import type { RuntimeOptions } from './runtime-options.ts';
 import { iceOptionsFromFlags, TURN_SECRET_ENV } from './ice-cli-options.ts';
 import { sessionFilesOptionsFromFlags } from './session-files-cli-options.ts';
 import { videoCodecsFromFlag } from './video-codec-cli-options.ts';

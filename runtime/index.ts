@@ -1,5 +1,10 @@
 /**
- * `arclight/runtime` — write a model, host it.
+ * `arclight/runtime` — write a model. What model authors import: the definition API, what a
+ * session gives model code, frames, errors, settings, moderation marks, colour conversion and
+ * Python models. Hosting a model (startRuntime and its options) is `arclight/runtime/operator`;
+ * encoders, NVENC, CUDA and worker internals are `arclight/runtime/gpu`. This entry still
+ * re-exports both (below) so code written against 0.1 keeps compiling; new code imports them from
+ * their own entries.
  *
  * @example
  * ```ts
@@ -45,50 +50,25 @@ export type { SettingSpec, SettingsMap, SettingsOf, SettingValueOf, SettingComma
 export type { SettingCommandsOf } from './model/definition.ts';
 export { CommandError, isCommandError } from './model/command-error.ts';
 export { ModelDefinitionError } from './model/validate-definition.ts';
-export { loadModelModule, ModelModuleError } from './model/load-model-module.ts';
 export type { VideoFrame, CudaVideoFrame, AudioFrame, PixelFormat, FrameMetadata } from './media/frames.ts';
 export { videoFrameByteLength } from './media/frames.ts';
-export { startRuntime, capabilitiesOf } from './server.ts';
-export type { Runtime, RuntimeIceOptions, RuntimeOptions, RuntimeState, ModelReloadOutcome, RecordingOptions } from './server.ts';
-export type { SessionLogSettings } from './logs/session-log-registry.ts';
-export type { RecordingStorage } from './recording/recording-storage.ts';
-export type { VideoCodecPreference } from './webrtc/peer-factory.ts';
-export type { Logger } from '../server-kit/log.ts';
-export type { ModelLoadErrorInfo } from '../protocol/session-logs.ts';
-export type { IcePolicyOptions } from './webrtc/ice-policy.ts';
-export type { TurnOptions } from './webrtc/turn-credentials.ts';
-export type { HostedOptions } from './hosted/coordinator-link.ts';
-export type { PlaygroundHostedOptions } from './http/playground-routes.ts';
 export type { LatencyMode } from '../protocol/messages.ts';
-export type { UploadedFile, UploadLimits } from './uploads/upload-store.ts';
+export type { UploadedFile } from './uploads/upload-store.ts';
 /** A command parameter that is a file: `params: { type: 'object', properties: { image: FILE_PARAMETER_SCHEMA } }`. */
 export { FILE_PARAMETER_SCHEMA } from '../protocol/uploads.ts';
 /** Moderation: `moderated()` opts a free-text parameter in; a `Moderator` checks it (docs/model-authors.md "Moderation"). */
 export { moderated } from './moderation/moderated-fields.ts';
 export { MODERATED_KEYWORD } from '../protocol/moderation.ts';
-export type { Moderator, ModerationRequest, ModerationVerdict, ModerationOptions } from './moderation/moderator.ts';
-export { HttpModerator, type HttpModeratorOptions } from './moderation/http-moderator.ts';
-export { WordListModerator } from './moderation/word-list-moderator.ts';
 /** Tensor → I420/NV12 for emit(): the native addon when built, JavaScript otherwise. */
 export { convertToYuv, yuvByteLength, type YuvConvertOptions, type YuvSourceFormat, type YuvSourceLayout, type YuvTarget } from './media/colour-convert.ts';
-export { nativeAddonStatus, type NativeAddonStatus } from './native/native-addon.ts';
-/**
- * Video encoding outside a session (benchmarks, tools, a model that encodes its own frames): the
- * process-wide backend choice, and NVENC directly — including `encodeCuda` for frames already in
- * GPU memory (native/README.md).
- */
-export { VideoEncoder, type VideoEncoderOptions, type EncodedVideoFrame, type VideoCodec, type VideoEncoderStats, type H264Profile, type CheckedEncoderOptions } from './media/video-encoder.ts';
-export { NvencVideoEncoder } from './media/nvenc-video-encoder.ts';
-export { listEncoderBackends, describeEncoderBackendSelection, type EncoderBackend, type EncoderBackendListing, type EncoderImplementation, type EncoderCandidateOutcome } from './media/encoder-backends.ts';
-export type { CudaFrame, CudaBuffer, CudaFrameShape, CudaFrameDownload, CudaDeviceInfo, NvencProbeResult, NvencEncoderOptions, NvencCodec, NvencInputFormat, NativeAddon, NvencEncoder, NvencPicture } from './native/native-addon.ts';
-/** The native addon itself (undefined when not built): nvencProbe, CudaBuffer, … (native/README.md). */
-export { nativeAddon } from './native/native-addon.ts';
 /**
  * A model whose inference is Python: worker processes supervised by the runtime, frames through a
  * shared-memory ring, commands declared in Python and validated here (docs/python-worker.md).
  */
 export { definePythonModel, type PythonModelDefinition, type PythonModelOptions, type PythonModelTimeouts, type PythonSessionState, type PythonStepInput } from './python/define-python-model.ts';
-export type { PythonWorkerGroup, PythonWorkerGroupOptions } from './python/worker-group.ts';
-export type { ModelDescription as PythonModelDescription, DeclaredCommand as PythonDeclaredCommand, SlotFrame as PythonSlotFrame, SuccessfulReply as PythonWorkerReply, WorkerPixelFormat as PythonPixelFormat, WorkerMessage as PythonWorkerMessage, WorkerReply as PythonWorkerAnyReply, WorkerFailure as PythonWorkerFailure, WorkerRequest as PythonWorkerRequest } from './python/worker-protocol.ts';
-export type { FrameRing } from './python/frame-ring.ts';
 export { PythonWorkerError, isPythonWorkerError, type PythonWorkerErrorCode } from './python/python-worker-error.ts';
+
+// 0.1 compatibility: the operator and GPU entries' names, as this entry exported them before they
+// had their own. Import them from `arclight/runtime/operator` and `arclight/runtime/gpu`.
+export * from './operator.ts';
+export * from './gpu.ts';

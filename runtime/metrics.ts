@@ -4,10 +4,12 @@
  */
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { currentEncoderBackends } from './media/encoder-backends.ts';
+import { processEncoderBackends, type EncoderBackendRegistry } from './media/encoder-backends.ts';
 
 export class RuntimeMetrics {
   readonly registry = new Registry();
+  /** Whose selection `arclight_encoder_backend` reports (read at each scrape). */
+  readonly #encoderBackends: EncoderBackendRegistry;
 
   readonly sessions = new Gauge({ name: 'arclight_sessions', help: 'Open sessions', registers: [this.registry] });
   readonly sessionsStarted = new Counter({ name: 'arclight_sessions_started_total', help: 'Sessions started', registers: [this.registry] });
@@ -142,20 +144,7 @@ export class RuntimeMetrics {
     labelNames: ['track', 'quantile'] as const,
     registers: [this.registry],
   });
-  readonly encoderBackend = new Gauge({
-    name: 'arclight_encoder_backend',
-    help: 'The encoder selected for each codec (1 = selected): chosen at start-up, and moved on when a backend that keeps failing is demoted',
-    labelNames: ['codec', 'backend', 'hardware'] as const,
-    registers: [this.registry],
-    // The selection is process-wide and may change after start-up (a demoted backend), so each
-    // scrape reads it rather than trusting what start-up set.
-    collect() {
-      const current = currentEncoderBackends();
-      if (current.length === 0) return;
-      this.reset();
-      for (const { codec, backend } of current) this.set({ codec, backend: backend.name, hardware: String(backend.hardware) }, 1);
-    },
-  });
+  readonly encoderBackend = selectedEncoderBackendGauge(this.registry, () => this.#encoderBackends);
   readonly videoEncoderFailures = new Counter({
     name: 'arclight_video_encoder_failures_total',
     help: 'Video encoders that failed (to open or to encode) and were replaced, by track, stream codec, backend and action: restart (a fresh encoder of the same backend) or fallback (the backend was demoted process-wide and the next candidate is used)',
@@ -180,7 +169,8 @@ export class RuntimeMetrics {
     registers: [this.registry],
   });
 
-  constructor(options: { processMetrics?: boolean } = {}) {
+  constructor(options: { processMetrics?: boolean; encoderBackends?: EncoderBackendRegistry } = {}) {
+    this.#encoderBackends = options.encoderBackends ?? processEncoderBackends;
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'arclight_process_' });
   }
 
@@ -191,4 +181,24 @@ export class RuntimeMetrics {
   get contentType(): string {
     return this.registry.contentType;
   }
+}
+
+/**
+ * `arclight_encoder_backend`: the encoder selected for each codec. The selection may change after
+ * start-up (a demoted backend), so each scrape reads it from `backends()` rather than trusting
+ * what start-up set; a function because the gauge is made before the constructor has the registry.
+ */
+function selectedEncoderBackendGauge(registry: Registry, backends: () => EncoderBackendRegistry): Gauge<'codec' | 'backend' | 'hardware'> {
+  return new Gauge({
+    name: 'arclight_encoder_backend',
+    help: 'The encoder selected for each codec (1 = selected): chosen at start-up, and moved on when a backend that keeps failing is demoted',
+    labelNames: ['codec', 'backend', 'hardware'] as const,
+    registers: [registry],
+    collect() {
+      const current = backends().current();
+      if (current.length === 0) return;
+      this.reset();
+      for (const { codec, backend } of current) this.set({ codec, backend: backend.name, hardware: String(backend.hardware) }, 1);
+    },
+  });
 }

@@ -6,12 +6,12 @@
  * container sets it from ARCLIGHT_CODECS (deploy/runtime/entrypoint.sh).
  */
 
-import type { VideoCodecPreference } from './webrtc/peer-factory.ts';
+import type { VideoCodec } from './media/video-encoder.ts';
 
-const KNOWN: readonly VideoCodecPreference[] = ['h265', 'h264', 'vp8'];
+const KNOWN: readonly VideoCodec[] = ['h265', 'h264', 'vp8'];
 
 /** The codecs in preference order, undefined for the default, or the message to print (exit 2). */
-export function videoCodecsFromFlag(value: string | undefined): readonly VideoCodecPreference[] | undefined | { error: string } {
+export function videoCodecsFromFlag(value: string | undefined): readonly VideoCodec[] | undefined | { error: string } {
   if (value === undefined) return undefined;
   const names = value.split(',').map((name) => name.trim().toLowerCase());
   const wrong = names.filter((name) => !(KNOWN as readonly string[]).includes(name));
@@ -19,5 +19,5 @@ export function videoCodecsFromFlag(value: string | undefined): readonly VideoCo
     return { error: `--codecs takes a comma-separated list of ${KNOWN.join(', ')} in order of preference; got "${value}"` };
   }
   if (new Set(names).size !== names.length) return { error: `--codecs names a codec twice: "${value}"` };
-  return names as VideoCodecPreference[];
+  return names as VideoCodec[];
 }

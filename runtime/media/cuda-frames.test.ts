@@ -13,7 +13,8 @@ import { nativeAddon, nativeAddonStatus, type NativeAddon } from '../native/nati
 import { convertToYuv } from './colour-convert.ts';
 import { cudaFrameSpan, downloadCudaFrame, type CudaLayout } from './cuda-frames.ts';
 import type { CudaVideoFrame, VideoFrame } from './frames.ts';
-import { OutputVideoTrack, type VideoCodecName, type VideoSink } from './output-video-track.ts';
+import { OutputVideoTrack, type VideoSink } from './output-video-track.ts';
+import type { VideoCodec } from './video-encoder.ts';
 
 const compiledIn = nativeAddonStatus().loaded && nativeAddon()!.features().nvenc;
 const LOG = join(tmpdir(), `arclight-cuda-frames-${process.pid}.jsonl`);
@@ -55,7 +56,7 @@ function pitched(layout: CudaLayout, pitch: number, i420: Uint8Array): Uint8Arra
   return out;
 }
 
-function sink(codec: VideoCodecName, received: number[]): VideoSink {
+function sink(codec: VideoCodec, received: number[]): VideoSink {
   return {
     connectionId: received.length + (codec === 'vp8' ? 100 : 0),
     codec,

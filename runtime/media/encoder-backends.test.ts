@@ -4,15 +4,15 @@ import {
   ENCODER_BACKEND_CANDIDATES,
   NoEncoderBackendError,
   chooseEncoderBackend,
-  createFfmpegEncoderContext,
   describeEncoderBackendSelection,
-  encoderBackendSelection,
   listEncoderBackends,
-  selectEncoderBackend,
+  processEncoderBackends,
   type EncoderBackend,
   type EncoderBackendCandidate,
 } from './encoder-backends.ts';
-import { VideoEncoder, type VideoCodec } from './video-encoder.ts';
+import { createFfmpegEncoderContext } from './ffmpeg-encoder-options.ts';
+import { VideoEncoder } from './video-encoder-factory.ts';
+import type { VideoCodec } from './video-encoder.ts';
 import { nativeAddon, nativeAddonStatus } from '../native/native-addon.ts';
 
 /** No NVIDIA driver device node: NVENC cannot open, whatever the FFmpeg build lists. */
@@ -96,9 +96,9 @@ describe('encoder backend selection on this machine', () => {
   });
 
   it('caches the selection per codec, and VideoEncoder encodes with it', async () => {
-    const first = await encoderBackendSelection('h265');
-    expect(await encoderBackendSelection('h265')).toBe(first);
-    expect(await selectEncoderBackend('h265')).toBe(first.backend);
+    const first = await processEncoderBackends.selection('h265');
+    expect(await processEncoderBackends.selection('h265')).toBe(first);
+    expect(await processEncoderBackends.select('h265')).toBe(first.backend);
     expect(first.backend.implementation).toBe('ffmpeg');
     const encoder = await VideoEncoder.create({ codec: 'h265', width: 128, height: 96, fps: 30 });
     try {
@@ -109,8 +109,8 @@ describe('encoder backend selection on this machine', () => {
   });
 
   it('rejects codecs it has no candidates for', async () => {
-    await expect(selectEncoderBackend('av1' as VideoCodec)).rejects.toThrow(RangeError);
-    await expect(selectEncoderBackend('toString' as VideoCodec)).rejects.toThrow(RangeError);
+    await expect(processEncoderBackends.select('av1' as VideoCodec)).rejects.toThrow(RangeError);
+    await expect(processEncoderBackends.select('toString' as VideoCodec)).rejects.toThrow(RangeError);
   });
 
   it("configures NVENC with options this FFmpeg build's option tables accept (no GPU needed to check)", () => {

@@ -1,35 +1,35 @@
 /**
- * demoteEncoderBackend on this machine's real candidates, in a process of its own (vitest runs
+ * EncoderBackendRegistry.demote on this machine's real candidates, in a process of its own (vitest runs
  * each file in one), since the demotion is process-wide.
  */
 import { existsSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RuntimeMetrics } from '../metrics.ts';
-import { currentEncoderBackends, demoteEncoderBackend, forgetEncoderBackendDemotions, listEncoderBackends, selectEncoderBackend } from './encoder-backends.ts';
+import { listEncoderBackends, processEncoderBackends } from './encoder-backends.ts';
 
 /** No NVIDIA driver device node: the selection here is the software encoders. */
 const noNvidiaDevice = !existsSync('/dev/nvidiactl');
 
-describe.runIf(noNvidiaDevice)('demoteEncoderBackend', () => {
-  afterEach(() => forgetEncoderBackendDemotions());
+describe.runIf(noNvidiaDevice)('EncoderBackendRegistry.demote', () => {
+  afterEach(() => processEncoderBackends.forgetDemotions());
 
   it('passes a demoted backend over from then on, and the listing says why', async () => {
-    expect((await selectEncoderBackend('h264')).name).toBe('libx264');
-    expect(demoteEncoderBackend('h264', 'h264_nvenc', '3 encode failures within 30 s')).toBe(true);
+    expect((await processEncoderBackends.select('h264')).name).toBe('libx264');
+    expect(processEncoderBackends.demote('h264', 'h264_nvenc', '3 encode failures within 30 s')).toBe(true);
     // Not twice.
-    expect(demoteEncoderBackend('h264', 'h264_nvenc', 'again')).toBe(false);
+    expect(processEncoderBackends.demote('h264', 'h264_nvenc', 'again')).toBe(false);
     const h264 = (await listEncoderBackends()).find((l) => l.codec === 'h264')!;
     expect(h264.backend?.name).toBe('libx264');
     expect(h264.candidates.find((c) => c.name === 'h264_nvenc')?.status).toBe('unavailable: demoted after failing in use (3 encode failures within 30 s)');
   });
 
   it('never demotes the last candidate left, nor a backend the codec does not have', async () => {
-    expect(demoteEncoderBackend('vp8', 'libvpx', 'x')).toBe(false);
-    expect(demoteEncoderBackend('h264', 'libvpx', 'x')).toBe(false);
-    expect(demoteEncoderBackend('h264', 'arclight_nvenc_h264', 'x')).toBe(true);
-    expect(demoteEncoderBackend('h264', 'h264_nvenc', 'x')).toBe(true);
-    expect(demoteEncoderBackend('h264', 'libx264', 'x')).toBe(false);
-    expect((await selectEncoderBackend('h264')).name).toBe('libx264');
+    expect(processEncoderBackends.demote('vp8', 'libvpx', 'x')).toBe(false);
+    expect(processEncoderBackends.demote('h264', 'libvpx', 'x')).toBe(false);
+    expect(processEncoderBackends.demote('h264', 'arclight_nvenc_h264', 'x')).toBe(true);
+    expect(processEncoderBackends.demote('h264', 'h264_nvenc', 'x')).toBe(true);
+    expect(processEncoderBackends.demote('h264', 'libx264', 'x')).toBe(false);
+    expect((await processEncoderBackends.select('h264')).name).toBe('libx264');
   });
 
   it('/metrics reports the selection as it is at each scrape, not what start-up set', async () => {
@@ -37,9 +37,9 @@ describe.runIf(noNvidiaDevice)('demoteEncoderBackend', () => {
     const metrics = new RuntimeMetrics({ processMetrics: false });
     // What start-up would have set had NVENC been selected then (it was demoted since).
     metrics.encoderBackend.set({ codec: 'h264', backend: 'arclight_nvenc_h264', hardware: 'true' }, 1);
-    expect(demoteEncoderBackend('h264', 'arclight_nvenc_h264', 'failed to open: gone')).toBe(true);
-    await selectEncoderBackend('h264');
-    expect(currentEncoderBackends().map((c) => [c.codec, c.backend.name])).toEqual([
+    expect(processEncoderBackends.demote('h264', 'arclight_nvenc_h264', 'failed to open: gone')).toBe(true);
+    await processEncoderBackends.select('h264');
+    expect(processEncoderBackends.current().map((c) => [c.codec, c.backend.name])).toEqual([
       ['h264', 'libx264'],
       ['h265', 'libx265'],
       ['vp8', 'libvpx'],

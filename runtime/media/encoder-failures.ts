@@ -6,10 +6,11 @@
  * times within `limit.windowMs` — or cannot even be opened any more after it was selected — is
  * taken to be broken for this process (an NVENC session whose GPU is gone, a driver reset) and is
  * demoted process-wide, so every stream moves to the next candidate (`fallback`). The last
- * candidate is never demoted (see `demoteEncoderBackend`): it keeps being restarted, and frames
- * are dropped while it fails.
+ * candidate is never demoted (see `EncoderBackendRegistry.demote`): it keeps being restarted, and
+ * frames are dropped while it fails. The policy demotes through the function it is given, so it
+ * knows nothing of the registry that owns it (encoder-backends.ts: one policy per registry).
  */
-import { demoteEncoderBackend, type EncoderBackend } from './encoder-backends.ts';
+import type { EncoderBackend } from './video-encoder.ts';
 
 export type EncoderFailureAction = 'restart' | 'fallback';
 export type EncoderFailurePhase = 'open' | 'encode';
@@ -51,16 +52,13 @@ export class FailureWindow {
   }
 }
 
-/** Decides restart or fallback for failures of any backend; one per process (`handleVideoEncoderFailure`). */
+/** Decides restart or fallback for failures of any backend; one per backend registry (`EncoderBackendRegistry.failures`). */
 export class EncoderFailurePolicy {
   readonly #limit: EncoderFailureLimit;
   readonly #window: FailureWindow;
   readonly #demote: (codec: EncoderBackend['codec'], backendName: string, reason: string) => boolean;
 
-  constructor(
-    limit: EncoderFailureLimit = ENCODER_FAILURE_LIMIT,
-    demote: (codec: EncoderBackend['codec'], backendName: string, reason: string) => boolean = demoteEncoderBackend,
-  ) {
+  constructor(limit: EncoderFailureLimit, demote: (codec: EncoderBackend['codec'], backendName: string, reason: string) => boolean) {
     this.#limit = limit;
     this.#window = new FailureWindow(limit);
     this.#demote = demote;
@@ -77,11 +75,4 @@ export class EncoderFailurePolicy {
     this.#window.forget(key);
     return { action: 'fallback', reason };
   }
-}
-
-const processPolicy = new EncoderFailurePolicy();
-
-/** The process-wide policy: the demotion it may trigger is process-wide too. */
-export function handleVideoEncoderFailure(backend: EncoderBackend, phase: EncoderFailurePhase, error: unknown): EncoderFailureOutcome {
-  return processPolicy.failed(backend, phase, error, performance.now());
 }

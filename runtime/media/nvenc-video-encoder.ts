@@ -11,12 +11,12 @@
 import { FFmpegError, Frame } from 'node-av/lib';
 import { AV_PIX_FMT_RGBA, AV_PIX_FMT_YUV420P } from 'node-av/constants';
 import { nativeAddon, nativeAddonStatus, type CudaFrame, type NvencEncoder, type NvencEncoderOptions } from '../native/native-addon.ts';
-import type { EncoderBackend } from './encoder-backends.ts';
 import { assertFrameShape } from './frame-convert.ts';
 import { FrameScaler } from './frame-scaler.ts';
 import { noteVideoEncoderFreed, noteVideoEncoderOpened } from './open-encoders.ts';
 import type { VideoFrame } from './frames.ts';
-import type { CheckedEncoderOptions, EncodedVideoFrame, VideoCodec, VideoEncoder, VideoEncoderStats } from './video-encoder.ts';
+import type { CheckedEncoderOptions, EncodedVideoFrame, EncoderBackend, VideoCodec, VideoEncoderStats } from './video-encoder.ts';
+import type { VideoEncoder } from './video-encoder-factory.ts';
 
 /** NVENC settings for interactive streaming: the fastest presets still beat x264 ultrafast. */
 const STREAMING_SETTINGS = { rateControl: 'cbr', preset: 2, tuning: 'ultra-low-latency', vbvMs: 500 } as const satisfies Partial<NvencEncoderOptions>;

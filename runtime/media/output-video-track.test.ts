@@ -5,10 +5,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../server-kit/log.ts';
 import { RuntimeMetrics } from '../metrics.ts';
-import { clearVideoEncodeFaults, failNextVideoEncodes, pendingVideoEncodeFaults } from './encoder-faults.ts';
+import { clearVideoEncodeFaults, failNextVideoEncodes, pendingVideoEncodeFaults } from '../faults/encoder-faults.ts';
 import { solidI420 } from './frame-convert.ts';
 import { openVideoEncoderCount } from './open-encoders.ts';
-import { OutputVideoTrack, type VideoCodecName, type VideoSink } from './output-video-track.ts';
+import { OutputVideoTrack, type VideoSink } from './output-video-track.ts';
+import type { VideoCodec } from './video-encoder.ts';
 
 const WIDTH = 64;
 const HEIGHT = 64;
@@ -32,7 +33,7 @@ function isKeyframe(payloads: readonly Buffer[]): boolean {
 /** Set when a test arms encoder faults, so a sink can tell frames sent once they have all fired. */
 let faultsArmed = false;
 
-function recordingSink(received: Received[], codec: VideoCodecName = 'h264'): VideoSink {
+function recordingSink(received: Received[], codec: VideoCodec = 'h264'): VideoSink {
   return {
     connectionId: 1,
     codec,

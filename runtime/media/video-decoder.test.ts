@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { solidI420 } from './frame-convert.ts';
 import { videoFrameByteLength, type VideoFrame } from './frames.ts';
 import { VideoDecoder } from './video-decoder.ts';
-import { VideoEncoder, type H264Profile, type VideoCodec } from './video-encoder.ts';
+import { VideoEncoder } from './video-encoder-factory.ts';
+import type { H264Profile, VideoCodec } from './video-encoder.ts';
 
 const BACKGROUND = { y: 70, u: 120, v: 135 };
 const PATCH = { y: 190, u: 90, v: 170 };

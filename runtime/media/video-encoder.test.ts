@@ -4,8 +4,9 @@ import { describe, expect, it } from 'vitest';
 import { convertVideoFrame, solidI420 } from './frame-convert.ts';
 import type { VideoFrame } from './frames.ts';
 import { VideoDecoder } from './video-decoder.ts';
-import { selectEncoderBackend } from './encoder-backends.ts';
-import { VideoEncoder, type EncodedVideoFrame } from './video-encoder.ts';
+import { processEncoderBackends } from './encoder-backends.ts';
+import { VideoEncoder } from './video-encoder-factory.ts';
+import type { EncodedVideoFrame } from './video-encoder.ts';
 
 const NAL_NON_IDR = 1;
 const NAL_IDR = 5;
@@ -165,11 +166,11 @@ describe('VideoEncoder h264', () => {
   it('encodes with the selected backend, or the one it is given', async () => {
     const encoder = await VideoEncoder.create({ codec: 'h264', width: 64, height: 64, fps: 30 });
     try {
-      expect(encoder.backend).toBe(await selectEncoderBackend('h264'));
+      expect(encoder.backend).toBe(await processEncoderBackends.select('h264'));
     } finally {
       encoder.close();
     }
-    const vp8 = await selectEncoderBackend('vp8');
+    const vp8 = await processEncoderBackends.select('vp8');
     await expect(VideoEncoder.create({ codec: 'h264', width: 64, height: 64, fps: 30, backend: vp8 })).rejects.toThrow(
       /libvpx backend encodes vp8/,
     );
@@ -366,7 +367,7 @@ describe('VideoEncoder execution: synchronous for fast encodes, thread pool for 
 
 describe('VideoEncoder under GC pressure', () => {
   it('survives forced GC while encoding from a rewritten, dropped buffer (child process with --expose-gc)', () => {
-    const encoderUrl = new URL('./video-encoder.ts', import.meta.url).href;
+    const encoderUrl = new URL('./video-encoder-factory.ts', import.meta.url).href;
     // The child ends with an explicit process.exit(0): a process that opened libx264 can
     // crash in Node's normal exit path, which is not what this test is about.
     const script = `

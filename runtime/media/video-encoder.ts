@@ -1,35 +1,25 @@
 /**
- * Real-time video encoder over node-av (FFmpeg). Which encoder does the work (NVENC when it opens,
- * else libx264 for H.264, libx265 for H.265, libvpx for VP8) is decided once per process by
- * `selectEncoderBackend`, which also holds each encoder's options.
+ * What every video encoder is, whichever implementation does the work: the `VideoEncoder`
+ * interface, the settings it is opened with and what it gives back. Nothing here encodes; the
+ * implementations (ffmpeg-video-encoder.ts, nvenc-video-encoder.ts) and the factory that picks
+ * one (video-encoder-factory.ts) import this file, never the other way round, so a reader of the
+ * interface, or code that only passes encoders around, loads no FFmpeg and no addon.
  *
  * Tuned for interactive streaming, not for archiving: one frame in gives its packet out in the
  * same call (no lookahead, no B-frames, no lag), keyframes come only when asked for (a new
  * subscriber, a PLI) and every H.264 IDR carries its own SPS/PPS (every H.265 IRAP its
  * VPS/SPS/PPS) so a viewer can join on it.
- *
- * The low-level CodecContext API is used throughout because node-av's high-level
- * `Encoder.encode*` resets `frame.pictType`, which is exactly the field that forces a keyframe.
  */
-import { CodecContext, FFmpegError, Frame, Packet } from 'node-av/lib';
-import {
-  AV_PICTURE_TYPE_I,
-  AV_PICTURE_TYPE_NONE,
-  AV_PIX_FMT_RGBA,
-  AV_PIX_FMT_YUV420P,
-  AVERROR_EAGAIN,
-  AVERROR_EOF,
-} from 'node-av/constants';
-import { openFfmpegEncoder, quietFfmpegInfoLogs, selectEncoderBackend, type EncoderBackend } from './encoder-backends.ts';
-import { throwIfVideoEncodeFault } from './encoder-faults.ts';
-import { FrameScaler } from './frame-scaler.ts';
-import { NvencVideoEncoder } from './nvenc-video-encoder.ts';
-import { noteVideoEncoderFreed, noteVideoEncoderOpened } from './open-encoders.ts';
-import { assertFrameShape } from './frame-convert.ts';
-import type { PixelFormat, VideoFrame } from './frames.ts';
+import type { CudaFrame } from '../native/native-addon.ts';
+import type { VideoFrame } from './frames.ts';
 
 /** Video codecs the runtime encodes and decodes (H.265 has no WebRTC path in the browsers we test). */
 export type VideoCodec = 'h264' | 'h265' | 'vp8';
+/**
+ * A codec in `RuntimeOptions.videoCodecs`' preference list: the same names as `VideoCodec`, the
+ * one codec type. The name stays for the options' public API.
+ */
+export type VideoCodecPreference = VideoCodec;
 
 /**
  * H.264 profile. `constrained-baseline`: what every browser's WebRTC stack offers and decodes
@@ -50,8 +40,8 @@ export interface VideoEncoderOptions {
   /** H.264 only (a RangeError for other codecs); default `constrained-baseline`. */
   readonly profile?: H264Profile;
   /**
-   * The implementation to encode with; default `selectEncoderBackend(codec)`, the process-wide
-   * choice. For benchmarks and tests that compare backends.
+   * The implementation to encode with; default the process-wide choice for `codec`
+   * (`EncoderBackendRegistry.select`, encoder-backends.ts). For benchmarks and tests that compare backends.
    */
   readonly backend?: EncoderBackend;
   /**
@@ -90,9 +80,6 @@ export interface VideoEncoderStats {
  */
 export const SYNC_ENCODE_MAX_MS = 12;
 
-const REFERENCE_PIXELS = 1280 * 720;
-const REFERENCE_BITRATE_KBPS = 2500;
-
 /** Settings `VideoEncoder.create` has validated and completed, for a backend to open. */
 export interface CheckedEncoderOptions {
   readonly codec: VideoCodec;
@@ -107,7 +94,7 @@ export interface CheckedEncoderOptions {
 
 /**
  * One real-time video stream's encoder, whichever backend does the work (see
- * `selectEncoderBackend`): frames in, Annex-B access units (or VP8 frames) out.
+ * `EncoderBackendRegistry`): frames in, Annex-B access units (or VP8 frames) out.
  */
 export interface VideoEncoder {
   readonly codec: VideoCodec;
@@ -131,400 +118,38 @@ export interface VideoEncoder {
   close(): void;
 }
 
-export const VideoEncoder = {
-  /** Validates `options`, picks the backend (unless given) and opens it. */
-  async create(options: VideoEncoderOptions): Promise<VideoEncoder> {
-    const { codec, width, height, fps } = options;
-    if (codec !== 'h264' && codec !== 'h265' && codec !== 'vp8') {
-      throw new RangeError(`unsupported video codec ${String(codec)}`);
-    }
-    if (!Number.isInteger(width) || !Number.isInteger(height) || width <= 0 || height <= 0) {
-      throw new RangeError(`invalid encoder size ${width}x${height}`);
-    }
-    if (codec !== 'vp8' && (width % 2 !== 0 || height % 2 !== 0)) {
-      throw new RangeError(`${codec} (4:2:0) needs an even width and height, got ${width}x${height}`);
-    }
-    if (!(fps > 0 && fps <= 240)) throw new RangeError(`invalid fps ${fps}`);
-    const bitrateKbps = options.bitrateKbps ?? defaultBitrateKbps(width, height);
-    if (!(bitrateKbps > 0)) throw new RangeError(`invalid bitrate ${bitrateKbps} kbps`);
-    if (options.profile !== undefined && codec !== 'h264') {
-      throw new RangeError(`profile is an H.264 option, not one for ${codec}`);
-    }
-    const h264Profile = options.profile ?? 'constrained-baseline';
-    if (h264Profile !== 'constrained-baseline' && h264Profile !== 'high') {
-      throw new RangeError(`unsupported H.264 profile ${String(h264Profile)}`);
-    }
+/**
+ * How `VideoEncoder` drives a backend. `'ffmpeg'`: a node-av `CodecContext` for the FFmpeg encoder
+ * called `name`, configured by `createFfmpegEncoderContext`. `'native-nvenc'`: Arclight's own NVENC
+ * binding in the native addon (`NvencVideoEncoder`).
+ */
+export type EncoderImplementation = 'ffmpeg' | 'native-nvenc';
 
-    quietFfmpegInfoLogs();
-    const backend = options.backend ?? (await selectEncoderBackend(codec));
-    if (backend.codec !== codec) throw new RangeError(`the ${backend.name} backend encodes ${backend.codec}, not ${codec}`);
-    const checked: CheckedEncoderOptions = {
-      codec,
-      width,
-      height,
-      fps,
-      bitrateKbps,
-      backend,
-      h264Profile,
-      syncBelowMs: options.syncBelowMs ?? SYNC_ENCODE_MAX_MS,
-    };
-    if (backend.implementation === 'native-nvenc') return NvencVideoEncoder.open(checked);
-    return FfmpegVideoEncoder.open(checked);
-  },
-};
-
-
-/** A VideoEncoder on an FFmpeg encoder (libx264, libx265, libvpx, FFmpeg's NVENC wrappers). */
-class FfmpegVideoEncoder implements VideoEncoder {
-  readonly #codec: VideoCodec;
-  readonly #backend: EncoderBackend;
-  readonly #width: number;
-  readonly #height: number;
-  #bitrateKbps: number;
-  readonly #context: CodecContext;
-  /** FFmpeg-owned yuv420p frame the encoder reads; allocated once and refilled every frame. */
-  readonly #frame: Frame;
-  readonly #packet: Packet;
-  /** For input that is RGBA or another size: converted into #frame through a staging frame. */
-  readonly #scaler = new FrameScaler();
-  /** pts (frame counter) to source timestamp, so packets keep their frame's capture time. */
-  readonly #timestamps = new Map<bigint, number>();
-  #nextPts = 0n;
-  #keyframeRequested = false;
-  /** Serialises encodes: they share #frame and #packet, and FFmpeg contexts are not reentrant. */
-  #queue: Promise<unknown> = Promise.resolve();
-  #busy = false;
-  #closed = false;
-  #freed = false;
-  #framesIn = 0;
-  #packetsOut = 0;
-  #keyframesOut = 0;
-  #lastEncodeMs = 0;
-  /** Smoothed encode time; 0 until the first encode, so the first goes synchronously. */
-  #encodeMsAverage = 0;
-  readonly #syncBelowMs: number;
-  #threadPoolEncodes = 0;
-
-  private constructor(
-    options: Required<Omit<VideoEncoderOptions, 'profile' | 'syncBelowMs'>> & { syncBelowMs: number },
-    context: CodecContext,
-    frame: Frame,
-    packet: Packet,
-  ) {
-    this.#codec = options.codec;
-    this.#backend = options.backend;
-    this.#width = options.width;
-    this.#height = options.height;
-    this.#bitrateKbps = options.bitrateKbps;
-    this.#syncBelowMs = options.syncBelowMs;
-    this.#context = context;
-    this.#frame = frame;
-    this.#packet = packet;
-    noteVideoEncoderOpened();
-  }
-
-  /** Opens `backend` (an FFmpeg encoder) for settings `VideoEncoder.create` has checked. */
-  static async open(options: CheckedEncoderOptions): Promise<FfmpegVideoEncoder> {
-    const { codec, width, height, fps, bitrateKbps, backend, h264Profile } = options;
-    const context = await openFfmpegEncoder(backend, { width, height, fps, bitrateKbps, h264Profile });
-    try {
-      const frame = new Frame();
-      frame.alloc();
-      frame.format = AV_PIX_FMT_YUV420P;
-      frame.width = width;
-      frame.height = height;
-      FFmpegError.throwIfError(frame.allocBuffer(), 'allocate encoder frame');
-      const packet = new Packet();
-      packet.alloc();
-      return new FfmpegVideoEncoder({ codec, width, height, fps, bitrateKbps, backend, syncBelowMs: options.syncBelowMs }, context, frame, packet);
-    } catch (error) {
-      context.freeContext();
-      throw error;
-    }
-  }
-
-  get codec(): VideoCodec {
-    return this.#codec;
-  }
-
-  get width(): number {
-    return this.#width;
-  }
-
-  get height(): number {
-    return this.#height;
-  }
-
-  get bitrateKbps(): number {
-    return this.#bitrateKbps;
-  }
-
-  /**
-   * Changes the target bitrate from the next frame on (network adaptation). FFmpeg's encoder
-   * wrappers (libx264, libvpx, NVENC) read the context's rates per frame and reconfigure;
-   * the VBV buffer keeps its length in time.
-   */
-  setBitrate(kbps: number): void {
-    if (!(kbps > 0)) throw new RangeError(`invalid bitrate ${kbps} kbps`);
-    if (this.#freed || Math.round(kbps) === Math.round(this.#bitrateKbps)) return;
-    const context = this.#context;
-    const ratio = kbps / this.#bitrateKbps;
-    const bitsPerSecond = BigInt(Math.round(kbps * 1000));
-    context.bitRate = bitsPerSecond;
-    context.rcMaxRate = bitsPerSecond;
-    context.rcBufferSize = Math.round(context.rcBufferSize * ratio);
-    this.#bitrateKbps = kbps;
-  }
-
-  /** The implementation encoding this stream (e.g. libx264, or h264_nvenc on a GPU host). */
-  get backend(): EncoderBackend {
-    return this.#backend;
-  }
-
-  get stats(): VideoEncoderStats {
-    return {
-      framesIn: this.#framesIn,
-      packetsOut: this.#packetsOut,
-      keyframesOut: this.#keyframesOut,
-      lastEncodeMs: this.#lastEncodeMs,
-      threadPoolEncodes: this.#threadPoolEncodes,
-    };
-  }
-
-  /** Makes the next encoded frame a keyframe (an IDR with SPS/PPS for H.264, an IDR with VPS/SPS/PPS for H.265). */
-  requestKeyframe(): void {
-    this.#keyframeRequested = true;
-  }
-
-  /**
-   * Encodes one frame and returns its packet (zero-latency encoders give exactly one).
-   * The pixels are copied before this resolves, so the caller may reuse `frame.data` at once.
-   */
-  encode(frame: VideoFrame): Promise<EncodedVideoFrame[]> {
-    const run = this.#queue.then(() => this.#encodeNow(frame));
-    this.#queue = run.catch(() => undefined);
-    return run;
-  }
-
-  /** Frees the FFmpeg contexts. Idempotent; later `encode` calls reject. */
-  close(): void {
-    this.#closed = true;
-    // An encode running on a worker thread still uses the contexts; it frees them when it ends.
-    if (!this.#busy) this.#free();
-  }
-
-  async #encodeNow(frame: VideoFrame): Promise<EncodedVideoFrame[]> {
-    if (this.#closed) throw new Error(`${this.#codec} VideoEncoder is closed`);
-    throwIfVideoEncodeFault(this.#codec);
-    assertFrameShape(frame);
-    // A fast encode is cheaper done right here: each async node-av call is a thread-pool round
-    // trip plus a promise, which costs more than a 2 ms x264 frame can afford.
-    if (this.#encodeMsAverage < this.#syncBelowMs) return this.#encodeSync(frame);
-    this.#threadPoolEncodes++;
-    this.#busy = true;
-    try {
-      const started = performance.now();
-      const timestampUs = frame.timestampUs ?? Math.round(started * 1000);
-      await this.#fill(frame);
-
-      const stamp = this.#stamp(timestampUs);
-      const out: EncodedVideoFrame[] = [];
-      try {
-        let sent = await this.#context.sendFrame(this.#frame);
-        if (sent === AVERROR_EAGAIN) {
-          // Only if the encoder holds undelivered packets: drain them, then offer the frame once more.
-          await this.#drain(out);
-          sent = await this.#context.sendFrame(this.#frame);
-        }
-        FFmpegError.throwIfError(sent, `${this.#codec} sendFrame`);
-        await this.#drain(out);
-      } catch (error) {
-        this.#unstamp(stamp);
-        throw error;
-      }
-      this.#noteEncodeTime(performance.now() - started);
-      return out;
-    } finally {
-      this.#busy = false;
-      if (this.#closed) this.#free();
-    }
-  }
-
-  /** The same encode with node-av's synchronous calls, on this thread. */
-  #encodeSync(frame: VideoFrame): EncodedVideoFrame[] {
-    const started = performance.now();
-    const timestampUs = frame.timestampUs ?? Math.round(started * 1000);
-    this.#fillSync(frame);
-    const stamp = this.#stamp(timestampUs);
-    const out: EncodedVideoFrame[] = [];
-    try {
-      let sent = this.#context.sendFrameSync(this.#frame);
-      if (sent === AVERROR_EAGAIN) {
-        this.#drainSync(out);
-        sent = this.#context.sendFrameSync(this.#frame);
-      }
-      FFmpegError.throwIfError(sent, `${this.#codec} sendFrame`);
-      this.#drainSync(out);
-    } catch (error) {
-      this.#unstamp(stamp);
-      throw error;
-    }
-    this.#noteEncodeTime(performance.now() - started);
-    return out;
-  }
-
-  /** Gives the filled frame its pts and keyframe flag. */
-  #stamp(timestampUs: number): { pts: bigint; forceKeyframe: boolean } {
-    const pts = this.#nextPts++;
-    this.#timestamps.set(pts, timestampUs);
-    const forceKeyframe = this.#keyframeRequested;
-    this.#keyframeRequested = false;
-    // Honoured by libx264, libx265 and NVENC (as an IDR, since forced-idr is on) and libvpx
-    // (VPX_EFLAG_FORCE_KF).
-    this.#frame.pictType = forceKeyframe ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE;
-    this.#frame.pts = pts;
-    this.#framesIn++;
-    return { pts, forceKeyframe };
-  }
-
-  /** The frame was not taken: a keyframe request carries over to the next. */
-  #unstamp({ pts, forceKeyframe }: { pts: bigint; forceKeyframe: boolean }): void {
-    if (forceKeyframe) this.#keyframeRequested = true;
-    this.#timestamps.delete(pts);
-  }
-
-  /**
-   * Encode time, smoothed over ~10 frames: it picks the synchronous path while encodes stay
-   * short, and the thread pool (which keeps the event loop free) for slow ones — 1440p, libx265,
-   * a loaded machine.
-   */
-  #noteEncodeTime(ms: number): void {
-    this.#lastEncodeMs = ms;
-    this.#encodeMsAverage = this.#framesIn <= 1 ? ms : this.#encodeMsAverage * 0.9 + ms * 0.1;
-  }
-
-  async #drain(out: EncodedVideoFrame[]): Promise<void> {
-    for (;;) {
-      const received = await this.#context.receivePacket(this.#packet);
-      if (received === AVERROR_EAGAIN || received === AVERROR_EOF) return;
-      this.#takePacket(received, out);
-    }
-  }
-
-  #drainSync(out: EncodedVideoFrame[]): void {
-    for (;;) {
-      const received = this.#context.receivePacketSync(this.#packet);
-      if (received === AVERROR_EAGAIN || received === AVERROR_EOF) return;
-      this.#takePacket(received, out);
-    }
-  }
-
-  /** Takes the packet `receivePacket` filled (`received` is its status) into `out`. */
-  #takePacket(received: number, out: EncodedVideoFrame[]): void {
-    FFmpegError.throwIfError(received, `${this.#codec} receivePacket`);
-    // node-av's Packet.data getter returns a copy, so the Buffer outlives unref().
-    const data = this.#packet.data;
-    const keyframe = this.#packet.isKeyframe;
-    const pts = this.#packet.pts;
-    this.#packet.unref();
-    if (!data) return;
-    const timestampUs = this.#timestamps.get(pts) ?? Math.round(performance.now() * 1000);
-    for (const key of this.#timestamps.keys()) {
-      if (key > pts) break;
-      this.#timestamps.delete(key);
-    }
-    this.#packetsOut++;
-    if (keyframe) this.#keyframesOut++;
-    out.push({ codec: this.#codec, data, keyframe, timestampUs });
-  }
-
-  /** Copies (and if needed converts/scales) the caller's pixels into the FFmpeg-owned frame. */
-  async #fill(frame: VideoFrame): Promise<void> {
-    const conversion = this.#stage(frame);
-    if (conversion) FFmpegError.throwIfError(await conversion.scaler.scaleFrame(this.#frame, conversion.staging), 'swscale');
-  }
-
-  /** `#fill` on this thread. */
-  #fillSync(frame: VideoFrame): void {
-    const conversion = this.#stage(frame);
-    if (conversion) FFmpegError.throwIfError(conversion.scaler.scaleFrameSync(this.#frame, conversion.staging), 'swscale');
-  }
-
-  /**
-   * Copies a frame of the encoder's size and format straight into the encoder frame; any other
-   * goes into the scaler's staging frame, and the scale into the encoder frame is left to the caller.
-   */
-  #stage(frame: VideoFrame): ReturnType<FrameScaler['prepare']> | undefined {
-    // The encoder may still reference the buffer (av_frame_ref on send); writing into a
-    // shared buffer would change a picture it has not finished with, so get a private one.
-    FFmpegError.throwIfError(this.#frame.makeWritable(), 'make encoder frame writable');
-    if (frame.format === 'i420' && frame.width === this.#width && frame.height === this.#height) {
-      copyPackedIntoFrame(frame, this.#frame);
-      return undefined;
-    }
-    const conversion = this.#scaler.prepare(
-      { format: frame.format === 'rgba' ? AV_PIX_FMT_RGBA : AV_PIX_FMT_YUV420P, width: frame.width, height: frame.height },
-      { format: AV_PIX_FMT_YUV420P, width: this.#width, height: this.#height },
-      'source',
-    );
-    FFmpegError.throwIfError(conversion.staging.makeWritable(), 'make staging frame writable');
-    copyPackedIntoFrame(frame, conversion.staging);
-    return conversion;
-  }
-
-  #free(): void {
-    if (this.#freed) return;
-    this.#freed = true;
-    noteVideoEncoderFreed();
-    this.#scaler.free();
-    this.#context.freeContext();
-    this.#frame.free();
-    this.#packet.free();
-    this.#timestamps.clear();
-  }
-}
-
-function defaultBitrateKbps(width: number, height: number): number {
-  const scaled = (REFERENCE_BITRATE_KBPS * width * height) / REFERENCE_PIXELS;
-  return Math.round(Math.min(20_000, Math.max(150, scaled)));
+/** The implementation that encodes one codec: what /metrics and the start-up log report. */
+export interface EncoderBackend {
+  /** The encoder's name, e.g. `libx264` or `h264_nvenc` (for FFmpeg backends, FFmpeg's encoder name). */
+  readonly name: string;
+  readonly codec: VideoCodec;
+  /** Encodes on dedicated hardware (GPU) rather than on the CPU. */
+  readonly hardware: boolean;
+  readonly implementation: EncoderImplementation;
 }
 
 /**
- * Copies a tightly packed frame into an FFmpeg frame of the same format and size, row by row,
- * because FFmpeg pads each row to its linesize (e.g. 642 wide -> 704 bytes).
+ * An encoder as the runtime opens it for a stream (`openStreamEncoder`, video-encoder-factory.ts):
+ * the public interface plus what only some implementations can do, asked of the encoder itself
+ * rather than of its class. Kept apart from `VideoEncoder` so the public interface stays as apps
+ * see it; every implementation the runtime opens is one of these.
  */
-function copyPackedIntoFrame(frame: VideoFrame, target: Frame): void {
-  const planes = target.data;
-  const strides = target.linesize;
-  if (!planes) throw new Error('encoder frame has no buffers');
-  const { width, height, data } = frame;
-  if (frame.format === 'rgba') {
-    copyRows(data, 0, width * 4, planes[0]!, strides[0]!, height);
-    return;
-  }
-  const chromaWidth = Math.ceil(width / 2);
-  const chromaHeight = Math.ceil(height / 2);
-  const uOffset = width * height;
-  const vOffset = uOffset + chromaWidth * chromaHeight;
-  copyRows(data, 0, width, planes[0]!, strides[0]!, height);
-  copyRows(data, uOffset, chromaWidth, planes[1]!, strides[1]!, chromaHeight);
-  copyRows(data, vOffset, chromaWidth, planes[2]!, strides[2]!, chromaHeight);
-}
-
-function copyRows(
-  source: Uint8Array,
-  sourceOffset: number,
-  rowBytes: number,
-  target: Uint8Array,
-  targetStride: number,
-  rows: number,
-): void {
-  if (targetStride === rowBytes) {
-    target.set(source.subarray(sourceOffset, sourceOffset + rowBytes * rows));
-    return;
-  }
-  for (let row = 0; row < rows; row++) {
-    const start = sourceOffset + row * rowBytes;
-    target.set(source.subarray(start, start + rowBytes), row * targetStride);
-  }
+export interface StreamVideoEncoder extends VideoEncoder {
+  /**
+   * Present when the encoder reads frames already in GPU memory (NV12, I420, BGRA or RGBA at the
+   * encoder's size): nothing crosses to the host. The buffer must stay as it is until this resolves.
+   */
+  encodeCuda?(frame: CudaFrame, timestampUs?: number): Promise<EncodedVideoFrame[]>;
+  /**
+   * `false` when `setBitrate` does not reach a running encoder, so its stream keeps its opening
+   * rate (FFmpeg's libvpx wrapper); absent, it does.
+   */
+  readonly adjustsBitrateLive?: boolean;
 }

@@ -6,11 +6,11 @@
 
 import type { Logger } from '../../server-kit/log.ts';
 import type { RuntimeMetrics } from '../metrics.ts';
-import type { DepacketizedFrame } from '../rtp/depacketized-frame.ts';
-import { H264Depacketizer } from '../rtp/h264-depacketizer.ts';
-import { H265Depacketizer } from '../rtp/h265-depacketizer.ts';
-import { Vp8Depacketizer } from '../rtp/vp8-depacketizer.ts';
-import type { VideoCodecName } from './output-video-track.ts';
+import type { DepacketizedFrame } from '../transport/rtp/depacketized-frame.ts';
+import { H264Depacketizer } from '../transport/rtp/h264-depacketizer.ts';
+import { H265Depacketizer } from '../transport/rtp/h265-depacketizer.ts';
+import { Vp8Depacketizer } from '../transport/rtp/vp8-depacketizer.ts';
+import type { VideoCodec } from './video-encoder.ts';
 import { convertVideoFrame } from './frame-convert.ts';
 import type { PixelFormat, VideoFrame } from './frames.ts';
 import { VideoDecoder } from './video-decoder.ts';
@@ -28,7 +28,7 @@ const PLI_INTERVAL_MS = 500;
 const MAX_DECODE_BACKLOG = 4;
 
 export class VideoReceiver {
-  readonly #codec: VideoCodecName;
+  readonly #codec: VideoCodec;
   readonly #depacketizer: H264Depacketizer | H265Depacketizer | Vp8Depacketizer;
   readonly #decoder: Promise<VideoDecoder>;
   readonly #format: PixelFormat;
@@ -45,7 +45,7 @@ export class VideoReceiver {
   #closed = false;
 
   constructor(options: {
-    codec: VideoCodecName;
+    codec: VideoCodec;
     track: string;
     format: PixelFormat;
     deliver: (frame: VideoFrame, rtpTimestamp: number) => void;
@@ -67,7 +67,7 @@ export class VideoReceiver {
     this.#askForKeyframe(true);
   }
 
-  get codec(): VideoCodecName {
+  get codec(): VideoCodec {
     return this.#codec;
   }
 

@@ -6,7 +6,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { VideoEncoder } from '../media/video-encoder.ts';
+import { VideoEncoder } from '../media/video-encoder-factory.ts';
 import { AllocatorTrimmer, processAllocatorTrimmer, TRIM_DELAY_MS } from './allocator.ts';
 import { nativeAddonStatus } from './native-addon.ts';
 

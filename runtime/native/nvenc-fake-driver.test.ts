@@ -17,7 +17,7 @@ import { ENCODER_BACKEND_CANDIDATES, chooseEncoderBackend, describeEncoderBacken
 import { NvencVideoEncoder } from '../media/nvenc-video-encoder.ts';
 import { openVideoEncoderCount } from '../media/open-encoders.ts';
 import { VideoDecoder } from '../media/video-decoder.ts';
-import { VideoEncoder } from '../media/video-encoder.ts';
+import { VideoEncoder } from '../media/video-encoder-factory.ts';
 import type { VideoFrame } from '../media/frames.ts';
 
 const compiledIn = nativeAddonStatus().loaded && nativeAddon()!.features().nvenc;

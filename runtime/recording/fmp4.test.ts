@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { Decoder, Demuxer } from 'node-av/api';
 import { describe, expect, it } from 'vitest';
 import { solidI420 } from '../media/frame-convert.ts';
-import { VideoEncoder } from '../media/video-encoder.ts';
+import { VideoEncoder } from '../media/video-encoder-factory.ts';
 import { AacEncoder } from './aac-encoder.ts';
 import { AUDIO_TRACK_ID, TIMESCALE, VIDEO_TRACK_ID, initSegment, mediaSegment, parameterSets, splitAnnexB } from './fmp4.ts';
 

@@ -11,7 +11,7 @@
  */
 
 import type { VideoFrame } from '../media/frames.ts';
-import { VideoEncoder } from '../media/video-encoder.ts';
+import { VideoEncoder } from '../media/video-encoder-factory.ts';
 import type { Logger } from '../../server-kit/log.ts';
 import { AacEncoder, type AacPacket } from './aac-encoder.ts';
 import { AUDIO_TRACK_ID, TIMESCALE, VIDEO_TRACK_ID, initSegment, mediaSegment, parameterSets, type TrackFragment } from './fmp4.ts';

@@ -1,10 +1,17 @@
 /**
- * One client connection of a session: its werift peer, its data channel, and where its media
- * goes. A connection id outlives a peer: after a recoverable drop the client may renegotiate
- * (PUT sdp_params) on the same id; `close()` retires the id for good.
+ * One client connection of a session: its peer, its data channel, and where its media goes. A
+ * connection id outlives a peer: after a recoverable drop the client may renegotiate (PUT
+ * sdp_params) on the same id; `close()` retires the id for good.
+ *
+ * The peer is reached through the transport port (runtime/transport/peer-connection.ts), not
+ * werift itself: which peer offers are answered on, and when a peer is the connection's, is
+ * decided here; how a peer answers is the transport's.
+ *
+ * Longer than ~400 lines: it is one state machine (offer → answer → installed → ready → lost or
+ * closed, with renegotiation in place and peer generations guarding every event), which is
+ * easier to check whole than spread over files.
  */
 
-import type { RTCDataChannel, RTCPeerConnection, RTCRtpTransceiver } from 'werift';
 import { ArclightError } from '../../protocol/errors.ts';
 import type { JsonValue } from '../../protocol/json-schema.ts';
 import type { Envelope, EnvelopeBody, MessageScope } from '../../protocol/messages.ts';
@@ -12,17 +19,14 @@ import { DATA_CHANNEL_LABEL, PEER_CLOSED_MESSAGE } from '../../protocol/messages
 import type { IceCandidatesRequest, SdpOfferRequest } from '../../protocol/transport.ts';
 import type { Logger } from '../../server-kit/log.ts';
 import type { ConnectionHandle } from '../model/model-session.ts';
-import { answerOffer, type TrackBinding } from '../webrtc/answer-offer.ts';
-import { answerInPlace } from '../webrtc/answer-in-place.ts';
-import { offerOrigin } from '../webrtc/offer-origin.ts';
-import { applyPeerFaults, blackholePeer, createRuntimePeer, type PeerFactoryOptions } from '../webrtc/peer-factory.ts';
-import { RtpTrackSender, type RtpTrackSenderOptions } from '../webrtc/rtp-track-sender.ts';
+import { offerOrigin } from '../transport/signalling/offer-origin.ts';
 import { FrameTimesReporter } from './frame-times.ts';
 import { ConnectTimings } from './connect-timings.ts';
-import { MediaStatsReporter, type OutputTrackCounters } from '../quality/media-stats-reporter.ts';
-import { addTrickledCandidates, assertTrickledCandidate, isStaleCandidate, offerIceSections, type OfferIceSections } from '../webrtc/trickle-candidates.ts';
-import { closePeer, drainDataChannel, tuneSctpRetransmission } from '../webrtc/sctp-tuning.ts';
+import type { MediaStatsReporter, OutputTrackCounters } from '../quality/media-stats-reporter.ts';
+import { assertTrickledCandidate, isStaleCandidate, offerIceSections, type OfferIceSections } from '../transport/signalling/trickle-candidates.ts';
 import type { TrackCapability } from '../../protocol/capabilities.ts';
+import type { DataChannel, MediaBinding, PeerConnection } from '../transport/peer-connection.ts';
+import type { MediaSender, MediaSenderOptions, MediaTransceiver } from '../transport/media-transceiver.ts';
 
 export type ConnectionState =
   /** Id minted, no offer yet. */
@@ -39,13 +43,14 @@ export type ConnectionState =
 /** What the session does with a connection's life events and media bindings. */
 export interface ConnectionOwner {
   readonly tracks: readonly TrackCapability[];
-  readonly peerOptions: PeerFactoryOptions;
   readonly log: Logger;
+  /** A fresh peer for an offer, made as the runtime makes its peers. */
+  createPeer(): PeerConnection;
   connectionReady(connection: Connection): void;
   connectionLost(connection: Connection): void;
   messageReceived(connection: Connection, raw: string | Buffer): void;
   /** Attach output sinks and input receivers for these bindings (a fresh peer's, or those a renegotiation in place adds). */
-  bindMedia(connection: Connection, bindings: readonly TrackBinding[], pausedTracks: ReadonlySet<string>): void;
+  bindMedia(connection: Connection, bindings: readonly MediaBinding[], pausedTracks: ReadonlySet<string>): void;
   /** Detach what `bindMedia` attached for this connection: for the named tracks only, or everything. */
   unbindMedia(connection: Connection, trackNames?: readonly string[]): void;
   /** The model's output video track (for `media_stats`: frames the model emitted, frames the track dropped). */
@@ -64,14 +69,14 @@ export type AnswerStatus =
 
 /** The peer answering the newest offer, and what trickled candidates are checked against. */
 interface OfferTarget {
-  readonly pc: RTCPeerConnection;
+  readonly pc: PeerConnection;
   readonly sections: OfferIceSections;
   /** Resolves true once the offer is applied to `pc`, false if it never will be. */
   readonly applied: Promise<boolean>;
 }
 
-/** A target for `offerSdp` on `pc`, and the call that settles its `applied` (true once werift has applied the offer). */
-function offerTarget(pc: RTCPeerConnection, offerSdp: string): { target: OfferTarget; offerApplied: (applied: boolean) => void } {
+/** A target for `offerSdp` on `pc`, and the call that settles its `applied` (true once the peer has applied the offer). */
+function offerTarget(pc: PeerConnection, offerSdp: string): { target: OfferTarget; offerApplied: (applied: boolean) => void } {
   let offerApplied: (applied: boolean) => void = () => {};
   const applied = new Promise<boolean>((resolve) => (offerApplied = resolve));
   return { target: { pc, sections: offerIceSections(offerSdp), applied }, offerApplied };
@@ -83,8 +88,8 @@ export class Connection {
   #state: ConnectionState = 'registered';
   readonly #owner: ConnectionOwner;
   readonly #log: Logger;
-  #pc: RTCPeerConnection | undefined;
-  #channel: RTCDataChannel | undefined;
+  #pc: PeerConnection | undefined;
+  #channel: DataChannel | undefined;
   /** The peer generation `#channel` belongs to: one channel per peer is served. */
   #channelGeneration = -1;
   #answer: AnswerStatus = { state: 'none' };
@@ -98,9 +103,9 @@ export class Connection {
   #offer: OfferTarget | undefined;
   #offerReceivedAt = 0;
   /** Output video tracks of the current peer: transceiver → track name, for frame counting. */
-  #videoOutputs = new Map<RTCRtpTransceiver, string>();
+  #videoOutputs = new Map<MediaTransceiver, string>();
   /** The current peer's track bindings, and the offer it last answered (a renegotiation in place starts from both). */
-  #bindings: readonly TrackBinding[] = [];
+  #bindings: readonly MediaBinding[] = [];
   #answeredOffer: string | undefined;
   /** A renegotiation in place still running: the next one waits for it (one description at a time on a peer). */
   #inPlace: Promise<unknown> = Promise.resolve();
@@ -170,33 +175,30 @@ export class Connection {
     const timings = new ConnectTimings();
     const previousOffer = this.#offer;
     this.#answer = { state: 'pending' };
-    const pc = createRuntimePeer(this.#owner.peerOptions);
+    const pc = this.#owner.createPeer();
     const { target, offerApplied } = offerTarget(pc, offer.sdp_offer);
     this.#offer = target;
     try {
-      const { answerSdp, bindings } = await answerOffer(
-        pc,
-        offer.sdp_offer,
-        this.#owner.tracks,
-        offer.track_mapping,
-        this.#owner.peerOptions.icePolicy,
-        this.#owner.peerOptions.videoCodecs,
-        () => {
+      const { answerSdp, bindings } = await pc.answerOffer({
+        offerSdp: offer.sdp_offer,
+        tracks: this.#owner.tracks,
+        mapping: offer.track_mapping,
+        onOfferApplied: () => {
           timings.mark('offer_applied');
           offerApplied(true);
         },
-      );
+      });
       timings.mark('answer_ready');
       // (re-read after the await: the connection may have closed meanwhile)
       if (negotiation !== this.#negotiation || (this.#state as ConnectionState) === 'closed') {
-        closePeer(pc, undefined).catch(() => {});
+        pc.close().catch(() => {});
         return;
       }
       this.#install(pc, bindings, offer, receivedAt, timings);
       this.#answer = { state: 'ready', sdp: answerSdp };
     } catch (error) {
       offerApplied(false);
-      closePeer(pc, undefined).catch(() => {});
+      pc.close().catch(() => {});
       if (this.#offer === target) this.#offer = live && this.#state === 'ready' ? previousOffer : undefined;
       if (negotiation !== this.#negotiation) return;
       const failure = error instanceof ArclightError ? error : new ArclightError('internal_error', 'Negotiation failed.', { cause: error });
@@ -214,7 +216,7 @@ export class Connection {
    * it ends. A refused offer leaves the peer and its media as they were (answer-in-place.ts
    * checks before it applies); only the answer status reports the failure.
    */
-  async #renegotiateInPlace(pc: RTCPeerConnection, offer: SdpOfferRequest): Promise<void> {
+  async #renegotiateInPlace(pc: PeerConnection, offer: SdpOfferRequest): Promise<void> {
     const negotiation = ++this.#negotiation;
     const previousOffer = this.#offer;
     this.#answer = { state: 'pending' };
@@ -223,13 +225,12 @@ export class Connection {
     const superseded = () => negotiation !== this.#negotiation || this.#pc !== pc || this.#state === 'closed';
     const run = this.#inPlace.then(async () => {
       if (superseded()) return undefined;
-      return answerInPlace(pc, {
+      return pc.answerInPlace({
         offerSdp: offer.sdp_offer,
         currentOfferSdp: this.#answeredOffer ?? '',
         current: this.#bindings,
         tracks: this.#owner.tracks,
         mapping: offer.track_mapping,
-        peerOptions: this.#owner.peerOptions,
         onOfferApplied: () => offerApplied(true),
       });
     });
@@ -273,7 +274,7 @@ export class Connection {
   }
 
   /**
-   * Trickled candidates for the newest offer's peer (after the offer is applied; werift then
+   * Trickled candidates for the newest offer's peer (after the offer is applied; the peer then
    * pairs and checks them at once). Resolves with how many were added (stale ones are not).
    */
   async addIceCandidates(request: IceCandidatesRequest): Promise<number> {
@@ -287,12 +288,12 @@ export class Connection {
     if (!(await target.applied) || target.pc.connectionState === 'closed') {
       throw new ArclightError('not_ready', `The offer of connection ${this.id} these candidates belong to is gone; send a new offer.`);
     }
-    await addTrickledCandidates(target.pc, fresh, request.end_of_candidates === true);
+    await target.pc.addIceCandidates(fresh, request.end_of_candidates === true);
     return fresh.length;
   }
 
   /** Makes a peer that has answered the connection's peer, retiring the one before it. */
-  #install(pc: RTCPeerConnection, bindings: readonly TrackBinding[], offer: SdpOfferRequest, receivedAt: number, timings: ConnectTimings): void {
+  #install(pc: PeerConnection, bindings: readonly MediaBinding[], offer: SdpOfferRequest, receivedAt: number, timings: ConnectTimings): void {
     const wasReady = this.#state === 'ready';
     if (wasReady) this.#tellPeerClosed();
     this.#teardownPeer();
@@ -307,16 +308,15 @@ export class Connection {
     this.#answeredOffer = offer.sdp_offer;
     // Subscribed only now: the client cannot finish DTLS (so no channel, no "connected") before
     // it has the answer, which is released after this.
-    pc.onDataChannel.subscribe((channel) => this.#attachChannel(channel, generation));
-    pc.connectionStateChange.subscribe((state) => this.#peerStateChanged(state, generation));
+    pc.onDataChannel((channel) => this.#attachChannel(channel, generation));
+    pc.onConnectionStateChange((state) => this.#peerStateChanged(state, generation));
     const iceConnected = () => {
       if (generation !== this.#generation) return;
       timings.mark('ice_connected');
     };
     if (pc.iceConnectionState === 'connected') iceConnected();
-    else pc.iceConnectionStateChange.subscribe((state) => state === 'connected' && iceConnected());
-    tuneSctpRetransmission(pc);
-    applyPeerFaults(pc, this.#owner.peerOptions.faults);
+    else pc.onIceConnectionStateChange((state) => state === 'connected' && iceConnected());
+    pc.prepareInstalled();
     this.#videoOutputs = new Map(bindings
       .filter((b) => b.track.kind === 'video' && b.track.direction === 'recvonly')
       .map((b) => [b.transceiver, b.track.name]));
@@ -328,20 +328,20 @@ export class Connection {
 
   /**
    * A sender for an output track bound on the current peer. Frames sent through it are counted
-   * for `media_stats` (the session needs to do nothing more).
+   * for `media_stats` (the session needs to do nothing more): an output video track's sender
+   * reports each frame (`onFrameSent`) while its peer is the connection's.
    */
-  createTrackSender(transceiver: RTCRtpTransceiver, options: RtpTrackSenderOptions = {}): RtpTrackSender {
+  createTrackSender(transceiver: MediaTransceiver, options: MediaSenderOptions = {}): MediaSender {
     const track = this.#videoOutputs.get(transceiver);
-    if (track === undefined) return new RtpTrackSender(transceiver, options);
+    if (track === undefined) return transceiver.createSender(options);
     const generation = this.#generation;
-    const sender = new RtpTrackSender(transceiver, options);
-    const sendFrame = sender.sendFrame.bind(sender);
-    sender.sendFrame = (payloads, rtpTimestamp, mediaTimeMs) => {
-      const wireTimestamp = sendFrame(payloads, rtpTimestamp, mediaTimeMs);
-      if (generation === this.#generation) this.noteFrameSent(track);
-      return wireTimestamp;
-    };
-    return sender;
+    return transceiver.createSender({
+      ...options,
+      onFrameSent: () => {
+        options.onFrameSent?.();
+        if (generation === this.#generation) this.noteFrameSent(track);
+      },
+    });
   }
 
   /**
@@ -370,7 +370,7 @@ export class Connection {
 
   /** Waits (at most `timeoutMs`) until the client has acknowledged every message sent to it. */
   async drain(timeoutMs: number): Promise<void> {
-    if (this.#pc) await drainDataChannel(this.#pc, timeoutMs);
+    if (this.#pc) await this.#pc.drainDataChannel(timeoutMs);
   }
 
   /** Retires the connection: its peer closes and its id can no longer be negotiated. */
@@ -401,7 +401,7 @@ export class Connection {
    * network break (see blackholePeer). A renegotiation (the client's reconnect) replaces the peer.
    */
   simulateNetworkLoss(): void {
-    if (this.#pc) blackholePeer(this.#pc);
+    if (this.#pc) this.#pc.simulateNetworkLoss();
   }
 
   /** Closes the peer without firing lifecycle events (the session is ending). */
@@ -411,7 +411,7 @@ export class Connection {
     this.#state = 'closed';
   }
 
-  #attachChannel(channel: RTCDataChannel, generation: number): void {
+  #attachChannel(channel: DataChannel, generation: number): void {
     if (generation !== this.#generation) return;
     // The client's one channel, whatever its label: ours is "data" (2.9.0's too), but a client
     // that names it otherwise would otherwise connect and then hear nothing, silently. A second
@@ -423,12 +423,12 @@ export class Connection {
     if (channel.label !== DATA_CHANNEL_LABEL) this.#log.info('serving on a data channel labelled other than "data"', { label: channel.label });
     this.#channel = channel;
     this.#channelGeneration = generation;
-    channel.onMessage.subscribe((raw) => {
+    channel.onMessage((raw) => {
       if (generation !== this.#generation) return;
       this.#noteSubscription(raw);
       this.#owner.messageReceived(this, raw);
     });
-    channel.stateChanged.subscribe((state) => {
+    channel.onStateChange((state) => {
       if (generation !== this.#generation) return;
       if (state === 'open') {
         this.#channelOpen = true;
@@ -470,11 +470,10 @@ export class Connection {
   #startMediaStats(): void {
     this.#mediaStats?.stop();
     this.#mediaStats = undefined;
-    const senders = [...this.#videoOutputs].map(([transceiver, track]) => ({ track, sender: transceiver.sender }));
-    if (senders.length === 0) return;
+    const outputs = [...this.#videoOutputs].map(([transceiver, track]) => ({ track, transceiver }));
+    if (outputs.length === 0 || !this.#pc) return;
     const owner = this.#owner;
-    this.#mediaStats = new MediaStatsReporter({
-      senders,
+    this.#mediaStats = this.#pc.createMediaStats(outputs, {
       declaredFps: owner.model?.fps,
       trackCounters: (track) => owner.outputVideoTrack?.(track),
       pausedTracks: this.#pausedTracks,
@@ -519,7 +518,7 @@ export class Connection {
   #dropPendingOffer(): void {
     const pending = this.#offer;
     this.#offer = undefined;
-    if (pending && pending.pc !== this.#pc) closePeer(pending.pc, undefined).catch(() => {});
+    if (pending && pending.pc !== this.#pc) pending.pc.close().catch(() => {});
   }
 
   #teardownPeer(): void {
@@ -537,6 +536,6 @@ export class Connection {
     this.#channel = undefined;
     this.#peerConnected = false;
     this.#channelOpen = false;
-    if (pc) closePeer(pc, channel).catch(() => {});
+    if (pc) pc.close(channel).catch(() => {});
   }
 }

@@ -15,10 +15,12 @@ import type { SessionResponse } from '../../protocol/session.ts';
 import type { LatencyMode } from '../../protocol/messages.ts';
 import { SERVER_VERSION, WEBRTC_VERSION } from '../../protocol/versions.ts';
 import type { Logger } from '../../server-kit/log.ts';
+import type { EncoderBackendRegistry } from '../media/encoder-backends.ts';
+import type { PeerConnection } from '../transport/peer-connection.ts';
 import type { RuntimeMetrics } from '../metrics.ts';
 import type { CommandRouter } from '../model/command-router.ts';
 import type { ModelDefinition } from '../model/definition.ts';
-import type { PeerFactoryOptions } from '../webrtc/peer-factory.ts';
+import type { PeerFactoryOptions } from '../transport/signalling/peer-factory.ts';
 import type { UploadStore } from '../uploads/upload-store.ts';
 import type { RecordingRegistry } from '../recording/recording-registry.ts';
 import type { SessionLogRegistry } from '../logs/session-log-registry.ts';
@@ -36,6 +38,10 @@ export interface SessionHostOptions {
   readonly router: CommandRouter;
   readonly capabilities: Capabilities;
   readonly peerOptions: PeerFactoryOptions;
+  /** Makes each connection's peer (the transport): `createWeriftPeerConnection` in the runtime. */
+  readonly createPeer: (options: PeerFactoryOptions) => PeerConnection;
+  /** Which encoder serves each codec: the runtime's registry. */
+  readonly encoderBackends?: EncoderBackendRegistry;
   readonly log: Logger;
   readonly metrics?: RuntimeMetrics;
   readonly reconnectGraceMs: number;

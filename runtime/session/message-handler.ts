@@ -25,8 +25,13 @@ import type { CommandOutcome, CommandRouter } from '../model/command-router.ts';
 import { describeSchemaError } from '../model/command-router.ts';
 import { FILE_UPLOADED_MESSAGE } from '../../protocol/uploads.ts';
 import type { UploadedFile } from '../uploads/upload-store.ts';
+import type { Capabilities } from '../../protocol/capabilities.ts';
+import type { JsonObject } from '../../protocol/json-schema.ts';
+import type { SessionLogLevel } from '../../protocol/session-logs.ts';
+import type { ModelSession } from '../model/model-session.ts';
+import type { InputFrameAnnotation } from '../media/input-frame-aligner.ts';
+import type { ClipReply } from '../recording/recording-registry.ts';
 import type { Connection } from './connection.ts';
-import type { Session } from './session.ts';
 
 const ajv = new Ajv2020({ strict: false });
 const validateEnvelope = ajv.compile(envelopeSchema);
@@ -44,16 +49,42 @@ const validateLatencyReport = ajv.compile(latencyReportDataSchema);
  */
 const UNLOGGED_RUNTIME_MESSAGES = new Set(['ping', 'input_frame_metadata', 'latency_report']);
 
+/**
+ * What the handler needs of its session, and no more (`Session` is one): the handler is built by
+ * the session, so depending on `Session` itself would make the two files import each other.
+ */
+export interface MessageHandlerSession {
+  /** The facade command handlers get. */
+  readonly model: ModelSession<unknown>;
+  /** What the session's model offers now (`request_schema` answers it). */
+  readonly capabilities: Capabilities;
+  /** Runs a command handler where author code may run (between a step model's steps). */
+  readonly betweenSteps: <T>(fn: () => Promise<T>) => Promise<T>;
+  /** A line for the session's log alone (refusals, command outcomes). */
+  recordEvent(level: SessionLogLevel, message: string, fields?: JsonObject): void;
+  uploadedFile(uploadId: string): UploadedFile;
+  fileUploaded(connection: Connection, file: UploadedFile): Promise<void>;
+  requestClip(durationSeconds: number | undefined): Promise<ClipReply>;
+  setSubscribed(connection: Connection, trackName: string, subscribed: boolean): void;
+  claimInput(connectionId: number, trackName: string, frameMetadata?: boolean): void;
+  annotateInput(connectionId: number, trackName: string, frames: ReadonlyArray<{ rtpTimestamp: number } & InputFrameAnnotation>): void;
+  releaseInput(connectionId: number, trackName: string): void;
+  setLatencyMode(mode: LatencyMode): void;
+  /** The output video track of that name, if the model has one. */
+  outputVideoTrack(name: string): object | undefined;
+  recordClientLatency(track: string, p50Ms: number, p95Ms: number): void;
+}
+
 export class MessageHandler {
   /** When each message being handled arrived (performance.now()), for its outcome's latency. */
   readonly #receivedAt = new WeakMap<EnvelopeBody, number>();
-  readonly #session: Session;
+  readonly #session: MessageHandlerSession;
   /** Replaced when a new version of the model is adopted (`Session.adoptModel`). */
   #router: CommandRouter;
   readonly #maxBytes: number;
   readonly #log: Logger;
 
-  constructor(session: Session, router: CommandRouter, maxBytes: number, log: Logger) {
+  constructor(session: MessageHandlerSession, router: CommandRouter, maxBytes: number, log: Logger) {
     this.#session = session;
     this.#router = router;
     this.#maxBytes = maxBytes;

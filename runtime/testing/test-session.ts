@@ -538,7 +538,7 @@ export class TestSession<State> implements AsyncDisposable {
     else this.#inputAudio.set(spec.name, { track: new InputAudioTrack(spec.name), channels: spec.channels ?? 1 });
   }
 
-  /** The facade model code sees: the runtime's (runtime/session/session.ts) on the harness's tracks and clock. */
+  /** The facade model code sees: the runtime's (runtime/session/model-facade.ts) on the harness's tracks and clock. */
   #createFacade(id: string, state: State): ModelSession<State> {
     const harness = this;
     const signal = this.#abort.signal;

@@ -1,6 +1,6 @@
 /**
  * A video encoder that fails mid-stream (libx264 here, made to fail by the test-only hook in
- * runtime/media/encoder-faults.ts) must not freeze the picture or end the session: the runtime
+ * runtime/faults/encoder-faults.ts) must not freeze the picture or end the session: the runtime
  * frees it and opens a fresh one, whose first frame is a keyframe the viewer decodes from, and
  * commands keep working. Twenty failures in a row leak no file descriptor, encoder or memory.
  *
@@ -10,7 +10,7 @@ import { readdirSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import type { Logger } from '../../server-kit/log.ts';
-import { clearVideoEncodeFaults, failNextVideoEncodes, pendingVideoEncodeFaults } from '../../runtime/media/encoder-faults.ts';
+import { clearVideoEncodeFaults, failNextVideoEncodes, pendingVideoEncodeFaults } from '../../runtime/faults/encoder-faults.ts';
 import { openVideoEncoderCount } from '../../runtime/media/open-encoders.ts';
 import { rgbToYuv } from '../../models/examples/shared/i420-canvas.ts';
 import solidColourModel from '../fixtures/solid-colour-model.ts';

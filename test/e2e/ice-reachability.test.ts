@@ -22,7 +22,7 @@ import type { SessionResponse } from '../../protocol/session.ts';
 import type { IceServersResponse, RegisterConnectionResponse } from '../../protocol/transport.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import { createLogger } from '../../server-kit/log.ts';
-import { turnCredential } from '../../runtime/webrtc/turn-credentials.ts';
+import { turnCredential } from '../../runtime/transport/signalling/turn-credentials.ts';
 import { freshDatabase } from '../coordinator/storage-engines.ts';
 import { startCoturn, tryAllocate, type CoturnServer } from '../support/coturn.ts';
 import { waitUntil } from '../support/video-probe.ts';

@@ -11,7 +11,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ArclightClient, ArclightError, type ReconnectingEvent } from '../../client/node.ts';
 import { WEBRTC_VERSION, WEBRTC_VERSION_HEADER } from '../../protocol/versions.ts';
-import { peerIdentity } from '../../runtime/webrtc/offer-origin.ts';
+import { peerIdentity } from '../../runtime/transport/signalling/offer-origin.ts';
 import { startHostedStack, type HostedStack } from '../support/hosted-stack.ts';
 
 describe('ICE restart through the coordinator', () => {

@@ -8,7 +8,7 @@
 
 import { describe, expect, it } from 'vitest';
 import pattern from '../../models/examples/pattern/index.ts';
-import { NetworkFaults } from '../../runtime/webrtc/network-faults.ts';
+import { NetworkFaults } from '../../runtime/faults/network-faults.ts';
 import { browserRig, openClientPage, type PageWindow } from '../support/browser-rig.ts';
 import { pollUntil } from '../support/poll.ts';
 
@@ -24,7 +24,7 @@ type Watch = PageWindow & {
 
 describe('ICE restart in Chromium', () => {
   const network = new NetworkFaults();
-  const rig = browserRig(pattern, 'ice-restart', { runtime: { faults: { network } } });
+  const rig = browserRig(pattern, 'ice-restart', { peerFaults: { network } });
 
   it('a path failure: the client restarts ICE on the same connection and the video plays again', { timeout: 90_000 }, async () => {
     const { page, log } = await openClientPage(rig());

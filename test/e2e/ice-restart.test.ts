@@ -17,8 +17,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ArclightClient, nodeWebRtc, wrtc, type ReconnectedEvent, type ReconnectingEvent } from '../../client/node.ts';
 import type { ArclightClientOptions } from '../../client/arclight-client.ts';
 import pattern from '../../models/examples/pattern/index.ts';
-import { startRuntime, type Runtime } from '../../runtime/index.ts';
-import { NetworkFaults } from '../../runtime/webrtc/network-faults.ts';
+import type { Runtime } from '../../runtime/index.ts';
+import { startRuntimeWithFaults } from '../../runtime/faults/start-runtime-with-faults.ts';
+import { NetworkFaults } from '../../runtime/faults/network-faults.ts';
 import { FrameArrivals } from '../support/media-fault-probe.ts';
 import { readRuntimeEvents } from '../support/event-stream-reader.ts';
 import { createWrtcOffer, keepLoopbackCandidates } from '../support/raw-peer.ts';
@@ -44,7 +45,7 @@ describe('ICE restart, trickle and renegotiation (local runtime)', () => {
   const clients: ArclightClient[] = [];
 
   beforeAll(async () => {
-    runtime = await startRuntime({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, faults: { network } });
+    runtime = await startRuntimeWithFaults({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false }, { network });
   });
 
   afterEach(async () => {

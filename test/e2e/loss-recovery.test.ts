@@ -13,7 +13,7 @@
 
 import { afterEach, describe, expect, it } from 'vitest';
 import { defineModel, startRuntime, type Runtime } from '../../runtime/index.ts';
-import { LOSS_RECOVERY } from '../../runtime/webrtc/loss-recovery.ts';
+import { LOSS_RECOVERY } from '../../runtime/transport/send/loss-recovery.ts';
 import { PictureDrawer } from '../../bench/support/pictures.ts';
 import { connectArclightThroughLab } from '../support/network-lab/arclight-receiver.ts';
 import { seededRandom } from '../support/network-lab/clock.ts';

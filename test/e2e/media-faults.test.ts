@@ -1,7 +1,7 @@
 /**
  * Media faults end to end (issue 8): our Node client (wrtc, VP8) watches the `pattern` model
  * while the runtime's test-only network impairment (`faults.network`, every datagram both ways,
- * see runtime/webrtc/network-faults.ts) puts 5 % loss, then a 150 ms RTT, then a 2 s blackout
+ * see runtime/faults/network-faults.ts) puts 5 % loss, then a 150 ms RTT, then a 2 s blackout
  * on the link, switched live on one session. Through all of it the session must survive (the
  * client stays ready, a command still gets its reply), frames must keep decoding, and after the
  * blackout the picture must come back. libwebrtc gets a 2 s gap back by NACK from the runtime's
@@ -14,8 +14,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { valueFromText } from '../../bench/support/process-probe.ts';
 import type { MediaQuality } from '../../client/stats.ts';
 import pattern from '../../models/examples/pattern/index.ts';
-import { startRuntime, type Runtime } from '../../runtime/index.ts';
-import { NetworkFaults } from '../../runtime/webrtc/network-faults.ts';
+import type { Runtime } from '../../runtime/index.ts';
+import { startRuntimeWithFaults } from '../../runtime/faults/start-runtime-with-faults.ts';
+import { NetworkFaults } from '../../runtime/faults/network-faults.ts';
 import { decodeTrack, openWeriftPeer, type WeriftPeer } from '../support/werift-peer.ts';
 import { connectWatchedClient, FrameArrivals, retransmittedPackets, type WatchedClient } from '../support/media-fault-probe.ts';
 import { waitUntil } from '../support/video-probe.ts';
@@ -30,7 +31,7 @@ describe('media faults: loss, delay and a blackout on a live session', () => {
   const reports: MediaQuality[] = [];
 
   beforeAll(async () => {
-    runtime = await startRuntime({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, faults: { network } });
+    runtime = await startRuntimeWithFaults({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false }, { network });
     watched = await connectWatchedClient(runtime.url);
     watched.client.on('mediaStats', (quality) => reports.push(quality));
     await waitUntil(() => watched.frames.count > 0, 10_000, 'the first decoded frame');
@@ -139,7 +140,7 @@ describe('media faults: a keyframe after PLI (werift client, H.264)', () => {
   const plis: number[] = [];
 
   beforeAll(async () => {
-    runtime = await startRuntime({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, faults: { network } });
+    runtime = await startRuntimeWithFaults({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false }, { network });
     peer = await openWeriftPeer(runtime.url, { videoMime: 'video/H264' });
     // decodeTrack sends a PLI whenever its depacketizer lost the picture; note when.
     const receiver = peer.transceiver('main_video').receiver;

@@ -11,6 +11,7 @@ import { ArclightClient } from '../../client/node.ts';
 import type { MediaQuality } from '../../client/stats.ts';
 import pattern from '../../models/examples/pattern/index.ts';
 import { startRuntime, type Runtime, type RuntimeOptions } from '../../runtime/index.ts';
+import { startRuntimeWithFaults } from '../../runtime/faults/start-runtime-with-faults.ts';
 import { VideoProbe, waitUntil } from '../support/video-probe.ts';
 
 const LOOPBACK = '127.0.0.1';
@@ -24,11 +25,8 @@ afterEach(async () => {
   for (const client of clients.splice(0)) await client.disconnect().catch(() => {});
 });
 
-function runtimeOptions(faults?: { outboundRtpLossPercent: number }): RuntimeOptions {
-  // Not an object literal passed straight to startRuntime: `faults` type-checks whether or not
-  // RuntimeOptions declares it yet; the loss test asserts that it reached the peers.
-  const options = { model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, ...(faults ? { faults } : {}) };
-  return options;
+function runtimeOptions(): RuntimeOptions {
+  return { model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false };
 }
 
 interface Watched {
@@ -124,16 +122,12 @@ describe('media_stats', () => {
   describe(`with ${LOSS_PERCENT} % of outgoing RTP dropped`, () => {
     let runtime: Runtime;
     beforeAll(async () => {
-      runtime = await startRuntime(runtimeOptions({ outboundRtpLossPercent: LOSS_PERCENT }));
+      runtime = await startRuntimeWithFaults(runtimeOptions(), { outboundRtpLossPercent: LOSS_PERCENT });
     });
     afterAll(async () => runtime?.close());
 
     it('keeps video decoding (NACK retransmission) and reports the loss with a lower score', async () => {
       const { client, reports, probe: probePromise } = await connectAndWatch(runtime);
-      expect(
-        runtime.sessions.current?.peerOptions.faults?.outboundRtpLossPercent,
-        'startRuntime must pass RuntimeOptions.faults to the peer options (server.ts)',
-      ).toBe(LOSS_PERCENT);
       const probe = await probePromise;
       await waitUntil(() => probe.frames > 0, 10_000, 'the first decoded frame');
       // Frames keep arriving while the runtime sends 180 (6 s at 30 fps); well over half of them

@@ -216,7 +216,7 @@ async function connectAndWaitForVideo(h: Harness, track: string): Promise<void> 
   await waitForStatus(h, 'ready');
   // Well under the encoder's 10 s periodic keyframe: the picture must open on the keyframe the
   // runtime sends on request (PLI), including when the browser also sends a webcam — werift
-  // misroutes that PLI and the runtime re-routes it (session.ts bindMedia).
+  // misroutes that PLI and the runtime re-routes it (runtime/session/media-bindings.ts).
   await until(h, `decoded frames on ${track}`, async () => (await decodedFrames(h, track)) > 0, 6_000);
 }
 

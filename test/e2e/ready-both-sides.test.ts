@@ -7,15 +7,16 @@
  * Now connect() waits for the runtime's connection_info, so a session ended at once after it
  * resolves still reaches the client with its reason.
  *
- * The delay is the runtime's test-only network impairment (runtime/webrtc/network-faults.ts):
+ * The delay is the runtime's test-only network impairment (runtime/faults/network-faults.ts):
  * 300 ms each way on every datagram, so the window is 300 ms wide and an HTTP stop sent the moment
  * connect() resolves falls inside it on the old client, whatever the machine's load.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ArclightClient } from '../../client/node.ts';
 import pattern from '../../models/examples/pattern/index.ts';
-import { startRuntime, type Runtime } from '../../runtime/index.ts';
-import { NetworkFaults } from '../../runtime/webrtc/network-faults.ts';
+import type { Runtime } from '../../runtime/index.ts';
+import { startRuntimeWithFaults } from '../../runtime/faults/start-runtime-with-faults.ts';
+import { NetworkFaults } from '../../runtime/faults/network-faults.ts';
 
 const LOOPBACK = '127.0.0.1';
 
@@ -23,7 +24,7 @@ describe('connect() and the runtime side of the connection', () => {
   let runtime: Runtime;
   const network = new NetworkFaults();
   beforeAll(async () => {
-    runtime = await startRuntime({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, faults: { network } });
+    runtime = await startRuntimeWithFaults({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false }, { network });
     network.set({ delayMs: 300 });
   });
   afterAll(async () => runtime?.close());

@@ -14,7 +14,7 @@ import type { Envelope } from '../../protocol/messages.ts';
 import { WEBRTC_VERSION, WEBRTC_VERSION_HEADER } from '../../protocol/versions.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
 import { createLogger } from '../../server-kit/log.ts';
-import { peerIdentity } from '../../runtime/webrtc/offer-origin.ts';
+import { peerIdentity } from '../../runtime/transport/signalling/offer-origin.ts';
 import { FrameArrivals } from '../support/media-fault-probe.ts';
 import { keepLoopbackCandidates, openRawPeer, type RawPeer } from '../support/raw-peer.ts';
 import { waitUntil, waitUntilStill } from '../support/video-probe.ts';

@@ -14,7 +14,7 @@ import dgram from 'node:dgram';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pattern from '../../models/examples/pattern/index.ts';
 import { startRuntime, type Runtime } from '../../runtime/index.ts';
-import { PLAYOUT_DELAY_URI } from '../../runtime/webrtc/peer-factory.ts';
+import { PLAYOUT_DELAY_URI } from '../../runtime/transport/signalling/peer-factory.ts';
 import { waitUntil } from '../support/video-probe.ts';
 import { openWeriftPeer, type WeriftPeer } from '../support/werift-peer.ts';
 

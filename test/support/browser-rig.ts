@@ -8,6 +8,8 @@ import type { Page } from 'playwright-core';
 import { afterAll, beforeAll } from 'vitest';
 import type { ArclightClient } from '../../client/index.ts';
 import { startRuntime, type Runtime, type RuntimeOptions } from '../../runtime/index.ts';
+import type { PeerFaults } from '../../runtime/faults/peer-faults.ts';
+import { startRuntimeWithFaults } from '../../runtime/faults/start-runtime-with-faults.ts';
 import { createLogger } from '../../server-kit/log.ts';
 import { launchChromiumInNamespace, type LaunchedChromium } from './chromium.ts';
 import { createTestNetwork, type TestNetwork } from './netns.ts';
@@ -21,6 +23,8 @@ export interface BrowserRig {
 export interface BrowserRigOptions {
   /** More runtime options (model, host, ICE and logger are set here). */
   readonly runtime?: Omit<Partial<RuntimeOptions>, 'model'>;
+  /** Test faults on the runtime's peers (runtime/faults/peer-faults.ts). */
+  readonly peerFaults?: PeerFaults;
   /** Extra Chromium switches. */
   readonly chromiumArgs?: string[];
 }
@@ -30,14 +34,15 @@ export function browserRig(model: unknown, name: string, options: BrowserRigOpti
   let rig: Partial<{ -readonly [K in keyof BrowserRig]: BrowserRig[K] }> = {};
   beforeAll(async () => {
     rig.net = await createTestNetwork();
-    rig.runtime = await startRuntime({
+    const runtimeOptions: RuntimeOptions = {
       ...options.runtime,
       model: model as never,
       port: 0,
       host: rig.net.hostAddress,
       ice: { hostAddresses: [rig.net.hostAddress] },
       logger: createLogger({ test: name }, 'warn'),
-    });
+    };
+    rig.runtime = options.peerFaults ? await startRuntimeWithFaults(runtimeOptions, options.peerFaults) : await startRuntime(runtimeOptions);
     rig.chrome = await launchChromiumInNamespace(rig.net, {
       secureOrigins: [rig.runtime.url],
       ...(options.chromiumArgs ? { extraArgs: options.chromiumArgs } : {}),

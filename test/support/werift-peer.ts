@@ -7,9 +7,9 @@ import { RTCPeerConnection, RTCRtpCodecParameters, RTCRtpHeaderExtensionParamete
 import type { SessionResponse } from '../../protocol/session.ts';
 import type { VideoFrame } from '../../runtime/media/frames.ts';
 import { VideoDecoder } from '../../runtime/media/video-decoder.ts';
-import type { DepacketizedFrame } from '../../runtime/rtp/depacketized-frame.ts';
-import { H264Depacketizer } from '../../runtime/rtp/h264-depacketizer.ts';
-import { H265Depacketizer } from '../../runtime/rtp/h265-depacketizer.ts';
+import type { DepacketizedFrame } from '../../runtime/transport/rtp/depacketized-frame.ts';
+import { H264Depacketizer } from '../../runtime/transport/rtp/h264-depacketizer.ts';
+import { H265Depacketizer } from '../../runtime/transport/rtp/h265-depacketizer.ts';
 import { waitUntil } from './video-probe.ts';
 
 const LOOPBACK = '127.0.0.1';

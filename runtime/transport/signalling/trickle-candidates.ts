@@ -9,8 +9,8 @@
  */
 
 import type { RTCPeerConnection } from 'werift';
-import { ArclightError } from '../../protocol/errors.ts';
-import type { IceCandidateEntry } from '../../protocol/transport.ts';
+import { ArclightError } from '../../../protocol/errors.ts';
+import type { IceCandidateEntry } from '../../../protocol/transport.ts';
 
 /**
  * `candidate:<foundation> <component> <transport> <priority> <address> <port> typ <type> [...]`.

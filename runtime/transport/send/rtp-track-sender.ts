@@ -17,9 +17,10 @@
  */
 
 import type { RTCDtlsTransport, RTCRtpSender, RTCRtpTransceiver } from 'werift';
-import type { LatencyMode } from '../../protocol/messages.ts';
+import type { LatencyMode } from '../../../protocol/messages.ts';
 import { IceDatagramWriter } from './ice-datagram-writer.ts';
-import { PLAYOUT_DELAY_URI, rtpLossFault } from './peer-factory.ts';
+import { rtpLossFault } from '../../faults/peer-faults.ts';
+import { PLAYOUT_DELAY_URI } from '../signalling/peer-factory.ts';
 import { RtpSendHistory } from './rtp-send-history.ts';
 import {
   KeyframeRequestThrottle,
@@ -32,7 +33,7 @@ import {
 } from './loss-recovery.ts';
 import { createSrtpProtector, type SrtpProtector, type UnprotectedPacket } from './srtp-protector.ts';
 import { RTP_HEADER_LENGTH } from '../rtp/packet-size.ts';
-import { nackedSequenceNumbers } from '../quality/media-stats-reporter.ts';
+import { nackedSequenceNumbers } from '../../quality/media-stats-reporter.ts';
 
 /**
  * playout-delay payload (http://www.webrtc.org/experiments/rtp-hdrext/playout-delay): 12-bit
@@ -110,6 +111,11 @@ export interface RtpTrackSenderOptions {
   readonly onRetransmissionsRefused?: (reason: RetransmissionRefusal, packets: number) => void;
   /** Called when a picture-loss report is ignored: a keyframe was asked for too recently. */
   readonly onKeyframeRequestThrottled?: () => void;
+  /**
+   * Called after every frame handed to `sendFrame`, sent or not (not connected yet, closed):
+   * a connection counts these for `media_stats` (frames sent to the client).
+   */
+  readonly onFrameSent?: () => void;
   /** The loss-recovery rules (default LOSS_RECOVERY) and their clock (default `performance.now()`); for tests. */
   readonly lossRecovery?: LossRecoveryRules;
   readonly clock?: Clock;
@@ -219,6 +225,12 @@ export class RtpTrackSender {
    * has whole-second resolution, so lip-sync could be off by up to a second.)
    */
   sendFrame(payloads: readonly Buffer[], rtpTimestamp: number, mediaTimeMs: number = performance.now()): number | undefined {
+    const wireTimestamp = this.#sendFrame(payloads, rtpTimestamp, mediaTimeMs);
+    this.#options.onFrameSent?.();
+    return wireTimestamp;
+  }
+
+  #sendFrame(payloads: readonly Buffer[], rtpTimestamp: number, mediaTimeMs: number): number | undefined {
     const codec = this.#sender.codec;
     const stream = this.#closed || codec === undefined ? undefined : this.#srtpStream();
     if (stream === undefined || codec === undefined || payloads.length === 0) return undefined;

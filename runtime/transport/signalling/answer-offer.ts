@@ -5,13 +5,13 @@
  */
 
 import type { RTCPeerConnection, RTCRtpTransceiver } from 'werift';
-import { ArclightError } from '../../protocol/errors.ts';
-import { DATA_CHANNEL_LABEL } from '../../protocol/messages.ts';
-import type { TrackCapability } from '../../protocol/capabilities.ts';
-import type { TrackMappingEntry } from '../../protocol/transport.ts';
+import { ArclightError } from '../../../protocol/errors.ts';
+import { DATA_CHANNEL_LABEL } from '../../../protocol/messages.ts';
+import type { TrackCapability } from '../../../protocol/capabilities.ts';
+import type { TrackMappingEntry } from '../../../protocol/transport.ts';
 import type { IcePolicy } from './ice-policy.ts';
-import type { H264Profile } from '../media/video-encoder.ts';
-import type { VideoCodecPreference } from './peer-factory.ts';
+import type { H264Profile } from '../../media/video-encoder.ts';
+import type { VideoCodec } from '../../media/video-encoder.ts';
 import { keepEarlyDtlsRecords } from './early-dtls.ts';
 import { withoutImplicitStun } from './no-implicit-stun.ts';
 
@@ -47,7 +47,7 @@ export async function answerOffer(
   tracks: readonly TrackCapability[],
   mapping: readonly TrackMappingEntry[] | undefined,
   icePolicy: IcePolicy,
-  videoCodecs: readonly VideoCodecPreference[] = DEFAULT_VIDEO_CODECS,
+  videoCodecs: readonly VideoCodec[] = DEFAULT_VIDEO_CODECS,
   /** Called once the offer is applied: from then on trickled candidates can go to `pc`. */
   onOfferApplied: () => void = () => {},
 ): Promise<{ answerSdp: string; bindings: TrackBinding[] }> {
@@ -75,7 +75,7 @@ export function runtimeDirection(track: TrackCapability): 'sendonly' | 'recvonly
 }
 
 /** Points a bound transceiver the runtime's way, and an output video one at our codec preference. */
-export function orientTransceiver({ transceiver, track }: TrackBinding, videoCodecs: readonly VideoCodecPreference[]): void {
+export function orientTransceiver({ transceiver, track }: TrackBinding, videoCodecs: readonly VideoCodec[]): void {
   transceiver.setDirection(runtimeDirection(track));
   if (track.direction === 'recvonly' && track.kind === 'video') preferCodecs(transceiver, videoCodecs);
 }
@@ -170,7 +170,7 @@ function bindTracks(
   return bindings;
 }
 
-export const DEFAULT_VIDEO_CODECS: readonly VideoCodecPreference[] = ['h264', 'vp8'];
+export const DEFAULT_VIDEO_CODECS: readonly VideoCodec[] = ['h264', 'vp8'];
 
 /**
  * werift answers in the offer's codec order, and Chromium offers VP8 first; the runtime sends
@@ -179,9 +179,9 @@ export const DEFAULT_VIDEO_CODECS: readonly VideoCodecPreference[] = ['h264', 'v
  * packetization-mode 1 (we fragment with FU-A) and constrained baseline (what x264 produces)
  * first, High (sent as High, see negotiatedH264Profile) last; mode 0 cannot carry our packets. Codecs the runtime cannot encode go last.
  */
-export function preferCodecs(transceiver: RTCRtpTransceiver, preference: readonly VideoCodecPreference[]): void {
+export function preferCodecs(transceiver: RTCRtpTransceiver, preference: readonly VideoCodec[]): void {
   const rank = (codec: { mimeType: string; parameters?: string }): number => {
-    const name = codec.mimeType.toLowerCase().split('/')[1] as VideoCodecPreference;
+    const name = codec.mimeType.toLowerCase().split('/')[1] as VideoCodec;
     const index = preference.indexOf(name);
     if (index < 0) return 1_000;
     const params = codec.parameters ?? '';

@@ -4,10 +4,10 @@
  * checked pixel by pixel against what was encoded.
  */
 import { describe, expect, it } from 'vitest';
-import { solidI420 } from '../media/frame-convert.ts';
-import type { VideoFrame } from '../media/frames.ts';
-import { VideoDecoder } from '../media/video-decoder.ts';
-import { VideoEncoder } from '../media/video-encoder.ts';
+import { solidI420 } from '../../media/frame-convert.ts';
+import type { VideoFrame } from '../../media/frames.ts';
+import { VideoDecoder } from '../../media/video-decoder.ts';
+import { VideoEncoder } from '../../media/video-encoder-factory.ts';
 import type { DepacketizedFrame, RtpPacketFields } from './depacketized-frame.ts';
 import { H265Depacketizer } from './h265-depacketizer.ts';
 import { H265Packetizer, h265NalType } from './h265-packetizer.ts';

@@ -6,7 +6,7 @@
 
 import wrtc from '@roamhq/wrtc';
 import { describe, expect, it } from 'vitest';
-import type { TrackCapability } from '../../protocol/capabilities.ts';
+import type { TrackCapability } from '../../../protocol/capabilities.ts';
 import { answerOffer } from './answer-offer.ts';
 import { IcePolicy } from './ice-policy.ts';
 import { withoutImplicitStun } from './no-implicit-stun.ts';

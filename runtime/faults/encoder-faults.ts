@@ -8,7 +8,7 @@
  * with no runtime option or environment variable a deployment could set by mistake. The fake
  * NVENC driver has its own knob (ARCLIGHT_FAKE_NVENC_FAIL_AFTER_FRAMES, test/support/fake-nvenc-driver.ts).
  */
-import type { VideoCodec } from './video-encoder.ts';
+import type { VideoCodec } from '../media/video-encoder.ts';
 
 /** The error an injected fault throws, so a test can tell it from a real failure. */
 export class InjectedEncodeFault extends Error {

@@ -12,9 +12,9 @@
  */
 
 import { SessionDescription, type MediaDescription, type RTCRtpCodecParameters, type RTCPeerConnection, type RTCRtpTransceiver } from 'werift';
-import { ArclightError } from '../../protocol/errors.ts';
-import type { TrackCapability } from '../../protocol/capabilities.ts';
-import type { TrackMappingEntry } from '../../protocol/transport.ts';
+import { ArclightError } from '../../../protocol/errors.ts';
+import type { TrackCapability } from '../../../protocol/capabilities.ts';
+import type { TrackMappingEntry } from '../../../protocol/transport.ts';
 import { assertSdpOfferShape, DEFAULT_VIDEO_CODECS, mappedTrack, orientTransceiver, runtimeDirection, setAnswer, type TrackBinding } from './answer-offer.ts';
 import { createRuntimePeer, type PeerFactoryOptions } from './peer-factory.ts';
 import { withoutImplicitStun } from './no-implicit-stun.ts';

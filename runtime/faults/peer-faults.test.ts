@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RTCPeerConnection } from 'werift';
-import { applyPeerFaults, rtpLossFault } from './peer-factory.ts';
+import { applyPeerFaults, rtpLossFault } from './peer-faults.ts';
 
 function fakePeer() {
   const transports = [{}, {}];

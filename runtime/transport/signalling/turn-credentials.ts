@@ -11,7 +11,7 @@
  */
 
 import { createHmac, randomUUID } from 'node:crypto';
-import type { IceServerEntry } from '../../protocol/transport.ts';
+import type { IceServerEntry } from '../../../protocol/transport.ts';
 
 /** `RuntimeOptions.ice.turn`: a coturn (or compatible) server shared with the runtime by secret. */
 export interface TurnOptions {
