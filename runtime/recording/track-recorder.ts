@@ -60,6 +60,8 @@ const MAX_BACKLOG = 90;
 interface PendingFrame {
   readonly frame: VideoFrame;
   readonly timeMs: number;
+  /** Its place among the frames taken (1, 2, …): what a cut promises to include. */
+  readonly index: number;
 }
 
 export class TrackRecorder {
@@ -70,13 +72,18 @@ export class TrackRecorder {
   #working: Promise<void> = Promise.resolve();
   #pumping = false;
   /** The open segment's samples (times relative to the first frame recorded). */
-  #samples: Array<{ data: Buffer; keyframe: boolean; timeMs: number }> = [];
+  #samples: Array<{ data: Buffer; keyframe: boolean; timeMs: number; index: number }> = [];
   #segmentStartMs = 0;
   #firstFrameMs: number | undefined;
   #initKey: string | undefined;
   #sequence = 0;
   readonly #segments: RecordedSegment[] = [];
-  #cutRequested = false;
+  /** Frames taken so far (dropped ones not counted). */
+  #taken = 0;
+  /** The newest frame in a written segment. */
+  #writtenThrough = 0;
+  /** A cut is pending: the first frame taken after this one starts a new segment. */
+  #cutAfter: number | undefined;
   #closed = false;
   #dropped = 0;
   #aac: Promise<AacEncoder> | undefined;
@@ -113,7 +120,7 @@ export class TrackRecorder {
       this.#dropped++;
       return;
     }
-    this.#backlog.push({ frame: { width: frame.width, height: frame.height, format: frame.format, data: new Uint8Array(frame.data) }, timeMs });
+    this.#backlog.push({ frame: { width: frame.width, height: frame.height, format: frame.format, data: new Uint8Array(frame.data) }, timeMs, index: ++this.#taken });
     if (!this.#pumping) {
       this.#pumping = true;
       this.#working = this.#pump().finally(() => (this.#pumping = false));
@@ -121,15 +128,17 @@ export class TrackRecorder {
   }
 
   /**
-   * Ends the open segment at the next frame (a forced keyframe) and resolves once it is written
-   * — or at once when nothing is open. A clip then includes the newest frames.
+   * Ends the open segment after every frame taken so far — the first frame taken after this call
+   * starts a new one (a forced keyframe) — and resolves once that segment is written, or at once
+   * when nothing is open. A clip then includes every frame emitted before it was asked for, also
+   * those still waiting for the encoder when it was (a loaded machine has a backlog).
    */
   async cut(timeoutMs = 5_000): Promise<void> {
     if (this.#samples.length === 0 && this.#backlog.length === 0) return;
-    const target = this.#sequence + (this.#samples.length > 0 ? 1 : 0);
-    this.#cutRequested = true;
+    const through = this.#taken;
+    this.#cutAfter = Math.max(this.#cutAfter ?? 0, through);
     const deadline = Date.now() + timeoutMs;
-    while (this.#sequence < target && Date.now() < deadline && !this.#closed) {
+    while (this.#writtenThrough < through && Date.now() < deadline && !this.#closed) {
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
   }
@@ -180,19 +189,20 @@ export class TrackRecorder {
     }
   }
 
-  async #record({ frame, timeMs }: PendingFrame): Promise<void> {
+  async #record({ frame, timeMs, index }: PendingFrame): Promise<void> {
     const { width, height, fps, bitrateKbps } = this.#options;
     // Always on node-av's thread pool (syncBelowMs 0): the archive can wait a frame, the live
     // path's event loop should not wait for the archive.
     this.#encoder ??= VideoEncoder.create({ codec: 'h264', width, height, fps, profile: 'high', syncBelowMs: 0, ...(bitrateKbps ? { bitrateKbps } : {}) });
     const encoder = await this.#encoder;
     this.#firstFrameMs ??= timeMs;
-    const due = this.#samples.length === 0 || this.#cutRequested || timeMs - this.#segmentStartMs >= this.#segmentMs;
+    const cutDue = this.#cutAfter !== undefined && index > this.#cutAfter;
+    const due = this.#samples.length === 0 || cutDue || timeMs - this.#segmentStartMs >= this.#segmentMs;
     if (due) encoder.requestKeyframe();
     for (const unit of await encoder.encode(frame)) {
       if (unit.keyframe) {
         await this.#flushSegment(timeMs);
-        this.#cutRequested = false;
+        if (cutDue) this.#cutAfter = undefined;
         this.#segmentStartMs = timeMs;
         if (this.#initKey === undefined) {
           const sets = parameterSets(unit.data);
@@ -207,7 +217,7 @@ export class TrackRecorder {
       } else if (this.#samples.length === 0) {
         continue; // a segment starts at a keyframe
       }
-      this.#samples.push({ data: unit.data, keyframe: unit.keyframe, timeMs });
+      this.#samples.push({ data: unit.data, keyframe: unit.keyframe, timeMs, index });
     }
   }
 
@@ -246,6 +256,7 @@ export class TrackRecorder {
     const segment = { sequence, key, startMs: samples[0]!.timeMs, durationMs: end - samples[0]!.timeMs };
     this.#segments.push(segment);
     this.#sequence = sequence;
+    this.#writtenThrough = samples.at(-1)!.index;
     this.#options.onSegment?.(segment);
   }
 }
