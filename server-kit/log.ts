@@ -1,10 +1,21 @@
 /**
- * Structured logging: one JSON object per line on stderr, so operators can ship it as is.
- * `ARCLIGHT_LOG=debug|info|warn|error|silent` sets the level (default info; tests use warn).
+ * Structured logging on pino: one JSON object per line on stderr (`time` ISO, `level` as a word,
+ * `msg`, then bindings and fields), so operators can ship it as is; a readable text line instead
+ * when stderr is a terminal (log-format.ts). `ARCLIGHT_LOG=debug|info|warn|error|silent` sets the
+ * level (default info; tests use warn); `ARCLIGHT_LOG_FORMAT=json|text` overrides the format.
+ * Records written inside a log context (log-context.ts: a session's work) carry its fields.
+ *
+ * The `Logger` interface is ours, message first and fields second (pino takes them the other
+ * way round): runtime and coordinator code, and apps passing their own logger, see only it.
  */
 
+import type { Writable } from 'node:stream';
+import { pino, type Logger as PinoLogger } from 'pino';
+import { logContextFields } from './log-context.ts';
+import { formatTextRecord, logStyleFor, type LogFormat } from './log-format.ts';
+
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
-const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 };
+const LEVELS: readonly LogLevel[] = ['debug', 'info', 'warn', 'error', 'silent'];
 
 export interface Logger {
   debug(message: string, fields?: Record<string, unknown>): void;
@@ -16,7 +27,7 @@ export interface Logger {
 
 function levelFromEnv(): LogLevel {
   const value = process.env['ARCLIGHT_LOG'];
-  return value && value in ORDER ? (value as LogLevel) : 'info';
+  return LEVELS.find((level) => level === value) ?? 'info';
 }
 
 /** Serializes an Error with its stack and cause; plain values pass through. */
@@ -34,17 +45,17 @@ export function toLoggable(value: unknown): unknown {
  * again: a loop at 100 % CPU that never lets SIGTERM through. So each stream gets a listener, and
  * a stream that failed is written no more: the process keeps serving, without its log.
  */
-const brokenStreams = new WeakSet<NodeJS.WriteStream>();
-function guardStream(stream: NodeJS.WriteStream): void {
+const brokenStreams = new WeakSet<Writable>();
+function guardStream(stream: Writable): void {
   if (stream.listeners('error').includes(markBroken)) return;
   stream.on('error', markBroken);
 }
-function markBroken(this: NodeJS.WriteStream): void {
+function markBroken(this: Writable): void {
   brokenStreams.add(this);
 }
 
-/** Writes to stdout or stderr unless it has failed before (then drops it). Never throws. */
-export function writeStandardStream(stream: NodeJS.WriteStream, text: string): void {
+/** Writes to stdout or stderr (or another stream) unless it has failed before (then drops it). Never throws. */
+export function writeStandardStream(stream: Writable, text: string): void {
   guardStream(stream);
   if (brokenStreams.has(stream) || stream.destroyed) return;
   try {
@@ -54,24 +65,91 @@ export function writeStandardStream(stream: NodeJS.WriteStream, text: string): v
   }
 }
 
+/** Where a logger writes, and how (createLoggerTo); createLogger decides it from stderr. */
+export interface LogDestination {
+  /** Default: `process.stderr`, looked up at each write (tests swap its `write`). */
+  readonly stream?: Writable;
+  readonly format?: LogFormat;
+  /** ANSI colours in the text format. */
+  readonly colour?: boolean;
+}
+
+/** The process logger: on stderr, as text on a terminal and JSON otherwise (log-format.ts). */
 export function createLogger(bindings: Record<string, unknown> = {}, level: LogLevel = levelFromEnv()): Logger {
-  const write = (at: LogLevel, message: string, fields?: Record<string, unknown>): void => {
-    if (ORDER[at] < ORDER[level]) return;
-    const record: Record<string, unknown> = { time: new Date().toISOString(), level: at, msg: message, ...bindings };
-    if (fields) for (const [key, value] of Object.entries(fields)) record[key] = toLoggable(value);
-    let line: string;
-    try {
-      line = JSON.stringify(record);
-    } catch {
-      line = JSON.stringify({ time: record['time'], level: at, msg: message, note: 'fields not serializable' });
-    }
-    writeStandardStream(process.stderr, line + '\n');
+  return createLoggerTo(logStyleFor(process.stderr.isTTY === true), bindings, level);
+}
+
+/** A logger writing to `destination` (createLogger's, with the stream and the style chosen by the caller). */
+export function createLoggerTo(
+  destination: LogDestination,
+  bindings: Record<string, unknown> = {},
+  level: LogLevel = levelFromEnv(),
+): Logger {
+  const text = destination.format === 'text';
+  const colour = destination.colour === true;
+  // Called by pino synchronously, in the log call: lines keep their order with other output.
+  const sink = {
+    write(line: string): void {
+      writeStandardStream(destination.stream ?? process.stderr, text ? asText(line, colour) : line);
+    },
   };
+  const root = pino(
+    {
+      level,
+      base: undefined, // no pid, no hostname
+      timestamp: pino.stdTimeFunctions.isoTime,
+      serializers: {}, // Errors are serialized by `formatters.log` whatever their key, not pino's `err` alone
+      formatters: {
+        level: (label) => ({ level: label }),
+        log: loggableFields,
+      },
+      // The log context's fields (log-context.ts); the record's own (bindings, fields) win: pino
+      // assigns them over the mixin's.
+      mixin: () => ({ ...logContextFields() }),
+    },
+    sink,
+  );
+  return bound(root, bindings);
+}
+
+/**
+ * A Logger writing through `root` with `bindings` on every record. Bindings are merged into each
+ * record here rather than made pino child bindings: a field of the same name then replaces its
+ * binding (the record has the key once), as a record's fields always have.
+ */
+function bound(root: PinoLogger, bindings: Record<string, unknown>): Logger {
+  const at =
+    (level: Exclude<LogLevel, 'silent'>) =>
+    (message: string, fields?: Record<string, unknown>): void => {
+      if (!root.isLevelEnabled(level)) return;
+      try {
+        root[level]({ ...bindings, ...fields }, message);
+      } catch {
+        // Fields pino cannot serialize (a throwing getter or toJSON): the line is still written, saying so.
+        root[level]({ note: 'fields not serializable' }, message);
+      }
+    };
   return {
-    debug: (m, f) => write('debug', m, f),
-    info: (m, f) => write('info', m, f),
-    warn: (m, f) => write('warn', m, f),
-    error: (m, f) => write('error', m, f),
-    child: (more) => createLogger({ ...bindings, ...more }, level),
+    debug: at('debug'),
+    info: at('info'),
+    warn: at('warn'),
+    error: at('error'),
+    child: (more) => bound(root, { ...bindings, ...more }),
   };
+}
+
+/** Errors among the values as toLoggable has them, whatever their key. */
+function loggableFields(fields: Record<string, unknown> | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(fields ?? {})) out[key] = toLoggable(value);
+  return out;
+}
+
+/** pino's JSON line as the text line (log-format.ts); a line that is somehow not JSON goes out as it is. */
+function asText(line: string, colour: boolean): string {
+  try {
+    return formatTextRecord(JSON.parse(line) as Record<string, unknown>, colour);
+  } catch {
+    return line;
+  }
 }

@@ -18,6 +18,7 @@ import type { EnvelopeBody, LatencyMode } from '../../protocol/messages.ts';
 import type { JsonObject } from '../../protocol/json-schema.ts';
 import type { SessionLogLevel } from '../../protocol/session-logs.ts';
 import type { Logger } from '../../server-kit/log.ts';
+import { runWithLogContext, withLogContext, type LogContextFields } from '../../server-kit/log-context.ts';
 import type { EncoderBackendRegistry } from '../media/encoder-backends.ts';
 import type { RuntimeMetrics } from '../metrics.ts';
 import { callAuthorCode, DEFAULT_HOOK_DEADLINE_MS } from '../model/author-code.ts';
@@ -46,6 +47,14 @@ import { SessionTracks, type SessionReports } from './session-tracks.ts';
 import { UndeclaredMessageWarner } from './undeclared-messages.ts';
 
 export type { DurationLimit } from './session-deadlines.ts';
+
+/**
+ * Where the session is in its life, stamped (`phase`) on every log record written during its
+ * work: `starting` until its `session_started` hook has returned, then `waiting` (no client ready:
+ * none yet, or one lost and the reconnect grace running) and `ready` (a client is), and `ending`
+ * once it is being ended.
+ */
+type SessionPhase = 'starting' | 'waiting' | 'ready' | 'ending';
 
 export interface SessionOptions {
   readonly model: ModelDefinition<unknown>;
@@ -110,6 +119,15 @@ export class Session implements ConnectionOwner {
   /** The process logger for this session, before teeing: the model's logger derives from it. */
   readonly #baseLog: Logger;
   /**
+   * What every record written during the session's work carries (server-kit/log-context.ts): its
+   * loggers write in it, and it is entered where the session runs model code (hooks, the run
+   * loop, command handlers), so the records of whatever runs there — router, workers, the model's
+   * own — are stamped too. Read at each record: the phase is the one at the time.
+   */
+  readonly #logContext = (): LogContextFields => ({ session: this.id, phase: this.#phase() });
+  /** The `session_started` hook has returned (the phase is past `starting`). */
+  #started = false;
+  /**
    * The connection a 2.9.0 client negotiates through `.../transport/webrtc/sdp_params` (its
    * signalling has no connection id: POST opens a new one, PUT and GET address this one).
    */
@@ -135,7 +153,7 @@ export class Session implements ConnectionOwner {
     this.id = options.id ?? randomUUID();
     this.#options = options;
     this.#model = options.model;
-    this.#baseLog = options.log.child({ session: this.id });
+    this.#baseLog = withLogContext(options.log.child({ session: this.id }), this.#logContext);
     this.#logBuffer = options.sessionLogs?.begin(this.id);
     // Everything logged about the session (its connections and tracks log through children of
     // this) is also kept in its log.
@@ -174,7 +192,7 @@ export class Session implements ConnectionOwner {
     });
     this.#messages = new MessageHandler(this, options.router, options.maxMessageBytes, this.log);
     this.#settings = new SessionSettings(options.model.settings);
-    this.#facade = this.#createFacade(options.model.createSessionState?.() ?? ({} as unknown), this.#abort.signal);
+    this.#facade = this.#inLogContext(() => this.#createFacade(options.model.createSessionState?.() ?? ({} as unknown), this.#abort.signal));
   }
 
   get ended(): boolean {
@@ -243,7 +261,11 @@ export class Session implements ConnectionOwner {
   }
 
   /** Fires `session_started`, then runs the model loop in the background. */
-  async start(): Promise<void> {
+  start(): Promise<void> {
+    return this.#inLogContext(() => this.#start());
+  }
+
+  async #start(): Promise<void> {
     this.recordEvent('info', 'session opened', { model: this.#model.name });
     this.#options.runtimeEvents?.publish({ type: 'session_opened', session_id: this.id });
     this.#options.metrics?.sessions.inc();
@@ -253,6 +275,7 @@ export class Session implements ConnectionOwner {
     if (hooks?.session_started) {
       await callAuthorCode(this.log, 'hook session_started', () => hooks.session_started!(this.#facade), DEFAULT_HOOK_DEADLINE_MS);
     }
+    this.#started = true;
     this.#runLoop.start(this.#model);
   }
 
@@ -278,7 +301,7 @@ export class Session implements ConnectionOwner {
     this.#model = model;
     if (capabilities) this.#capabilities = capabilities;
     this.#messages.useRouter(router);
-    await this.#runLoop.restart(model);
+    await this.#inLogContext(() => this.#runLoop.restart(model));
     this.recordEvent('info', 'model reloaded; run loop restarted', { model: model.name });
   }
 
@@ -313,7 +336,7 @@ export class Session implements ConnectionOwner {
    * `disconnected` hooks, the run loop is aborted, then `session_ended` fires.
    */
   end(reason: string): Promise<void> {
-    this.#endedPromise ??= this.#end(reason);
+    this.#endedPromise ??= this.#inLogContext(() => this.#end(reason));
     return this.#endedPromise;
   }
 
@@ -361,7 +384,7 @@ export class Session implements ConnectionOwner {
   /** A client announced a finished upload: the model's `file_uploaded` hook runs (isolated, bounded). */
   async fileUploaded(connection: Connection, file: UploadedFile): Promise<void> {
     const hook = this.#model.hooks?.file_uploaded;
-    if (hook) await this.betweenSteps(() => callAuthorCode(this.log, 'hook file_uploaded', () => hook(this.#facade, file, connection.handle), DEFAULT_HOOK_DEADLINE_MS));
+    if (hook) await this.#inLogContext(() => this.betweenSteps(() => callAuthorCode(this.log, 'hook file_uploaded', () => hook(this.#facade, file, connection.handle), DEFAULT_HOOK_DEADLINE_MS)));
   }
 
   // ---- ConnectionOwner ----
@@ -380,7 +403,7 @@ export class Session implements ConnectionOwner {
     this.#options.onConnectionReady?.(this);
     this.#runLoop.gate.nudge(); // a step model waiting for a viewer starts
     const hook = this.#model.hooks?.connected;
-    if (hook) void this.betweenSteps(() => callAuthorCode(this.log, 'hook connected', () => hook(this.#facade, connection.handle), DEFAULT_HOOK_DEADLINE_MS));
+    if (hook) void this.#inLogContext(() => this.betweenSteps(() => callAuthorCode(this.log, 'hook connected', () => hook(this.#facade, connection.handle), DEFAULT_HOOK_DEADLINE_MS)));
   }
 
   connectionLost(connection: Connection): void {
@@ -393,12 +416,12 @@ export class Session implements ConnectionOwner {
     this.#deadlines.armIdle();
     this.#runLoop.gate.nudge();
     const hook = this.#model.hooks?.disconnected;
-    if (hook) void this.betweenSteps(() => callAuthorCode(this.log, 'hook disconnected', () => hook(this.#facade, connection.handle), DEFAULT_HOOK_DEADLINE_MS));
+    if (hook) void this.#inLogContext(() => this.betweenSteps(() => callAuthorCode(this.log, 'hook disconnected', () => hook(this.#facade, connection.handle), DEFAULT_HOOK_DEADLINE_MS)));
   }
 
   messageReceived(connection: Connection, raw: string | Buffer): void {
     if (this.ended) return;
-    void this.#messages.handle(connection, raw);
+    void this.#inLogContext(() => this.#messages.handle(connection, raw));
   }
 
   /** A fresh peer for one of this session's connections (see SessionOptions.createPeer). */
@@ -457,6 +480,17 @@ export class Session implements ConnectionOwner {
   }
 
   // ---- internals ----
+
+  /** Runs `fn` (and what it starts) in the session's log context. */
+  #inLogContext<T>(fn: () => T): T {
+    return runWithLogContext(this.#logContext, fn);
+  }
+
+  #phase(): SessionPhase {
+    if (this.#ended !== undefined) return 'ending';
+    if (!this.#started) return 'starting';
+    return this.#readyCount > 0 ? 'ready' : 'waiting';
+  }
 
   /** `signal`: the session's, or (a run loop's facade) one that also aborts when that run is restarted. */
   #createFacade(state: unknown, signal: AbortSignal): ModelSession<unknown> {
