@@ -221,7 +221,6 @@ await runBench('coordinator-writes', async () => {
       for (const mode of order) {
         const result = await measureMode(await postgres.createDatabase(`writes_${mode}_${round}`), mode === 'batched');
         results[mode].push(result);
-        const rate = perSecond(result);
         process.stdout.write(
           `  round ${round + 1} ${mode.padEnd(9)} heartbeats ×${RUNTIMES}: ${describe(result.heartbeats)}; flush ×${SESSIONS} (${result.flushMs.toFixed(0)} ms): ${describe(result.flush)}\n` +
             `                    steady state per second: ${describe(perSecond(result))}\n`,

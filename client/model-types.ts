@@ -52,6 +52,7 @@ export type CommandName<Model extends ModelTypes> = keyof Model['commands'] & st
 
 /** `sendCommand`'s data argument: optional when every parameter is. */
 export type CommandParamsArgument<Model extends ModelTypes, Name extends CommandName<Model>> =
+  // eslint-disable-next-line @typescript-eslint/no-empty-object-type -- `{} extends P`: every parameter is optional
   {} extends Model['commands'][Name]['params'] ? [data?: Model['commands'][Name]['params']] : [data: Model['commands'][Name]['params']];
 
 /**

@@ -3,8 +3,8 @@
  * breaks the client or the other listeners (application code must not take the library down).
  */
 // Listeners are stored untyped; `on`/`off` keep the public surface typed.
-// eslint-disable-next-line @typescript-eslint/no-unsafe-function-type
 export class TypedEmitter<Events extends Record<string, unknown[]>> {
+  // eslint-disable-next-line @typescript-eslint/no-unsafe-function-type
   readonly #listeners = new Map<keyof Events, Set<Function>>();
 
   on<E extends keyof Events>(event: E, listener: (...args: Events[E]) => void): void {

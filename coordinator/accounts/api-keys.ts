@@ -70,7 +70,6 @@ export function hashApiKey(key: string): string {
 export function parseApiKeyName(value: unknown, field = '/name'): string | null {
   if (value === undefined || value === null) return null;
   const name = typeof value === 'string' ? value.trim() : undefined;
-  // eslint-disable-next-line no-control-regex
   if (name === undefined || name.length === 0 || [...name].length > MAX_API_KEY_NAME_LENGTH || /[\u0000-\u001f\u007f-\u009f]/.test(name)) {
     throw new ArclightError('invalid_request', `name must be a string of 1 to ${MAX_API_KEY_NAME_LENGTH} characters without control characters, or null.`, { field });
   }

@@ -26,7 +26,6 @@ const REFERENCE_PIXELS = 1280 * 720;
 const REFERENCE_BITRATE_KBPS = 2500;
 
 /** The public name's type half: video-encoder.ts's interface, unchanged (see the file comment). */
-// eslint-disable-next-line @typescript-eslint/no-empty-object-type
 export interface VideoEncoder extends VideoEncoderInterface {}
 
 export const VideoEncoder = {

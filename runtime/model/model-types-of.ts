@@ -39,7 +39,7 @@ export type CommandTypesOf<Commands> = {
 
 /** The `messages` half of ModelTypesOf: each declared message type's data. */
 export type MessageTypesOf<Messages> = string extends keyof Messages
-  ? {} // the plain MessageMap: nothing declared
+  ? {} // eslint-disable-line @typescript-eslint/no-empty-object-type -- the plain MessageMap: nothing declared
   : { readonly [Type in keyof Messages & string]: Messages[Type] extends { readonly schema: infer Schema } ? ParamsOf<Schema> : unknown };
 
 /** The typed-client interface of a model definition (see the module's example). */

@@ -44,7 +44,6 @@ describe.each(ENGINES)('sessions on %s', (engine) => {
   let coordinator: Coordinator;
   let now = START;
   let key: string;
-  let accountId: string;
   let otherKey: string;
 
   const mint = async (details?: Record<string, unknown>, apiKey = key): Promise<string> => {
@@ -65,7 +64,6 @@ describe.each(ENGINES)('sessions on %s', (engine) => {
     database = await freshDatabase(engine);
     coordinator = await startCoordinator({ database, port: 0, now: () => now });
     const account = await coordinator.accounts.create('Acme', { concurrentSessions: 1000, sessionsPerMinute: 1000 });
-    accountId = account.id;
     await coordinator.ledger.grantPromotional(account.id, 1_000_000);
     ({ key } = await coordinator.apiKeys.create(account.id));
     const other = await coordinator.accounts.create('Other');

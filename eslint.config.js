@@ -1,0 +1,186 @@
+// ESLint over the repository's TypeScript and JavaScript: `npm run lint` (docs/testing.md "Lint and format").
+//
+// Two jobs. A small set of bug-catching rules: ESLint's and typescript-eslint's recommended sets (no
+// type-checked rules: `npm run typecheck` is the type checker), less the rules turned off below, each
+// with its reason. And the architecture of docs/architecture.md as rules: no import cycles, and the
+// folder boundaries (the "never" arrows) as restricted paths. Layout is Prettier's (.prettierrc.json).
+
+import { fileURLToPath } from 'node:url';
+// @eslint/js: ESLint's own recommended rules, at ESLint's version (a devDependency).
+import js from '@eslint/js';
+import { defineConfig } from 'eslint/config';
+import { createNodeResolver, importX } from 'eslint-plugin-import-x';
+import tseslint from 'typescript-eslint';
+
+const ROOT = fileURLToPath(new URL('.', import.meta.url));
+
+/** Every top-level folder of ours that holds code. */
+const OURS = 'runtime client coordinator protocol server-kit dev models test bench scripts deploy bin native'.split(' ');
+
+/** Test code: tests, their support and fixtures, and benchmarks. They may import anything of ours. */
+const TEST_CODE = ['test/**', 'bench/**', '**/*.test.ts', '**/*.test.tsx', '**/*.test.mjs'];
+
+/**
+ * The only non-test files that import runtime/faults/ (the test-only fault injectors, on no production
+ * option type), as of issue 23: the composition root takes peer faults and hands them to the werift
+ * adapter, the send path drops outbound RTP for them, and the FFmpeg encoder fails encodes on request
+ * (encoder-faults.ts). The injectors and start-runtime-with-faults.ts (runtime/faults/) use each other.
+ * Everything else outside test code importing runtime/faults/ is an error.
+ */
+const FAULT_IMPORTERS = [
+  'runtime/server.ts',
+  'runtime/transport/werift-peer-connection.ts',
+  'runtime/transport/send/rtp-track-sender.ts',
+  'runtime/media/ffmpeg-video-encoder.ts',
+  'runtime/faults/**',
+];
+
+/** A zone: `folder`'s files import nothing of ours outside `folder` but `allowed`. */
+function importsOnly(folder, allowed, message) {
+  const from = OURS.filter((other) => other !== folder && !allowed.includes(other)).map((other) => `./${other}`);
+  return { target: `./${folder}`, from, message };
+}
+
+/**
+ * The "never" arrows of docs/architecture.md, for non-test code. test/architecture/boundaries.test.ts
+ * checks the folder rules too (by reading relative imports); these also follow `arclight/*` self-imports.
+ */
+const ARCHITECTURE_ZONES = [
+  {
+    target: './runtime',
+    from: './coordinator',
+    message: 'The runtime never imports the coordinator: they meet over HTTP (docs/architecture.md).',
+  },
+  {
+    target: './coordinator',
+    from: './runtime',
+    message: 'The coordinator never imports the runtime: they meet over HTTP (docs/architecture.md).',
+  },
+  importsOnly('protocol', [], 'protocol/ imports nothing of ours (docs/architecture.md).'),
+  importsOnly('server-kit', ['protocol'], 'server-kit/ imports only protocol/ (docs/architecture.md).'),
+  importsOnly('client', ['protocol'], 'client/ imports only protocol/: it ships to browsers and apps (docs/architecture.md).'),
+  {
+    target: OURS.filter((folder) => folder !== 'test' && folder !== 'bench').map((folder) => `./${folder}`),
+    from: ['./test', './bench'],
+    message: 'Non-test code never imports test/ or bench/.',
+  },
+];
+
+const FAULTS_ZONE = {
+  target: '.',
+  from: './runtime/faults',
+  message: 'runtime/faults/ is test-only: outside tests only the files in FAULT_IMPORTERS (eslint.config.js) take faults.',
+};
+
+/** Globals of the plain-JavaScript files (TypeScript files need none: the type checker knows them). */
+function readonlyGlobals(names) {
+  return Object.fromEntries(names.split(/\s+/).flatMap((name) => (name === '' ? [] : [[name, 'readonly']])));
+}
+const NODE_GLOBALS = readonlyGlobals(`
+  process console Buffer URL URLSearchParams setTimeout clearTimeout setInterval clearInterval setImmediate
+  queueMicrotask structuredClone performance fetch TextEncoder TextDecoder AbortController AbortSignal globalThis
+`);
+const BROWSER_GLOBALS = readonlyGlobals(`
+  window document navigator location history console fetch performance crypto confirm alert setTimeout clearTimeout
+  setInterval clearInterval requestAnimationFrame cancelAnimationFrame URL URLSearchParams Node Event EventSource
+  MediaStream CSS AbortController TextEncoder TextDecoder globalThis
+`);
+
+export default defineConfig(
+  {
+    ignores: [
+      // Dot folders (.tmp, .git and local scratch) hold no source.
+      '.*/',
+      'dist/',
+      'build/',
+      'docs/api/',
+      'coverage/',
+      'data/',
+      // The C++ addon, its tests and its fake driver (native/test/addon-smoke.mjs runs as written in .ci/run).
+      'native/',
+      // Copied into new model projects by `arclight init`, to be linted there under the project's own setup.
+      'dev/scaffold/template/',
+      // Generated by `arclight types`; test/types/type-tests.test.ts compares it with the generator's output.
+      'test/types/pattern-model.d.ts',
+    ],
+  },
+  {
+    linterOptions: { reportUnusedDisableDirectives: 'error' },
+  },
+  js.configs.recommended,
+  tseslint.configs.recommended,
+  importX.flatConfigs.typescript,
+  {
+    settings: {
+      // Our imports name files with their `.ts` extension (allowImportingTsExtensions); the package's own
+      // `arclight/*` exports resolve to source through the `source` condition, as under vitest and tsx.
+      'import-x/resolver-next': [
+        createNodeResolver({
+          extensions: ['.ts', '.tsx', '.d.ts', '.js', '.mjs', '.cjs', '.json', '.node'],
+          conditionNames: ['source', 'types', 'import', 'node', 'default'],
+        }),
+      ],
+      // Never parse dependencies to follow their imports: cycles and boundaries are about our code.
+      'import-x/ignore': ['node_modules'],
+    },
+    rules: {
+      // --- Recommended rules, configured ---
+      // `_name` marks a deliberately unused binding (a skipped loop value, a property left out of a rest).
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        {
+          argsIgnorePattern: '^_',
+          varsIgnorePattern: '^_',
+          caughtErrorsIgnorePattern: '^_',
+          destructuredArrayIgnorePattern: '^_',
+          ignoreRestSiblings: true,
+        },
+      ],
+      // `interface X extends Y<...> {}` names a message or a public type (protocol/messages.ts has a dozen).
+      '@typescript-eslint/no-empty-object-type': ['error', { allowInterfaces: 'with-single-extends' }],
+      // A `let` read in a closure before its one assignment (a timer, a cleanup) cannot be `const`.
+      'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
+
+      // --- Recommended rules turned off ---
+      // `const session = this` where a `function` or an object literal's getters need the outer object
+      // (runtime/session/session.ts, runtime/testing/test-session.ts, a bench): deliberate, and clearer
+      // than the alternatives.
+      '@typescript-eslint/no-this-alias': 'off',
+      // Every control character in a pattern here is deliberate: names, captions and log values refused or
+      // quoted when they hold control characters (api-keys, uploads, log-format, the pattern example, a fuzz test).
+      'no-control-regex': 'off',
+      // A pattern for padded text (a log line's `INFO  hello`) reads better with its spaces written out than as ` {2}`.
+      'no-regex-spaces': 'off',
+
+      // --- The architecture ---
+      // A cycle of value imports makes load order decide behaviour (a `const` read before its module ran).
+      // Type-only imports are erased at run time and do not count.
+      'import-x/no-cycle': ['error', { ignoreExternal: true }],
+      'import-x/no-self-import': 'error',
+      'import-x/no-restricted-paths': ['error', { basePath: ROOT, zones: [...ARCHITECTURE_ZONES, FAULTS_ZONE] }],
+    },
+  },
+  {
+    files: FAULT_IMPORTERS,
+    rules: {
+      'import-x/no-restricted-paths': ['error', { basePath: ROOT, zones: ARCHITECTURE_ZONES }],
+    },
+  },
+  {
+    files: TEST_CODE,
+    rules: {
+      'import-x/no-restricted-paths': 'off',
+      // Tests read untyped JSON bodies and reach into private state through `any` (three dozen places in
+      // test/coordinator and test/reliability); typing each buys nothing a failing assertion would not show.
+      '@typescript-eslint/no-explicit-any': 'off',
+    },
+  },
+  {
+    files: ['bin/**/*.js', 'scripts/**/*.mjs', 'models/**/*.mjs', 'eslint.config.js'],
+    languageOptions: { globals: NODE_GLOBALS },
+  },
+  {
+    files: ['runtime/playground/**/*.js', 'coordinator/dashboard/page/**/*.js'],
+    languageOptions: { globals: BROWSER_GLOBALS },
+  },
+);
