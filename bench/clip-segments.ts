@@ -56,7 +56,15 @@ function psnrY(source: Uint8Array, decoded: Uint8Array): number {
 }
 
 async function encodeOnce(frames: readonly Uint8Array[], segmentSeconds: number, measureQuality: boolean): Promise<Run> {
-  const encoder = await VideoEncoder.create({ codec: 'h264', width: WIDTH, height: HEIGHT, fps: FPS, profile: 'high', bitrateKbps: BITRATE_KBPS, syncBelowMs: 1_000 });
+  const encoder = await VideoEncoder.create({
+    codec: 'h264',
+    width: WIDTH,
+    height: HEIGHT,
+    fps: FPS,
+    profile: 'high',
+    bitrateKbps: BITRATE_KBPS,
+    syncBelowMs: 1_000,
+  });
   const decoder = measureQuality ? await VideoDecoder.create('h264') : undefined;
   const interval = segmentSeconds * FPS;
   let bytes = 0;
@@ -90,8 +98,13 @@ async function encodeOnce(frames: readonly Uint8Array[], segmentSeconds: number,
 
 async function main(): Promise<void> {
   const info = runInfo();
-  process.stdout.write(`clip-segments: ${ROUNDS} rounds × {pattern, grain} 720p30 × segments {${SEGMENTS.join(', ')}} s, ${FRAMES} frames, ${BITRATE_KBPS} kbps H.264 High\n${JSON.stringify(info)}\n`);
-  const results: Record<string, Record<string, { cpuMsPerFrame: Summary; kbps: Summary; keyframeShare: Summary; psnr: Summary | null }>> = {};
+  process.stdout.write(
+    `clip-segments: ${ROUNDS} rounds × {pattern, grain} 720p30 × segments {${SEGMENTS.join(', ')}} s, ${FRAMES} frames, ${BITRATE_KBPS} kbps H.264 High\n${JSON.stringify(info)}\n`,
+  );
+  const results: Record<
+    string,
+    Record<string, { cpuMsPerFrame: Summary; kbps: Summary; keyframeShare: Summary; psnr: Summary | null }>
+  > = {};
   for (const picture of ['pattern', 'grain'] as Picture[]) {
     const drawer = new PictureDrawer(WIDTH, HEIGHT, picture);
     const frames = Array.from({ length: FRAMES }, (_, i) => drawer.draw(i).slice());

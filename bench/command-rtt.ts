@@ -79,7 +79,12 @@ function histogramDelta(
     }
     return '?';
   };
-  return { count, meanMs: count ? ((after.sum - before.sum) / count) * 1000 : NaN, p50BucketMs: bucketFor(0.5), p99BucketMs: bucketFor(0.99) };
+  return {
+    count,
+    meanMs: count ? ((after.sum - before.sum) / count) * 1000 : NaN,
+    p50BucketMs: bucketFor(0.5),
+    p99BucketMs: bucketFor(0.99),
+  };
 }
 
 // ---------------------------------------------------------------------------
@@ -98,9 +103,10 @@ let nextRequest = 0;
 
 async function rawRoundTrip(peer: RawPeer, kind: 'rawCommand' | 'rawPing', speed: number): Promise<number> {
   const requestId = `b${++nextRequest}`;
-  const text = kind === 'rawPing'
-    ? JSON.stringify({ scope: 'runtime', data: { type: 'ping', request_id: requestId } })
-    : JSON.stringify({ scope: 'application', data: { type: 'set_speed', data: { speed }, request_id: requestId } });
+  const text =
+    kind === 'rawPing'
+      ? JSON.stringify({ scope: 'runtime', data: { type: 'ping', request_id: requestId } })
+      : JSON.stringify({ scope: 'application', data: { type: 'set_speed', data: { speed }, request_id: requestId } });
   const from = peer.messages.length;
   const started = performance.now();
   const done = peer.waitFor((m) => m.data?.request_id === requestId, 10_000, from);
@@ -147,7 +153,11 @@ async function phase(url: string, client: ArclightClient, peer: RawPeer, video: 
   const samples = await measure(client, peer, SAMPLES);
   const cpu1 = systemCpu();
   const after = await commandHistogram(url, 'set_speed');
-  const ms = { sendCommand: summarise(samples.sendCommand), rawCommand: summarise(samples.rawCommand), rawPing: summarise(samples.rawPing) };
+  const ms = {
+    sendCommand: summarise(samples.sendCommand),
+    rawCommand: summarise(samples.rawCommand),
+    rawPing: summarise(samples.rawPing),
+  };
   return {
     video,
     ms,
@@ -195,7 +205,6 @@ async function run(index: number): Promise<PhaseResult[]> {
   }
 }
 
-
 // ---------------------------------------------------------------------------
 // main
 // ---------------------------------------------------------------------------
@@ -204,7 +213,9 @@ const fmt = (x: number): string => x.toFixed(3);
 
 async function main(): Promise<void> {
   const info = runInfo();
-  process.stdout.write(`command-rtt: ${RUNS} runs × (${WARMUP} warm-up + ${SAMPLES} samples) per kind and phase\n${JSON.stringify(info)}\n`);
+  process.stdout.write(
+    `command-rtt: ${RUNS} runs × (${WARMUP} warm-up + ${SAMPLES} samples) per kind and phase\n${JSON.stringify(info)}\n`,
+  );
   const runs: PhaseResult[][] = [];
   for (let i = 0; i < RUNS; i++) runs.push(await run(i));
   const loadavgAfter = loadavg();
@@ -233,7 +244,9 @@ async function main(): Promise<void> {
       );
     }
     const ratios = runs.map((phases) => phases.find((x) => x.video === video)!.ratio.sendCommandOverPing);
-    process.stdout.write(`median ratio sendCommand/ping p50: ${median(ratios).toFixed(2)} (spread ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})\n`);
+    process.stdout.write(
+      `median ratio sendCommand/ping p50: ${median(ratios).toFixed(2)} (spread ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})\n`,
+    );
     const target = median(runs.map((phases) => phases.find((x) => x.video === video)!.ms.sendCommand.p50));
     process.stdout.write(`target sendCommand p50 ≤ 1 ms: ${target <= 1 ? 'MET' : 'NOT MET'} (${fmt(target)} ms)\n`);
   }

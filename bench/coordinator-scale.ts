@@ -61,14 +61,20 @@ const CAPABILITIES = { protocol_version: '1', tracks: [{ name: 'main_video', kin
 
 /** Draws inserted here bypass the ledger: bring each grant's cached spend up to date, as migration 0006 does. */
 async function migratePastSpend(db: Kysely<CoordinatorDatabase>): Promise<void> {
-  await sql`update credit_grants set spent = coalesce((select sum(d.credits) from grant_draws d where d.grant_id = credit_grants.id), 0)`.execute(db);
+  await sql`update credit_grants set spent = coalesce((select sum(d.credits) from grant_draws d where d.grant_id = credit_grants.id), 0)`.execute(
+    db,
+  );
 }
 
 async function startCoordinatorProcess(database: string): Promise<{ url: string; child: ChildProcess }> {
-  return startListeningProcess(['bench/support/coordinator-server.ts', '--mode', 'hono', '--database', database], { ARCLIGHT_LOG: 'error', ARCLIGHT_RUNTIME_SECRET: SECRET });
+  return startListeningProcess(['bench/support/coordinator-server.ts', '--mode', 'hono', '--database', database], {
+    ARCLIGHT_LOG: 'error',
+    ARCLIGHT_RUNTIME_SECRET: SECRET,
+  });
 }
 
-const load = (server: ChildProcess, request: () => Promise<Response>): Promise<PhaseResult> => closedLoopLoad(server, request, { seconds: SECONDS, concurrency: CONCURRENCY });
+const load = (server: ChildProcess, request: () => Promise<Response>): Promise<PhaseResult> =>
+  closedLoopLoad(server, request, { seconds: SECONDS, concurrency: CONCURRENCY });
 
 /** A stand-in for runtimes' HTTP side: accepts hosted sessions and answers relayed requests at once. */
 async function startRuntimeStandIn(): Promise<{ url: string; server: Server }> {
@@ -105,16 +111,26 @@ async function measureHttp(engine: string, database: string): Promise<Record<str
     for (let i = 0; i < ids.length; i += 50) {
       await Promise.all(
         ids.slice(i, i + 50).map(async (id) => {
-          const r = await fetch(`${url}/runtimes`, { method: 'POST', headers, body: JSON.stringify({ id, url: standIn.url, model: 'pattern', slots: 8, capabilities: CAPABILITIES }) });
+          const r = await fetch(`${url}/runtimes`, {
+            method: 'POST',
+            headers,
+            body: JSON.stringify({ id, url: standIn.url, model: 'pattern', slots: 8, capabilities: CAPABILITIES }),
+          });
           if (r.status !== 200) throw new Error(`register ${id}: ${r.status} ${await r.text()}`);
         }),
       );
     }
     // Sessions to relay for: created through the API, placed on the stand-in.
-    const token = ((await (await fetch(`${url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': key } })).json()) as { token: string }).token;
+    const token = (
+      (await (await fetch(`${url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': key } })).json()) as { token: string }
+    ).token;
     const sessionIds: string[] = [];
     for (let i = 0; i < 64; i++) {
-      const r = await fetch(`${url}/sessions`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: { name: 'pattern' } }) });
+      const r = await fetch(`${url}/sessions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: { name: 'pattern' } }),
+      });
       sessionIds.push(((await r.json()) as { session_id: string }).session_id);
     }
     let turn = 0;
@@ -129,7 +145,10 @@ async function measureHttp(engine: string, database: string): Promise<Record<str
     const probe = await relay();
     if (probe.status !== 200) throw new Error(`relay probe: ${probe.status} ${await probe.text()}`);
     for (let round = 1; round <= ROUNDS; round++) {
-      for (const [name, request] of [['POST heartbeat', heartbeat], ['relayed transport request', relay]] as const) {
+      for (const [name, request] of [
+        ['POST heartbeat', heartbeat],
+        ['relayed transport request', relay],
+      ] as const) {
         const r = await load(child, request);
         (results[name] ??= []).push(r);
         process.stdout.write(
@@ -149,7 +168,11 @@ async function measureHttp(engine: string, database: string): Promise<Record<str
  * `history` past charges (ticks and their draws) per account already in the ledger — a session
  * charged every 5 s for a day leaves ~17,000.
  */
-async function measureMeter(engine: string, database: string, history: number): Promise<{ msPerFlush: number[]; microsPerSession: number[] }> {
+async function measureMeter(
+  engine: string,
+  database: string,
+  history: number,
+): Promise<{ msPerFlush: number[]; microsPerSession: number[] }> {
   const storage = await openStorage(database);
   // No balance ceiling: the bench grants more than it could ever spend (a cap would cut the grant to it).
   const ledger = new CreditLedger(storage.db, storage.engine, { ...DEFAULT_PRICING, maxAccountCredits: 0 });
@@ -179,7 +202,11 @@ async function measureMeter(engine: string, database: string, history: number): 
     end_reason: null,
     max_duration_seconds: 86_400,
   }));
-  for (let i = 0; i < values.length; i += 500) await storage.db.insertInto('sessions').values(values.slice(i, i + 500)).execute();
+  for (let i = 0; i < values.length; i += 500)
+    await storage.db
+      .insertInto('sessions')
+      .values(values.slice(i, i + 500))
+      .execute();
   if (history > 0) {
     // Past sessions' ticks and draws for each account, on its (one) grant.
     for (const { account } of rows) {
@@ -187,13 +214,38 @@ async function measureMeter(engine: string, database: string, history: number): 
       const past = randomUUID();
       await storage.db
         .insertInto('sessions')
-        .values({ id: past, account_id: account, model_id: model.id, token_id: null, status: 'ended', created_at: clock - 90_000_000, ready_at: clock - 86_400_000, ended_at: clock - 86_400_000 + history * 1000, end_reason: 'past', max_duration_seconds: 86_400, billed_seconds: history })
+        .values({
+          id: past,
+          account_id: account,
+          model_id: model.id,
+          token_id: null,
+          status: 'ended',
+          created_at: clock - 90_000_000,
+          ready_at: clock - 86_400_000,
+          ended_at: clock - 86_400_000 + history * 1000,
+          end_reason: 'past',
+          max_duration_seconds: 86_400,
+          billed_seconds: history,
+        })
         .execute();
-      const ticks = Array.from({ length: history }, (_, seq) => ({ session_id: past, seq, account_id: account, seconds: 1, credits: 5, created_at: clock - 86_400_000 + seq }));
+      const ticks = Array.from({ length: history }, (_, seq) => ({
+        session_id: past,
+        seq,
+        account_id: account,
+        seconds: 1,
+        credits: 5,
+        created_at: clock - 86_400_000 + seq,
+      }));
       const draws = ticks.map((t) => ({ session_id: past, seq: t.seq, grant_id: grant.id, credits: 5 }));
       for (let i = 0; i < history; i += 1000) {
-        await storage.db.insertInto('meter_ticks').values(ticks.slice(i, i + 1000)).execute();
-        await storage.db.insertInto('grant_draws').values(draws.slice(i, i + 1000)).execute();
+        await storage.db
+          .insertInto('meter_ticks')
+          .values(ticks.slice(i, i + 1000))
+          .execute();
+        await storage.db
+          .insertInto('grant_draws')
+          .values(draws.slice(i, i + 1000))
+          .execute();
       }
     }
     await migratePastSpend(storage.db);
@@ -210,7 +262,9 @@ async function measureMeter(engine: string, database: string, history: number): 
       if (ticks !== SESSIONS) throw new Error(`flush charged ${ticks} of ${SESSIONS} sessions`);
       msPerFlush.push(ms);
       microsPerSession.push((ms * 1000) / ticks);
-      process.stdout.write(`  ${engine.padEnd(8)} meter flush of ${SESSIONS} sessions, ${history} past charges/account  ${ms.toFixed(0)} ms  ${((ms * 1000) / ticks).toFixed(0)} µs/session\n`);
+      process.stdout.write(
+        `  ${engine.padEnd(8)} meter flush of ${SESSIONS} sessions, ${history} past charges/account  ${ms.toFixed(0)} ms  ${((ms * 1000) / ticks).toFixed(0)} µs/session\n`,
+      );
     }
   } finally {
     await storage.close();
@@ -220,7 +274,9 @@ async function measureMeter(engine: string, database: string, history: number): 
 
 await runBench('coordinator-scale', async () => {
   const info = runInfo();
-  process.stdout.write(`coordinator-scale: ${ROUNDS} rounds, ${SECONDS} s per HTTP phase, ${CONCURRENCY} in flight, ${RUNTIMES} runtimes, ${SESSIONS} metered sessions\n`);
+  process.stdout.write(
+    `coordinator-scale: ${ROUNDS} rounds, ${SECONDS} s per HTTP phase, ${CONCURRENCY} in flight, ${RUNTIMES} runtimes, ${SESSIONS} metered sessions\n`,
+  );
   const sqliteDir = mkdtempSync(join(tmpdir(), 'arclight-scale-'));
   const meters = async (engine: string, database: () => Promise<string>) => {
     const out: Record<string, Awaited<ReturnType<typeof measureMeter>>> = {};
@@ -229,7 +285,10 @@ await runBench('coordinator-scale', async () => {
   };
   let n = 0;
   const results: Record<string, unknown> = {
-    sqlite: { http: await measureHttp('sqlite', join(sqliteDir, 'http.db')), meter: await meters('sqlite', async () => join(sqliteDir, `meter-${n++}.db`)) },
+    sqlite: {
+      http: await measureHttp('sqlite', join(sqliteDir, 'http.db')),
+      meter: await meters('sqlite', async () => join(sqliteDir, `meter-${n++}.db`)),
+    },
   };
   const postgres = await startPostgres();
   try {
@@ -242,12 +301,19 @@ await runBench('coordinator-scale', async () => {
   }
   process.stdout.write('\nmedians over rounds:\n');
   for (const [engine, value] of Object.entries(results)) {
-    const { http, meter } = value as { http: Record<string, PhaseResult[]>; meter: Record<string, { microsPerSession: number[]; msPerFlush: number[] }> };
+    const { http, meter } = value as {
+      http: Record<string, PhaseResult[]>;
+      meter: Record<string, { microsPerSession: number[]; msPerFlush: number[] }>;
+    };
     for (const [name, phases] of Object.entries(http)) {
-      process.stdout.write(`  ${engine} ${name}: ${median(phases.map((p) => p.perSecond)).toFixed(0)}/s, ${median(phases.map((p) => p.serverCpuMicros)).toFixed(0)} µs server CPU/req, p99 ${median(phases.map((p) => p.latencyMs.p99)).toFixed(1)} ms\n`);
+      process.stdout.write(
+        `  ${engine} ${name}: ${median(phases.map((p) => p.perSecond)).toFixed(0)}/s, ${median(phases.map((p) => p.serverCpuMicros)).toFixed(0)} µs server CPU/req, p99 ${median(phases.map((p) => p.latencyMs.p99)).toFixed(1)} ms\n`,
+      );
     }
     for (const [history, m] of Object.entries(meter)) {
-      process.stdout.write(`  ${engine} meter (${history}): ${median(m.microsPerSession).toFixed(0)} µs/session (${Math.min(...m.microsPerSession).toFixed(0)}–${Math.max(...m.microsPerSession).toFixed(0)}), ${median(m.msPerFlush).toFixed(0)} ms per flush of ${SESSIONS}\n`);
+      process.stdout.write(
+        `  ${engine} meter (${history}): ${median(m.microsPerSession).toFixed(0)} µs/session (${Math.min(...m.microsPerSession).toFixed(0)}–${Math.max(...m.microsPerSession).toFixed(0)}), ${median(m.msPerFlush).toFixed(0)} ms per flush of ${SESSIONS}\n`,
+      );
     }
   }
   finishReport(info, loadavg(), args.json, results);

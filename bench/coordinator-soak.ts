@@ -185,7 +185,15 @@ await runBench('coordinator-soak', async () => {
     await seed.close();
 
     if (HEAP_CHECK) {
-      const coordinator = await startCoordinator({ database, port: await freePort(), host: '127.0.0.1', meterFlushMs: 1000, heartbeatIntervalMs: 2000, runtimeSecret: SECRET, logger: createLogger({ process: 'coordinator' }, 'warn') });
+      const coordinator = await startCoordinator({
+        database,
+        port: await freePort(),
+        host: '127.0.0.1',
+        meterFlushMs: 1000,
+        heartbeatIntervalMs: 2000,
+        runtimeSecret: SECRET,
+        logger: createLogger({ process: 'coordinator' }, 'warn'),
+      });
       const heap = async () => ({ usedMiB: process.memoryUsage().heapUsed / 2 ** 20, totalMiB: process.memoryUsage().heapTotal / 2 ** 20 });
       replicas.push({ url: coordinator.url, pid: process.pid, heap, stop: () => coordinator.close() });
     } else {
@@ -196,7 +204,12 @@ await runBench('coordinator-soak', async () => {
           runtimeSecret: SECRET,
           extraArgs: ['--meter-flush-ms', '1000', '--heartbeat-ms', '2000'],
         });
-        replicas.push({ url: child.url, pid: child.child.pid!, heap: () => fetchCoordinatorHeap(child.url), stop: () => killProcess(child.child) });
+        replicas.push({
+          url: child.url,
+          pid: child.child.pid!,
+          heap: () => fetchCoordinatorHeap(child.url),
+          stop: () => killProcess(child.child),
+        });
       }
     }
     const urls = replicas.map((r) => r.url);
@@ -282,11 +295,18 @@ await runBench('coordinator-soak', async () => {
     const quietPoints: ReplicaSample[][] = replicas.map(() => []);
     const read = async (replica: SoakReplica): Promise<ReplicaSample> => {
       const heap = await replica.heap();
-      return { atMinutes: minutesNow(), rssMiB: rssMiB(replica.pid), fds: openFds(replica.pid), heapUsedMiB: heap.usedMiB, heapTotalMiB: heap.totalMiB };
+      return {
+        atMinutes: minutesNow(),
+        rssMiB: rssMiB(replica.pid),
+        fds: openFds(replica.pid),
+        heapUsedMiB: heap.usedMiB,
+        heapTotalMiB: heap.totalMiB,
+      };
     };
     /** `--heap-check`: [minutes, sessions so far, live heap in MiB (snapshot), heapUsed after GC in MiB] at each quiet point. */
     const heapAfterGc: [number, number, number, number][] = [];
-    const snapshotFolder = args['heap-snapshots'] ?? (HEAP_CHECK ? (snapshotFolderToRemove = mkdtempSync(join(tmpdir(), 'arclight-heap-check-'))) : undefined);
+    const snapshotFolder =
+      args['heap-snapshots'] ?? (HEAP_CHECK ? (snapshotFolderToRemove = mkdtempSync(join(tmpdir(), 'arclight-heap-check-'))) : undefined);
     // What the bench itself keeps per session (the stubs' start records) is tallied and dropped at
     // quiet points in --heap-check mode, so the heap measured is the coordinator's.
     const tallied = { startedMoreThanOnce: 0 };
@@ -300,18 +320,25 @@ await runBench('coordinator-soak', async () => {
       }
       const heapUsedMiB = process.memoryUsage().heapUsed / 2 ** 20;
       mkdirSync(snapshotFolder!, { recursive: true });
-      const snapshot = writeHeapSnapshot(join(snapshotFolder!, `coordinator-${String(heapAfterGc.length + 1).padStart(2, '0')}-${churn.sessions}-sessions.heapsnapshot`));
+      const snapshot = writeHeapSnapshot(
+        join(snapshotFolder!, `coordinator-${String(heapAfterGc.length + 1).padStart(2, '0')}-${churn.sessions}-sessions.heapsnapshot`),
+      );
       const liveMiB = liveHeapBytes(snapshot) / 2 ** 20;
       if (!args['heap-snapshots']) rmSync(snapshot);
       heapAfterGc.push([minutesNow(), churn.sessions, liveMiB, heapUsedMiB]);
-      process.stdout.write(`  after GC: live heap ${liveMiB.toFixed(2)} MiB (heapUsed ${heapUsedMiB.toFixed(2)}) at ${churn.sessions} sessions\n`);
+      process.stdout.write(
+        `  after GC: live heap ${liveMiB.toFixed(2)} MiB (heapUsed ${heapUsedMiB.toFixed(2)}) at ${churn.sessions} sessions\n`,
+      );
     };
     let usersStarted = false;
     const quietPoint = async (): Promise<void> => {
       gate.close();
       const deadline = Date.now() + 120_000;
       while ((usersStarted && running && gate.idle < USERS) || runtimes.some((r) => r.open.size > 0)) {
-        if (Date.now() > deadline) throw new Error(`no quiet point within 120 s: ${gate.idle}/${USERS} users idle, ${runtimes.reduce((n, r) => n + r.open.size, 0)} sessions open`);
+        if (Date.now() > deadline)
+          throw new Error(
+            `no quiet point within 120 s: ${gate.idle}/${USERS} users idle, ${runtimes.reduce((n, r) => n + r.open.size, 0)} sessions open`,
+          );
         await sleep(250);
       }
       await sleep(3_000); // the last meter flushes and ends settle
@@ -370,25 +397,37 @@ await runBench('coordinator-soak', async () => {
     });
     const crossed: string[] = [];
     for (const f of figures) {
-      if (MINUTES * (1 - WARMUP_FRACTION) >= THRESHOLDS.minSlopeSpanMinutes && (f.rssSlopeMiBPerHour ?? 0) > THRESHOLDS.maxRssSlopeMiBPerHour) {
+      if (
+        MINUTES * (1 - WARMUP_FRACTION) >= THRESHOLDS.minSlopeSpanMinutes &&
+        (f.rssSlopeMiBPerHour ?? 0) > THRESHOLDS.maxRssSlopeMiBPerHour
+      ) {
         crossed.push(`replica-${f.replica}: RSS slope ${f.rssSlopeMiBPerHour?.toFixed(1)} MiB/h > ${THRESHOLDS.maxRssSlopeMiBPerHour}`);
       }
       const fdGrowth = (f.quietFds.at(-1) ?? 0) - (f.quietFds[1] ?? f.quietFds[0] ?? 0);
       // In --heap-check mode the process is the bench too (its users' HTTP pools, the stubs' sockets):
       // its descriptors say nothing about the coordinator's, so only child replicas are judged.
-      if (!HEAP_CHECK && fdGrowth > THRESHOLDS.maxQuietFdGrowth) crossed.push(`replica-${f.replica}: fds grew by ${fdGrowth} between quiet points`);
+      if (!HEAP_CHECK && fdGrowth > THRESHOLDS.maxQuietFdGrowth)
+        crossed.push(`replica-${f.replica}: fds grew by ${fdGrowth} between quiet points`);
     }
     // --heap-check: growth per session from the first quiet point after the warm-up to the last.
     const settled = heapAfterGc.filter(([minutes]) => minutes >= warmupEnd);
     const heapFigures =
       HEAP_CHECK && settled.length >= 2
         ? {
-            quietPoints: heapAfterGc.map(([minutes, sessions, live, used]) => ({ minutes: Number(minutes.toFixed(1)), sessions, liveMiB: Number(live.toFixed(3)), heapUsedMiB: Number(used.toFixed(2)) })),
-            bytesPerSessionAfterWarmup: ((settled.at(-1)![2] - settled[0]![2]) * 2 ** 20) / Math.max(1, settled.at(-1)![1] - settled[0]![1]),
+            quietPoints: heapAfterGc.map(([minutes, sessions, live, used]) => ({
+              minutes: Number(minutes.toFixed(1)),
+              sessions,
+              liveMiB: Number(live.toFixed(3)),
+              heapUsedMiB: Number(used.toFixed(2)),
+            })),
+            bytesPerSessionAfterWarmup:
+              ((settled.at(-1)![2] - settled[0]![2]) * 2 ** 20) / Math.max(1, settled.at(-1)![1] - settled[0]![1]),
           }
         : undefined;
     if (heapFigures && heapFigures.bytesPerSessionAfterWarmup > THRESHOLDS.maxHeapBytesPerSession) {
-      crossed.push(`the live heap grew ${heapFigures.bytesPerSessionAfterWarmup.toFixed(0)} B per session after the warm-up > ${THRESHOLDS.maxHeapBytesPerSession}`);
+      crossed.push(
+        `the live heap grew ${heapFigures.bytesPerSessionAfterWarmup.toFixed(0)} B per session after the warm-up > ${THRESHOLDS.maxHeapBytesPerSession}`,
+      );
     }
     const correctness = {
       startedMoreThanOnce: tallied.startedMoreThanOnce + [...observed.starts.values()].filter((n) => n > 1).length,
@@ -402,7 +441,16 @@ await runBench('coordinator-soak', async () => {
     if (heapFigures) process.stdout.write(`heap check: ${JSON.stringify(heapFigures)}\n`);
     process.stdout.write(crossed.length ? `FAIL: ${crossed.join('; ')}\n` : 'PASS: every replica within the thresholds\n');
     finishReport(info, loadavg(), args.json, {
-      settings: { minutes: MINUTES, engine: args.engine, replicas: HEAP_CHECK ? 'one, in process (--heap-check)' : REPLICAS, runtimes: RUNTIMES, slots: SLOTS, users: USERS, hold: HOLD_S, tokenLifetimeSeconds: TOKEN_LIFETIME_S },
+      settings: {
+        minutes: MINUTES,
+        engine: args.engine,
+        replicas: HEAP_CHECK ? 'one, in process (--heap-check)' : REPLICAS,
+        runtimes: RUNTIMES,
+        slots: SLOTS,
+        users: USERS,
+        hold: HOLD_S,
+        tokenLifetimeSeconds: TOKEN_LIFETIME_S,
+      },
       ...(heapFigures ? { heapCheck: heapFigures } : {}),
       thresholds: THRESHOLDS,
       churn: churnOut,

@@ -30,7 +30,14 @@ import { CreditLedger } from '../coordinator/billing/credit-ledger.ts';
 import { ModelCatalog } from '../coordinator/models/model-catalog.ts';
 import { DEFAULT_PRICING } from '../coordinator/pricing/pricing.ts';
 import { openStorage } from '../coordinator/storage/database.ts';
-import { closedLoopLoad, LoadProcesses, requester, startListeningProcess, type LoadRequest, type PhaseResult } from './support/coordinator-load.ts';
+import {
+  closedLoopLoad,
+  LoadProcesses,
+  requester,
+  startListeningProcess,
+  type LoadRequest,
+  type PhaseResult,
+} from './support/coordinator-load.ts';
 import { loadavg, median } from './support/measure.ts';
 import { finishReport, runBench, runInfo } from './support/report.ts';
 
@@ -53,11 +60,17 @@ const ENGINES = args.engines.split(',').map((e) => e.trim());
 // inherit this throwaway one (an operator's own is kept when set).
 process.env['ARCLIGHT_SIGNING_KEY_SECRET'] ??= 'arclight-bench-only-signing-key-secret';
 /** `--workers 1,2,4`: a workers phase per count (each the real CLI with that many processes). */
-const WORKER_COUNTS = args.workers.split(',').map((w) => Number(w.trim())).filter((w) => w > 0);
+const WORKER_COUNTS = args.workers
+  .split(',')
+  .map((w) => Number(w.trim()))
+  .filter((w) => w > 0);
 const LOAD_PROCESSES = Number(args['load-processes']);
-if (ENGINES.length === 0 || ENGINES.some((e) => e !== 'sqlite' && e !== 'postgres')) throw new Error('--engines: sqlite, postgres or sqlite,postgres');
-if (args.workers.split(',').some((w) => !/^\s*\d+\s*$/.test(w))) throw new Error('--workers: counts of processes (1,2,4), 0 for no workers phase');
-if (!Number.isInteger(LOAD_PROCESSES) || LOAD_PROCESSES < 1 || LOAD_PROCESSES > CONCURRENCY) throw new Error('--load-processes: 1 to --concurrency');
+if (ENGINES.length === 0 || ENGINES.some((e) => e !== 'sqlite' && e !== 'postgres'))
+  throw new Error('--engines: sqlite, postgres or sqlite,postgres');
+if (args.workers.split(',').some((w) => !/^\s*\d+\s*$/.test(w)))
+  throw new Error('--workers: counts of processes (1,2,4), 0 for no workers phase');
+if (!Number.isInteger(LOAD_PROCESSES) || LOAD_PROCESSES < 1 || LOAD_PROCESSES > CONCURRENCY)
+  throw new Error('--load-processes: 1 to --concurrency');
 
 /** Accounts the POST /sessions load is spread over: a service's traffic comes from many tenants. */
 const TENANTS = 2_000;
@@ -94,7 +107,10 @@ async function setUp(database: string): Promise<Setup> {
 
 async function startServer(database: string, mode: 'hono' | 'raw' | 'workers', workers = 0): Promise<{ url: string; child: ChildProcess }> {
   // `workers`: the real CLI with `--workers` processes sharing the port (one per core).
-  const script = mode === 'workers' ? ['bin/arclight.js', 'coordinator', '--port', '0', '--workers', String(workers), '--meter-flush-ms', '600000'] : ['bench/support/coordinator-server.ts', '--mode', mode];
+  const script =
+    mode === 'workers'
+      ? ['bin/arclight.js', 'coordinator', '--port', '0', '--workers', String(workers), '--meter-flush-ms', '600000']
+      : ['bench/support/coordinator-server.ts', '--mode', mode];
   return startListeningProcess([...script, '--database', database]);
 }
 
@@ -106,7 +122,12 @@ const load = (server: ChildProcess, spec: LoadRequest, expectStatus: number): Pr
   return loadProcesses ? loadProcesses.run(server, spec, options) : closedLoopLoad(server, requester(spec), options);
 };
 
-async function measureEngine(engine: string, database: string, withRaw: boolean, withWorkers: boolean): Promise<Record<string, PhaseResult[]>> {
+async function measureEngine(
+  engine: string,
+  database: string,
+  withRaw: boolean,
+  withWorkers: boolean,
+): Promise<Record<string, PhaseResult[]>> {
   const { keys } = await setUp(database);
   const key = keys[0]!;
   const servers = {
@@ -118,11 +139,23 @@ async function measureEngine(engine: string, database: string, withRaw: boolean,
   const workerServers = new Map<number, { url: string; child: ChildProcess }>();
   if (withWorkers) for (const n of WORKER_COUNTS) workerServers.set(n, await startServer(database, 'workers', n));
   const tokenBody = JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } } }] });
-  const mintAt = (url: string): LoadRequest => ({ url: `${url}/tokens`, method: 'POST', headers: { 'Service-API-Key': key, 'content-type': 'application/json' }, body: tokenBody });
+  const mintAt = (url: string): LoadRequest => ({
+    url: `${url}/tokens`,
+    method: 'POST',
+    headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
+    body: tokenBody,
+  });
   // Unscoped tokens create without a max_sessions cap, so a phase can create as many as it can;
   // one per tenant, taken in turn.
   const unscoped = await Promise.all(
-    keys.map(async (k) => ((await (await fetch(`${servers.hono.url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': k } })).json()) as { token: string }).token),
+    keys.map(
+      async (k) =>
+        (
+          (await (await fetch(`${servers.hono.url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': k } })).json()) as {
+            token: string;
+          }
+        ).token,
+    ),
   );
   const bearers = unscoped.map((token) => `Bearer ${token}`);
   const sessionBody = JSON.stringify({ model: { name: 'pattern' } });
@@ -189,7 +222,13 @@ await runBench('coordinator-throughput', async () => {
       const p99 = runs.map((r) => r.latencyMs.p99);
       const p50 = runs.map((r) => r.latencyMs.p50);
       const cpu = runs.map((r) => r.serverCpuMicros);
-      summary[`${engine} ${name}`] = { perSecond: median(rate), p50: median(p50), p99: median(p99), serverCpuMicros: median(cpu), rounds: runs };
+      summary[`${engine} ${name}`] = {
+        perSecond: median(rate),
+        p50: median(p50),
+        p99: median(p99),
+        serverCpuMicros: median(cpu),
+        rounds: runs,
+      };
       process.stdout.write(
         `  ${engine.padEnd(8)} ${name.padEnd(26)} ${median(rate).toFixed(0)}/s (${Math.min(...rate).toFixed(0)}–${Math.max(...rate).toFixed(0)})  p50 ${median(p50).toFixed(2)} ms  p99 ${median(p99).toFixed(2)} ms (${Math.min(...p99).toFixed(2)}–${Math.max(...p99).toFixed(2)})  server ${median(cpu).toFixed(0)} µs CPU/req → ${(1e6 / median(cpu)).toFixed(0)}/s per core\n`,
       );
@@ -200,8 +239,17 @@ await runBench('coordinator-throughput', async () => {
     const hono = all['sqlite']['POST /tokens (hono)']!.map((r) => r.perSecond);
     const raw = all['sqlite']['POST /tokens (node:http)']!.map((r) => r.perSecond);
     ratios = hono.map((h, i) => h / raw[i]!);
-    process.stdout.write(`  hono / node:http on POST /tokens (SQLite): ${median(ratios).toFixed(2)} (per round ${ratios.map((r) => r.toFixed(2)).join(', ')})\n`);
+    process.stdout.write(
+      `  hono / node:http on POST /tokens (SQLite): ${median(ratios).toFixed(2)} (per round ${ratios.map((r) => r.toFixed(2)).join(', ')})\n`,
+    );
   }
-  const options = { engines: ENGINES, workers: WORKER_COUNTS, loadProcesses: LOAD_PROCESSES, concurrency: CONCURRENCY, seconds: SECONDS, rounds: ROUNDS };
+  const options = {
+    engines: ENGINES,
+    workers: WORKER_COUNTS,
+    loadProcesses: LOAD_PROCESSES,
+    concurrency: CONCURRENCY,
+    seconds: SECONDS,
+    rounds: ROUNDS,
+  };
   finishReport(info, loadavg(), args.json, { options, summary, ...(ratios ? { honoOverRaw: ratios } : {}) });
 });

@@ -76,7 +76,7 @@ class StatementCounter {
     const counter = this;
     (pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown }).query = function (this: unknown, ...args: unknown[]) {
       const first = args[0];
-      const text = typeof first === 'string' ? first : (first as { text?: string } | undefined)?.text ?? '';
+      const text = typeof first === 'string' ? first : ((first as { text?: string } | undefined)?.text ?? '');
       counter.statements++;
       const client = this as object;
       if (/^\s*begin\b/i.test(text)) {
@@ -90,7 +90,10 @@ class StatementCounter {
       if (write && !counter.#inTransaction.has(client)) counter.transactions++;
       const result = original.apply(this, args);
       if (write && result instanceof Promise) {
-        void result.then((r: { rowCount?: number | null }) => (counter.rows += r?.rowCount ?? 0), () => undefined);
+        void result.then(
+          (r: { rowCount?: number | null }) => (counter.rows += r?.rowCount ?? 0),
+          () => undefined,
+        );
       }
       return result;
     };
@@ -108,7 +111,12 @@ async function walPosition(db: Kysely<CoordinatorDatabase>): Promise<number> {
 
 async function measured(db: Kysely<CoordinatorDatabase>, counter: StatementCounter, work: () => Promise<void>): Promise<WriteCounts> {
   const wal = await walPosition(db);
-  const before = { transactions: counter.transactions, statements: counter.statements, writeStatements: counter.writeStatements, rows: counter.rows };
+  const before = {
+    transactions: counter.transactions,
+    statements: counter.statements,
+    writeStatements: counter.writeStatements,
+    rows: counter.rows,
+  };
   await work();
   const counted = {
     transactions: counter.transactions - before.transactions,
@@ -136,7 +144,13 @@ async function measureMode(database: string, batched: boolean): Promise<ModeResu
     const model = await new ModelCatalog(db).add('pattern-writes', 5);
     const capabilities = { protocol_version: '1.0', tracks: [], commands: [], emission_fps: 30 };
     for (let i = 0; i < RUNTIMES; i++) {
-      await registry.register({ id: `gpu-${i}`, url: `http://127.0.0.1:9/${i}`, modelId: model.id, slots: Math.ceil(SESSIONS / RUNTIMES), capabilities });
+      await registry.register({
+        id: `gpu-${i}`,
+        url: `http://127.0.0.1:9/${i}`,
+        modelId: model.id,
+        slots: Math.ceil(SESSIONS / RUNTIMES),
+        capabilities,
+      });
     }
     const accounts = new AccountStore(db);
     const accountIds: string[] = [];
@@ -160,7 +174,11 @@ async function measureMode(database: string, batched: boolean): Promise<ModeResu
       rate_credits_per_second: 5,
       runtime_id: `gpu-${i % RUNTIMES}`,
     }));
-    for (let i = 0; i < sessions.length; i += 500) await db.insertInto('sessions').values(sessions.slice(i, i + 500)).execute();
+    for (let i = 0; i < sessions.length; i += 500)
+      await db
+        .insertInto('sessions')
+        .values(sessions.slice(i, i + 500))
+        .execute();
     await meter.flush(); // the first two seconds: warms statements and the grants' rows
 
     // One heartbeat from every runtime: a second's worth (200) at a time, in 50 ms steps.
@@ -211,7 +229,9 @@ const describe = (c: WriteCounts) =>
 
 await runBench('coordinator-writes', async () => {
   const info = runInfo();
-  process.stdout.write(`coordinator-writes: ${ROUNDS} rounds, ${RUNTIMES} runtimes, ${SESSIONS} ready sessions (${SESSIONS / SESSIONS_PER_ACCOUNT} accounts), PostgreSQL\n`);
+  process.stdout.write(
+    `coordinator-writes: ${ROUNDS} rounds, ${RUNTIMES} runtimes, ${SESSIONS} ready sessions (${SESSIONS / SESSIONS_PER_ACCOUNT} accounts), PostgreSQL\n`,
+  );
   const postgres = await startPostgres();
   const results: Record<'batched' | 'unbatched', ModeResult[]> = { batched: [], unbatched: [] };
   try {

@@ -76,7 +76,9 @@ const PICTURES = args.picture.split(',').map((p) => p.trim()) as Picture[];
 if (PICTURES.some((p) => p !== 'pattern' && p !== 'grain')) throw new Error('--picture takes pattern and/or grain');
 const FPS = 30;
 
-const ALL_BACKENDS = Object.values(ENCODER_BACKEND_CANDIDATES).flat().map((c) => c.backend);
+const ALL_BACKENDS = Object.values(ENCODER_BACKEND_CANDIDATES)
+  .flat()
+  .map((c) => c.backend);
 const BACKENDS: EncoderBackend[] = args.backends.split(',').map((name) => {
   const backend = ALL_BACKENDS.find((b) => b.name === name.trim());
   if (!backend) throw new Error(`unknown backend "${name}"; known: ${ALL_BACKENDS.map((b) => b.name).join(', ')}`);
@@ -97,8 +99,16 @@ const PRIVATE_OPTIONS: Record<string, readonly string[]> = {
   libx264: ['preset', 'tune', 'profile', 'x264-params', 'forced-idr'],
   libx265: ['preset', 'tune', 'profile', 'x265-params', 'forced-idr'],
   libvpx: [
-    'deadline', 'cpu-used', 'lag-in-frames', 'auto-alt-ref', 'error-resilient', 'noise-sensitivity', 'static-thresh',
-    'undershoot-pct', 'overshoot-pct', 'max-intra-rate',
+    'deadline',
+    'cpu-used',
+    'lag-in-frames',
+    'auto-alt-ref',
+    'error-resilient',
+    'noise-sensitivity',
+    'static-thresh',
+    'undershoot-pct',
+    'overshoot-pct',
+    'max-intra-rate',
   ],
 };
 
@@ -219,7 +229,28 @@ function cliEncoderVersions(raw: string, width: number, height: number): Record<
     const format = backend.codec === 'vp8' ? ['-f', 'ivf'] : backend.codec === 'h265' ? ['-f', 'hevc'] : ['-f', 'h264'];
     const run = spawnSync(
       args.ffmpeg,
-      ['-hide_banner', '-nostdin', '-loglevel', 'info', '-f', 'rawvideo', '-pix_fmt', 'yuv420p', '-s', `${width}x${height}`, '-r', String(FPS), '-i', raw, '-frames:v', '1', '-c:v', backend.name, ...format, '-'],
+      [
+        '-hide_banner',
+        '-nostdin',
+        '-loglevel',
+        'info',
+        '-f',
+        'rawvideo',
+        '-pix_fmt',
+        'yuv420p',
+        '-s',
+        `${width}x${height}`,
+        '-r',
+        String(FPS),
+        '-i',
+        raw,
+        '-frames:v',
+        '1',
+        '-c:v',
+        backend.name,
+        ...format,
+        '-',
+      ],
       { maxBuffer: 64 << 20 },
     );
     const stderr = run.stderr.toString();
@@ -244,7 +275,13 @@ interface NodeResult {
   bytesPerFrame: number;
 }
 
-async function encodeWithNodeAv(backend: EncoderBackend, width: number, height: number, frames: readonly Uint8Array[], bitrateKbps: number): Promise<NodeResult> {
+async function encodeWithNodeAv(
+  backend: EncoderBackend,
+  width: number,
+  height: number,
+  frames: readonly Uint8Array[],
+  bitrateKbps: number,
+): Promise<NodeResult> {
   const encoder = await VideoEncoder.create({ codec: backend.codec, width, height, fps: FPS, bitrateKbps, backend });
   try {
     const calls: number[] = [];
@@ -277,7 +314,13 @@ async function encodeWithNodeAv(backend: EncoderBackend, width: number, height: 
  * pixels copied into one AVFrame row by row (as VideoEncoder does), then `sendFrameSync` /
  * `receivePacketSync` on this thread — no thread-pool hop, no promise per call.
  */
-function encodeDirect(backend: EncoderBackend, context: CodecContext, width: number, height: number, frames: readonly Uint8Array[]): NodeResult {
+function encodeDirect(
+  backend: EncoderBackend,
+  context: CodecContext,
+  width: number,
+  height: number,
+  frames: readonly Uint8Array[],
+): NodeResult {
   const frame = new Frame();
   const packet = new Packet();
   try {
@@ -308,7 +351,9 @@ function encodeDirect(backend: EncoderBackend, context: CodecContext, width: num
         const stride = strides[plane]!;
         // As VideoEncoder's copyRows: one copy when FFmpeg's rows are not padded.
         if (stride === rowBytes) target.set(src.subarray(offset, offset + rowBytes * rows));
-        else for (let row = 0; row < rows; row++) target.set(src.subarray(offset + row * rowBytes, offset + (row + 1) * rowBytes), row * stride);
+        else
+          for (let row = 0; row < rows; row++)
+            target.set(src.subarray(offset + row * rowBytes, offset + (row + 1) * rowBytes), row * stride);
       };
       copy(0, 0, width, height);
       copy(1, width * height, cw, ch);
@@ -344,9 +389,28 @@ interface CliRun {
 
 function runCli(raw: string, width: number, height: number, frames: number, options: readonly string[]): CliRun {
   const argv = [
-    '-hide_banner', '-nostdin', '-nostats', '-benchmark', '-loglevel', 'info',
-    '-f', 'rawvideo', '-pix_fmt', 'yuv420p', '-s', `${width}x${height}`, '-r', String(FPS), '-i', raw,
-    '-frames:v', String(frames), ...options, '-f', 'null', '-',
+    '-hide_banner',
+    '-nostdin',
+    '-nostats',
+    '-benchmark',
+    '-loglevel',
+    'info',
+    '-f',
+    'rawvideo',
+    '-pix_fmt',
+    'yuv420p',
+    '-s',
+    `${width}x${height}`,
+    '-r',
+    String(FPS),
+    '-i',
+    raw,
+    '-frames:v',
+    String(frames),
+    ...options,
+    '-f',
+    'null',
+    '-',
   ];
   const started = performance.now();
   const run = spawnSync(args.ffmpeg, argv, { maxBuffer: 64 << 20 });
@@ -403,7 +467,8 @@ interface Row {
 // main
 // ---------------------------------------------------------------------------
 
-const f = (x: number | null | undefined, digits = 2): string => (x === null || x === undefined || Number.isNaN(x) ? '–' : x.toFixed(digits));
+const f = (x: number | null | undefined, digits = 2): string =>
+  x === null || x === undefined || Number.isNaN(x) ? '–' : x.toFixed(digits);
 
 function cliAvailable(): string | null {
   if (args['no-cli']) return null;
@@ -446,7 +511,8 @@ async function main(): Promise<void> {
           for (const backend of BACKENDS) {
             const settings: EncoderSettings = { width, height, fps: FPS, bitrateKbps, h264Profile: 'constrained-baseline' };
             const options = cliOptions(backend, settings);
-            commands[`${resolution} ${backend.name}`] = `ffmpeg -f rawvideo -pix_fmt yuv420p -s ${width}x${height} -r ${FPS} -i <raw> -frames:v N ${options.join(' ')} -f null -`;
+            commands[`${resolution} ${backend.name}`] =
+              `ffmpeg -f rawvideo -pix_fmt yuv420p -s ${width}x${height} -r ${FPS} -i <raw> -frames:v N ${options.join(' ')} -f null -`;
             const node = await encodeWithNodeAv(backend, width, height, frames, bitrateKbps);
             const context = await openFfmpegEncoder(backend, settings);
             let direct: NodeResult;
@@ -456,7 +522,17 @@ async function main(): Promise<void> {
               context.freeContext();
             }
             const cli = cliVersion ? encodeWithCli(raw, width, height, options) : null;
-            const row: Row = { round: round + 1, picture, resolution, backend: backend.name, bitrateKbps, node, direct, cli, ratio: cli ? node.msPerFrame / cli.msPerFrame : null };
+            const row: Row = {
+              round: round + 1,
+              picture,
+              resolution,
+              backend: backend.name,
+              bitrateKbps,
+              node,
+              direct,
+              cli,
+              ratio: cli ? node.msPerFrame / cli.msPerFrame : null,
+            };
             rows.push(row);
             process.stdout.write(
               `round ${round + 1} ${picture.padEnd(7)} ${resolution.padEnd(5)} ${backend.name.padEnd(8)} ` +
@@ -491,14 +567,18 @@ async function main(): Promise<void> {
             `; direct ${line(rs.map((r) => r.direct.msPerFrame))} (VideoEncoder ÷ direct ${line(rs.map((r) => r.node.msPerFrame / r.direct.msPerFrame))})` +
             (ratios.length
               ? `; CLI ${line(rs.map((r) => r.cli!.msPerFrame))}, CPU ${f(median(rs.map((r) => r.cli!.cpuMsPerFrame)))}; ratio ${line(ratios)} → ${ratio! <= 1.15 ? 'MET' : 'NOT MET'} (≤ 1.15)` +
-              `; kB/frame ${f(median(rs.map((r) => r.node.bytesPerFrame / 1000)), 1)} vs ${f(median(rs.map((r) => r.cli!.bytesPerFrame / 1000)), 1)}`
+                `; kB/frame ${f(median(rs.map((r) => r.node.bytesPerFrame / 1000)), 1)} vs ${f(median(rs.map((r) => r.cli!.bytesPerFrame / 1000)), 1)}`
               : '') +
             '\n',
         );
       }
     }
   }
-  finishReport(info, loadavgAfter, args.json, { nodeAv: { version: nodeAv.version, encoders: nodeVersions }, cli: { version: cliVersion, encoders: cliVersions, commands }, rows });
+  finishReport(info, loadavgAfter, args.json, {
+    nodeAv: { version: nodeAv.version, encoders: nodeVersions },
+    cli: { version: cliVersion, encoders: cliVersions, commands },
+    rows,
+  });
 }
 
 await runBench('encoder-speed', main);

@@ -126,7 +126,10 @@ function ownThreadsMs(): Map<string, { comm: string; ms: number }> {
       const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
       const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      out.set(tid, { comm: tid === String(process.pid) ? 'main (JS)' : comm, ms: (Number(fields[11]) + Number(fields[12])) * CLOCK_TICK_MS });
+      out.set(tid, {
+        comm: tid === String(process.pid) ? 'main (JS)' : comm,
+        ms: (Number(fields[11]) + Number(fields[12])) * CLOCK_TICK_MS,
+      });
     } catch {
       // thread ended
     }
@@ -135,18 +138,24 @@ function ownThreadsMs(): Map<string, { comm: string; ms: number }> {
 }
 
 /** % of one core per thread name between two `ownThreadsMs` readings (names under 0.5 % left out). */
-function threadsByName(a: Map<string, { comm: string; ms: number }>, b: Map<string, { comm: string; ms: number }>, windowMs: number): Record<string, number> {
+function threadsByName(
+  a: Map<string, { comm: string; ms: number }>,
+  b: Map<string, { comm: string; ms: number }>,
+  windowMs: number,
+): Record<string, number> {
   const out: Record<string, number> = {};
   for (const [tid, t] of b) out[t.comm] = (out[t.comm] ?? 0) + ((t.ms - (a.get(tid)?.ms ?? 0)) * 100) / windowMs;
-  for (const key of Object.keys(out)) if (out[key]! < 0.5) delete out[key];
-  else out[key] = +out[key]!.toFixed(1);
+  for (const key of Object.keys(out))
+    if (out[key]! < 0.5) delete out[key];
+    else out[key] = +out[key]!.toFixed(1);
   return out;
 }
 
 /** Garbage collections in this process (runtime + model + bench): every pause, with when it ended. */
 const gcPauses: Array<{ end: number; ms: number }> = [];
 new PerformanceObserver((list) => {
-  for (const entry of list.getEntries()) gcPauses.push({ end: performance.timeOrigin + entry.startTime + entry.duration, ms: entry.duration });
+  for (const entry of list.getEntries())
+    gcPauses.push({ end: performance.timeOrigin + entry.startTime + entry.duration, ms: entry.duration });
 }).observe({ entryTypes: ['gc'] });
 
 // ---------------------------------------------------------------------------
@@ -544,7 +553,12 @@ function analysePath(
     latency.push(at - emitted);
     const span = encodeSpans.get(s.id);
     if (span && span.start >= emitted && span.end <= at) {
-      const split: FrameSplit = { total: at - emitted, queue: span.start - emitted, encode: span.end - span.start, afterEncode: at - span.end };
+      const split: FrameSplit = {
+        total: at - emitted,
+        queue: span.start - emitted,
+        encode: span.end - span.start,
+        afterEncode: at - span.end,
+      };
       if (s.received !== undefined && s.received !== null) {
         const received = s.received - offsetMs;
         split.toReceive = received - span.end;
@@ -556,7 +570,15 @@ function analysePath(
   });
   let emittedInRange = 0;
   for (let id = firstId; id <= lastId; id++) if (emitTimes.has(id)) emittedInRange++;
-  return { latencyMs: summarise(latency), frames: seen.size, emittedInRange, lost: emittedInRange - seen.size, unreadable, unmatched, split: tailSplit(splits) };
+  return {
+    latencyMs: summarise(latency),
+    frames: seen.size,
+    emittedInRange,
+    lost: emittedInRange - seen.size,
+    unreadable,
+    unmatched,
+    split: tailSplit(splits),
+  };
 }
 
 async function measure(
@@ -592,12 +614,17 @@ async function measure(
   };
   try {
     await page.goto(pageUrl);
-    const started = await page.evaluate(
-      ([url, codec, g]) => (window as unknown as BenchWindow).benchStart(url, codec, g),
-      [runtime.url, codecRequested, geometry] as const,
-    );
+    const started = await page.evaluate(([url, codec, g]) => (window as unknown as BenchWindow).benchStart(url, codec, g), [
+      runtime.url,
+      codecRequested,
+      geometry,
+    ] as const);
     const deadline = Date.now() + 20_000;
-    while (!(await page.evaluate(() => (window as unknown as BenchWindow).__bench.frames > 0 && (window as unknown as BenchWindow).__bench.decodedFrames > 0))) {
+    while (
+      !(await page.evaluate(
+        () => (window as unknown as BenchWindow).__bench.frames > 0 && (window as unknown as BenchWindow).__bench.decodedFrames > 0,
+      ))
+    ) {
       if (Date.now() > deadline) throw new Error(`no video frame presented in 20 s\n${pageLog.join('\n')}`);
       await sleep(100);
     }
@@ -624,7 +651,7 @@ async function measure(
     const emittedFps = ((emitTimes.size - emitted0) * 1000) / WINDOW_MS;
     const encode1 = await Promise.all(encodeCodecs.map((c) => encodeHistogram(runtime, c)));
     const session = runtime.sessions.current?.id;
-    if (!session || session !== emitSession) throw new Error('the emit-time map does not belong to this run\'s session');
+    if (!session || session !== emitSession) throw new Error("the emit-time map does not belong to this run's session");
     const systemBusyPct = (100 * (cpu1.busy - cpu0.busy)) / (cpu1.total - cpu0.total);
     const runtimeProcessCpuPct = (100 * (own1.user + own1.system)) / 1000 / WINDOW_MS;
 
@@ -683,7 +710,7 @@ async function measure(
       runtimeMainThreadCpuPct: mainThreadCpuPct,
       runtimeThreadsPct: threadsByName(threads0, threads1, WINDOW_MS),
       chromiumCpuPct: chromeCpuPct,
-      othersCpuPct: (systemBusyPct * os.availableParallelism()) - runtimeProcessCpuPct - chromeCpuPct,
+      othersCpuPct: systemBusyPct * os.availableParallelism() - runtimeProcessCpuPct - chromeCpuPct,
       emittedFps,
       gc: (() => {
         const pauses = gcPauses.slice(gc0).map((g) => g.ms);
@@ -696,11 +723,16 @@ async function measure(
         };
       })(),
       openFds: readdirSync('/proc/self/fd').length,
-      activeResources: process.getActiveResourcesInfo().reduce<Record<string, number>>((out, type) => ({ ...out, [type]: (out[type] ?? 0) + 1 }), {}),
+      activeResources: process
+        .getActiveResourcesInfo()
+        .reduce<Record<string, number>>((out, type) => ({ ...out, [type]: (out[type] ?? 0) + 1 }), {}),
     };
   } finally {
     await page.evaluate(() => (window as unknown as BenchWindow).benchStop()).catch(() => {});
-    await page.context().close().catch(() => {});
+    await page
+      .context()
+      .close()
+      .catch(() => {});
     await runtime.close();
   }
 }
@@ -709,7 +741,8 @@ async function measure(
 // main
 // ---------------------------------------------------------------------------
 
-const f = (x: number | null | undefined, digits = 1): string => (x === null || x === undefined || Number.isNaN(x) ? '–' : x.toFixed(digits));
+const f = (x: number | null | undefined, digits = 1): string =>
+  x === null || x === undefined || Number.isNaN(x) ? '–' : x.toFixed(digits);
 
 const splitText = (parts: Record<string, number>): string =>
   `queue ${f(parts['queue'])} + encode ${f(parts['encode'])} + after-encode ${f(parts['afterEncode'])}` +
@@ -795,8 +828,14 @@ async function main(): Promise<void> {
       const medians: Partial<Record<LatencyMode, { decoded: number; presented: number }>> = {};
       for (const mode of MODES) {
         const rs = results.filter((r) => r.resolution === resolution && r.codecRequested === codec && r.latencyMode === mode);
-        const p50 = { decoded: median(rs.map((r) => r.decoded.latencyMs.p50)), presented: median(rs.map((r) => r.presented.latencyMs.p50)) };
-        const p99 = { decoded: median(rs.map((r) => r.decoded.latencyMs.p99)), presented: median(rs.map((r) => r.presented.latencyMs.p99)) };
+        const p50 = {
+          decoded: median(rs.map((r) => r.decoded.latencyMs.p50)),
+          presented: median(rs.map((r) => r.presented.latencyMs.p50)),
+        };
+        const p99 = {
+          decoded: median(rs.map((r) => r.decoded.latencyMs.p99)),
+          presented: median(rs.map((r) => r.presented.latencyMs.p99)),
+        };
         medians[mode] = p50;
         const tail = (pick: (r: Measurement) => PathResult): string =>
           `all ${splitText(medianParts(rs.map((r) => pick(r).split.all)))}; slowest 2 %: ${splitText(medianParts(rs.map((r) => pick(r).split.tail)))}`;

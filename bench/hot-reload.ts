@@ -56,7 +56,23 @@ await runBench('hot-reload', async () => {
   await writeFile(join(folder, 'version.ts'), versionSource(0));
   await writeFile(join(folder, 'index.ts'), MODEL);
   const env = { ...process.env, ARCLIGHT_LOG: 'error' };
-  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', 'bin/arclight.js', 'dev', folder, '--port', '0', '--ice-host', '127.0.0.1', '--no-recording'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(
+    process.execPath,
+    [
+      '--conditions=source',
+      '--import',
+      'tsx',
+      'bin/arclight.js',
+      'dev',
+      folder,
+      '--port',
+      '0',
+      '--ice-host',
+      '127.0.0.1',
+      '--no-recording',
+    ],
+    { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   let stdout = '';
   child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
   let client: ArclightClient | undefined;
@@ -85,7 +101,9 @@ await runBench('hot-reload', async () => {
     }
     const summary = summarise(samples);
     const round = (ms: number) => Math.round(ms);
-    process.stdout.write(`write → new version answering, ${samples.length} reloads (same session): median ${round(summary.p50)} ms, min ${round(summary.min)}, p90 ${round(summary.p90)}, max ${round(summary.max)}\n`);
+    process.stdout.write(
+      `write → new version answering, ${samples.length} reloads (same session): median ${round(summary.p50)} ms, min ${round(summary.min)}, p90 ${round(summary.p90)}, max ${round(summary.max)}\n`,
+    );
     process.stdout.write(`samples (ms): ${samples.map(round).join(' ')}\n`);
     finishReport(info, loadavg(), args.json, { reloads: RELOADS, pollMs: POLL_MS, samplesMs: samples, summary });
   } finally {

@@ -26,7 +26,12 @@ import pattern from '../models/examples/pattern/index.ts';
 import type { Runtime } from '../runtime/index.ts';
 import { startRuntimeWithFaults } from '../runtime/faults/start-runtime-with-faults.ts';
 import { NetworkFaults, type NetworkImpairment } from '../runtime/faults/network-faults.ts';
-import { connectWatchedClient, retransmittedPackets, type InboundVideoCounters, type WatchedClient } from '../test/support/media-fault-probe.ts';
+import {
+  connectWatchedClient,
+  retransmittedPackets,
+  type InboundVideoCounters,
+  type WatchedClient,
+} from '../test/support/media-fault-probe.ts';
 import { waitUntil } from '../test/support/video-probe.ts';
 import { loadavg, median, sleep } from './support/measure.ts';
 import { finishReport, runBench, runInfo } from './support/report.ts';
@@ -79,10 +84,14 @@ interface Sample {
   readonly datagramsDropped: number;
 }
 
-const delta = (after: InboundVideoCounters, before: InboundVideoCounters, key: keyof InboundVideoCounters): number => after[key] - before[key];
+const delta = (after: InboundVideoCounters, before: InboundVideoCounters, key: keyof InboundVideoCounters): number =>
+  after[key] - before[key];
 
 async function commandAnswered(watched: WatchedClient): Promise<boolean> {
-  const reply = watched.client.sendCommand('set_color', { color: '#00ff00' }).then((r) => r?.type === 'color_changed', () => false);
+  const reply = watched.client.sendCommand('set_color', { color: '#00ff00' }).then(
+    (r) => r?.type === 'color_changed',
+    () => false,
+  );
   return Promise.race([reply, sleep(5_000).then(() => false)]);
 }
 
@@ -91,7 +100,10 @@ async function measureOnce(condition: Condition, windowMs: number, recoverMs: nu
   let runtime: Runtime | undefined;
   let watched: WatchedClient | undefined;
   try {
-    runtime = await startRuntimeWithFaults({ model: pattern as never, port: 0, host: HOST, ice: { hostAddresses: [HOST] }, playground: false }, { network });
+    runtime = await startRuntimeWithFaults(
+      { model: pattern as never, port: 0, host: HOST, ice: { hostAddresses: [HOST] }, playground: false },
+      { network },
+    );
     watched = await connectWatchedClient(runtime.url);
     const client = watched;
     await waitUntil(() => client.frames.count > 0, 10_000, 'the first decoded frame');
@@ -146,7 +158,9 @@ async function main(): Promise<void> {
   const recoverMs = Number(args['recover-seconds']) * 1000;
   const wanted = new Set(args.conditions.split(','));
   const conditions = CONDITIONS.filter((c) => wanted.has(c.name));
-  process.stdout.write(`media-faults: ${JSON.stringify(info.machine)} source ${info.source.commit}${info.source.modified.length ? ` (+${info.source.modified.length} modified)` : ''}\n`);
+  process.stdout.write(
+    `media-faults: ${JSON.stringify(info.machine)} source ${info.source.commit}${info.source.modified.length ? ` (+${info.source.modified.length} modified)` : ''}\n`,
+  );
   const results: Record<string, Sample[]> = {};
   for (const condition of conditions) {
     const runs = Number(condition.blackoutMs === undefined ? args.runs : args['blackout-runs']);
@@ -173,14 +187,29 @@ async function main(): Promise<void> {
       spread(samples.map((s) => s.keyframesDecoded)),
       spread(samples.map((s) => s.nackPackets)),
       spread(samples.map((s) => s.retransmitted)),
-      condition.blackoutMs === undefined ? '' : `${spread(recover)}${recover.length < samples.length ? ` (${samples.length - recover.length} never)` : ''}`,
+      condition.blackoutMs === undefined
+        ? ''
+        : `${spread(recover)}${recover.length < samples.length ? ` (${samples.length - recover.length} never)` : ''}`,
       `${samples.filter((s) => s.survived).length}/${samples.length}`,
     ];
   });
-  const header = ['condition', 'runs', 'decoded fps (vs baseline)', 'longest gap ms', 'PLIs sent', 'keyframes decoded', 'NACK packets', 'packets resent', 'recover ms', 'survived'];
+  const header = [
+    'condition',
+    'runs',
+    'decoded fps (vs baseline)',
+    'longest gap ms',
+    'PLIs sent',
+    'keyframes decoded',
+    'NACK packets',
+    'packets resent',
+    'recover ms',
+    'survived',
+  ];
   process.stdout.write(`\n| ${header.join(' | ')} |\n|${header.map(() => '---').join('|')}|\n`);
   for (const row of rows) process.stdout.write(`| ${row.join(' | ')} |\n`);
-  process.stdout.write(`\nmedian (min–max) over runs; window ${windowMs / 1000} s per run (blackouts: the blackout + ${recoverMs / 1000} s)\n`);
+  process.stdout.write(
+    `\nmedian (min–max) over runs; window ${windowMs / 1000} s per run (blackouts: the blackout + ${recoverMs / 1000} s)\n`,
+  );
   finishReport(info, loadavg(), args.json, { windowMs, recoverMs, results });
 }
 

@@ -39,7 +39,13 @@ import { startAiortcReference } from '../test/support/network-lab/aiortc-referen
 import { burstLoss, type ScheduleStep } from '../test/support/network-lab/impairment.ts';
 import { NetworkLab } from '../test/support/network-lab/network-lab.ts';
 import { connectChromiumThroughLab } from '../test/support/network-lab/chromium-receiver.ts';
-import { epochNow, inboundVideo, type DecodedFrame, type InboundVideo, type StampedReceiver } from '../test/support/network-lab/stamped-receiver.ts';
+import {
+  epochNow,
+  inboundVideo,
+  type DecodedFrame,
+  type InboundVideo,
+  type StampedReceiver,
+} from '../test/support/network-lab/stamped-receiver.ts';
 import { startWrtcReference } from '../test/support/network-lab/wrtc-reference.ts';
 import { createTestNetwork, type TestNetwork } from '../test/support/netns.ts';
 import { loadavg, median, sleep } from './support/measure.ts';
@@ -102,8 +108,18 @@ const SCENARIOS: readonly Scenario[] = [
       { from: 25_000, to: 40_000, capMbps: 4 },
     ],
   },
-  { name: 'loss2', label: '2 % random loss each way, 40 ms RTT', durationMs: SECONDS_MS, steps: [{ at: 0, down: { lossPercent: 2, delayMs: 20 }, up: { lossPercent: 2, delayMs: 20 } }] },
-  { name: 'burst5', label: '5 % bursty loss each way (GE, mean burst 3), 40 ms RTT', durationMs: SECONDS_MS, steps: [{ at: 0, down: { burstLoss: BURST, delayMs: 20 }, up: { burstLoss: BURST, delayMs: 20 } }] },
+  {
+    name: 'loss2',
+    label: '2 % random loss each way, 40 ms RTT',
+    durationMs: SECONDS_MS,
+    steps: [{ at: 0, down: { lossPercent: 2, delayMs: 20 }, up: { lossPercent: 2, delayMs: 20 } }],
+  },
+  {
+    name: 'burst5',
+    label: '5 % bursty loss each way (GE, mean burst 3), 40 ms RTT',
+    durationMs: SECONDS_MS,
+    steps: [{ at: 0, down: { burstLoss: BURST, delayMs: 20 }, up: { burstLoss: BURST, delayMs: 20 } }],
+  },
 ];
 
 /** Our stamped model at the bench's size and picture: records the emit time of each frame id. */
@@ -139,7 +155,12 @@ interface Rig {
 }
 
 /** A rig whose receiver is a wrtc peer in this process. */
-function wrtcRig(video: StampedReceiver, receiver: () => RTCPeerConnection | undefined, emitTimes: ReadonlyMap<number, number>, close: () => Promise<void>): Rig {
+function wrtcRig(
+  video: StampedReceiver,
+  receiver: () => RTCPeerConnection | undefined,
+  emitTimes: ReadonlyMap<number, number>,
+  close: () => Promise<void>,
+): Rig {
   return {
     frameCount: async () => video.frames.length,
     frames: async () => video.frames,
@@ -153,7 +174,13 @@ async function startRig(sender: SenderName, lab: NetworkLab, net: TestNetwork | 
   const stamp = { ...stampPosition(WIDTH, HEIGHT), width: WIDTH };
   if (sender === 'ours' || sender === 'ours-chromium') {
     const host = sender === 'ours' ? LOOPBACK : net!.hostAddress;
-    const runtime: Runtime = await startRuntime({ model: stampedModel() as never, port: 0, host, ice: { hostAddresses: [host] }, playground: false });
+    const runtime: Runtime = await startRuntime({
+      model: stampedModel() as never,
+      port: 0,
+      host,
+      ice: { hostAddresses: [host] },
+      playground: false,
+    });
     try {
       if (sender === 'ours-chromium') {
         const page = await connectChromiumThroughLab(lab, net!, runtime.url, { modelName: 'lab-stamp', stamp });
@@ -181,10 +208,20 @@ async function startRig(sender: SenderName, lab: NetworkLab, net: TestNetwork | 
   }
   if (sender === 'wrtc') {
     const reference = await startWrtcReference(lab, { width: WIDTH, height: HEIGHT, fps: FPS, picture: PICTURE });
-    return wrtcRig(reference.video, () => reference.receiver, reference.emitTimes, () => reference.close());
+    return wrtcRig(
+      reference.video,
+      () => reference.receiver,
+      reference.emitTimes,
+      () => reference.close(),
+    );
   }
   const reference = await startAiortcReference(lab, net!, { width: WIDTH, height: HEIGHT, fps: FPS, picture: PICTURE });
-  return wrtcRig(reference.video, () => reference.receiver, reference.emitTimes, () => reference.close());
+  return wrtcRig(
+    reference.video,
+    () => reference.receiver,
+    reference.emitTimes,
+    () => reference.close(),
+  );
 }
 
 interface Window {
@@ -358,8 +395,12 @@ async function main(): Promise<void> {
   const wanted = new Set(args.scenarios.split(','));
   const scenarios = SCENARIOS.filter((s) => wanted.has(s.name));
   const rounds = Number(args.rounds);
-  process.stdout.write(`network-lab: ${JSON.stringify(info.machine)} source ${info.source.commit}${info.source.modified.length ? ` (+${info.source.modified.length} modified)` : ''}\n`);
-  process.stdout.write(`picture ${PICTURE} ${WIDTH}x${HEIGHT}@${FPS}, warm-up ${WARMUP_MS / 1000} s, ${rounds} rounds, loadavg ${info.loadavgBefore}\n`);
+  process.stdout.write(
+    `network-lab: ${JSON.stringify(info.machine)} source ${info.source.commit}${info.source.modified.length ? ` (+${info.source.modified.length} modified)` : ''}\n`,
+  );
+  process.stdout.write(
+    `picture ${PICTURE} ${WIDTH}x${HEIGHT}@${FPS}, warm-up ${WARMUP_MS / 1000} s, ${rounds} rounds, loadavg ${info.loadavgBefore}\n`,
+  );
   const results: Record<string, Record<string, RunFigures[]>> = {};
   for (let round = 0; round < rounds; round++) {
     for (const scenario of scenarios) {
@@ -367,7 +408,9 @@ async function main(): Promise<void> {
         const figures = await measureOnce(sender, scenario);
         ((results[scenario.name] ??= {})[sender] ??= []).push(figures);
         const { windows, ...brief } = figures;
-        process.stdout.write(`  round ${round + 1} ${scenario.name} ${sender}: ${JSON.stringify({ ...brief, mbps: windows.map((w) => +w.deliveredMbps.toFixed(2)) })} loadavg ${loadavg()}\n`);
+        process.stdout.write(
+          `  round ${round + 1} ${scenario.name} ${sender}: ${JSON.stringify({ ...brief, mbps: windows.map((w) => +w.deliveredMbps.toFixed(2)) })} loadavg ${loadavg()}\n`,
+        );
       }
     }
   }
@@ -378,23 +421,46 @@ async function main(): Promise<void> {
     for (const sender of senders) {
       const runs = results[scenario.name]?.[sender] ?? [];
       process.stdout.write(
-        `| ${scenario.label} | ${sender} | ${spread(runs.map((r) => r.deliveredMbps), 2)} | ${spread(runs.map((r) => r.fps), 1)} | ${spread(runs.map((r) => r.latencyP50))} | ${spread(runs.map((r) => r.latencyP95))} | ${spread(runs.map((r) => r.frozenMs))} |\n`,
+        `| ${scenario.label} | ${sender} | ${spread(
+          runs.map((r) => r.deliveredMbps),
+          2,
+        )} | ${spread(
+          runs.map((r) => r.fps),
+          1,
+        )} | ${spread(runs.map((r) => r.latencyP50))} | ${spread(runs.map((r) => r.latencyP95))} | ${spread(runs.map((r) => r.frozenMs))} |\n`,
       );
     }
   }
   const capStep = scenarios.find((s) => s.capPhases);
   if (capStep) {
-    const phaseHeader = ['sender', 'phase', 'delivered Mbit/s', 'windows within cap', 'queue drops', 'latency p50 ms', 'latency p95 ms', 'frozen ms'];
+    const phaseHeader = [
+      'sender',
+      'phase',
+      'delivered Mbit/s',
+      'windows within cap',
+      'queue drops',
+      'latency p50 ms',
+      'latency p95 ms',
+      'frozen ms',
+    ];
     process.stdout.write(`\ncap-step by phase\n\n| ${phaseHeader.join(' | ')} |\n|${phaseHeader.map(() => '---').join('|')}|\n`);
     for (const sender of senders) {
       const runs = results[capStep.name]?.[sender] ?? [];
       capStep.capPhases!.forEach((phase, i) => {
         const p = runs.map((r) => r.phases![i]!);
         process.stdout.write(
-          `| ${sender} | ${phase.from / 1000}–${phase.to / 1000} s @ ${phase.capMbps} | ${spread(p.map((x) => x.deliveredMbps), 2)} | ${spread(p.map((x) => 100 * x.underCapShare))} % | ${spread(p.map((x) => x.queueDrops))} | ${spread(p.map((x) => x.latencyP50))} | ${spread(p.map((x) => x.latencyP95))} | ${spread(p.map((x) => x.frozenMs))} |\n`,
+          `| ${sender} | ${phase.from / 1000}–${phase.to / 1000} s @ ${phase.capMbps} | ${spread(
+            p.map((x) => x.deliveredMbps),
+            2,
+          )} | ${spread(p.map((x) => 100 * x.underCapShare))} % | ${spread(p.map((x) => x.queueDrops))} | ${spread(p.map((x) => x.latencyP50))} | ${spread(p.map((x) => x.latencyP95))} | ${spread(p.map((x) => x.frozenMs))} |\n`,
         );
       });
-      process.stdout.write(`| ${sender} | within 1 Mbit/s for good, s after the step (≤) | ${spread(runs.map((r) => r.adaptS ?? NaN), 0)} | | | | | |\n`);
+      process.stdout.write(
+        `| ${sender} | within 1 Mbit/s for good, s after the step (≤) | ${spread(
+          runs.map((r) => r.adaptS ?? NaN),
+          0,
+        )} | | | | | |\n`,
+      );
     }
   }
   finishReport(info, loadavg(), args.json, { picture: PICTURE, width: WIDTH, height: HEIGHT, fps: FPS, warmupMs: WARMUP_MS, results });

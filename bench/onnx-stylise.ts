@@ -49,7 +49,7 @@ function cameraFrame(): Uint8Array {
   const { width, height } = CAMERA;
   const data = new Uint8Array(yuvByteLength(width, height));
   for (let y = 0; y < height; y++) {
-    for (let x = 0; x < width; x++) data[y * width + x] = 16 + ((x + y) % 220) * ((((x >> 5) ^ (y >> 5)) & 1) ? 1 : 0.6);
+    for (let x = 0; x < width; x++) data[y * width + x] = 16 + ((x + y) % 220) * (((x >> 5) ^ (y >> 5)) & 1 ? 1 : 0.6);
   }
   const cw = width / 2;
   for (let i = 0; i < cw * (height / 2); i++) {
@@ -127,7 +127,9 @@ await runBench('onnx-stylise', async () => {
       const m = median(values);
       const fps = name === 'main thread' ? '' : `${(1000 / m).toFixed(1).padStart(7)} fps`;
       const label = PIPELINE_PARTS.includes(name) ? `  ${name}` : name; // parts of frame → picture
-      process.stdout.write(`  ${label.padEnd(26)} ${m.toFixed(2).padStart(8)} (${Math.min(...values).toFixed(2)}–${Math.max(...values).toFixed(2)})  ${fps}\n`);
+      process.stdout.write(
+        `  ${label.padEnd(26)} ${m.toFixed(2).padStart(8)} (${Math.min(...values).toFixed(2)}–${Math.max(...values).toFixed(2)})  ${fps}\n`,
+      );
     }
   }
   process.stdout.write(`\nmachine CPU busy during the rounds: ${(busy * 100).toFixed(0)} % of ${info.machine['nproc']} cores\n`);

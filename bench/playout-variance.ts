@@ -47,7 +47,8 @@ function gauge(text: string, name: string): number {
   return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : NaN;
 }
 
-const percentile = (sorted: readonly number[], q: number): number => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
+const percentile = (sorted: readonly number[], q: number): number =>
+  sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
 
 async function runOnce(): Promise<Round> {
   const runtime = await startChildRuntime('127.0.0.1', { model: 'models/examples/diffuse/index.ts' });
@@ -89,7 +90,8 @@ async function runOnce(): Promise<Round> {
   }
 }
 
-const fmt = (xs: readonly number[], digits = 1): string => `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)})`;
+const fmt = (xs: readonly number[], digits = 1): string =>
+  `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)})`;
 
 await runBench('playout-variance', async () => {
   const info = runInfo();
@@ -104,7 +106,10 @@ await runBench('playout-variance', async () => {
       `  rate at the client         ${fmt(rounds.map((r) => r.clientFps))} fps\n` +
       `  |interval − mean| p50      ${fmt(rounds.map((r) => r.p50DevMs))} ms\n` +
       `  |interval − mean| p95      ${fmt(rounds.map((r) => r.p95DevMs))} ms\n` +
-      `  longest gap                ${fmt(rounds.map((r) => r.longestGapMs), 0)} ms\n` +
+      `  longest gap                ${fmt(
+        rounds.map((r) => r.longestGapMs),
+        0,
+      )} ms\n` +
       `  gaps > 100 ms per minute   ${fmt(rounds.map((r) => r.gapsOver100PerMinute))}\n` +
       `  playout fps read (range)   ${Math.min(...rounds.map((r) => r.playoutFps[0])).toFixed(1)}–${Math.max(...rounds.map((r) => r.playoutFps[1])).toFixed(1)}\n` +
       `  production fps read        ${Math.min(...rounds.map((r) => r.productionFps[0])).toFixed(1)}–${Math.max(...rounds.map((r) => r.productionFps[1])).toFixed(1)}\n`,

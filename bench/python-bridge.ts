@@ -30,11 +30,21 @@ import { VideoProbe, waitUntil } from '../test/support/video-probe.ts';
 import { loadavg, median, summarise } from './support/measure.ts';
 import { finishReport, runBench, runInfo } from './support/report.ts';
 
-const { values: args } = parseArgs({ options: { frames: { type: 'string', default: '150' }, rounds: { type: 'string', default: '3' }, trials: { type: 'string', default: '20' }, json: { type: 'string' } } });
+const { values: args } = parseArgs({
+  options: {
+    frames: { type: 'string', default: '150' },
+    rounds: { type: 'string', default: '3' },
+    trials: { type: 'string', default: '20' },
+    json: { type: 'string' },
+  },
+});
 const FRAMES = Number(args.frames);
 const ROUNDS = Number(args.rounds);
 const TRIALS = Number(args.trials);
-const SIZES = [{ label: '720p', width: 1280, height: 720 }, { label: '1080p', width: 1920, height: 1080 }] as const;
+const SIZES = [
+  { label: '720p', width: 1280, height: 720 },
+  { label: '1080p', width: 1920, height: 1080 },
+] as const;
 /** /proc/<pid>/stat counts CPU in clock ticks: USER_HZ, 100 on Linux. */
 const TICK_US = 10_000;
 
@@ -51,10 +61,18 @@ function tracks(width: number, height: number) {
 }
 
 function pythonModel(width: number, height: number) {
-  return definePythonModel({ name: 'bridge-bench', module: new URL('./models/bridge_bench.py', import.meta.url), fps: 30, tracks: tracks(width, height) });
+  return definePythonModel({
+    name: 'bridge-bench',
+    module: new URL('./models/bridge_bench.py', import.meta.url),
+    fps: 30,
+    tracks: tracks(width, height),
+  });
 }
 
-interface TwinState { level: number | undefined; out: Uint8Array | undefined }
+interface TwinState {
+  level: number | undefined;
+  out: Uint8Array | undefined;
+}
 function inProcessModel(width: number, height: number): ModelDefinition<TwinState> {
   return defineModel({
     name: 'bridge-bench',
@@ -63,7 +81,12 @@ function inProcessModel(width: number, height: number): ModelDefinition<TwinStat
     createSessionState: (): TwinState => ({ level: undefined, out: undefined }),
     commands: {
       set_level: {
-        params: { type: 'object', properties: { value: { type: 'integer', minimum: 0, maximum: 255 } }, required: ['value'], additionalProperties: false },
+        params: {
+          type: 'object',
+          properties: { value: { type: 'integer', minimum: 0, maximum: 255 } },
+          required: ['value'],
+          additionalProperties: false,
+        },
         handler: (params: { value: number }, { session }: { session: ModelSession<TwinState> }) => {
           session.state.level = params.value;
         },
@@ -87,12 +110,33 @@ function processCpuUs(pid: number): number {
 
 function fakeSession(id: string, webcam: { frame: VideoFrame | undefined }): ModelSession<never> {
   const log = { info: () => {}, warn: () => {}, error: () => {} };
-  return { id, log, broadcast: () => {}, state: undefined as never, inputVideo: () => ({ latest: () => webcam.frame, frames: () => { throw new Error('unused'); } }) } as unknown as ModelSession<never>;
+  return {
+    id,
+    log,
+    broadcast: () => {},
+    state: undefined as never,
+    inputVideo: () => ({
+      latest: () => webcam.frame,
+      frames: () => {
+        throw new Error('unused');
+      },
+    }),
+  } as unknown as ModelSession<never>;
 }
 
-interface PerFrame { wallUs: number[]; nodeCpuUs: number; workerCpuUs: number }
+interface PerFrame {
+  wallUs: number[];
+  nodeCpuUs: number;
+  workerCpuUs: number;
+}
 
-async function perFrame(model: ModelDefinition<never> & Partial<Generator>, width: number, height: number, workerPid: () => number | undefined, sessionId: string): Promise<PerFrame> {
+async function perFrame(
+  model: ModelDefinition<never> & Partial<Generator>,
+  width: number,
+  height: number,
+  workerPid: () => number | undefined,
+  sessionId: string,
+): Promise<PerFrame> {
   const webcam: { frame: VideoFrame | undefined } = { frame: undefined };
   const session = fakeSession(sessionId, webcam);
   await model.hooks?.session_started?.(session as never);
@@ -102,7 +146,8 @@ async function perFrame(model: ModelDefinition<never> & Partial<Generator>, widt
   const step = async (index: number): Promise<void> => {
     webcam.frame = { ...inputs[index % 2]! }; // a new frame object each step: the bridge writes it
     const input = await model.beforeStep!(session, { index, failures: 0, settings: {} });
-    const output = (await model.generate!(input as never, session, { index, failures: 0, settings: {} })) as { video?: VideoFrame[] } | VideoFrame;
+    const output = (await model.generate!(input as never, session, { index, failures: 0, settings: {} })) as
+      { video?: VideoFrame[] } | VideoFrame;
     const frame = 'video' in output ? output.video![0]! : (output as VideoFrame);
     if (frame.data[0] !== (index % 2) + 1) throw new Error(`step ${index}: wrong output`);
   };
@@ -143,7 +188,9 @@ function ringCopiesUs(bytes: number): number[] {
 
 async function commandToPixels(runtime: Runtime, trials: number, out: number[]): Promise<void> {
   const client = new ArclightClient({ modelName: 'bridge-bench', local: true, localRuntimeUrl: runtime.url });
-  const probeReady = new Promise<VideoProbe>((resolve) => client.on('trackReceived', (name, track) => name === 'main_video' && resolve(new VideoProbe(track))));
+  const probeReady = new Promise<VideoProbe>((resolve) =>
+    client.on('trackReceived', (name, track) => name === 'main_video' && resolve(new VideoProbe(track))),
+  );
   await client.connect();
   const probe = await probeReady;
   try {
@@ -165,7 +212,9 @@ async function commandToPixels(runtime: Runtime, trials: number, out: number[]):
 
 await runBench('python-bridge', async () => {
   const info = runInfo();
-  process.stdout.write(`python-bridge: ${FRAMES} frames × ${ROUNDS} rounds per size; ${TRIALS} end-to-end trials per model; loadavg ${info.loadavgBefore}\n`);
+  process.stdout.write(
+    `python-bridge: ${FRAMES} frames × ${ROUNDS} rounds per size; ${TRIALS} end-to-end trials per model; loadavg ${info.loadavgBefore}\n`,
+  );
   const results: Record<string, unknown> = {};
   for (const size of SIZES) {
     const py = pythonModel(size.width, size.height);
@@ -193,18 +242,44 @@ await runBench('python-bridge', async () => {
     const python = fig((r) => r.python);
     const inProcess = fig((r) => r.inProcess);
     const pct = (us: number): number => +((us * 30) / 1e4).toFixed(1);
-    results[size.label] = { python, inProcess, ringCopiesUs: copies, overheadUs: python.wallUsMedian - inProcess.wallUsMedian, cpuPctOfCoreAt30fps: { python: pct(python.nodeCpuUs + python.workerCpuUs), inProcess: pct(inProcess.nodeCpuUs) } };
-    process.stdout.write(`${size.label}: python ${python.wallUsMedian.toFixed(0)} µs/frame (p10–p90 ${python.wallUsP10.toFixed(0)}–${python.wallUsP90.toFixed(0)}; CPU node ${python.nodeCpuUs.toFixed(0)} + worker ${python.workerCpuUs.toFixed(0)} µs = ${pct(python.nodeCpuUs + python.workerCpuUs)} % of a core at 30 fps)\n`);
-    process.stdout.write(`${size.label}: in-process ${inProcess.wallUsMedian.toFixed(0)} µs/frame (p10–p90 ${inProcess.wallUsP10.toFixed(0)}–${inProcess.wallUsP90.toFixed(0)}; CPU ${inProcess.nodeCpuUs.toFixed(0)} µs = ${pct(inProcess.nodeCpuUs)} %)\n`);
-    process.stdout.write(`${size.label}: bridge overhead ${(python.wallUsMedian - inProcess.wallUsMedian).toFixed(0)} µs/frame, of which the pwrite + pread alone ${copies.toFixed(0)} µs\n`);
+    results[size.label] = {
+      python,
+      inProcess,
+      ringCopiesUs: copies,
+      overheadUs: python.wallUsMedian - inProcess.wallUsMedian,
+      cpuPctOfCoreAt30fps: { python: pct(python.nodeCpuUs + python.workerCpuUs), inProcess: pct(inProcess.nodeCpuUs) },
+    };
+    process.stdout.write(
+      `${size.label}: python ${python.wallUsMedian.toFixed(0)} µs/frame (p10–p90 ${python.wallUsP10.toFixed(0)}–${python.wallUsP90.toFixed(0)}; CPU node ${python.nodeCpuUs.toFixed(0)} + worker ${python.workerCpuUs.toFixed(0)} µs = ${pct(python.nodeCpuUs + python.workerCpuUs)} % of a core at 30 fps)\n`,
+    );
+    process.stdout.write(
+      `${size.label}: in-process ${inProcess.wallUsMedian.toFixed(0)} µs/frame (p10–p90 ${inProcess.wallUsP10.toFixed(0)}–${inProcess.wallUsP90.toFixed(0)}; CPU ${inProcess.nodeCpuUs.toFixed(0)} µs = ${pct(inProcess.nodeCpuUs)} %)\n`,
+    );
+    process.stdout.write(
+      `${size.label}: bridge overhead ${(python.wallUsMedian - inProcess.wallUsMedian).toFixed(0)} µs/frame, of which the pwrite + pread alone ${copies.toFixed(0)} µs\n`,
+    );
   }
 
   // End to end, 720p: command → first decoded frame with the new picture.
   const e2e = { python: [] as number[], inProcess: [] as number[] };
   const py = pythonModel(1280, 720);
   const servers: Record<'python' | 'inProcess', Runtime> = {
-    python: await startRuntime({ model: py as never, port: 0, host: '127.0.0.1', ice: { hostAddresses: ['127.0.0.1'] }, playground: false, latencyMode: 'realtime' }),
-    inProcess: await startRuntime({ model: inProcessModel(1280, 720) as never, port: 0, host: '127.0.0.1', ice: { hostAddresses: ['127.0.0.1'] }, playground: false, latencyMode: 'realtime' }),
+    python: await startRuntime({
+      model: py as never,
+      port: 0,
+      host: '127.0.0.1',
+      ice: { hostAddresses: ['127.0.0.1'] },
+      playground: false,
+      latencyMode: 'realtime',
+    }),
+    inProcess: await startRuntime({
+      model: inProcessModel(1280, 720) as never,
+      port: 0,
+      host: '127.0.0.1',
+      ice: { hostAddresses: ['127.0.0.1'] },
+      playground: false,
+      latencyMode: 'realtime',
+    }),
   };
   try {
     await Promise.all(Object.values(servers).map((r) => r.loaded));
@@ -218,7 +293,9 @@ await runBench('python-bridge', async () => {
   for (const which of ['python', 'inProcess'] as const) {
     const s = summarise(e2e[which]);
     results[`e2e720p_${which}`] = s;
-    process.stdout.write(`e2e 720p ${which}: command → pixels p50 ${s.p50.toFixed(1)} ms, p90 ${s.p90.toFixed(1)} ms, min ${s.min.toFixed(1)}, max ${s.max.toFixed(1)} (n=${s.n})\n`);
+    process.stdout.write(
+      `e2e 720p ${which}: command → pixels p50 ${s.p50.toFixed(1)} ms, p90 ${s.p90.toFixed(1)} ms, min ${s.min.toFixed(1)}, max ${s.max.toFixed(1)} (n=${s.n})\n`,
+    );
   }
   finishReport(info, loadavg(), args.json, results);
 });

@@ -86,9 +86,23 @@ interface Load {
 
 const LOADS: Record<string, Load> = {
   'busy-720p': { name: 'busy-720p', model: 'bench/models/busy-model.ts', picture: 'grain', width: 1280, height: 720, bitrateKbps: 2000 },
-  'busy-1080p': { name: 'busy-1080p', model: 'bench/models/busy-1080p-model.ts', picture: 'grain', width: 1920, height: 1080, bitrateKbps: 4500 },
+  'busy-1080p': {
+    name: 'busy-1080p',
+    model: 'bench/models/busy-1080p-model.ts',
+    picture: 'grain',
+    width: 1920,
+    height: 1080,
+    bitrateKbps: 4500,
+  },
   // No bitrate on its track: the runtime's default, 2,500 kbit/s at 720p.
-  'pattern-720p': { name: 'pattern-720p', model: 'models/examples/pattern', picture: 'pattern', width: 1280, height: 720, bitrateKbps: 2500 },
+  'pattern-720p': {
+    name: 'pattern-720p',
+    model: 'models/examples/pattern',
+    picture: 'pattern',
+    width: 1280,
+    height: 720,
+    bitrateKbps: 2500,
+  },
 };
 const loads = args.loads.split(',').map((name) => {
   const load = LOADS[name.trim()];
@@ -117,7 +131,13 @@ function cpuBetween(a: CpuSnapshot, b: CpuSnapshot): CpuWindow {
   for (const [tid, t] of b.threads) byThread[t.comm] = (byThread[t.comm] ?? 0) + ((t.ms - (a.threads.get(tid)?.ms ?? 0)) * 100) / wall;
   for (const key of Object.keys(byThread)) byThread[key] = +byThread[key]!.toFixed(1);
   const each = [...b.threads].map(([tid, t]) => [`${t.comm}#${tid}`, ((t.ms - (a.threads.get(tid)?.ms ?? 0)) * 100) / wall] as const);
-  const topThreads = Object.fromEntries(each.sort((x, y) => y[1] - x[1]).slice(0, 6).filter(([, v]) => v >= 0.5).map(([k, v]) => [k, +v.toFixed(1)]));
+  const topThreads = Object.fromEntries(
+    each
+      .sort((x, y) => y[1] - x[1])
+      .slice(0, 6)
+      .filter(([, v]) => v >= 0.5)
+      .map(([k, v]) => [k, +v.toFixed(1)]),
+  );
   return {
     pct: ((b.processMs - a.processMs) * 100) / wall,
     byThread,
@@ -208,7 +228,8 @@ class Viewer {
     const report = await this.client.getPeerConnection()?.getStats();
     let out: Received = { frames: 0, bytes: 0 };
     report?.forEach((s: Record<string, unknown>) => {
-      if (s['type'] === 'inbound-rtp' && s['kind'] === 'video') out = { frames: Number(s['framesDecoded'] ?? 0), bytes: Number(s['bytesReceived'] ?? 0) };
+      if (s['type'] === 'inbound-rtp' && s['kind'] === 'video')
+        out = { frames: Number(s['framesDecoded'] ?? 0), bytes: Number(s['bytesReceived'] ?? 0) };
     });
     return out;
   };
@@ -268,7 +289,11 @@ type PageApi = {
   unsubscribe(): Promise<void>;
 };
 
-async function chromiumSubscriber(chrome: ChromeSetup, runtime: ChildRuntime, sessionId: string): Promise<{ page: Page; received: Subscriber; codec: string | null }> {
+async function chromiumSubscriber(
+  chrome: ChromeSetup,
+  runtime: ChildRuntime,
+  sessionId: string,
+): Promise<{ page: Page; received: Subscriber; codec: string | null }> {
   const page = await chrome.browser.newPage({ viewport: { width: 1280, height: 720 } });
   await page.goto(chrome.pageUrl);
   await page.evaluate(([url, sid]) => (window as unknown as PageApi).subscribe(url, sid), [runtime.url, sessionId] as const);
@@ -284,7 +309,10 @@ async function chromiumSubscriber(chrome: ChromeSetup, runtime: ChildRuntime, se
 async function closePage(page: Page | undefined): Promise<void> {
   if (!page) return;
   await page.evaluate(() => (window as unknown as PageApi).unsubscribe()).catch(() => {});
-  await page.context().close().catch(() => {});
+  await page
+    .context()
+    .close()
+    .catch(() => {});
 }
 
 // ---------------------------------------------------------------------------
@@ -344,20 +372,35 @@ async function measurePhase(
     liveEncode,
     recordedKbps: +(((bytes1 - bytes0) * 8) / seconds / 1000).toFixed(0),
     ...(viewer && r0 && r1
-      ? { viewer: { codec: viewer.codec, fps: +((r1.frames - r0.frames) / seconds).toFixed(1), kbps: +(((r1.bytes - r0.bytes) * 8) / seconds / 1000).toFixed(0) } }
+      ? {
+          viewer: {
+            codec: viewer.codec,
+            fps: +((r1.frames - r0.frames) / seconds).toFixed(1),
+            kbps: +(((r1.bytes - r0.bytes) * 8) / seconds / 1000).toFixed(0),
+          },
+        }
       : {}),
   };
-  const threads = Object.entries(result.cpu.topThreads).map(([k, v]) => `${k} ${v}`).join(', ');
+  const threads = Object.entries(result.cpu.topThreads)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
   process.stdout.write(
     `${label} | ${load.name} rec ${result.recording ? 'on ' : 'off'} | ${phase.padEnd(21)} runtime ${result.cpu.pct.toFixed(1).padStart(5)}%  [${threads}]  ` +
       `machine ${result.cpu.machineBusyPct.toFixed(0)}%  load ${result.loadavg.split(' ')[0]}\n` +
       `        emitted ${result.emittedFps} fps, dropped ${result.droppedPerSecond}/s, live encode ${JSON.stringify(liveEncode)}, recorded ${result.recordedKbps} kbit/s` +
-      (result.viewer ? `, viewer ${result.viewer.codec} ${result.viewer.fps} fps ${result.viewer.kbps} kbit/s` : '') + '\n',
+      (result.viewer ? `, viewer ${result.viewer.codec} ${result.viewer.fps} fps ${result.viewer.kbps} kbit/s` : '') +
+      '\n',
   );
   return result;
 }
 
-async function runtimeRun(load: Load, recording: boolean, host: string, chrome: ChromeSetup | undefined, label: string): Promise<PhaseResult[]> {
+async function runtimeRun(
+  load: Load,
+  recording: boolean,
+  host: string,
+  chrome: ChromeSetup | undefined,
+  label: string,
+): Promise<PhaseResult[]> {
   const recordingDir = recording ? mkdtempSync(join(os.tmpdir(), 'arclight-recording-cost-')) : undefined;
   const runtime = await startChildRuntime(host, {
     model: load.model,
@@ -380,12 +423,16 @@ async function runtimeRun(load: Load, recording: boolean, host: string, chrome: 
       viewer.client.pauseTrack('main_video');
       const sub = await chromiumSubscriber(chrome, runtime, sessionId);
       page = sub.page;
-      results.push(await measurePhase(load, recordingDir, '1 × H.264 (Chromium)', runtime, { codec: sub.codec ?? '?', received: sub.received }, label));
+      results.push(
+        await measurePhase(load, recordingDir, '1 × H.264 (Chromium)', runtime, { codec: sub.codec ?? '?', received: sub.received }, label),
+      );
     }
     if (recordingDir) {
       const counts = samplesPerSegment(recordingDir);
       results.at(-1)!.samplesPerSegment = counts;
-      process.stdout.write(`        recording: ${counts.length} segments, video samples per segment median ${median(counts)} (min ${Math.min(...counts)}, max ${Math.max(...counts)})\n`);
+      process.stdout.write(
+        `        recording: ${counts.length} segments, video samples per segment median ${median(counts)} (min ${Math.min(...counts)}, max ${Math.max(...counts)})\n`,
+      );
     }
     return results;
   } finally {
@@ -545,13 +592,16 @@ async function main(): Promise<void> {
   }
   const loadavgAfter = loadavg();
 
-  process.stdout.write(`\n== runtime CPU, % of one core (2 cores = 200 %): median over rounds (min–max); took ${((performance.now() - started) / 60_000).toFixed(1)} min ==\n`);
+  process.stdout.write(
+    `\n== runtime CPU, % of one core (2 cores = 200 %): median over rounds (min–max); took ${((performance.now() - started) / 60_000).toFixed(1)} min ==\n`,
+  );
   const summary: Record<string, unknown>[] = [];
   for (const load of loads) {
     const runs = phases.filter((p) => p[0]?.load === load.name);
     if (runs.length === 0) continue;
     for (const phase of [...new Set(runs[0]!.map((p) => p.phase))]) {
-      const pick = (recording: boolean) => runs.map((r) => r.find((p) => p.phase === phase && p.recording === recording)).filter((p): p is PhaseResult => p !== undefined);
+      const pick = (recording: boolean) =>
+        runs.map((r) => r.find((p) => p.phase === phase && p.recording === recording)).filter((p): p is PhaseResult => p !== undefined);
       const off = pick(false);
       const on = pick(true);
       if (off.length !== on.length || off.length === 0) continue;
@@ -588,7 +638,10 @@ async function main(): Promise<void> {
       for (const setting of ENCODER_SETTINGS) {
         const runs = encoderRuns.filter((r) => r.load === load.name && r.setting === setting.name);
         process.stdout.write(
-          `${load.name.padEnd(12)} ${setting.name.padEnd(32)} ${spread(runs.map((r) => r.cpuMsPerFrame), 2)} ms/frame = ${spread(runs.map((r) => r.pctOfCore))}% of a core; ` +
+          `${load.name.padEnd(12)} ${setting.name.padEnd(32)} ${spread(
+            runs.map((r) => r.cpuMsPerFrame),
+            2,
+          )} ms/frame = ${spread(runs.map((r) => r.pctOfCore))}% of a core; ` +
             `${median(runs.map((r) => r.kbps))} kbit/s; keyframes ${median(runs.map((r) => r.keyframeShare))}% of bytes; largest keyframe ${median(runs.map((r) => r.keyframeOverMean))}× a mean P-frame\n`,
         );
       }

@@ -53,7 +53,6 @@ import { cpuSnapshot as snapshot, type CpuSnapshot } from './support/process-pro
 import { PREFER_H264_SCRIPT, servePage } from './support/page-server.ts';
 import { finishReport, runBench, runInfo } from './support/report.ts';
 
-
 const { values: args } = parseArgs({
   options: {
     rounds: { type: 'string', default: '3' },
@@ -282,7 +281,10 @@ async function measurePhase(
   const subs = Object.fromEntries(
     names.map((name, i) => [
       name,
-      { fps: +((received1[i]!.frames - received0[i]!.frames) / seconds).toFixed(1), kbps: +(((received1[i]!.bytes - received0[i]!.bytes) * 8) / seconds / 1000).toFixed(0) },
+      {
+        fps: +((received1[i]!.frames - received0[i]!.frames) / seconds).toFixed(1),
+        kbps: +(((received1[i]!.bytes - received0[i]!.bytes) * 8) / seconds / 1000).toFixed(0),
+      },
     ]),
   );
   const result: PhaseResult = {
@@ -294,7 +296,10 @@ async function measurePhase(
     droppedPerSecond: counterRate(metrics0, metrics1, 'arclight_frames_dropped_total', seconds),
     subscribers: subs,
   };
-  const threads = Object.entries(result.cpu.byThread).sort((x, y) => y[1] - x[1]).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ');
+  const threads = Object.entries(result.cpu.byThread)
+    .sort((x, y) => y[1] - x[1])
+    .map(([k, v]) => `${k} ${v.toFixed(1)}`)
+    .join(', ');
   const fps = Object.values(subs).map((s) => s.fps);
   const kbps = Object.values(subs).map((s) => s.kbps);
   process.stdout.write(
@@ -302,7 +307,8 @@ async function measurePhase(
       `        runtime: ${JSON.stringify(result.runtime)}\n` +
       (names.length
         ? `        ${names.length} subscriber(s) decoded fps min ${Math.min(...fps)} median ${median(fps)}, kbps median ${median(kbps)}` +
-          (names.length <= 3 ? ` ${JSON.stringify(subs)}` : '') + '\n'
+          (names.length <= 3 ? ` ${JSON.stringify(subs)}` : '') +
+          '\n'
         : ''),
   );
   return result;
@@ -318,9 +324,16 @@ interface ChromeSetup {
 }
 
 /** A Chromium page subscribed to `sessionId` on `runtime`; returns its frame/byte counter and codec. */
-async function chromiumSubscriber(chrome: ChromeSetup, runtime: ChildRuntime, sessionId: string): Promise<{ page: Page; received: Subscriber; codec: string | null }> {
+async function chromiumSubscriber(
+  chrome: ChromeSetup,
+  runtime: ChildRuntime,
+  sessionId: string,
+): Promise<{ page: Page; received: Subscriber; codec: string | null }> {
   const page = await chrome.browser.newPage({ viewport: { width: 1280, height: 720 } });
-  type W = { subscribe(u: string, s: string): Promise<void>; codecInfo(): Promise<{ codec: string | null; framesDecoded: number; bytesReceived: number }> };
+  type W = {
+    subscribe(u: string, s: string): Promise<void>;
+    codecInfo(): Promise<{ codec: string | null; framesDecoded: number; bytesReceived: number }>;
+  };
   await page.goto(chrome.pageUrl);
   await page.evaluate(([url, sid]) => (window as unknown as W).subscribe(url, sid), [runtime.url, sessionId] as const);
   const received: Subscriber = async () => {
@@ -336,14 +349,21 @@ async function chromiumSubscriber(chrome: ChromeSetup, runtime: ChildRuntime, se
 async function closePage(page: Page | undefined): Promise<void> {
   if (!page) return;
   await page.evaluate(() => (window as unknown as { unsubscribe(): Promise<void> }).unsubscribe()).catch(() => {});
-  await page.context().close().catch(() => {});
+  await page
+    .context()
+    .close()
+    .catch(() => {});
 }
 
-const codecName = (codec: string | null): string => (codec === 'video/H264' ? 'H.264' : codec ?? '?');
+const codecName = (codec: string | null): string => (codec === 'video/H264' ? 'H.264' : (codec ?? '?'));
 
 async function patternRound(index: number, host: string, chrome: ChromeSetup | undefined): Promise<PhaseResult[]> {
   const label = `round ${index + 1}`;
-  const runtime = await startChildRuntime(host, { graceSeconds: 600, stderrTailChars: 3_000, ...(args['cpu-prof'] ? { cpuProfileDir: args['cpu-prof'] } : {}) });
+  const runtime = await startChildRuntime(host, {
+    graceSeconds: 600,
+    stderrTailChars: 3_000,
+    ...(args['cpu-prof'] ? { cpuProfileDir: args['cpu-prof'] } : {}),
+  });
   const results: PhaseResult[] = [];
   const viewers: Viewer[] = [];
   let page: Page | undefined;
@@ -380,7 +400,12 @@ async function patternRound(index: number, host: string, chrome: ChromeSetup | u
       results.push(await measurePhase(label, `1 × ${codecName(sub.codec)} (Chromium)`, 'pattern', runtime, { chromium: sub.received }));
       first.client.resumeTrack('main_video');
       await waitFrames('viewer 1 again', first.received, 30);
-      results.push(await measurePhase(label, `${codecName(sub.codec)} + VP8 (2 encodes)`, 'pattern', runtime, { chromium: sub.received, V1: first.received }));
+      results.push(
+        await measurePhase(label, `${codecName(sub.codec)} + VP8 (2 encodes)`, 'pattern', runtime, {
+          chromium: sub.received,
+          V1: first.received,
+        }),
+      );
     }
     return results;
   } finally {
@@ -499,7 +524,7 @@ async function sweep(host: string): Promise<SweepStep[]> {
         perRuntime,
         machineBusyPct: +machineBusyPct.toFixed(0),
         viewersCpuPct: +viewersCpuPct.toFixed(1),
-        othersCpuPct: +((machineBusyPct * os.availableParallelism()) - runtimesPct - viewersCpuPct).toFixed(0),
+        othersCpuPct: +(machineBusyPct * os.availableParallelism() - runtimesPct - viewersCpuPct).toFixed(0),
         ok: why.length === 0,
         why,
       };
@@ -564,11 +589,14 @@ async function main(): Promise<void> {
   }
   const loadavgAfter = loadavg();
 
-  process.stdout.write(`\n== runtime CPU, % of one core: median over rounds (spread min–max); took ${((performance.now() - started) / 60_000).toFixed(1)} min ==\n`);
+  process.stdout.write(
+    `\n== runtime CPU, % of one core: median over rounds (spread min–max); took ${((performance.now() - started) / 60_000).toFixed(1)} min ==\n`,
+  );
   // --rounds 0: the sweep only.
   const phases = rounds[0]?.map((p) => p.phase) ?? [];
   const medians: Record<string, number> = {};
-  const spread = (values: number[]): string => `${median(values).toFixed(1).padStart(5)}  (${Math.min(...values).toFixed(1)}–${Math.max(...values).toFixed(1)})`;
+  const spread = (values: number[]): string =>
+    `${median(values).toFixed(1).padStart(5)}  (${Math.min(...values).toFixed(1)}–${Math.max(...values).toFixed(1)})`;
   for (const [i, phase] of phases.entries()) {
     const rs = rounds.map((r) => r[i]!);
     const values = rs.map((r) => r.cpu.pct);
@@ -588,14 +616,19 @@ async function main(): Promise<void> {
   const one = medians['1 × VP8 (Node, shared)'];
   const ten = medians['10 × VP8 (Node, shared)'];
   if (one !== undefined && ten !== undefined) {
-    const ratios = rounds.map((r) => r.find((p) => p.phase === '10 × VP8 (Node, shared)')!.cpu.pct / r.find((p) => p.phase === '1 × VP8 (Node, shared)')!.cpu.pct);
+    const ratios = rounds.map(
+      (r) => r.find((p) => p.phase === '10 × VP8 (Node, shared)')!.cpu.pct / r.find((p) => p.phase === '1 × VP8 (Node, shared)')!.cpu.pct,
+    );
     process.stdout.write(
       `10 viewers vs 1 on one session: CPU(10)/CPU(1) = ${(ten / one).toFixed(2)} (per round ${ratios.map((x) => x.toFixed(2)).join(', ')}) → ${ten / one <= 1.3 ? 'MET' : 'NOT MET'} (goal ≤ 1.3); ` +
         `over the no-subscriber baseline (10 − 0)/(1 − 0) = ${((ten - base) / (one - base)).toFixed(2)}\n`,
     );
   }
   const chromeOne = phases.find((p) => !p.startsWith('busy') && p.endsWith('(Chromium)'));
-  if (chromeOne) process.stdout.write(`per ${chromeOne.split(' ')[2]} stream, pattern (Chromium − 0 subscribers): ${(medians[chromeOne]! - base).toFixed(1)}% of a core\n`);
+  if (chromeOne)
+    process.stdout.write(
+      `per ${chromeOne.split(' ')[2]} stream, pattern (Chromium − 0 subscribers): ${(medians[chromeOne]! - base).toFixed(1)}% of a core\n`,
+    );
   const busyBase = medians['busy: session, 0 subscribers'];
   if (busyBase !== undefined) {
     for (const phase of phases.filter((p) => p.startsWith('busy: 1 ×'))) {
@@ -610,7 +643,9 @@ async function main(): Promise<void> {
   }
   const recorded = medians['recording: 1 × VP8 (Node)'];
   if (recorded !== undefined && one !== undefined) {
-    const extra = rounds.map((r) => r.find((p) => p.phase === 'recording: 1 × VP8 (Node)')!.cpu.pct - r.find((p) => p.phase === '1 × VP8 (Node, shared)')!.cpu.pct);
+    const extra = rounds.map(
+      (r) => r.find((p) => p.phase === 'recording: 1 × VP8 (Node)')!.cpu.pct - r.find((p) => p.phase === '1 × VP8 (Node, shared)')!.cpu.pct,
+    );
     process.stdout.write(
       `recording one 720p30 session (H.264 + AAC): +${(recorded - one).toFixed(1)}% of a core (runtime ${recorded.toFixed(1)}% vs ${one.toFixed(1)}% without; per round +${extra.map((x) => x.toFixed(1)).join(', +')})\n`,
     );

@@ -87,7 +87,8 @@ async function emitToSend(url: string): Promise<{ sum: number; count: number; bu
     if (line.startsWith('arclight_video_emit_to_send_seconds_count')) count += value;
     if (line.startsWith('arclight_video_emit_to_send_seconds_bucket')) {
       const le = /le="([^"]+)"/.exec(line)?.[1];
-      if (le !== undefined) buckets.set(le === '+Inf' ? Infinity : Number(le), (buckets.get(le === '+Inf' ? Infinity : Number(le)) ?? 0) + value);
+      if (le !== undefined)
+        buckets.set(le === '+Inf' ? Infinity : Number(le), (buckets.get(le === '+Inf' ? Infinity : Number(le)) ?? 0) + value);
     }
   }
   return { sum, count, buckets };
@@ -197,7 +198,9 @@ function spread(values: readonly (number | undefined)[], digits = 1): string {
 
 await runBench('step-pacing', async () => {
   const info = runInfo();
-  process.stdout.write(`step-pacing: ${ROUNDS} rounds × (fixed, adaptive), ${SECONDS} s steady + 2 × ${FOLLOW_SECONDS} s follow each; 4 frames / 250 ms, 640x360, fps 24\n`);
+  process.stdout.write(
+    `step-pacing: ${ROUNDS} rounds × (fixed, adaptive), ${SECONDS} s steady + 2 × ${FOLLOW_SECONDS} s follow each; 4 frames / 250 ms, 640x360, fps 24\n`,
+  );
   const results: RunResult[] = [];
   for (let round = 0; round < ROUNDS; round++) {
     for (const pacing of ['fixed', 'adaptive'] as const) {
@@ -211,13 +214,27 @@ await runBench('step-pacing', async () => {
     }
   }
   process.stdout.write('\nmedian over rounds (min–max):\n');
-  process.stdout.write('| pacing | mean interval ms | p95 |interval − mean| ms | longest gap ms | emit→send ms (≤ 250 ms) | 2× slower: settle ms / longest gap ms / emit→send ms | 2× faster: settle ms / emit→send ms |\n|---|---|---|---|---|---|---|\n');
+  process.stdout.write(
+    '| pacing | mean interval ms | p95 |interval − mean| ms | longest gap ms | emit→send ms (≤ 250 ms) | 2× slower: settle ms / longest gap ms / emit→send ms | 2× faster: settle ms / emit→send ms |\n|---|---|---|---|---|---|---|\n',
+  );
   for (const pacing of ['fixed', 'adaptive'] as const) {
     const rs = results.filter((r) => r.pacing === pacing);
     process.stdout.write(
-      `| ${pacing} | ${spread(rs.map((r) => r.meanIntervalMs))} | ${spread(rs.map((r) => r.p95JitterMs))} | ${spread(rs.map((r) => r.longestGapMs), 0)} | ${spread(rs.map((r) => r.emitToSendMs))} (${spread(rs.map((r) => r.withinStepShare * 100))} %) | ` +
-        `${spread(rs.map((r) => r.slower.settleMs), 0)} / ${spread(rs.map((r) => r.slower.longestGapMs), 0)} / ${spread(rs.map((r) => r.slower.emitToSendMs))} | ` +
-        `${spread(rs.map((r) => r.faster.settleMs), 0)} / ${spread(rs.map((r) => r.faster.emitToSendMs))} |\n`,
+      `| ${pacing} | ${spread(rs.map((r) => r.meanIntervalMs))} | ${spread(rs.map((r) => r.p95JitterMs))} | ${spread(
+        rs.map((r) => r.longestGapMs),
+        0,
+      )} | ${spread(rs.map((r) => r.emitToSendMs))} (${spread(rs.map((r) => r.withinStepShare * 100))} %) | ` +
+        `${spread(
+          rs.map((r) => r.slower.settleMs),
+          0,
+        )} / ${spread(
+          rs.map((r) => r.slower.longestGapMs),
+          0,
+        )} / ${spread(rs.map((r) => r.slower.emitToSendMs))} | ` +
+        `${spread(
+          rs.map((r) => r.faster.settleMs),
+          0,
+        )} / ${spread(rs.map((r) => r.faster.emitToSendMs))} |\n`,
     );
   }
   finishReport(info, loadavg(), args.json, { rounds: ROUNDS, seconds: SECONDS, warmup: WARMUP, followSeconds: FOLLOW_SECONDS, results });

@@ -73,7 +73,10 @@ for (const c of SELECTED) if (!CONFIGS.includes(c)) throw new Error(`unknown con
 
 const VideoSink = (wrtc as unknown as { nonstandard: { RTCVideoSink: VideoSinkConstructor } }).nonstandard.RTCVideoSink;
 const InstrumentedPC = instrumentedPeerConnection(wrtc.RTCPeerConnection as unknown as typeof RTCPeerConnection, VideoSink);
-const instrumentedRtc: RtcImplementation = { RTCPeerConnection: InstrumentedPC, MediaStream: wrtc.MediaStream as unknown as typeof MediaStream };
+const instrumentedRtc: RtcImplementation = {
+  RTCPeerConnection: InstrumentedPC,
+  MediaStream: wrtc.MediaStream as unknown as typeof MediaStream,
+};
 
 // js-sdk sees only the globals, as in a browser.
 const g = globalThis as Record<string, unknown>;
@@ -179,7 +182,9 @@ async function connectFloor(firstCandidate: boolean): Promise<ConnectTimeline> {
       if (firstCandidate) client.addEventListener('icecandidate', () => resolve());
     });
     timeline.mark('rt_offer');
-    const { answerSdp } = await answerOffer(server, client.localDescription!.sdp, FLOOR_TRACKS, undefined, policy, undefined, () => timeline.mark('rt_offer_applied'));
+    const { answerSdp } = await answerOffer(server, client.localDescription!.sdp, FLOOR_TRACKS, undefined, policy, undefined, () =>
+      timeline.mark('rt_offer_applied'),
+    );
     timeline.mark('rt_answer_ready');
     await client.setRemoteDescription({ type: 'answer', sdp: answerSdp });
     await new Promise<void>((resolve, reject) => {
@@ -319,12 +324,16 @@ const fmt = (x: number): string => (Number.isNaN(x) ? '—' : x.toFixed(1));
 
 function printTable(config: Config, rounds: Breakdown[], loads: string[]): void {
   process.stdout.write(`\n== ${config}: ${rounds.length} connects; loadavg at each: ${loads.join(' | ')} ==\n`);
-  process.stdout.write(`${'step'.padEnd(46)} ${'median'.padStart(8)} ${'min'.padStart(8)} ${'p90'.padStart(8)} ${'max'.padStart(8)}   (ms)\n`);
+  process.stdout.write(
+    `${'step'.padEnd(46)} ${'median'.padStart(8)} ${'min'.padStart(8)} ${'p90'.padStart(8)} ${'max'.padStart(8)}   (ms)\n`,
+  );
   const keys = Object.keys(rounds[0] ?? {});
   for (const key of keys) {
     const s = summarise(rounds.map((r) => r[key]!).filter((x) => !Number.isNaN(x)));
     const median = medianOf(rounds.map((r) => r[key]!).filter((x) => !Number.isNaN(x)));
-    process.stdout.write(`${key.padEnd(46)} ${fmt(median).padStart(8)} ${fmt(s.min).padStart(8)} ${fmt(s.p90).padStart(8)} ${fmt(s.max).padStart(8)}\n`);
+    process.stdout.write(
+      `${key.padEnd(46)} ${fmt(median).padStart(8)} ${fmt(s.min).padStart(8)} ${fmt(s.p90).padStart(8)} ${fmt(s.max).padStart(8)}\n`,
+    );
   }
 }
 
@@ -357,8 +366,14 @@ function figuresOf(config: Config, r: RoundRecord): Breakdown {
 
 function printResults(results: Results): void {
   for (const [config, r] of Object.entries(results) as Array<[Config, NonNullable<Results[Config]>]>) {
-    process.stdout.write(`\n${config}: the process's first connect (a warm-up, not in the table): ready ${fmt(total(figuresOf(config, r.first)))} ms`);
-    printTable(config, r.rounds.map((x) => figuresOf(config, x)), r.rounds.map((x) => x.loadavg));
+    process.stdout.write(
+      `\n${config}: the process's first connect (a warm-up, not in the table): ready ${fmt(total(figuresOf(config, r.first)))} ms`,
+    );
+    printTable(
+      config,
+      r.rounds.map((x) => figuresOf(config, x)),
+      r.rounds.map((x) => x.loadavg),
+    );
   }
   process.stdout.write('\n');
 }
@@ -369,7 +384,15 @@ function printResults(results: Results): void {
  */
 function load(path: string): Results {
   const saved = JSON.parse(readFileSync(path, 'utf8')) as {
-    results: Record<string, { rounds: Array<Record<string, number>> | RoundRecord[]; marks?: Array<Record<string, number>>; loadavg?: string[]; first?: RoundRecord }>;
+    results: Record<
+      string,
+      {
+        rounds: Array<Record<string, number>> | RoundRecord[];
+        marks?: Array<Record<string, number>>;
+        loadavg?: string[];
+        first?: RoundRecord;
+      }
+    >;
   };
   const results: Results = {};
   for (const [config, r] of Object.entries(saved.results) as Array<[Config, (typeof saved.results)[string]]>) {
@@ -427,7 +450,9 @@ function compare(beforePaths: string, afterPaths: string): void {
     const a = after[config]?.rounds;
     if (!b && !a) continue;
     const keys = Object.keys(figuresOf(config, (a ?? b)![0]!));
-    process.stdout.write(`\n**${config}** (ms; median (min–max) of ${b?.length ?? 0} before, ${a?.length ?? 0} after)\n\n| step | before | after |\n|---|---|---|\n`);
+    process.stdout.write(
+      `\n**${config}** (ms; median (min–max) of ${b?.length ?? 0} before, ${a?.length ?? 0} after)\n\n| step | before | after |\n|---|---|---|\n`,
+    );
     for (const key of keys) process.stdout.write(`| ${key} | ${cell(config, b, key)} | ${cell(config, a, key)} |\n`);
   }
 }

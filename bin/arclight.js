@@ -7,9 +7,11 @@ import { fileURLToPath } from 'node:url';
 
 // NODE_OPTIONS counts too: it is how a child process (npm scripts in a project that depends on a
 // checkout of Arclight) inherits the condition.
-const fromSource = process.execArgv.some((arg, i, all) =>
-  arg === '--conditions=source' || arg === '-C=source' || ((arg === '--conditions' || arg === '-C') && all[i + 1] === 'source'))
-  || /(^|\s)(--conditions[= ]|-C[= ]?)source(\s|$)/.test(process.env.NODE_OPTIONS ?? '');
+const fromSource =
+  process.execArgv.some(
+    (arg, i, all) =>
+      arg === '--conditions=source' || arg === '-C=source' || ((arg === '--conditions' || arg === '-C') && all[i + 1] === 'source'),
+  ) || /(^|\s)(--conditions[= ]|-C[= ]?)source(\s|$)/.test(process.env.NODE_OPTIONS ?? '');
 // `arclight coordinator` and `arclight admin …` are the coordinator's; the developer tools (dev/:
 // `arclight stack`, the full local stack; `arclight init`, a new model project) have their verbs
 // listed here (and in dev/cli.ts); everything else is the runtime's.

@@ -166,7 +166,10 @@ export class ArclightClient<Model extends ModelTypes = UntypedModel> extends Typ
    * must be a declared name, `data` its params type (optional when nothing is required), and
    * the result is its declared reply.
    */
-  async sendCommand<Name extends CommandName<Model>>(command: Name, ...args: CommandParamsArgument<Model, Name>): Promise<CommandResultOf<Model, Name>> {
+  async sendCommand<Name extends CommandName<Model>>(
+    command: Name,
+    ...args: CommandParamsArgument<Model, Name>
+  ): Promise<CommandResultOf<Model, Name>> {
     this.#connection.assertReady('sendCommand');
     const data: unknown = args.length === 0 || args[0] === undefined ? {} : args[0];
     // The runtime validated the reply against the schema the types were generated from (and a
@@ -271,7 +274,8 @@ export class ArclightClient<Model extends ModelTypes = UntypedModel> extends Typ
    */
   async setLatencyMode(mode: LatencyMode): Promise<void> {
     this.#connection.assertReady('setLatencyMode');
-    if (mode !== 'realtime' && mode !== 'smooth') throw new ArclightError('invalid_params', 'mode must be "realtime" or "smooth".', { field: '/mode' });
+    if (mode !== 'realtime' && mode !== 'smooth')
+      throw new ArclightError('invalid_params', 'mode must be "realtime" or "smooth".', { field: '/mode' });
     await this.#connection.request('runtime', 'set_latency_mode', { mode });
   }
 

@@ -58,7 +58,10 @@ export class CandidateTrickler {
         await this.#send(request);
       } catch (error) {
         if (this.#stopped) return;
-        const failure = error instanceof ArclightError ? error : new ArclightError('connection_failed', String((error as Error)?.message ?? error), { cause: error });
+        const failure =
+          error instanceof ArclightError
+            ? error
+            : new ArclightError('connection_failed', String((error as Error)?.message ?? error), { cause: error });
         // The connection moved on (a newer offer, closed, the runtime restarted): nothing to tell.
         if (['not_ready', 'connection_closed', 'connection_not_found', 'connection_failed'].includes(failure.code)) return;
         this.#onError(failure);

@@ -106,7 +106,7 @@ export function rebaseFragments(fragments: readonly Uint8Array[]): void {
 }
 
 function* childBoxes(view: DataView, from: number, to: number, type: string): Generator<{ start: number; end: number }> {
-  for (let at = from; at + 8 <= to; ) {
+  for (let at = from; at + 8 <= to;) {
     const size = view.getUint32(at);
     if (size < 8 || at + size > to) return; // not a box we can walk (64-bit sizes are not used here)
     const name = String.fromCharCode(view.getUint8(at + 4), view.getUint8(at + 5), view.getUint8(at + 6), view.getUint8(at + 7));

@@ -20,6 +20,12 @@ export async function requestClip(sender: RequestSender, type: 'request_clip' | 
     throw e.code === 'recording_error' ? e : new ArclightError('recording_error', `The clip could not be made: ${e.message}`, { cause: e });
   }
   const body = (reply?.data ?? {}) as { clip_id?: string; playlist_url?: string; duration_seconds?: number; expires_at?: number };
-  if (typeof body.playlist_url !== 'string' || typeof body.clip_id !== 'string') throw new ArclightError('recording_error', 'The runtime answered without a clip.');
-  return { clipId: body.clip_id, playlistUrl: body.playlist_url, durationSeconds: body.duration_seconds ?? 0, expiresAt: body.expires_at ?? 0 };
+  if (typeof body.playlist_url !== 'string' || typeof body.clip_id !== 'string')
+    throw new ArclightError('recording_error', 'The runtime answered without a clip.');
+  return {
+    clipId: body.clip_id,
+    playlistUrl: body.playlist_url,
+    durationSeconds: body.duration_seconds ?? 0,
+    expiresAt: body.expires_at ?? 0,
+  };
 }

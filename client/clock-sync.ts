@@ -8,7 +8,10 @@
 import type { RequestSender } from './command-channel.ts';
 
 /** A few pings, each reported as (sent, received, runtime's time); the fastest says the most. */
-export async function pingClock(sender: RequestSender, onSample: (sentAt: number, receivedAt: number, serverTime: number) => void): Promise<void> {
+export async function pingClock(
+  sender: RequestSender,
+  onSample: (sentAt: number, receivedAt: number, serverTime: number) => void,
+): Promise<void> {
   for (let i = 0; i < 5; i++) {
     const sentAt = performance.timeOrigin + performance.now();
     const pong = await sender.request('runtime', 'ping', {});

@@ -17,7 +17,12 @@ export type RequestScope = 'application' | 'runtime';
 
 /** What the client's parts send requests through (the connection implements it). */
 export interface RequestSender {
-  request(scope: RequestScope, type: string, data: JsonObject, uploads?: Record<string, UploadReference>): Promise<CommandReply | undefined>;
+  request(
+    scope: RequestScope,
+    type: string,
+    data: JsonObject,
+    uploads?: Record<string, UploadReference>,
+  ): Promise<CommandReply | undefined>;
 }
 
 export class CommandChannel implements RequestSender {
@@ -31,7 +36,12 @@ export class CommandChannel implements RequestSender {
     this.#timeoutMs = timeoutMs;
   }
 
-  request(scope: RequestScope, type: string, data: JsonObject, uploads?: Record<string, UploadReference>): Promise<CommandReply | undefined> {
+  request(
+    scope: RequestScope,
+    type: string,
+    data: JsonObject,
+    uploads?: Record<string, UploadReference>,
+  ): Promise<CommandReply | undefined> {
     const requestId = this.#pending.nextId();
     const text = JSON.stringify({ scope, data: { type, data, request_id: requestId, ...(uploads ? { uploads } : {}) } });
     const limit = MAX_MESSAGE_BYTES;

@@ -22,7 +22,15 @@ describe('reconnectDelayMs', () => {
 
 describe('worthRetrying', () => {
   it('stops on refusals a retry cannot change, goes on for paths and busy servers', () => {
-    for (const code of ['forbidden', 'unauthorized', 'token_expired', 'session_ended', 'session_not_found', 'connection_closed', 'invalid_sdp']) {
+    for (const code of [
+      'forbidden',
+      'unauthorized',
+      'token_expired',
+      'session_ended',
+      'session_not_found',
+      'connection_closed',
+      'invalid_sdp',
+    ]) {
       expect(worthRetrying(new ArclightError(code, '')), code).toBe(false);
     }
     for (const code of ['timeout', 'connection_failed', 'internal_error', 'unavailable', 'not_ready']) {
@@ -36,7 +44,10 @@ describe('CandidateTrickler', () => {
 
   it('sends a burst as one request, in order, the end of candidates with the last', async () => {
     const sent: IceCandidatesRequest[] = [];
-    const trickler = new CandidateTrickler(async (request) => void sent.push(request), () => {});
+    const trickler = new CandidateTrickler(
+      async (request) => void sent.push(request),
+      () => {},
+    );
     trickler.push(candidate(1));
     trickler.push(candidate(2));
     await trickler.settled();
@@ -50,9 +61,12 @@ describe('CandidateTrickler', () => {
   it('reports refusals the app must hear of, not the races of a connection moving on', async () => {
     const errors: string[] = [];
     const refusals = ['forbidden', 'not_ready', 'connection_closed', 'invalid_request'];
-    const trickler = new CandidateTrickler(async () => {
-      throw new ArclightError(refusals.shift()!, '');
-    }, (error) => errors.push(error.code));
+    const trickler = new CandidateTrickler(
+      async () => {
+        throw new ArclightError(refusals.shift()!, '');
+      },
+      (error) => errors.push(error.code),
+    );
     for (let n = 0; n < 4; n++) {
       trickler.push(candidate(n));
       await trickler.settled();
@@ -62,7 +76,10 @@ describe('CandidateTrickler', () => {
 
   it('sends nothing once stopped', async () => {
     const sent: IceCandidatesRequest[] = [];
-    const trickler = new CandidateTrickler(async (request) => void sent.push(request), () => {});
+    const trickler = new CandidateTrickler(
+      async (request) => void sent.push(request),
+      () => {},
+    );
     trickler.push(candidate(1));
     trickler.stop();
     await new Promise((resolve) => setTimeout(resolve, 50));

@@ -14,7 +14,8 @@ import type { ConnectionView } from './session-connection.ts';
 export async function uploadFile(connection: ConnectionView, file: Blob, options: { readonly name?: string }): Promise<FileRef> {
   connection.assertReady('uploadFile');
   const sessionId = connection.sessionId!;
-  const name = options.name ?? (typeof (file as { name?: unknown }).name === 'string' && (file as File).name !== '' ? (file as File).name : 'upload');
+  const name =
+    options.name ?? (typeof (file as { name?: unknown }).name === 'string' && (file as File).name !== '' ? (file as File).name : 'upload');
   const mimeType = file.type || 'application/octet-stream';
   if (file.size === 0) throw new ArclightError('invalid_request', 'The file is empty.');
   const api = connection.standaloneApi();

@@ -25,15 +25,25 @@ export async function errorFromResponse(response: Response): Promise<ArclightErr
 
 function codeForStatus(status: number): string {
   switch (status) {
-    case 401: return 'unauthorized';
-    case 402: return 'payment_required';
-    case 403: return 'forbidden';
-    case 404: return 'not_found';
-    case 409: return 'session_conflict';
-    case 410: return 'session_ended';
-    case 426: return 'unsupported_version';
-    case 429: return 'rate_limited';
-    case 501: return 'version_not_implemented';
-    default: return status >= 500 ? 'internal_error' : 'invalid_request';
+    case 401:
+      return 'unauthorized';
+    case 402:
+      return 'payment_required';
+    case 403:
+      return 'forbidden';
+    case 404:
+      return 'not_found';
+    case 409:
+      return 'session_conflict';
+    case 410:
+      return 'session_ended';
+    case 426:
+      return 'unsupported_version';
+    case 429:
+      return 'rate_limited';
+    case 501:
+      return 'version_not_implemented';
+    default:
+      return status >= 500 ? 'internal_error' : 'invalid_request';
   }
 }

@@ -41,7 +41,11 @@ export function routeInbound(raw: string, to: InboundHandlers): void {
   }
   const body = envelope?.data;
   if (!body || typeof body.type !== 'string') return;
-  const message: ModelMessage = { type: body.type, ...(body.data === undefined ? {} : { data: body.data }), ...(body.request_id ? { request_id: body.request_id } : {}) };
+  const message: ModelMessage = {
+    type: body.type,
+    ...(body.data === undefined ? {} : { data: body.data }),
+    ...(body.request_id ? { request_id: body.request_id } : {}),
+  };
   if (envelope.scope === 'application') {
     if (body.request_id) to.commands.resolve(body.request_id, { type: body.type, data: body.data });
     // Typed clients see declared shapes; a model that changed since is reported at connect (schema_drift).
@@ -54,7 +58,11 @@ export function routeInbound(raw: string, to: InboundHandlers): void {
       break;
     case 'command_failed': {
       const data = (body.data ?? {}) as { code?: string; message?: string; field?: string; command?: string };
-      const error = new ArclightError(data.code ?? 'internal_error', data.message ?? 'The command failed.', data.field ? { field: data.field } : {});
+      const error = new ArclightError(
+        data.code ?? 'internal_error',
+        data.message ?? 'The command failed.',
+        data.field ? { field: data.field } : {},
+      );
       if (!body.request_id || !to.commands.reject(body.request_id, error)) to.fail(error);
       break;
     }

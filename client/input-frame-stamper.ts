@@ -59,7 +59,12 @@ function scriptTransform(): ScriptTransformConstructor | undefined {
 
 /** Whether this platform can annotate input frames (browsers with encoded transforms; not wrtc). */
 export function inputFrameMetadataSupported(): boolean {
-  return scriptTransform() !== undefined && typeof Worker === 'function' && typeof Blob === 'function' && typeof URL.createObjectURL === 'function';
+  return (
+    scriptTransform() !== undefined &&
+    typeof Worker === 'function' &&
+    typeof Blob === 'function' &&
+    typeof URL.createObjectURL === 'function'
+  );
 }
 
 const RTP_CLOCK_KHZ = 90;
@@ -103,7 +108,10 @@ export class InputFrameStamper {
   constructor(sender: RTCRtpSender) {
     const Transform = scriptTransform();
     if (!Transform || !inputFrameMetadataSupported()) {
-      throw new ArclightError('unsupported', 'Input frame metadata needs RTCRtpScriptTransform (a current browser); this platform has none.');
+      throw new ArclightError(
+        'unsupported',
+        'Input frame metadata needs RTCRtpScriptTransform (a current browser); this platform has none.',
+      );
     }
     this.#url = URL.createObjectURL(new Blob([WORKER_SOURCE], { type: 'text/javascript' }));
     this.#worker = new Worker(this.#url);

@@ -34,7 +34,8 @@ export class LatencyReporting {
     return () => {
       tracker.stop();
       if (this.#trackers.get(track) === tracker) this.#trackers.delete(track);
-      if (this.#connection.status === 'ready') this.#connection.request('runtime', 'subscribe_frame_times', { track, subscribed: false }).catch(() => {});
+      if (this.#connection.status === 'ready')
+        this.#connection.request('runtime', 'subscribe_frame_times', { track, subscribed: false }).catch(() => {});
     };
   }
 
@@ -60,7 +61,9 @@ export class LatencyReporting {
     for (const tracker of this.#trackers.values()) {
       const summary = tracker.summary();
       if (!summary) continue;
-      this.#connection.request('runtime', 'latency_report', { track: summary.track, p50_ms: summary.p50, p95_ms: summary.p95, samples: summary.samples }).catch(() => {});
+      this.#connection
+        .request('runtime', 'latency_report', { track: summary.track, p50_ms: summary.p50, p95_ms: summary.p95, samples: summary.samples })
+        .catch(() => {});
     }
   }
 }

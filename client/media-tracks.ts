@@ -7,7 +7,12 @@
  */
 
 import { ArclightError } from '../protocol/errors.ts';
-import { decodeFrameMetadata, encodeFrameMetadata, type FrameMetadataData, type InputFrameMetadataData } from '../protocol/frame-metadata.ts';
+import {
+  decodeFrameMetadata,
+  encodeFrameMetadata,
+  type FrameMetadataData,
+  type InputFrameMetadataData,
+} from '../protocol/frame-metadata.ts';
 import type { Capabilities } from '../protocol/capabilities.ts';
 import type { JsonValue } from '../protocol/json-schema.ts';
 import { clockOffset } from './clock-sync.ts';
@@ -86,15 +91,23 @@ export class MediaTracks {
   async publish(name: string, track: MediaStreamTrack, options: PublishOptions): Promise<void> {
     this.#connection.assertReady('publishTrack');
     const capability = this.#connection.track(name, 'sendonly');
-    if (capability.kind !== track.kind) throw new ArclightError('invalid_request', `Track "${name}" is ${capability.kind}; got a ${track.kind} track.`);
+    if (capability.kind !== track.kind)
+      throw new ArclightError('invalid_request', `Track "${name}" is ${capability.kind}; got a ${track.kind} track.`);
     const annotate = options.frameMetadata !== undefined && options.frameMetadata !== false;
-    if (annotate && capability.kind !== 'video') throw new ArclightError('invalid_request', `Frame metadata is carried on video tracks; "${name}" is audio.`);
+    if (annotate && capability.kind !== 'video')
+      throw new ArclightError('invalid_request', `Frame metadata is carried on video tracks; "${name}" is audio.`);
     if (annotate && !inputFrameMetadataSupported()) {
-      throw new ArclightError('unsupported', 'Input frame metadata needs RTCRtpScriptTransform (a current browser); this platform has none.');
+      throw new ArclightError(
+        'unsupported',
+        'Input frame metadata needs RTCRtpScriptTransform (a current browser); this platform has none.',
+      );
     }
     const stamper = this.#stampers.get(name);
     if (annotate && !stamper) {
-      throw new ArclightError('invalid_request', 'Frame metadata needs connect() without inputFrameMetadata: false (transforms are set up at connect).');
+      throw new ArclightError(
+        'invalid_request',
+        'Frame metadata needs connect() without inputFrameMetadata: false (transforms are set up at connect).',
+      );
     }
     await this.#connection.request('runtime', 'publish_track', annotate ? { track: name, frame_metadata: true } : { track: name });
     if (annotate) {
@@ -107,7 +120,10 @@ export class MediaTracks {
           metadata = source ? source(frame) : this.#inputMetadata.get(name);
         } catch (error) {
           // Said once per publish, not 30 times a second; the frames go on with their capture time.
-          if (!sourceFailed) this.#connection.fail(new ArclightError('invalid_params', `frameMetadata for "${name}" threw: ${asError(error, 'invalid_params').message}`));
+          if (!sourceFailed)
+            this.#connection.fail(
+              new ArclightError('invalid_params', `frameMetadata for "${name}" threw: ${asError(error, 'invalid_params').message}`),
+            );
           sourceFailed = true;
         }
         this.#sendInputFrameAnnotation(name, frame, offset, metadata);
@@ -142,7 +158,9 @@ export class MediaTracks {
     if (subscribed) this.#paused.delete(name);
     else this.#paused.add(name);
     if (this.#connection.status === 'ready') {
-      this.#connection.request('runtime', 'track_subscription', { track: name, subscribed }).catch((e: unknown) => this.#connection.fail(asError(e, 'internal_error')));
+      this.#connection
+        .request('runtime', 'track_subscription', { track: name, subscribed })
+        .catch((e: unknown) => this.#connection.fail(asError(e, 'internal_error')));
     }
   }
 

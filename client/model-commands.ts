@@ -13,7 +13,12 @@ import { FileRef } from './file-ref.ts';
 import type { CommandData } from './model-types.ts';
 import type { CommandReply } from './pending-commands.ts';
 
-export function sendModelCommand(sender: RequestSender, capabilities: Capabilities | undefined, command: string, data: unknown): Promise<CommandReply | undefined> {
+export function sendModelCommand(
+  sender: RequestSender,
+  capabilities: Capabilities | undefined,
+  command: string,
+  data: unknown,
+): Promise<CommandReply | undefined> {
   const known = capabilities?.commands;
   if (known && !known.some((c) => c.name === command)) {
     throw new ArclightError('unknown_command', `The model has no command "${command}". Known: ${known.map((c) => c.name).join(', ')}.`);

@@ -82,4 +82,6 @@ export type ReplyMessage<Model extends ModelTypes> = ValueOf<{
  * What the `message` event carries: `ModelMessage` for an untyped client; for a typed one the
  * union of declared messages and replies, so `switch (message.type)` narrows `message.data`.
  */
-export type MessageOf<Model extends ModelTypes> = string extends keyof Model['messages'] ? ModelMessage : DeclaredMessage<Model> | ReplyMessage<Model>;
+export type MessageOf<Model extends ModelTypes> = string extends keyof Model['messages']
+  ? ModelMessage
+  : DeclaredMessage<Model> | ReplyMessage<Model>;

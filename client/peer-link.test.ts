@@ -82,11 +82,15 @@ class FakePeerConnection extends FakeEventTarget {
   /** A candidate found: in the local description first, then its event (as libwebrtc does; its event string has extensions the SDP line lacks). */
   findCandidate(candidate: string): void {
     this.localDescription!.sdp += `a=${candidate}\r\n`;
-    this.emit('icecandidate', { candidate: { candidate: `${candidate} ufrag abcd`, sdpMid: '0', sdpMLineIndex: 0, usernameFragment: 'abcd' } });
+    this.emit('icecandidate', {
+      candidate: { candidate: `${candidate} ufrag abcd`, sdpMid: '0', sdpMLineIndex: 0, usernameFragment: 'abcd' },
+    });
   }
   /** Announces a candidate already in the local description (an event still queued when the offer was read). */
   announce(candidate: string): void {
-    this.emit('icecandidate', { candidate: { candidate: `${candidate} ufrag abcd`, sdpMid: '0', sdpMLineIndex: 0, usernameFragment: 'abcd' } });
+    this.emit('icecandidate', {
+      candidate: { candidate: `${candidate} ufrag abcd`, sdpMid: '0', sdpMLineIndex: 0, usernameFragment: 'abcd' },
+    });
   }
   completeGathering(): void {
     this.iceGatheringState = 'complete';
@@ -196,12 +200,11 @@ describe('PeerLink: no polls, no fixed waits', () => {
   it('a runtime `peer_closed` on a ready link: lost at once (peer_closed); other messages go to the app', async () => {
     const lost: string[] = [];
     const messages: string[] = [];
-    const link = new PeerLink(
-      { RTCPeerConnection: FakePeerConnection as unknown as typeof RTCPeerConnection },
-      [],
-      TRACKS,
-      { message: (raw) => messages.push(raw), track: () => {}, lost: (reason) => lost.push(reason) },
-    );
+    const link = new PeerLink({ RTCPeerConnection: FakePeerConnection as unknown as typeof RTCPeerConnection }, [], TRACKS, {
+      message: (raw) => messages.push(raw),
+      track: () => {},
+      lost: (reason) => lost.push(reason),
+    });
     const pc = FakePeerConnection.last;
     const ready = link.waitReady(15_000);
     pc.connectionState = 'connected';

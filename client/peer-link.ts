@@ -62,7 +62,11 @@ export class PeerLink {
   readonly #onClose = new Set<() => void>();
   #disconnectedTimer: ReturnType<typeof setTimeout> | undefined;
   /** Candidates found after the offer was taken, until a sink is attached (then straight to it). */
-  #trickle: { taken: boolean; queued: (IceCandidateEntry | undefined)[]; sink: CandidateSink | undefined } = { taken: false, queued: [], sink: undefined };
+  #trickle: { taken: boolean; queued: (IceCandidateEntry | undefined)[]; sink: CandidateSink | undefined } = {
+    taken: false,
+    queued: [],
+    sink: undefined,
+  };
   /** The candidates the offer carries (`candidate:…`): their events, often still queued when it is read, are not trickled again. */
   #offered = new Set<string>();
 
@@ -161,7 +165,12 @@ export class PeerLink {
       sdp = this.pc.localDescription?.sdp;
     }
     if (!sdp) throw new ArclightError('connection_failed', 'The browser produced no SDP offer.');
-    this.#offered = new Set(sdp.split(/\r?\n/).filter((line) => line.startsWith('a=candidate:')).map((line) => candidateKey(line.slice(2))));
+    this.#offered = new Set(
+      sdp
+        .split(/\r?\n/)
+        .filter((line) => line.startsWith('a=candidate:'))
+        .map((line) => candidateKey(line.slice(2))),
+    );
     const mapping = this.#tracks.map((track) => {
       const mid = this.#transceivers.get(track.name)?.mid;
       if (mid == null) throw new ArclightError('connection_failed', `Transceiver for "${track.name}" has no mid after createOffer.`);

@@ -112,7 +112,14 @@ export class PeerTransport {
    * Opens a link on `connectionId` (or a newly registered one) and resolves once both sides are
    * ready; `renegotiate` offers it as a new peer of an existing connection (PUT sdp_params).
    */
-  async open(api: SessionApi, sessionId: string, capabilities: Capabilities, connectionId: number | undefined, renegotiate: boolean, maxAttempts: number): Promise<void> {
+  async open(
+    api: SessionApi,
+    sessionId: string,
+    capabilities: Capabilities,
+    connectionId: number | undefined,
+    renegotiate: boolean,
+    maxAttempts: number,
+  ): Promise<void> {
     // Two independent calls: one round trip, not two.
     const [iceServers, id] = await Promise.all([
       api.iceServers(sessionId),
@@ -120,16 +127,23 @@ export class PeerTransport {
     ]);
     this.#owner.connectionIdKnown(id);
     const rtc = this.#options.rtc ?? globalRtc();
-    const link = new PeerLink(rtc, iceServers, capabilities.tracks, {
-      message: (raw) => routeInbound(raw, this.#inbound),
-      track: (name, track, stream) => this.#hooks.emit('trackReceived', name, track, stream),
-      lost: (reason) => setTimeout(() => {
-        if (this.#link === link) this.#owner.lost(reason);
-      }, 0),
-    }, {
-      iceTransportPolicy: this.#options.iceTransportPolicy,
-      ...(this.#options.iceGatheringTimeoutMs !== undefined ? { gatherTimeoutMs: this.#options.iceGatheringTimeoutMs } : {}),
-    });
+    const link = new PeerLink(
+      rtc,
+      iceServers,
+      capabilities.tracks,
+      {
+        message: (raw) => routeInbound(raw, this.#inbound),
+        track: (name, track, stream) => this.#hooks.emit('trackReceived', name, track, stream),
+        lost: (reason) =>
+          setTimeout(() => {
+            if (this.#link === link) this.#owner.lost(reason);
+          }, 0),
+      },
+      {
+        iceTransportPolicy: this.#options.iceTransportPolicy,
+        ...(this.#options.iceGatheringTimeoutMs !== undefined ? { gatherTimeoutMs: this.#options.iceGatheringTimeoutMs } : {}),
+      },
+    );
     this.#link = link;
     // Ready means ready on both sides. The client's channel opens (and its peer connects) before
     // the runtime has attached its end of the channel, and until it has, nothing the runtime sends
@@ -142,7 +156,12 @@ export class PeerTransport {
     this.#hooks.installInputTransforms(capabilities.tracks, (track) => link.transceiver(track)!.sender);
     const { sdp, mapping } = await link.createOffer();
     const pausedTracks = this.#hooks.pausedTracks(capabilities.tracks);
-    const inlineAnswer = await api.sendOffer(sessionId, id, { sdp_offer: sdp, track_mapping: mapping, paused_tracks: pausedTracks }, renegotiate);
+    const inlineAnswer = await api.sendOffer(
+      sessionId,
+      id,
+      { sdp_offer: sdp, track_mapping: mapping, paused_tracks: pausedTracks },
+      renegotiate,
+    );
     // The runtime has the offer's peer now: candidates found since go to it.
     const offeredOn = id;
     const trickler = new CandidateTrickler(
@@ -202,7 +221,10 @@ export class PeerTransport {
 function globalRtc(): RtcImplementation {
   const g = globalThis as { RTCPeerConnection?: typeof RTCPeerConnection; MediaStream?: typeof MediaStream };
   if (!g.RTCPeerConnection) {
-    throw new ArclightError('invalid_request', 'No RTCPeerConnection here. In Node, import { ArclightClient } from "arclight/client/node" (it uses @roamhq/wrtc).');
+    throw new ArclightError(
+      'invalid_request',
+      'No RTCPeerConnection here. In Node, import { ArclightClient } from "arclight/client/node" (it uses @roamhq/wrtc).',
+    );
   }
   return { RTCPeerConnection: g.RTCPeerConnection, ...(g.MediaStream ? { MediaStream: g.MediaStream } : {}) };
 }

@@ -28,6 +28,7 @@ export function checkSchemaHash(expected: string | undefined, modelName: string,
 export async function requestSchema(sender: RequestSender): Promise<Capabilities> {
   const reply = await sender.request('runtime', 'request_schema', {});
   const capabilities = (reply?.data as { capabilities?: unknown } | undefined)?.capabilities;
-  if (typeof capabilities !== 'object' || capabilities === null) throw new ArclightError('internal_error', 'The runtime answered request_schema without capabilities.');
+  if (typeof capabilities !== 'object' || capabilities === null)
+    throw new ArclightError('internal_error', 'The runtime answered request_schema without capabilities.');
   return capabilities as Capabilities;
 }

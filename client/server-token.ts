@@ -76,7 +76,9 @@ export async function mintToken(options: MintTokenOptions): Promise<MintedToken>
     });
   } catch (error) {
     if ((error as Error).name === 'AbortError') throw error;
-    throw new ArclightError('connection_failed', `Could not reach the coordinator at ${url}: ${(error as Error).message}`, { cause: error });
+    throw new ArclightError('connection_failed', `Could not reach the coordinator at ${url}: ${(error as Error).message}`, {
+      cause: error,
+    });
   }
   if (!response.ok) throw await errorFromResponse(response);
   const minted = (await response.json().catch(() => undefined)) as Partial<TokenResponse> | undefined;
@@ -94,7 +96,10 @@ export async function mintToken(options: MintTokenOptions): Promise<MintedToken>
 function tokenRequest(options: MintTokenOptions): TokenRequest {
   const asksScope = options.bind !== undefined || options.maxSessions !== undefined || options.maxSessionDurationSeconds !== undefined;
   if (options.models === undefined) {
-    if (asksScope) throw new TypeError('mintToken: bind, maxSessions and maxSessionDurationSeconds need models (a scoped token names the models it may use).');
+    if (asksScope)
+      throw new TypeError(
+        'mintToken: bind, maxSessions and maxSessionDurationSeconds need models (a scoped token names the models it may use).',
+      );
     return options.expiresAfter === undefined ? {} : { expires_after: options.expiresAfter };
   }
   const constraints = {

@@ -14,13 +14,7 @@ import type {
   SdpOfferAccepted,
   SdpOfferRequest,
 } from '../protocol/transport.ts';
-import {
-  API_ACCEPT_VERSION_HEADER,
-  API_VERSION,
-  API_VERSION_HEADER,
-  WEBRTC_VERSION,
-  WEBRTC_VERSION_HEADER,
-} from '../protocol/versions.ts';
+import { API_ACCEPT_VERSION_HEADER, API_VERSION, API_VERSION_HEADER, WEBRTC_VERSION, WEBRTC_VERSION_HEADER } from '../protocol/versions.ts';
 import type { CreateUploadRequest, CreateUploadResponse } from '../protocol/uploads.ts';
 import { errorFromResponse } from './http-errors.ts';
 import { resolveToken, type TokenSource } from './token.ts';
@@ -135,7 +129,11 @@ export class SessionApi {
 
   /** Sends the offer; resolves with the answer when the runtime answered within the request (else poll `pollAnswer`). */
   async sendOffer(sessionId: string, connectionId: number, offer: SdpOfferRequest, renegotiate: boolean): Promise<string | undefined> {
-    const accepted = await this.#request<SdpOfferAccepted | undefined>(renegotiate ? 'PUT' : 'POST', `${transport(sessionId)}/connections/${connectionId}/sdp_params`, { body: offer });
+    const accepted = await this.#request<SdpOfferAccepted | undefined>(
+      renegotiate ? 'PUT' : 'POST',
+      `${transport(sessionId)}/connections/${connectionId}/sdp_params`,
+      { body: offer },
+    );
     return typeof accepted?.sdp_answer === 'string' && accepted.sdp_answer !== '' ? accepted.sdp_answer : undefined;
   }
 
@@ -165,7 +163,11 @@ export class SessionApi {
   #explained(error: ArclightError, path: string): ArclightError {
     const onHeldSession = path.startsWith('/sessions/');
     if (error.code !== 'forbidden' || !onHeldSession || typeof this.#options.token !== 'function' || this.#options.local) return error;
-    return new ArclightError(error.code, `${error.message} The token resolver is called before every request of the session (ICE restarts, renegotiation, uploads, clips); a token minted afresh on each call is bound to no session and is refused. Cache the token (cacheToken) and mint only near expiry.`, { status: error.status, cause: error });
+    return new ArclightError(
+      error.code,
+      `${error.message} The token resolver is called before every request of the session (ICE restarts, renegotiation, uploads, clips); a token minted afresh on each call is bound to no session and is refused. Cache the token (cacheToken) and mint only near expiry.`,
+      { status: error.status, cause: error },
+    );
   }
 
   async #pollUntilPlaced(sessionId: string): Promise<SessionResponse> {
@@ -187,7 +189,11 @@ export class SessionApi {
     return (text ? JSON.parse(text) : undefined) as T;
   }
 
-  async #fetch(method: string, path: string, options: { body?: unknown; api?: boolean; headers?: Record<string, string> }): Promise<Response> {
+  async #fetch(
+    method: string,
+    path: string,
+    options: { body?: unknown; api?: boolean; headers?: Record<string, string> },
+  ): Promise<Response> {
     const headers: Record<string, string> = { ...options.headers };
     if (options.api) {
       headers[API_VERSION_HEADER] = String(API_VERSION);
@@ -208,7 +214,9 @@ export class SessionApi {
       });
     } catch (error) {
       if ((error as Error).name === 'AbortError') throw error;
-      throw new ArclightError('connection_failed', `Could not reach ${this.#options.baseUrl}: ${(error as Error).message}`, { cause: error });
+      throw new ArclightError('connection_failed', `Could not reach ${this.#options.baseUrl}: ${(error as Error).message}`, {
+        cause: error,
+      });
     }
   }
 }
@@ -227,9 +235,13 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
     const timer = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    }, { once: true });
+    signal?.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(timer);
+        reject(signal.reason);
+      },
+      { once: true },
+    );
   });
 }

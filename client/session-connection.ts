@@ -88,33 +88,59 @@ export class SessionConnection implements ConnectionView {
   constructor(options: ArclightClientOptions, hooks: ConnectionHooks) {
     this.#options = options;
     this.#hooks = hooks;
-    this.baseUrl = (options.local ? options.localRuntimeUrl ?? DEFAULT_LOCAL_RUNTIME_URL : options.apiUrl ?? DEFAULT_API_URL).replace(/\/+$/, '');
-    this.#transport = new PeerTransport({
-      rtc: options.rtc,
-      iceTransportPolicy: options.iceTransportPolicy ?? 'all',
-      iceGatheringTimeoutMs: options.iceGatheringTimeoutMs,
-      connectTimeoutMs: options.connectTimeoutMs ?? 15_000,
-      commandTimeoutMs: options.commandTimeoutMs ?? 30_000,
-    }, hooks, {
-      connectionIdKnown: (connectionId) => this.#setConnectionId(connectionId),
-      lost: (reason) => this.#onLost(reason),
-      sessionEnded: (reason) => this.#onSessionEnded(reason),
-      fail: (error) => this.fail(error),
-    });
+    this.baseUrl = (options.local ? (options.localRuntimeUrl ?? DEFAULT_LOCAL_RUNTIME_URL) : (options.apiUrl ?? DEFAULT_API_URL)).replace(
+      /\/+$/,
+      '',
+    );
+    this.#transport = new PeerTransport(
+      {
+        rtc: options.rtc,
+        iceTransportPolicy: options.iceTransportPolicy ?? 'all',
+        iceGatheringTimeoutMs: options.iceGatheringTimeoutMs,
+        connectTimeoutMs: options.connectTimeoutMs ?? 15_000,
+        commandTimeoutMs: options.commandTimeoutMs ?? 30_000,
+      },
+      hooks,
+      {
+        connectionIdKnown: (connectionId) => this.#setConnectionId(connectionId),
+        lost: (reason) => this.#onLost(reason),
+        sessionEnded: (reason) => this.#onSessionEnded(reason),
+        fail: (error) => this.fail(error),
+      },
+    );
   }
 
-  get status(): ClientStatus { return this.#status; }
-  get lastError(): ArclightError | undefined { return this.#lastError; }
-  get sessionId(): string | undefined { return this.#sessionId; }
-  get lastSessionId(): string | undefined { return this.#lastSessionId; }
-  get connectionId(): number | undefined { return this.#connectionId; }
-  get session(): SessionResponse | undefined { return this.#session; }
-  get capabilities(): Capabilities | undefined { return this.#session?.capabilities; }
-  get token(): TokenSource | undefined { return this.#token; }
-  get peerConnection(): RTCPeerConnection | undefined { return this.#transport.peerConnection; }
+  get status(): ClientStatus {
+    return this.#status;
+  }
+  get lastError(): ArclightError | undefined {
+    return this.#lastError;
+  }
+  get sessionId(): string | undefined {
+    return this.#sessionId;
+  }
+  get lastSessionId(): string | undefined {
+    return this.#lastSessionId;
+  }
+  get connectionId(): number | undefined {
+    return this.#connectionId;
+  }
+  get session(): SessionResponse | undefined {
+    return this.#session;
+  }
+  get capabilities(): Capabilities | undefined {
+    return this.#session?.capabilities;
+  }
+  get token(): TokenSource | undefined {
+    return this.#token;
+  }
+  get peerConnection(): RTCPeerConnection | undefined {
+    return this.#transport.peerConnection;
+  }
 
   async connect(jwtToken: TokenSource | undefined, options: ConnectOptions): Promise<void> {
-    if (this.#status !== 'disconnected') throw new ArclightError('invalid_request', `connect() needs status disconnected; it is ${this.#status}.`);
+    if (this.#status !== 'disconnected')
+      throw new ArclightError('invalid_request', `connect() needs status disconnected; it is ${this.#status}.`);
     if (jwtToken === undefined && !this.#options.local) {
       throw new ArclightError('invalid_request', 'A jwtToken is required unless the client is in local mode.');
     }
@@ -178,7 +204,8 @@ export class SessionConnection implements ConnectionView {
   }
 
   async reconnect(options: ConnectOptions): Promise<void> {
-    if (this.#status !== 'disconnected') throw new ArclightError('invalid_request', `reconnect() needs status disconnected; it is ${this.#status}.`);
+    if (this.#status !== 'disconnected')
+      throw new ArclightError('invalid_request', `reconnect() needs status disconnected; it is ${this.#status}.`);
     if (this.#sessionId === undefined || !this.#api) {
       throw new ArclightError('invalid_request', 'reconnect() needs a session kept by disconnect(true).');
     }
@@ -203,12 +230,18 @@ export class SessionConnection implements ConnectionView {
 
   // ---- ConnectionView ----
 
-  request(scope: RequestScope, type: string, data: JsonObject, uploads?: Record<string, UploadReference>): Promise<CommandReply | undefined> {
+  request(
+    scope: RequestScope,
+    type: string,
+    data: JsonObject,
+    uploads?: Record<string, UploadReference>,
+  ): Promise<CommandReply | undefined> {
     return this.#transport.commands.request(scope, type, data, uploads);
   }
 
   assertReady(what: string): void {
-    if (this.#status !== 'ready' || !this.#transport.isOpen) throw new ArclightError('not_ready', `${what}() needs status ready; it is ${this.#status}.`);
+    if (this.#status !== 'ready' || !this.#transport.isOpen)
+      throw new ArclightError('not_ready', `${what}() needs status ready; it is ${this.#status}.`);
   }
 
   track(name: string, direction: TrackCapability['direction']): TrackCapability {
@@ -216,7 +249,10 @@ export class SessionConnection implements ConnectionView {
     const track = tracks.find((t) => t.name === name);
     if (!track || track.direction !== direction) {
       const candidates = tracks.filter((t) => t.direction === direction).map((t) => t.name);
-      throw new ArclightError('unknown_track', `The model has no ${direction === 'sendonly' ? 'input' : 'output'} track "${name}". ${direction === 'sendonly' ? 'Inputs' : 'Outputs'}: ${candidates.join(', ') || '(none)'}.`);
+      throw new ArclightError(
+        'unknown_track',
+        `The model has no ${direction === 'sendonly' ? 'input' : 'output'} track "${name}". ${direction === 'sendonly' ? 'Inputs' : 'Outputs'}: ${candidates.join(', ') || '(none)'}.`,
+      );
     }
     return track;
   }
@@ -241,7 +277,12 @@ export class SessionConnection implements ConnectionView {
   }
 
   standaloneApi(): SessionApi {
-    return new SessionApi({ baseUrl: this.baseUrl, local: this.#options.local ?? false, modelName: this.#options.modelName, token: this.#token });
+    return new SessionApi({
+      baseUrl: this.baseUrl,
+      local: this.#options.local ?? false,
+      modelName: this.#options.modelName,
+      token: this.#token,
+    });
   }
 
   // ---- internals ----
@@ -249,7 +290,13 @@ export class SessionConnection implements ConnectionView {
   /** A SessionApi under a fresh abort signal, which closing the transport aborts. */
   #connectApi(): SessionApi {
     this.#abort = new AbortController();
-    return new SessionApi({ baseUrl: this.baseUrl, local: this.#options.local ?? false, modelName: this.#options.modelName, token: this.#token, signal: this.#abort.signal });
+    return new SessionApi({
+      baseUrl: this.baseUrl,
+      local: this.#options.local ?? false,
+      modelName: this.#options.modelName,
+      token: this.#token,
+      signal: this.#abort.signal,
+    });
   }
 
   async #openTransport(connectionId: number | undefined, renegotiate: boolean, maxAttempts: number): Promise<void> {
@@ -288,7 +335,8 @@ export class SessionConnection implements ConnectionView {
     }
     // The connection dropped without a session end: keep the session so reconnect() can resume.
     this.#closeTransport();
-    if (this.#sessionId !== undefined) this.fail(new ArclightError('connection_failed', 'The connection to the runtime was lost; reconnect() to resume the session.'));
+    if (this.#sessionId !== undefined)
+      this.fail(new ArclightError('connection_failed', 'The connection to the runtime was lost; reconnect() to resume the session.'));
     this.#setStatus('disconnected');
   }
 
@@ -334,10 +382,14 @@ export class SessionConnection implements ConnectionView {
     }
     this.#recovery = undefined;
     if (failure.code === 'session_ended' || failure.code === 'session_not_found') this.#setSessionId(undefined);
-    const gaveUp = new ArclightError(failure.code, `The connection was lost (${reason}) and ${attempts} attempt(s) to renegotiate it failed: ${failure.message}`, {
-      cause: failure,
-      ...(failure.status !== undefined ? { status: failure.status } : {}),
-    });
+    const gaveUp = new ArclightError(
+      failure.code,
+      `The connection was lost (${reason}) and ${attempts} attempt(s) to renegotiate it failed: ${failure.message}`,
+      {
+        cause: failure,
+        ...(failure.status !== undefined ? { status: failure.status } : {}),
+      },
+    );
     this.fail(gaveUp);
     this.#setStatus('disconnected');
     throw gaveUp;

@@ -26,11 +26,15 @@ export class SessionLogFeed {
 
   async page(query: SessionLogQuery & { readonly sessionId?: string }): Promise<SessionLogPage> {
     const sessionId = query.sessionId ?? this.#connection.sessionId ?? this.#connection.lastSessionId;
-    if (sessionId === undefined) throw new ArclightError('invalid_request', 'getSessionLogs() needs a session: connect first, or pass sessionId.');
-    return fetchSessionLogs({ baseUrl: this.#connection.baseUrl, sessionId, token: this.#connection.token }, {
-      ...(query.after !== undefined ? { after: query.after } : {}),
-      ...(query.limit !== undefined ? { limit: query.limit } : {}),
-    });
+    if (sessionId === undefined)
+      throw new ArclightError('invalid_request', 'getSessionLogs() needs a session: connect first, or pass sessionId.');
+    return fetchSessionLogs(
+      { baseUrl: this.#connection.baseUrl, sessionId, token: this.#connection.token },
+      {
+        ...(query.after !== undefined ? { after: query.after } : {}),
+        ...(query.limit !== undefined ? { limit: query.limit } : {}),
+      },
+    );
   }
 
   /** Nobody listens any more: let the stream go (a new listener resumes after the last line). */

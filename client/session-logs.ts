@@ -35,7 +35,11 @@ async function authHeaders(target: SessionLogTarget): Promise<Record<string, str
   return token === undefined ? {} : { Authorization: `Bearer ${token}` };
 }
 
-export async function fetchSessionLogs(target: SessionLogTarget, query: SessionLogQuery = {}, signal?: AbortSignal): Promise<SessionLogPage> {
+export async function fetchSessionLogs(
+  target: SessionLogTarget,
+  query: SessionLogQuery = {},
+  signal?: AbortSignal,
+): Promise<SessionLogPage> {
   const params = new URLSearchParams();
   if (query.after !== undefined) params.set('after', String(query.after));
   if (query.limit !== undefined) params.set('limit', String(query.limit));
@@ -103,7 +107,10 @@ export class SessionLogFollower {
         failures = 0;
       } catch (error) {
         if (this.#abort.signal.aborted) return;
-        const e = error instanceof ArclightError ? error : new ArclightError('connection_failed', (error as Error)?.message ?? String(error), { cause: error });
+        const e =
+          error instanceof ArclightError
+            ? error
+            : new ArclightError('connection_failed', (error as Error)?.message ?? String(error), { cause: error });
         // A refusal will not change by asking again; a network drop or a 5xx may.
         if ((e.status !== undefined && e.status < 500) || ++failures > MAX_RESUMES) {
           this.#options.onError?.(e);

@@ -41,7 +41,9 @@ export class StatsSampler {
   #lastBytes: number | undefined;
   #lastAt: number | undefined;
 
-  summarise(report: Map<string, StatsEntry> | { forEach(cb: (entry: StatsEntry) => void): void; get?(id: string): StatsEntry | undefined }): ClientStats {
+  summarise(
+    report: Map<string, StatsEntry> | { forEach(cb: (entry: StatsEntry) => void): void; get?(id: string): StatsEntry | undefined },
+  ): ClientStats {
     let rtt: number | undefined;
     let localCandidateId: string | undefined;
     let video: StatsEntry | undefined;

@@ -7,6 +7,9 @@
  * Admin verbs act on the database directly (run them where the database is reachable, like a
  * migration); each prints one JSON object on stdout so scripts can read it. The database is
  * `--database`, else `DATABASE_URL`, else `data/coordinator.db`.
+ *
+ * Longer than ~400 lines: one small parser per admin verb, each a screen; they share the
+ * database option and the JSON output.
  */
 
 import { parseArgs } from 'node:util';
@@ -108,7 +111,12 @@ function count(value: string | undefined, what: string): number | undefined {
  */
 function signupCredits(flag: string | undefined): number {
   const fromEnv = process.env['ARCLIGHT_SIGNUP_CREDITS'];
-  const [value, what] = flag !== undefined ? [flag, '--signup-credits'] : fromEnv !== undefined && fromEnv !== '' ? [fromEnv, 'ARCLIGHT_SIGNUP_CREDITS'] : [undefined, ''];
+  const [value, what] =
+    flag !== undefined
+      ? [flag, '--signup-credits']
+      : fromEnv !== undefined && fromEnv !== ''
+        ? [fromEnv, 'ARCLIGHT_SIGNUP_CREDITS']
+        : [undefined, ''];
   if (value === undefined) return DEFAULT_SIGNUP_CREDITS;
   const ceiling = DEFAULT_PRICING.maxAccountCredits;
   if (!/^\d{1,15}$/.test(value)) throw new UsageError(`${what} must be a whole number of credits (0 = no signup credits); got "${value}"`);
@@ -121,7 +129,10 @@ function paymentProvider(flag: string | undefined): PaymentProvider | undefined 
   const fromEnv = process.env['ARCLIGHT_PAYMENT_PROVIDER'];
   const [value, what] = flag !== undefined ? [flag, '--payment-provider'] : [fromEnv, 'ARCLIGHT_PAYMENT_PROVIDER'];
   if (value === undefined || value === '' || value === 'none') return undefined;
-  if (value !== 'test') throw new UsageError(`${what} must be none or test (a real provider plugs in through startCoordinator's paymentProvider); got "${value}"`);
+  if (value !== 'test')
+    throw new UsageError(
+      `${what} must be none or test (a real provider plugs in through startCoordinator's paymentProvider); got "${value}"`,
+    );
   const secret = process.env['ARCLIGHT_PAYMENT_WEBHOOK_SECRET'];
   return new TestPaymentProvider(secret ? { webhookSecret: secret } : {});
 }
@@ -190,10 +201,13 @@ export async function main(argv: readonly string[]): Promise<number> {
     const secretFile = values['signing-key-secret-file'] as string | undefined;
     // Read here, so the secret itself never appears on a command line; undefined: the environment's.
     const signingKeySecret: SigningKeySecret | undefined =
-      secretFile === undefined ? undefined : { value: readSigningKeySecretFile(secretFile), source: `--signing-key-secret-file (${secretFile})` };
+      secretFile === undefined
+        ? undefined
+        : { value: readSigningKeySecretFile(secretFile), source: `--signing-key-secret-file (${secretFile})` };
     if (command === 'coordinator') {
       if (verb !== undefined) throw new UsageError(`unexpected argument "${verb}"`);
-      const port = values.port === undefined ? 8090 : /^\d{1,5}$/.test(values.port) && Number(values.port) < 65536 ? Number(values.port) : NaN;
+      const port =
+        values.port === undefined ? 8090 : /^\d{1,5}$/.test(values.port) && Number(values.port) < 65536 ? Number(values.port) : NaN;
       if (Number.isNaN(port)) throw new UsageError('--port must be 0–65535');
       const reconnectWindow = count(values['reconnect-window'] as string | undefined, '--reconnect-window');
       if (reconnectWindow !== undefined && reconnectWindow > 3600) throw new UsageError('--reconnect-window must be 1–3600 seconds');
@@ -201,7 +215,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       const heartbeatMs = count(values['heartbeat-ms'] as string | undefined, '--heartbeat-ms');
       const publicUrl = values['public-url'] as string | undefined;
       // An origin only: runtimes sign presigned paths under it and drop a base URL with a path.
-      if (publicUrl !== undefined && !/^https?:\/\/[^\s/?#]+\/?$/.test(publicUrl)) throw new UsageError('--public-url must be an http(s) origin (no path), e.g. https://api.example.com');
+      if (publicUrl !== undefined && !/^https?:\/\/[^\s/?#]+\/?$/.test(publicUrl))
+        throw new UsageError('--public-url must be an http(s) origin (no path), e.g. https://api.example.com');
       if (heartbeatMs !== undefined && heartbeatMs < 100) throw new UsageError('--heartbeat-ms must be at least 100');
       const workers = count(values['workers'] as string | undefined, '--workers') ?? 1;
       const keyRefreshMs = count(values['signing-key-refresh-ms'] as string | undefined, '--signing-key-refresh-ms');
@@ -225,10 +240,15 @@ export async function main(argv: readonly string[]): Promise<number> {
               ...(heartbeatMs === undefined ? {} : { heartbeatIntervalMs: heartbeatMs }),
               ...(publicUrl === undefined ? {} : { publicUrl: publicUrl.replace(/\/+$/, '') }),
               // Housekeeping runs in one worker: the others would find nothing left to do.
-              ...(workerIndex !== undefined && workerIndex > 0 ? { meterFlushMs: 0 } : flushMs === undefined ? {} : { meterFlushMs: flushMs }),
+              ...(workerIndex !== undefined && workerIndex > 0
+                ? { meterFlushMs: 0 }
+                : flushMs === undefined
+                  ? {}
+                  : { meterFlushMs: flushMs }),
             });
       if (workerIndex !== undefined) reportListening(coordinator.url);
-      else writeStandardStream(process.stdout, `coordinator listening on ${coordinator.url}${workers > 1 ? ` (${workers} workers)` : ''}\n`);
+      else
+        writeStandardStream(process.stdout, `coordinator listening on ${coordinator.url}${workers > 1 ? ` (${workers} workers)` : ''}\n`);
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);
         process.once('SIGTERM', resolve);
@@ -238,7 +258,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       await coordinator.close();
       return 0;
     }
-    if (command !== 'admin' || verb === undefined) throw new UsageError(command === 'admin' ? 'missing admin verb' : `unknown command "${command}"`);
+    if (command !== 'admin' || verb === undefined)
+      throw new UsageError(command === 'admin' ? 'missing admin verb' : `unknown command "${command}"`);
     const result = await runAdmin(database, verb, rest, values, signingKeySecret);
     process.stdout.write(JSON.stringify(result) + '\n');
     return 0;
@@ -265,7 +286,9 @@ async function runAdmin(
   // Read (and refused) before the database opens; only create-account uses it, so a bad
   // $ARCLIGHT_SIGNUP_CREDITS does not break the other verbs.
   const signup = verb === 'create-account' ? signupCredits(values['signup-credits'] as string | undefined) : 0;
-  const storage = await openStorage(database, { onConnectionError: (error) => writeStandardStream(process.stderr, `arclight: database connection failed: ${error.message}\n`) });
+  const storage = await openStorage(database, {
+    onConnectionError: (error) => writeStandardStream(process.stderr, `arclight: database connection failed: ${error.message}\n`),
+  });
   // Every branch awaits its result before `finally` closes the database.
   try {
     const keys = new ApiKeyStore(storage.db, storage.engine);
@@ -332,7 +355,15 @@ async function runAdmin(
       case 'list-signing-keys': {
         need(0, 'no arguments');
         const ring = await keyring();
-        return { keys: (await ring.list()).map((k) => ({ kid: k.kid, created_at: k.createdAt, superseded_at: k.supersededAt, current: k.current })), encrypted: ring.encrypted };
+        return {
+          keys: (await ring.list()).map((k) => ({
+            kid: k.kid,
+            created_at: k.createdAt,
+            superseded_at: k.supersededAt,
+            current: k.current,
+          })),
+          encrypted: ring.encrypted,
+        };
       }
       case 'list-keys':
         need(1, '<account-id>');
@@ -370,8 +401,12 @@ async function runAdmin(
       }
       case 'dashboard-link': {
         need(1, '<account-id>');
-        const base = ((values['base-url'] as string | undefined) ?? process.env['ARCLIGHT_PUBLIC_URL'] ?? 'http://127.0.0.1:8090').replace(/\/+$/, '');
-        if (!/^https?:\/\/[^\s/?#]+$/.test(base)) throw new UsageError('--base-url must be the coordinator\'s http(s) origin (no path), e.g. https://api.example.com');
+        const base = ((values['base-url'] as string | undefined) ?? process.env['ARCLIGHT_PUBLIC_URL'] ?? 'http://127.0.0.1:8090').replace(
+          /\/+$/,
+          '',
+        );
+        if (!/^https?:\/\/[^\s/?#]+$/.test(base))
+          throw new UsageError("--base-url must be the coordinator's http(s) origin (no path), e.g. https://api.example.com");
         const found = await account(args[0]!);
         const { token, expiresAt } = await new DashboardSessionStore(storage.db).issueLink(found.id);
         // The token rides in the fragment: browsers never send it to a server, nor in a Referer.
@@ -381,10 +416,18 @@ async function runAdmin(
         need(1, '<account-id>');
         await account(args[0]!);
         const sinceText = values['since'] as string | undefined;
-        const since = sinceText === undefined ? Date.now() - DEFAULT_USAGE_WINDOW_MS : /^\d+$/.test(sinceText) ? Number(sinceText) : Date.parse(sinceText);
+        const since =
+          sinceText === undefined
+            ? Date.now() - DEFAULT_USAGE_WINDOW_MS
+            : /^\d+$/.test(sinceText)
+              ? Number(sinceText)
+              : Date.parse(sinceText);
         if (!Number.isSafeInteger(since)) throw new UsageError('--since must be a date (2026-11-01) or ms since the epoch');
         const { monthlyCreditCap } = (await account(args[0]!)).quotas;
-        return { ...(await usageReport(storage.db, args[0]!, since)), month: { spent_credits: await ledger.spentThisMonth(args[0]!), cap_credits: monthlyCreditCap } };
+        return {
+          ...(await usageReport(storage.db, args[0]!, since)),
+          month: { spent_credits: await ledger.spentThisMonth(args[0]!), cap_credits: monthlyCreditCap },
+        };
       }
       case 'balance':
         need(1, '<account-id>');

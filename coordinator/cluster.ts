@@ -37,7 +37,11 @@ export function reportListening(url: string): void {
  * so becomes a coordinator) and resolves with the URL once all serve, plus a `close()` that stops
  * them (SIGTERM, then waits).
  */
-export async function startCoordinatorWorkers(database: string, workers: number, signingKeySecret?: SigningKeySecret): Promise<{ url: string; close(): Promise<void> }> {
+export async function startCoordinatorWorkers(
+  database: string,
+  workers: number,
+  signingKeySecret?: SigningKeySecret,
+): Promise<{ url: string; close(): Promise<void> }> {
   // Each worker reads the secret as the primary does (the same environment and arguments).
   const cipher = await signingKeyCipherFor(isPostgresUrl(database), signingKeySecret);
   const storage = await openStorage(database, { onConnectionError: () => {} }); // migrates; closed at once

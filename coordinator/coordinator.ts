@@ -164,7 +164,8 @@ const METER_STOP_REASONS: Record<MeterStop, string> = {
 
 function reconnectWindow(seconds: number | undefined): number {
   const value = seconds ?? DEFAULT_RECONNECT_WINDOW_SECONDS;
-  if (!Number.isInteger(value) || value < 1 || value > 3600) throw new RangeError(`reconnectWindowSeconds must be a whole number from 1 to 3600 (got ${value})`);
+  if (!Number.isInteger(value) || value < 1 || value > 3600)
+    throw new RangeError(`reconnectWindowSeconds must be a whole number from 1 to 3600 (got ${value})`);
   return value;
 }
 
@@ -180,7 +181,8 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   const signupCredits = options.signupCredits ?? DEFAULT_SIGNUP_CREDITS;
   checkSignupCredits(signupCredits, pricing.maxAccountCredits);
   const refreshMs = options.signingKeyRefreshMs ?? DEFAULT_SIGNING_KEY_REFRESH_MS;
-  if (!Number.isInteger(refreshMs) || refreshMs < 100) throw new RangeError(`signingKeyRefreshMs must be a whole number of ms, at least 100 (got ${refreshMs})`);
+  if (!Number.isInteger(refreshMs) || refreshMs < 100)
+    throw new RangeError(`signingKeyRefreshMs must be a whole number of ms, at least 100 (got ${refreshMs})`);
   const database = options.database ?? 'data/coordinator.db';
   // No secret on PostgreSQL: refused here, before a pool is opened.
   const cipher = await signingKeyCipherFor(isPostgresUrl(database), options.signingKeySecret);
@@ -198,11 +200,18 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   });
   const ledger = new CreditLedger(db, storage.engine, pricing, options.now);
   const accounts = new AccountStore(db, { ledger, credits: signupCredits });
-  const meter = new SessionMeter(db, ledger, options.now, storage.engine === 'postgres' ? METER_CONCURRENCY_POSTGRES : 1, options.batching?.sessionsPerCharge);
+  const meter = new SessionMeter(
+    db,
+    ledger,
+    options.now,
+    storage.engine === 'postgres' ? METER_CONCURRENCY_POSTGRES : 1,
+    options.batching?.sessionsPerCharge,
+  );
   const purchases = new PurchaseService(db, ledger, pricing, options.paymentProvider, log, options.now);
   // Charges that leave an account below its top-up threshold claim a top-up; paid after they commit.
   meter.setAutoTopup(purchases);
-  if (options.paymentProvider?.name === 'test') log.warn('the test payment provider is on: purchases are confirmed without any payment (never in production)');
+  if (options.paymentProvider?.name === 'test')
+    log.warn('the test payment provider is on: purchases are confirmed without any payment (never in production)');
   const sessions = new SessionStore(db, storage.engine, ledger, options.now);
   const dashboardSessions = new DashboardSessionStore(db, options.now);
   const registry = new RuntimeRegistry(db, storage.engine, options.now, heartbeatMs, options.batching?.heartbeatBatchMs);
@@ -321,7 +330,12 @@ export async function startCoordinator(options: CoordinatorOptions = {}): Promis
   // One replica at a time does the fleet-wide work: every replica tries for the lease each half
   // interval, the holder works once per interval, and a dead holder's lease lapses after 1.5
   // intervals — so the work moves within 2 (coordinator/housekeeping/housekeeper-lease.ts).
-  const lease = new HousekeeperLease(storage.db, `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`, Math.max(1, Math.round(1.5 * flushMs)), options.now ?? Date.now);
+  const lease = new HousekeeperLease(
+    storage.db,
+    `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
+    Math.max(1, Math.round(1.5 * flushMs)),
+    options.now ?? Date.now,
+  );
   let lastPassAt = Number.NEGATIVE_INFINITY;
   const tick = async (): Promise<void> => {
     const holder = await lease.acquire();

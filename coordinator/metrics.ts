@@ -82,7 +82,12 @@ export class CoordinatorMetrics {
         // `in`, not `!= 'ended'`: the status index then skips the ended sessions, which pile up.
         const open = ['connecting', 'waiting', 'ready'] as const;
         const rows = await readOrNothing(() =>
-          db.selectFrom('sessions').select(['status', db.fn.countAll<number>().as('n')]).where('status', 'in', open).groupBy('status').execute(),
+          db
+            .selectFrom('sessions')
+            .select(['status', db.fn.countAll<number>().as('n')])
+            .where('status', 'in', open)
+            .groupBy('status')
+            .execute(),
         );
         this.reset();
         if (!rows) return;
@@ -96,7 +101,13 @@ export class CoordinatorMetrics {
       labelNames: ['state'] as const,
       registers: [registry],
       async collect() {
-        const rows = await readOrNothing(() => db.selectFrom('runtimes').select(['draining', 'gone', db.fn.countAll<number>().as('n')]).groupBy(['draining', 'gone']).execute());
+        const rows = await readOrNothing(() =>
+          db
+            .selectFrom('runtimes')
+            .select(['draining', 'gone', db.fn.countAll<number>().as('n')])
+            .groupBy(['draining', 'gone'])
+            .execute(),
+        );
         this.reset();
         if (!rows) return;
         const counts = { live: 0, draining: 0, gone: 0 };

@@ -75,7 +75,8 @@ function envOf(stage: Stage): Map<string, string> {
 }
 function execForm(args: string): string[] {
   const parsed: unknown = JSON.parse(args);
-  if (!Array.isArray(parsed) || !parsed.every((item): item is string => typeof item === 'string')) throw new Error(`not an exec-form array: ${args}`);
+  if (!Array.isArray(parsed) || !parsed.every((item): item is string => typeof item === 'string'))
+    throw new Error(`not an exec-form array: ${args}`);
   return parsed;
 }
 
@@ -87,7 +88,12 @@ function expectNonRootUser(stage: Stage): void {
 }
 
 /** Runs a HEALTHCHECK's exec-form command (with this node) against a server answering `status`. */
-async function runHealthcheck(command: readonly string[], path: string, status: number | 'none', portVariable: string): Promise<{ exit: number | null; requested: string[] }> {
+async function runHealthcheck(
+  command: readonly string[],
+  path: string,
+  status: number | 'none',
+  portVariable: string,
+): Promise<{ exit: number | null; requested: string[] }> {
   const requested: string[] = [];
   const server = createServer((request, response) => {
     requested.push(request.url ?? '');
@@ -135,7 +141,7 @@ describe('deploy/runtime/Dockerfile', () => {
     // allowScripts denies the package's own install script: the image runs it itself.
     expect(runs).toContain('ONNXRUNTIME_NODE_INSTALL=cuda12 node node_modules/onnxruntime-node/script/install.js');
     expect(runs).toContain('node scripts/build-native.mjs --strict');
-    expect(runs).toContain("features().nvenc ? 0 : 1");
+    expect(runs).toContain('features().nvenc ? 0 : 1');
     expect(runs).toContain('libonnxruntime_providers_cuda.so');
     expect(runs).toContain('npm prune --omit=dev');
     expect(all(final, 'COPY')).toContain('--from=build /app /app');
@@ -153,7 +159,9 @@ describe('deploy/runtime/Dockerfile', () => {
     expect(copies).toContain('--chmod=0755 deploy/runtime/entrypoint.sh /usr/local/bin/arclight-runtime-entrypoint');
     // The Kubernetes preStop hook runs this path (deploy/k8s/base/runtime-pattern.yaml).
     expect(copies).toContain('--chmod=0755 deploy/runtime/drain.sh /usr/local/bin/arclight-drain');
-    expect(readFileSync(join(root, 'deploy/k8s/base/runtime-pattern.yaml'), 'utf8')).toContain('command: ["/usr/local/bin/arclight-drain"]');
+    expect(readFileSync(join(root, 'deploy/k8s/base/runtime-pattern.yaml'), 'utf8')).toContain(
+      'command: ["/usr/local/bin/arclight-drain"]',
+    );
   });
 
   it('lets the NVIDIA container toolkit mount NVENC (the video capability), and knows where Arclight is', () => {
@@ -215,7 +223,8 @@ describe('deploy/coordinator/Dockerfile', () => {
       const source = readFileSync(file, 'utf8');
       for (const [, specifier] of source.matchAll(/(?:from\s+|import\s*\(\s*)'([^']+)'/g)) {
         if (specifier!.startsWith('.')) visit(join(dirname(file), specifier!));
-        else if (!specifier!.startsWith('node:')) packages.add(specifier!.startsWith('@') ? specifier!.split('/').slice(0, 2).join('/') : specifier!.split('/')[0]!);
+        else if (!specifier!.startsWith('node:'))
+          packages.add(specifier!.startsWith('@') ? specifier!.split('/').slice(0, 2).join('/') : specifier!.split('/')[0]!);
       }
     };
     visit(join(root, 'coordinator/cli.ts'));
@@ -223,7 +232,9 @@ describe('deploy/coordinator/Dockerfile', () => {
     expect(packages.has('better-sqlite3') && packages.has('pg')).toBe(true);
     for (const name of ['onnxruntime-node', 'node-av', '@roamhq/wrtc', 'esbuild', 'werift']) expect(packages.has(name), name).toBe(false);
     // …and each is installed by `npm ci` and kept by the prune (neither dev-only nor optional-only).
-    const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean; optional?: boolean }> };
+    const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as {
+      packages: Record<string, { dev?: boolean; optional?: boolean }>;
+    };
     const kept = (name: string): boolean => {
       const entry = lock.packages[`node_modules/${name}`];
       return entry !== undefined && !entry.dev && !entry.optional;
@@ -252,8 +263,27 @@ describe('.dockerignore', () => {
   });
 
   it('keeps everything the builds read', () => {
-    for (const needed of ['package.json', 'package-lock.json', 'CMakeLists.txt', 'native', 'scripts', 'bin', 'runtime', 'coordinator', 'server-kit', 'client', 'protocol', 'dev', 'models', 'deploy/runtime', 'deploy/coordinator']) {
-      expect(ignored.filter((pattern) => needed === pattern || needed.startsWith(`${pattern}/`)), needed).toEqual([]);
+    for (const needed of [
+      'package.json',
+      'package-lock.json',
+      'CMakeLists.txt',
+      'native',
+      'scripts',
+      'bin',
+      'runtime',
+      'coordinator',
+      'server-kit',
+      'client',
+      'protocol',
+      'dev',
+      'models',
+      'deploy/runtime',
+      'deploy/coordinator',
+    ]) {
+      expect(
+        ignored.filter((pattern) => needed === pattern || needed.startsWith(`${pattern}/`)),
+        needed,
+      ).toEqual([]);
     }
   });
 });

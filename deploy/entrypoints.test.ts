@@ -27,7 +27,10 @@ beforeAll(() => {
   chmodSync(join(stubDir, 'node'), 0o755);
   // A `node` that waits for a signal: proves SIGTERM sent to the entrypoint's PID reaches it.
   trapDir = mkdtempSync(join(tmpdir(), 'arclight-entrypoint-trap-'));
-  writeFileSync(join(trapDir, 'node'), '#!/bin/sh\ntrap \'echo "got TERM"; exit 0\' TERM\necho "ready pid=$$"\nwhile :; do sleep 0.05; done\n');
+  writeFileSync(
+    join(trapDir, 'node'),
+    '#!/bin/sh\ntrap \'echo "got TERM"; exit 0\' TERM\necho "ready pid=$$"\nwhile :; do sleep 0.05; done\n',
+  );
   chmodSync(join(trapDir, 'node'), 0o755);
 });
 
@@ -108,22 +111,45 @@ describe('runtime entrypoint', () => {
     });
     expect(result.stderr).toBe('');
     expect(result.argv).toEqual([
-      CLI, 'serve', '/models/my model',
-      '--port', '9000', '--host', '10.1.2.3',
-      '--coordinator', 'http://arclight-coordinator:8090',
-      '--runtime-id', 'gpu-0',
-      '--advertise-url', 'http://10.1.2.3:9000',
-      '--drain-seconds', '1200',
-      '--grace', '45',
-      '--ice-port-range', '40000-40999',
-      '--public-ip', '203.0.113.7',
-      '--turn-ttl', '600',
-      '--latency', 'realtime',
-      '--codecs', 'h265,h264,vp8',
-      '--moderator-url', 'http://moderator:9090/check',
-      '--no-playground', '--no-recording',
-      '--ice-host', '203.0.113.7', '--ice-host', '198.51.100.2',
-      '--turn-url', 'turn:turn.example.com:3478?transport=udp', '--turn-url', 'turns:turn.example.com:5349',
+      CLI,
+      'serve',
+      '/models/my model',
+      '--port',
+      '9000',
+      '--host',
+      '10.1.2.3',
+      '--coordinator',
+      'http://arclight-coordinator:8090',
+      '--runtime-id',
+      'gpu-0',
+      '--advertise-url',
+      'http://10.1.2.3:9000',
+      '--drain-seconds',
+      '1200',
+      '--grace',
+      '45',
+      '--ice-port-range',
+      '40000-40999',
+      '--public-ip',
+      '203.0.113.7',
+      '--turn-ttl',
+      '600',
+      '--latency',
+      'realtime',
+      '--codecs',
+      'h265,h264,vp8',
+      '--moderator-url',
+      'http://moderator:9090/check',
+      '--no-playground',
+      '--no-recording',
+      '--ice-host',
+      '203.0.113.7',
+      '--ice-host',
+      '198.51.100.2',
+      '--turn-url',
+      'turn:turn.example.com:3478?transport=udp',
+      '--turn-url',
+      'turns:turn.example.com:5349',
     ]);
     for (const secret of ['s3cret-value', 'mod-token', 'turn-secret']) expect(result.argv!.join(' ')).not.toContain(secret);
     expectFlagsDeclared(result.argv!, 'runtime/cli.ts');
@@ -145,11 +171,33 @@ describe('runtime entrypoint', () => {
     });
     expect(result.stderr).toBe('');
     expect(result.argv).toEqual([
-      CLI, 'serve', '/m', '--port', '8080', '--host', '0.0.0.0',
-      '--upload-max-bytes', '50M', '--upload-max-files', '8', '--upload-dir', '/data/uploads',
-      '--recording-dir', '/data/recordings', '--recording-track', 'main_video',
-      '--recording-segment-seconds', '2', '--recording-bitrate', '3000', '--max-clip-seconds', '120',
-      '--upload-mime-type', 'image/png', '--upload-mime-type', 'image/jpeg',
+      CLI,
+      'serve',
+      '/m',
+      '--port',
+      '8080',
+      '--host',
+      '0.0.0.0',
+      '--upload-max-bytes',
+      '50M',
+      '--upload-max-files',
+      '8',
+      '--upload-dir',
+      '/data/uploads',
+      '--recording-dir',
+      '/data/recordings',
+      '--recording-track',
+      'main_video',
+      '--recording-segment-seconds',
+      '2',
+      '--recording-bitrate',
+      '3000',
+      '--max-clip-seconds',
+      '120',
+      '--upload-mime-type',
+      'image/png',
+      '--upload-mime-type',
+      'image/jpeg',
     ]);
     expectFlagsDeclared(result.argv!, 'runtime/cli.ts');
   });
@@ -163,7 +211,18 @@ describe('runtime entrypoint', () => {
 
   it("appends the container's arguments after the mapped flags, each kept whole", () => {
     const result = run(RUNTIME_ENTRYPOINT, { ARCLIGHT_MODEL: '/m' }, ['--latency', 'smooth', 'an argument with spaces']);
-    expect(result.argv).toEqual([CLI, 'serve', '/m', '--port', '8080', '--host', '0.0.0.0', '--latency', 'smooth', 'an argument with spaces']);
+    expect(result.argv).toEqual([
+      CLI,
+      'serve',
+      '/m',
+      '--port',
+      '8080',
+      '--host',
+      '0.0.0.0',
+      '--latency',
+      'smooth',
+      'an argument with spaces',
+    ]);
   });
 
   it('does not glob-expand the ICE address list', () => {
@@ -173,7 +232,13 @@ describe('runtime entrypoint', () => {
 
   it('reads on/off variables as true/false and refuses anything else', () => {
     expect(run(RUNTIME_ENTRYPOINT, { ARCLIGHT_MODEL: '/m', ARCLIGHT_PLAYGROUND: 'yes', ARCLIGHT_RECORDING: 'true' }).argv).toEqual([
-      CLI, 'serve', '/m', '--port', '8080', '--host', '0.0.0.0',
+      CLI,
+      'serve',
+      '/m',
+      '--port',
+      '8080',
+      '--host',
+      '0.0.0.0',
     ]);
     const wrong = run(RUNTIME_ENTRYPOINT, { ARCLIGHT_MODEL: '/m', ARCLIGHT_RECORDING: 'maybe' });
     expect(wrong.status).toBe(64);
@@ -246,8 +311,26 @@ describe('coordinator entrypoint', () => {
     );
     expect(result.stderr).toBe('');
     expect(result.argv).toEqual([
-      CLI, 'coordinator', '--port', '9090', '--host', '::', '--workers', '4', '--reconnect-window', '60', '--meter-flush-ms', '2000', '--heartbeat-ms', '3000',
-      '--signing-key-refresh-ms', '2500', '--public-url', 'https://api.example.com', '--port', '9191',
+      CLI,
+      'coordinator',
+      '--port',
+      '9090',
+      '--host',
+      '::',
+      '--workers',
+      '4',
+      '--reconnect-window',
+      '60',
+      '--meter-flush-ms',
+      '2000',
+      '--heartbeat-ms',
+      '3000',
+      '--signing-key-refresh-ms',
+      '2500',
+      '--public-url',
+      'https://api.example.com',
+      '--port',
+      '9191',
     ]);
     expectFlagsDeclared(result.argv!, 'coordinator/cli.ts');
     expect(result.nodePid).toBe(result.pid);
@@ -261,10 +344,19 @@ describe('coordinator entrypoint', () => {
     }
     // A path would be dropped by the runtimes (clip URLs take an origin), a scheme other than
     // http(s) is refused by the CLI: both stop the container here, with the variable's name.
-    for (const url of ['https://example.com/arclight', 'ftp://files.example.com', 'api.example.com', 'https://', 'https://a b', 'https://x?y=1']) {
+    for (const url of [
+      'https://example.com/arclight',
+      'ftp://files.example.com',
+      'api.example.com',
+      'https://',
+      'https://a b',
+      'https://x?y=1',
+    ]) {
       const result = run(COORDINATOR_ENTRYPOINT, { ...required, ARCLIGHT_PUBLIC_URL: url });
       expect(result.status, url).toBe(64);
-      expect(result.stderr).toContain(`ARCLIGHT_PUBLIC_URL must be an http(s) origin with no path, e.g. https://api.example.com (got "${url}")`);
+      expect(result.stderr).toContain(
+        `ARCLIGHT_PUBLIC_URL must be an http(s) origin with no path, e.g. https://api.example.com (got "${url}")`,
+      );
       expect(result.argv).toBeUndefined();
     }
   });
@@ -299,7 +391,11 @@ describe('coordinator entrypoint', () => {
       expect(result.stderr).toContain('ARCLIGHT_SIGNING_KEY_SECRET (or ARCLIGHT_SIGNING_KEY_SECRET_FILE) is not set: on PostgreSQL');
       expect(result.argv).toBeUndefined();
     }
-    const fromFile = run(COORDINATOR_ENTRYPOINT, { DATABASE_URL: required.DATABASE_URL, ARCLIGHT_RUNTIME_SECRET: 's', ARCLIGHT_SIGNING_KEY_SECRET_FILE: '/etc/arclight/signing-key/secret' });
+    const fromFile = run(COORDINATOR_ENTRYPOINT, {
+      DATABASE_URL: required.DATABASE_URL,
+      ARCLIGHT_RUNTIME_SECRET: 's',
+      ARCLIGHT_SIGNING_KEY_SECRET_FILE: '/etc/arclight/signing-key/secret',
+    });
     expect(fromFile.status).toBe(0);
     expect(fromFile.argv).toEqual([CLI, 'coordinator', '--port', '8090', '--host', '0.0.0.0']); // the CLI reads the variable itself
     expect(run(COORDINATOR_ENTRYPOINT, { DATABASE_URL: '/data/coordinator.db', ARCLIGHT_RUNTIME_SECRET: 's' }).status).toBe(0);
@@ -328,7 +424,11 @@ function startUntil(command: string, args: readonly string[], env: NodeJS.Proces
 describe('signals', () => {
   for (const [name, script, env] of [
     ['runtime', RUNTIME_ENTRYPOINT, { ARCLIGHT_MODEL: '/m' }],
-    ['coordinator', COORDINATOR_ENTRYPOINT, { DATABASE_URL: 'postgres://x', ARCLIGHT_RUNTIME_SECRET: 's', ARCLIGHT_SIGNING_KEY_SECRET: 'k' }],
+    [
+      'coordinator',
+      COORDINATOR_ENTRYPOINT,
+      { DATABASE_URL: 'postgres://x', ARCLIGHT_RUNTIME_SECRET: 's', ARCLIGHT_SIGNING_KEY_SECRET: 'k' },
+    ],
   ] as const) {
     it(`SIGTERM to the ${name} entrypoint's PID reaches node`, async () => {
       const run = startUntil('sh', [script], { PATH: `${trapDir}:/usr/bin:/bin`, ARCLIGHT_HOME: HOME, ...env }, /ready pid=(\d+)/);
@@ -344,7 +444,12 @@ describe('signals', () => {
 describe('runtime preStop drain hook', () => {
   it('signals the runtime and returns only once it has exited', async () => {
     // A stand-in runtime: on SIGTERM it "drains" for a second, then exits.
-    const runtime = startUntil('sh', ['-c', 'trap \'sleep 1; echo drained; exit 0\' TERM; echo ready; while :; do sleep 0.05; done'], { PATH: '/usr/bin:/bin' }, /ready/);
+    const runtime = startUntil(
+      'sh',
+      ['-c', "trap 'sleep 1; echo drained; exit 0' TERM; echo ready; while :; do sleep 0.05; done"],
+      { PATH: '/usr/bin:/bin' },
+      /ready/,
+    );
     await runtime.started;
     let runtimeExitedAt = 0;
     void runtime.exited.then(() => (runtimeExitedAt = performance.now()));

@@ -96,9 +96,13 @@ const dashboard = JSON.parse(readFileSync(join(root, 'deploy/grafana/arclight.js
 describe('promql helpers', () => {
   it('find metric names, not functions, keywords, labels, numbers or Grafana variables', () => {
     expect(
-      metricNames('histogram_quantile(0.95, sum by (le, codec) (rate(arclight_encode_duration_seconds_bucket{pod=~"$pod"}[$__rate_interval])))'),
+      metricNames(
+        'histogram_quantile(0.95, sum by (le, codec) (rate(arclight_encode_duration_seconds_bucket{pod=~"$pod"}[$__rate_interval])))',
+      ),
     ).toEqual(['arclight_encode_duration_seconds_bucket']);
-    expect(metricNames('sum(rate(a_total{reason=~"x|y"}[5m])) / clamp_min(sum(rate(b_total[5m] offset 1h)), 1e-9) > 0.05 and on (pod) c')).toEqual(['a_total', 'b_total', 'c']);
+    expect(
+      metricNames('sum(rate(a_total{reason=~"x|y"}[5m])) / clamp_min(sum(rate(b_total[5m] offset 1h)), 1e-9) > 0.05 and on (pod) c'),
+    ).toEqual(['a_total', 'b_total', 'c']);
     expect(labelMatchers('max by (track) (m{pod=~"$pod", quantile="0.95"}) + n{a!="b"}')).toEqual([
       { metric: 'm', labels: ['pod', 'quantile'] },
       { metric: 'n', labels: ['a'] },
@@ -130,7 +134,12 @@ describe('deploy/grafana/arclight.json', () => {
     const variables = at(board, 'templating', 'list');
     const queries = [
       ...panelsOf(board).flatMap(exprsOf),
-      ...(Array.isArray(variables) ? variables.filter(isObject).map((v) => (isObject(v['query']) ? String(v['query']['query']) : '')).filter((q) => q !== '') : []),
+      ...(Array.isArray(variables)
+        ? variables
+            .filter(isObject)
+            .map((v) => (isObject(v['query']) ? String(v['query']['query']) : ''))
+            .filter((q) => q !== '')
+        : []),
     ];
     expect(queries.length).toBeGreaterThan(20);
     for (const query of queries) {
@@ -144,7 +153,13 @@ describe('deploy/grafana/arclight.json', () => {
     }
   });
 
-  const shown = (): Set<string | undefined> => new Set(panelsOf(dashboard as JsonObject).flatMap(exprsOf).flatMap(metricNames).map((name) => series.get(name)?.metric));
+  const shown = (): Set<string | undefined> =>
+    new Set(
+      panelsOf(dashboard as JsonObject)
+        .flatMap(exprsOf)
+        .flatMap(metricNames)
+        .map((name) => series.get(name)?.metric),
+    );
 
   it('shows every metric runtime/metrics.ts declares', () => {
     const declared = [...readFileSync(join(root, 'runtime/metrics.ts'), 'utf8').matchAll(/name: '(arclight_\w+)'/g)].map((m) => m[1]);

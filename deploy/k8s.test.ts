@@ -45,7 +45,8 @@ const find = (objects: K8sObject[], kind: string, name: string): K8sObject => {
   if (!found) throw new Error(`no ${kind} ${name}`);
   return found;
 };
-const envValue = (container: JsonObject, name: string): Json | undefined => objectsAt(container, 'env').find((e) => e['name'] === name)?.['value'];
+const envValue = (container: JsonObject, name: string): Json | undefined =>
+  objectsAt(container, 'env').find((e) => e['name'] === name)?.['value'];
 
 /** Secrets the production overlay expects the operator to create (docs/operations.md, "Secrets"). */
 const EXTERNAL_SECRETS: Readonly<Record<string, readonly string[]>> = {
@@ -65,28 +66,40 @@ describe.each(Object.entries(overlays))('deploy/k8s %s', (name, objects) => {
     const kinds = objects.map((o) => `${o.kind}/${o.metadata.name}`).sort();
     const common = [
       'ConfigMap/arclight-coordinator',
-      'Deployment/arclight-coordinator', 'Deployment/arclight-runtime-pattern',
-      'PodDisruptionBudget/arclight-coordinator', 'PodDisruptionBudget/arclight-runtime-pattern',
-      'Service/arclight-coordinator', 'Service/arclight-runtime-pattern',
+      'Deployment/arclight-coordinator',
+      'Deployment/arclight-runtime-pattern',
+      'PodDisruptionBudget/arclight-coordinator',
+      'PodDisruptionBudget/arclight-runtime-pattern',
+      'Service/arclight-coordinator',
+      'Service/arclight-runtime-pattern',
     ];
     const extra: Record<string, string[]> = {
       base: [],
       dev: [
-        'Namespace/arclight-dev', 'Secret/arclight-database', 'Secret/arclight-postgres', 'Secret/arclight-runtime-secret', 'Secret/arclight-signing-key',
-        'Service/arclight-postgres', 'StatefulSet/arclight-postgres',
+        'Namespace/arclight-dev',
+        'Secret/arclight-database',
+        'Secret/arclight-postgres',
+        'Secret/arclight-runtime-secret',
+        'Secret/arclight-signing-key',
+        'Service/arclight-postgres',
+        'StatefulSet/arclight-postgres',
       ],
       production: ['Namespace/arclight', 'ServiceMonitor/arclight-coordinator', 'ServiceMonitor/arclight-runtime'],
     };
     expect(kinds).toEqual([...common, ...extra[name]!].sort());
   });
 
-  it.each(objects.map((o) => [`${o.kind} ${o.metadata.name}`, o] as const))('%s is valid against its JSON Schema, with no unknown fields', (_, object) => {
-    expect(validateObject(object)).toEqual({ errors: [], unknownFields: [] });
-  });
+  it.each(objects.map((o) => [`${o.kind} ${o.metadata.name}`, o] as const))(
+    '%s is valid against its JSON Schema, with no unknown fields',
+    (_, object) => {
+      expect(validateObject(object)).toEqual({ errors: [], unknownFields: [] });
+    },
+  );
 
   it('puts every namespaced object in the overlay namespace', () => {
     const namespace = { base: undefined, dev: 'arclight-dev', production: 'arclight' }[name];
-    for (const object of objects) expect(object.metadata['namespace'], object.metadata.name).toBe(object.kind === 'Namespace' ? undefined : namespace);
+    for (const object of objects)
+      expect(object.metadata['namespace'], object.metadata.name).toBe(object.kind === 'Namespace' ? undefined : namespace);
   });
 
   it('has workloads whose selectors match their pod labels, running non-root without privilege escalation', () => {
@@ -111,18 +124,29 @@ describe.each(Object.entries(overlays))('deploy/k8s %s', (name, objects) => {
   it('has Services and PodDisruptionBudgets that select a workload, on ports its pods declare', () => {
     for (const service of objects.filter((o) => o.kind === 'Service')) {
       const selected = workloads(objects).filter((w) => matches(stringMap(at(service, 'spec', 'selector')), podLabels(w)));
-      expect(selected.map((w) => w.metadata.name), `Service ${service.metadata.name}`).toHaveLength(1);
+      expect(
+        selected.map((w) => w.metadata.name),
+        `Service ${service.metadata.name}`,
+      ).toHaveLength(1);
       const declared = new Set(containers(selected[0]!).flatMap((c) => objectsAt(c, 'ports').map((p) => p['name'])));
-      for (const port of objectsAt(service, 'spec', 'ports')) expect(declared.has(port['targetPort'] ?? null), `${service.metadata.name} → ${String(port['targetPort'])}`).toBe(true);
+      for (const port of objectsAt(service, 'spec', 'ports'))
+        expect(declared.has(port['targetPort'] ?? null), `${service.metadata.name} → ${String(port['targetPort'])}`).toBe(true);
     }
     for (const workload of objects.filter((o) => o.kind === 'Deployment')) {
-      const budgets = objects.filter((o) => o.kind === 'PodDisruptionBudget' && matches(stringMap(at(o, 'spec', 'selector', 'matchLabels')), podLabels(workload)));
-      expect(budgets.map((b) => b.metadata.name), `PodDisruptionBudget for ${workload.metadata.name}`).toEqual([workload.metadata.name]);
+      const budgets = objects.filter(
+        (o) => o.kind === 'PodDisruptionBudget' && matches(stringMap(at(o, 'spec', 'selector', 'matchLabels')), podLabels(workload)),
+      );
+      expect(
+        budgets.map((b) => b.metadata.name),
+        `PodDisruptionBudget for ${workload.metadata.name}`,
+      ).toEqual([workload.metadata.name]);
     }
   });
 
   it('refers only to Secrets it creates or the operator is told to create, with their keys', () => {
-    const created = new Map(objects.filter((o) => o.kind === 'Secret').map((s) => [s.metadata.name, Object.keys(stringMap(at(s, 'stringData')))]));
+    const created = new Map(
+      objects.filter((o) => o.kind === 'Secret').map((s) => [s.metadata.name, Object.keys(stringMap(at(s, 'stringData')))]),
+    );
     for (const workload of workloads(objects)) {
       for (const container of containers(workload)) {
         for (const env of objectsAt(container, 'env')) {
@@ -154,18 +178,23 @@ describe.each(Object.entries(overlays))('deploy/k8s %s', (name, objects) => {
     const [container] = containers(coordinator);
     const file = envValue(container!, 'ARCLIGHT_SIGNING_KEY_SECRET_FILE');
     expect(file).toBe('/etc/arclight/signing-key/secret');
-    const mount = objectsAt(container, 'volumeMounts').find((m) => typeof m['mountPath'] === 'string' && String(file).startsWith(`${m['mountPath']}/`));
+    const mount = objectsAt(container, 'volumeMounts').find(
+      (m) => typeof m['mountPath'] === 'string' && String(file).startsWith(`${m['mountPath']}/`),
+    );
     expect(mount).toMatchObject({ readOnly: true });
     const volume = objectsAt(coordinator, 'spec', 'template', 'spec', 'volumes').find((v) => v['name'] === mount!['name']);
     expect(at(volume, 'secret', 'secretName')).toBe('arclight-signing-key');
-    expect(objectsAt(volume, 'secret', 'items')).toEqual([{ key: 'secret', path: String(file).slice(String(mount!['mountPath']).length + 1) }]);
+    expect(objectsAt(volume, 'secret', 'items')).toEqual([
+      { key: 'secret', path: String(file).slice(String(mount!['mountPath']).length + 1) },
+    ]);
     // 0440 and the pod's fsGroup: the coordinator (uid 10001) reads it, nobody else in the pod.
     expect(at(volume, 'secret', 'defaultMode')).toBe(0o440);
     const pod = at(coordinator, 'spec', 'template', 'spec', 'securityContext');
     expect(at(pod, 'fsGroup')).toBe(at(pod, 'runAsGroup'));
     // The secret itself is never a plain value in the manifests (the dev overlay's Secret aside).
     expect(objectsAt(container, 'env').map((e) => e['name'])).not.toContain('ARCLIGHT_SIGNING_KEY_SECRET');
-    if (name === 'dev') expect(stringMap(at(find(objects, 'Secret', 'arclight-signing-key'), 'stringData'))['secret']!.length).toBeGreaterThanOrEqual(16);
+    if (name === 'dev')
+      expect(stringMap(at(find(objects, 'Secret', 'arclight-signing-key'), 'stringData'))['secret']!.length).toBeGreaterThanOrEqual(16);
   });
 
   it('refers only to ConfigMaps it renders, with their keys', () => {
@@ -201,7 +230,11 @@ describe.each(Object.entries(overlays))('deploy/k8s %s', (name, objects) => {
 
   it('gives the coordinator its public URL from the arclight-coordinator ConfigMap: an origin the entrypoint accepts', () => {
     const [container] = containers(find(objects, 'Deployment', 'arclight-coordinator'));
-    const ref = at(objectsAt(container, 'env').find((e) => e['name'] === 'ARCLIGHT_PUBLIC_URL'), 'valueFrom', 'configMapKeyRef');
+    const ref = at(
+      objectsAt(container, 'env').find((e) => e['name'] === 'ARCLIGHT_PUBLIC_URL'),
+      'valueFrom',
+      'configMapKeyRef',
+    );
     expect(ref).toEqual({ name: 'arclight-coordinator', key: 'public-url' });
     const url = stringMap(at(find(objects, 'ConfigMap', 'arclight-coordinator'), 'data'))['public-url']!;
     expect(url).toMatch(/^https?:\/\/[^/?#\s]+$/);
@@ -216,7 +249,8 @@ describe.each(Object.entries(overlays))('deploy/k8s %s', (name, objects) => {
     if (name === 'dev') expect(gpu).toBeUndefined();
     else expect(gpu).toBe(1);
     expect(at(container, 'resources', 'requests', 'nvidia.com/gpu')).toBe(gpu);
-    for (const probe of ['startupProbe', 'readinessProbe', 'livenessProbe']) expect(at(container, probe, 'httpGet', 'path')).toBe('/health');
+    for (const probe of ['startupProbe', 'readinessProbe', 'livenessProbe'])
+      expect(at(container, probe, 'httpGet', 'path')).toBe('/health');
     expect(at(container, 'lifecycle', 'preStop', 'exec', 'command')).toEqual(['/usr/local/bin/arclight-drain']);
     // The grace period covers the drain, with time to close and report the session's end.
     const drainSeconds = Number(envValue(container!, 'ARCLIGHT_DRAIN_SECONDS'));
@@ -277,7 +311,9 @@ describe('validateObject', () => {
     const noSelector = runtime();
     delete (noSelector['spec'] as JsonObject)['selector'];
     expect(validateObject(noSelector).errors.join()).toContain('data/spec must have required property selector');
-    expect(validateObject({ apiVersion: 'example.com/v1', kind: 'Widget', metadata: { name: 'w' } }).errors).toEqual(['no schema for example.com/v1 Widget']);
+    expect(validateObject({ apiVersion: 'example.com/v1', kind: 'Widget', metadata: { name: 'w' } }).errors).toEqual([
+      'no schema for example.com/v1 Widget',
+    ]);
   });
 });
 
@@ -287,7 +323,11 @@ describe('deploy/k8s overlays', () => {
     const url = new URL(stringMap(at(find(objects, 'Secret', 'arclight-database'), 'stringData'))['url']!);
     const postgres = stringMap(at(find(objects, 'Secret', 'arclight-postgres'), 'stringData'));
     expect(url.protocol).toBe('postgres:');
-    expect([url.username, url.password, url.pathname.slice(1)]).toEqual([postgres['POSTGRES_USER'], postgres['POSTGRES_PASSWORD'], postgres['POSTGRES_DB']]);
+    expect([url.username, url.password, url.pathname.slice(1)]).toEqual([
+      postgres['POSTGRES_USER'],
+      postgres['POSTGRES_PASSWORD'],
+      postgres['POSTGRES_DB'],
+    ]);
     const service = find(objects, 'Service', 'arclight-postgres');
     expect(url.hostname).toBe(service.metadata.name);
     expect(String(objectsAt(service, 'spec', 'ports')[0]?.['port'])).toBe(url.port);
@@ -302,10 +342,14 @@ describe('deploy/k8s overlays', () => {
   it('production: images from the registry, and ServiceMonitors scraping the runtime and coordinator Services', () => {
     const objects = overlays.production;
     for (const deployment of objects.filter((o) => o.kind === 'Deployment')) {
-      for (const container of containers(deployment)) expect(String(at(container, 'image'))).toMatch(/^registry\.example\.com\/arclight\/(coordinator|runtime):0\.1\.0$/);
+      for (const container of containers(deployment))
+        expect(String(at(container, 'image'))).toMatch(/^registry\.example\.com\/arclight\/(coordinator|runtime):0\.1\.0$/);
     }
     expect(objects.some((o) => o.kind === 'Secret')).toBe(false); // created by the operator
-    for (const [monitorName, serviceName] of [['arclight-runtime', 'arclight-runtime-pattern'], ['arclight-coordinator', 'arclight-coordinator']] as const) {
+    for (const [monitorName, serviceName] of [
+      ['arclight-runtime', 'arclight-runtime-pattern'],
+      ['arclight-coordinator', 'arclight-coordinator'],
+    ] as const) {
       const monitor = find(objects, 'ServiceMonitor', monitorName);
       const selector = stringMap(at(monitor, 'spec', 'selector', 'matchLabels'));
       const services = objects.filter((o) => o.kind === 'Service' && matches(selector, stringMap(o.metadata['labels'])));

@@ -8,29 +8,60 @@ import { renderKustomization, strategicMerge, type Json } from './kustomize-rend
 
 describe('strategicMerge', () => {
   it('merges maps, replaces scalars, and deletes a field patched to null', () => {
-    expect(strategicMerge({ a: 1, b: { c: 2, d: 3 }, e: 'x' }, { a: 5, b: { d: null, f: 4 }, e: null })).toEqual({ a: 5, b: { c: 2, f: 4 } });
+    expect(strategicMerge({ a: 1, b: { c: 2, d: 3 }, e: 'x' }, { a: 5, b: { d: null, f: 4 }, e: null })).toEqual({
+      a: 5,
+      b: { c: 2, f: 4 },
+    });
   });
 
   it('merges containers and env by name, volumeMounts by mountPath, appending new items', () => {
     const base: Json = {
       containers: [
-        { name: 'app', image: 'a', env: [{ name: 'A', value: '1' }, { name: 'B', value: '2' }], volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }] },
+        {
+          name: 'app',
+          image: 'a',
+          env: [
+            { name: 'A', value: '1' },
+            { name: 'B', value: '2' },
+          ],
+          volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
+        },
         { name: 'sidecar', image: 's' },
       ],
     };
     const patch = {
-      containers: [{ name: 'app', env: [{ name: 'B', value: '3' }, { name: 'C', value: '4' }], volumeMounts: [{ mountPath: '/tmp', readOnly: true }] }],
+      containers: [
+        {
+          name: 'app',
+          env: [
+            { name: 'B', value: '3' },
+            { name: 'C', value: '4' },
+          ],
+          volumeMounts: [{ mountPath: '/tmp', readOnly: true }],
+        },
+      ],
     };
     expect(strategicMerge(base, patch)).toEqual({
       containers: [
-        { name: 'app', image: 'a', env: [{ name: 'A', value: '1' }, { name: 'B', value: '3' }, { name: 'C', value: '4' }], volumeMounts: [{ name: 'tmp', mountPath: '/tmp', readOnly: true }] },
+        {
+          name: 'app',
+          image: 'a',
+          env: [
+            { name: 'A', value: '1' },
+            { name: 'B', value: '3' },
+            { name: 'C', value: '4' },
+          ],
+          volumeMounts: [{ name: 'tmp', mountPath: '/tmp', readOnly: true }],
+        },
         { name: 'sidecar', image: 's' },
       ],
     });
   });
 
   it('replaces the lists Kubernetes replaces, and deletes them with null', () => {
-    expect(strategicMerge({ tolerations: [{ key: 'a' }], args: ['x'] }, { tolerations: [{ key: 'b' }], args: null })).toEqual({ tolerations: [{ key: 'b' }] });
+    expect(strategicMerge({ tolerations: [{ key: 'a' }], args: ['x'] }, { tolerations: [{ key: 'b' }], args: null })).toEqual({
+      tolerations: [{ key: 'b' }],
+    });
   });
 
   it('refuses lists and directives it does not model, rather than guess', () => {
@@ -117,16 +148,20 @@ patches:
   it('fails on what kustomize would refuse or this renderer does not know', () => {
     dir = mkdtempSync(join(tmpdir(), 'arclight-kustomize-'));
     write('web.yaml', deployment);
-    const attempt = (body: string): (() => void) => () => {
-      write('kustomization.yaml', kustomization(body));
-      renderKustomization(dir);
-    };
+    const attempt =
+      (body: string): (() => void) =>
+      () => {
+        write('kustomization.yaml', kustomization(body));
+        renderKustomization(dir);
+      };
     expect(attempt('resources:\n  - web.yaml\n  - web.yaml\n')).toThrow(/defined twice/);
     expect(attempt('resources:\n  - missing.yaml\n')).toThrow(/does not exist/);
     expect(attempt('commonLabels:\n  a: b\n')).toThrow(/"commonLabels" is not supported/);
     write('patch.yaml', 'apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: other\n');
     expect(attempt('resources:\n  - web.yaml\npatches:\n  - path: patch.yaml\n')).toThrow(/no Deployment other to patch/);
-    expect(attempt('resources:\n  - web.yaml\npatches:\n  - path: patch.yaml\n    target:\n      kind: Deployment\n')).toThrow(/each patch must be/);
+    expect(attempt('resources:\n  - web.yaml\npatches:\n  - path: patch.yaml\n    target:\n      kind: Deployment\n')).toThrow(
+      /each patch must be/,
+    );
     expect(attempt('resources:\n  - web.yaml\nimages:\n  - name: example/web\n    newTag: 1.5\n')).toThrow(/must be a string/);
   });
 });

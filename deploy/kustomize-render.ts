@@ -48,7 +48,15 @@ const MERGE_KEYS: Readonly<Record<string, string>> = {
 /** Lists a strategic merge patch replaces whole (no patchMergeKey). */
 const REPLACE_LISTS = new Set(['command', 'args', 'tolerations', 'accessModes', 'drop', 'add', 'podTargetLabels']);
 /** Kinds that live outside namespaces (the ones deploy/k8s could plausibly hold). */
-const CLUSTER_SCOPED = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'PersistentVolume', 'StorageClass', 'PriorityClass']);
+const CLUSTER_SCOPED = new Set([
+  'Namespace',
+  'ClusterRole',
+  'ClusterRoleBinding',
+  'CustomResourceDefinition',
+  'PersistentVolume',
+  'StorageClass',
+  'PriorityClass',
+]);
 
 /** Parses a YAML file's documents as JSON values (empty documents skipped). */
 export function readYamlDocuments(file: string): Json[] {
@@ -78,7 +86,8 @@ export function objectId(object: K8sObject): string {
 
 function stringList(value: Json | undefined, what: string): string[] {
   if (value === undefined) return [];
-  if (!Array.isArray(value) || !value.every((item): item is string => typeof item === 'string')) throw new Error(`${what} must be a list of strings`);
+  if (!Array.isArray(value) || !value.every((item): item is string => typeof item === 'string'))
+    throw new Error(`${what} must be a list of strings`);
   return value;
 }
 

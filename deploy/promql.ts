@@ -5,7 +5,23 @@
  * binary operators, label matchers, range selectors, numbers, strings, Grafana variables).
  */
 
-const KEYWORDS = new Set(['and', 'or', 'unless', 'bool', 'offset', 'by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'inf', 'nan', 'Inf', 'NaN']);
+const KEYWORDS = new Set([
+  'and',
+  'or',
+  'unless',
+  'bool',
+  'offset',
+  'by',
+  'without',
+  'on',
+  'ignoring',
+  'group_left',
+  'group_right',
+  'inf',
+  'nan',
+  'Inf',
+  'NaN',
+]);
 
 function withoutNoise(expr: string): string {
   return expr
@@ -23,7 +39,13 @@ export function metricNames(expr: string): string[] {
     const start = match.index;
     const before = text[start - 1] ?? '';
     if (/[0-9.]/.test(before)) continue; // 1e-9, 5m
-    if (text.slice(start + match[0].length).trimStart().startsWith('(')) continue; // a function or aggregation
+    if (
+      text
+        .slice(start + match[0].length)
+        .trimStart()
+        .startsWith('(')
+    )
+      continue; // a function or aggregation
     if (KEYWORDS.has(match[0]) || match[0] === 'x0') continue;
     names.add(match[0]);
   }

@@ -83,7 +83,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   const started: { close(): Promise<void> }[] = [];
   const closeAll = async (): Promise<void> => {
     // Runtimes first, so their last reports still reach the coordinator.
-    for (const service of started.splice(0).reverse()) await service.close().catch((error: unknown) => log.error('closing the local stack failed', { error }));
+    for (const service of started.splice(0).reverse())
+      await service.close().catch((error: unknown) => log.error('closing the local stack failed', { error }));
   };
   try {
     const coordinator = await startCoordinator({
@@ -177,7 +178,10 @@ async function registered(coordinator: Coordinator, runtimeId: string, runtime: 
   const deadline = Date.now() + REGISTRATION_TIMEOUT_MS;
   while ((await coordinator.registry.get(runtimeId)) === undefined) {
     if (runtime.state === 'terminated') throw new Error(`The hosted runtime's model failed to load; see the log above.`);
-    if (Date.now() > deadline) throw new Error(`The hosted runtime did not register with the coordinator within ${REGISTRATION_TIMEOUT_MS / 1000} s; see the log above.`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `The hosted runtime did not register with the coordinator within ${REGISTRATION_TIMEOUT_MS / 1000} s; see the log above.`,
+      );
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }

@@ -61,7 +61,6 @@ export function describeLocalStack(stack: LocalStack): string {
   ].join('\n');
 }
 
-
 export async function main(argv: readonly string[]): Promise<number> {
   let modulePath: string;
   let port: number;
@@ -83,7 +82,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       return 0;
     }
     const [verb, module, ...extra] = positionals;
-    if (verb !== 'stack' || extra.length > 0) throw new UsageError(verb === 'stack' ? `unexpected arguments: ${extra.join(' ')}` : 'expected the verb "stack"');
+    if (verb !== 'stack' || extra.length > 0)
+      throw new UsageError(verb === 'stack' ? `unexpected arguments: ${extra.join(' ')}` : 'expected the verb "stack"');
     modulePath = module ?? join(packageRoot(), 'models', 'examples', 'pattern');
     port = portOption(values.port, 8080, '--port');
     coordinatorPort = portOption(values['coordinator-port'], 8090, '--coordinator-port');

@@ -44,8 +44,10 @@ export interface Envelope<S extends MessageScope = MessageScope, B extends Envel
 
 export interface PingMessage extends EnvelopeBody<'ping', Record<string, never> | undefined> {}
 /** Subscribe to (resume) or unsubscribe from (pause) an output track on this connection. */
-export interface TrackSubscriptionMessage
-  extends EnvelopeBody<'track_subscription', { readonly track: string; readonly subscribed: boolean }> {}
+export interface TrackSubscriptionMessage extends EnvelopeBody<
+  'track_subscription',
+  { readonly track: string; readonly subscribed: boolean }
+> {}
 /**
  * Claim an input track for this connection before sending media on it. `frame_metadata: true`
  * announces `input_frame_metadata` messages for this (video) track: the runtime then holds each
@@ -68,23 +70,22 @@ export interface SetLatencyModeMessage extends EnvelopeBody<'set_latency_mode', 
  * client's encoder put on each frame (browsers expose it to an `RTCRtpScriptTransform`). Sent
  * without a `request_id`: nothing answers unless it fails.
  */
-export interface InputFrameMetadataMessage
-  extends EnvelopeBody<'input_frame_metadata', import('./frame-metadata.ts').InputFrameMetadataData> {}
+export interface InputFrameMetadataMessage extends EnvelopeBody<
+  'input_frame_metadata',
+  import('./frame-metadata.ts').InputFrameMetadataData
+> {}
 
 export type ClientRuntimeMessage =
-  | PingMessage
-  | TrackSubscriptionMessage
-  | PublishTrackMessage
-  | UnpublishTrackMessage
-  | SetLatencyModeMessage
-  | InputFrameMetadataMessage;
+  PingMessage | TrackSubscriptionMessage | PublishTrackMessage | UnpublishTrackMessage | SetLatencyModeMessage | InputFrameMetadataMessage;
 
 // ---- runtime scope, runtime → client ----
 
 export interface PongMessage extends EnvelopeBody<'pong', { readonly server_time: number }> {}
 /** Sent once when the connection's data channel opens. */
-export interface ConnectionInfoMessage
-  extends EnvelopeBody<'connection_info', { readonly session_id: string; readonly connection_id: number }> {}
+export interface ConnectionInfoMessage extends EnvelopeBody<
+  'connection_info',
+  { readonly session_id: string; readonly connection_id: number }
+> {}
 export interface CommandAckMessage extends EnvelopeBody<'command_ack', { readonly command: string }> {}
 export interface CommandFailedData {
   readonly command: string;
@@ -95,8 +96,7 @@ export interface CommandFailedData {
 }
 export interface CommandFailedMessage extends EnvelopeBody<'command_failed', CommandFailedData> {}
 /** Delivered to every client before the runtime closes its connection at a session end. */
-export interface SessionEndedMessage
-  extends EnvelopeBody<'session_ended', { readonly session_id: string; readonly reason: string }> {}
+export interface SessionEndedMessage extends EnvelopeBody<'session_ended', { readonly session_id: string; readonly reason: string }> {}
 /**
  * Periodic media quality report (Arclight extension), every 2 s to each ready connection that
  * receives at least one output video track. `score` is 0 (unusable) to 10 (perfect); the

@@ -45,7 +45,12 @@ describe('schemaHashOf', () => {
   it('changes with the name, a parameter, a reply or a message', () => {
     const base = schemaHashOf(model);
     expect(schemaHashOf({ ...model, name: 'pattern2' })).not.toBe(base);
-    expect(schemaHashOf({ ...model, commands: [{ ...model.commands[0]!, params: { type: 'object', properties: { speed: { type: 'integer' } } } }, model.commands[1]!] })).not.toBe(base);
+    expect(
+      schemaHashOf({
+        ...model,
+        commands: [{ ...model.commands[0]!, params: { type: 'object', properties: { speed: { type: 'integer' } } } }, model.commands[1]!],
+      }),
+    ).not.toBe(base);
     expect(schemaHashOf({ ...model, commands: [model.commands[0]!, { ...model.commands[1]!, reply: { type: 'state2' } }] })).not.toBe(base);
     expect(schemaHashOf({ ...model, messages: {} })).not.toBe(base);
     expect(schemaHashOf({ ...model, messages: { welcome: {} } })).not.toBe(base);

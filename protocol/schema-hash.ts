@@ -36,7 +36,11 @@ export interface ModelInterface {
 export function schemaHashOf(model: ModelInterface): string {
   const commands = [...model.commands]
     .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
-    .map((c) => ({ name: c.name, params: c.params, reply: c.reply === undefined ? null : { type: c.reply.type, schema: c.reply.schema ?? null } }));
+    .map((c) => ({
+      name: c.name,
+      params: c.params,
+      reply: c.reply === undefined ? null : { type: c.reply.type, schema: c.reply.schema ?? null },
+    }));
   const messages = Object.fromEntries(Object.entries(model.messages).map(([type, m]) => [type, { schema: m.schema ?? null }]));
   return sha256Hex(canonicalJson({ name: model.name, commands, messages }));
 }

@@ -76,7 +76,10 @@ export type RuntimeEventBody =
     }
   /** A new version of the model is serving (`Runtime.reloadModel`, `arclight dev`); `version` counts from 1. */
   | { readonly type: 'model_reloaded'; readonly version: number; readonly sessions_kept: boolean }
-  | { readonly type: 'encoder_backends'; readonly selection: readonly { readonly codec: string; readonly backend: string | null; readonly hardware: boolean }[] }
+  | {
+      readonly type: 'encoder_backends';
+      readonly selection: readonly { readonly codec: string; readonly backend: string | null; readonly hardware: boolean }[];
+    }
   | { readonly type: 'session_opened'; readonly session_id: string }
   | { readonly type: 'session_ended'; readonly session_id: string; readonly reason: string }
   | { readonly type: 'connection_opened'; readonly session_id: string; readonly connection_id: number }
@@ -101,6 +104,12 @@ export type RuntimeEventBody =
       readonly action: 'restart' | 'fallback';
       readonly reason?: string;
     }
-  | { readonly type: 'recording_segment'; readonly session_id: string; readonly track: string; readonly sequence: number; readonly duration_ms: number };
+  | {
+      readonly type: 'recording_segment';
+      readonly session_id: string;
+      readonly track: string;
+      readonly sequence: number;
+      readonly duration_ms: number;
+    };
 
 export type RuntimeEventType = RuntimeEventBody['type'];

@@ -38,10 +38,16 @@ export function checkApiVersionHeader(header: string | undefined): void {
     throw new ArclightError('invalid_request', `${API_VERSION_HEADER} must be an integer; got "${header}".`);
   }
   if (version > API_VERSION) {
-    throw new ArclightError('version_not_implemented', `This server implements API version ${API_VERSION}; the client asked for ${version}.`);
+    throw new ArclightError(
+      'version_not_implemented',
+      `This server implements API version ${API_VERSION}; the client asked for ${version}.`,
+    );
   }
   if (version < MIN_API_VERSION) {
-    throw new ArclightError('unsupported_version', `API version ${version} is no longer served; upgrade the client (minimum ${MIN_API_VERSION}).`);
+    throw new ArclightError(
+      'unsupported_version',
+      `API version ${version} is no longer served; upgrade the client (minimum ${MIN_API_VERSION}).`,
+    );
   }
 }
 
@@ -54,7 +60,10 @@ export function checkWebrtcVersionHeader(header: string | undefined): void {
     throw new ArclightError('invalid_request', `${WEBRTC_VERSION_HEADER} must look like "1.0"; got "${header}".`);
   }
   if (major > ours) {
-    throw new ArclightError('version_not_implemented', `This server implements WebRTC signalling ${WEBRTC_VERSION}; the client asked for ${header}.`);
+    throw new ArclightError(
+      'version_not_implemented',
+      `This server implements WebRTC signalling ${WEBRTC_VERSION}; the client asked for ${header}.`,
+    );
   }
   if (major < ours) {
     throw new ArclightError('unsupported_version', `WebRTC signalling ${header} is no longer served; upgrade the client.`);

@@ -135,7 +135,9 @@ export async function main(argv: readonly string[]): Promise<number> {
   const [verb, modulePath, ...extra] = positionals;
   const dev = verb === 'dev';
   if ((verb !== 'serve' && !dev) || !modulePath || extra.length > 0) {
-    process.stderr.write(`arclight: ${verb && verb !== 'serve' && !dev ? `unknown command "${verb}"` : 'missing model module'}\n\n${USAGE}\n`);
+    process.stderr.write(
+      `arclight: ${verb && verb !== 'serve' && !dev ? `unknown command "${verb}"` : 'missing model module'}\n\n${USAGE}\n`,
+    );
     return 2;
   }
   if (dev && values.coordinator !== undefined) {
@@ -180,7 +182,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write(`arclight: --coordinator needs the runtime secret in $ARCLIGHT_RUNTIME_SECRET\n`);
     return 2;
   }
-  const drainSeconds = values['drain-seconds'] === undefined ? 300 : /^\d+$/.test(values['drain-seconds']) ? Number(values['drain-seconds']) : NaN;
+  const drainSeconds =
+    values['drain-seconds'] === undefined ? 300 : /^\d+$/.test(values['drain-seconds']) ? Number(values['drain-seconds']) : NaN;
   if (Number.isNaN(drainSeconds)) {
     process.stderr.write(`arclight: --drain-seconds must be a whole number of seconds\n`);
     return 2;
@@ -198,28 +201,28 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
 
   const runtimeOptions = {
-      port,
-      ...(values.host ? { host: values.host } : {}),
-      ice: ice.ice,
-      ...(values.latency ? { latencyMode: values.latency as 'realtime' | 'smooth' } : {}),
-      ...(videoCodecs ? { videoCodecs } : {}),
-      playground: !values['no-playground'],
-      // Recording (for clips) is on for served models unless --no-recording: it is what the spec
-      // promises clients.
-      ...(files.recording ? { recording: files.recording } : {}),
-      ...(files.uploads ? { uploads: files.uploads } : {}),
-      ...(grace === undefined ? {} : { reconnectGraceSeconds: grace }),
-      ...(moderator ? { moderation: { moderator } } : {}),
-      ...(values.coordinator
-        ? {
-            hosted: {
-              coordinatorUrl: values.coordinator,
-              secret: secret!,
-              ...(values['runtime-id'] ? { runtimeId: values['runtime-id'] } : {}),
-              ...(values['advertise-url'] ? { advertiseUrl: values['advertise-url'] } : {}),
-            },
-          }
-        : {}),
+    port,
+    ...(values.host ? { host: values.host } : {}),
+    ice: ice.ice,
+    ...(values.latency ? { latencyMode: values.latency as 'realtime' | 'smooth' } : {}),
+    ...(videoCodecs ? { videoCodecs } : {}),
+    playground: !values['no-playground'],
+    // Recording (for clips) is on for served models unless --no-recording: it is what the spec
+    // promises clients.
+    ...(files.recording ? { recording: files.recording } : {}),
+    ...(files.uploads ? { uploads: files.uploads } : {}),
+    ...(grace === undefined ? {} : { reconnectGraceSeconds: grace }),
+    ...(moderator ? { moderation: { moderator } } : {}),
+    ...(values.coordinator
+      ? {
+          hosted: {
+            coordinatorUrl: values.coordinator,
+            secret: secret!,
+            ...(values['runtime-id'] ? { runtimeId: values['runtime-id'] } : {}),
+            ...(values['advertise-url'] ? { advertiseUrl: values['advertise-url'] } : {}),
+          },
+        }
+      : {}),
   } satisfies Omit<RuntimeOptions, 'model'>;
   if (dev) return runDev(modulePath, runtimeOptions);
 
@@ -256,7 +259,11 @@ export async function main(argv: readonly string[]): Promise<number> {
 async function runDev(modulePath: string, runtimeOptions: Omit<RuntimeOptions, 'model'>): Promise<number> {
   let server;
   try {
-    server = await startDevServer({ modulePath, runtime: runtimeOptions, print: (line) => writeStandardStream(process.stdout, `${line}\n`) });
+    server = await startDevServer({
+      modulePath,
+      runtime: runtimeOptions,
+      print: (line) => writeStandardStream(process.stdout, `${line}\n`),
+    });
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') {
       process.stderr.write(`arclight: port ${runtimeOptions.port ?? 8080} is in use; pick another with --port\n`);

@@ -18,7 +18,11 @@ describe('arclight serve ICE flags', () => {
         hostAddresses: ['10.0.0.5'],
         portRange: [40000, 40099],
         publicAddress: '203.0.113.7',
-        turn: { urls: ['turn:turn.example.com:3478?transport=udp', 'turn:turn.example.com:3478?transport=tcp'], secret: 'shh', ttlSeconds: 600 },
+        turn: {
+          urls: ['turn:turn.example.com:3478?transport=udp', 'turn:turn.example.com:3478?transport=tcp'],
+          secret: 'shh',
+          ttlSeconds: 600,
+        },
       },
     });
   });
@@ -28,7 +32,10 @@ describe('arclight serve ICE flags', () => {
   });
 
   it('says what is wrong', () => {
-    const error = (flags: Parameters<typeof iceOptionsFromFlags>[0], env: Record<string, string> = { ARCLIGHT_TURN_SECRET: 's' }): string => {
+    const error = (
+      flags: Parameters<typeof iceOptionsFromFlags>[0],
+      env: Record<string, string> = { ARCLIGHT_TURN_SECRET: 's' },
+    ): string => {
       const result = iceOptionsFromFlags(flags, env);
       return 'error' in result ? result.error : 'no error';
     };

@@ -20,13 +20,17 @@ export interface IceFlags {
 export const TURN_SECRET_ENV = 'ARCLIGHT_TURN_SECRET';
 
 /** The ICE options, or the message to print (exit 2) when a flag is wrong. */
-export function iceOptionsFromFlags(flags: IceFlags, env: Readonly<Record<string, string | undefined>>): { ice: RuntimeIceOptions } | { error: string } {
+export function iceOptionsFromFlags(
+  flags: IceFlags,
+  env: Readonly<Record<string, string | undefined>>,
+): { ice: RuntimeIceOptions } | { error: string } {
   let portRange: [number, number] | undefined;
   if (flags['ice-port-range'] !== undefined) {
     const match = /^(\d{1,5})-(\d{1,5})$/.exec(flags['ice-port-range']);
     const min = Number(match?.[1]);
     const max = Number(match?.[2]);
-    if (!match || !(min >= 1 && min < max && max <= 65535)) return { error: '--ice-port-range must look like 40000-40999 (1 ≤ first < last ≤ 65535)' };
+    if (!match || !(min >= 1 && min < max && max <= 65535))
+      return { error: '--ice-port-range must look like 40000-40999 (1 ≤ first < last ≤ 65535)' };
     portRange = [min, max];
   }
   const publicIp = flags['public-ip'];
@@ -41,7 +45,8 @@ export function iceOptionsFromFlags(flags: IceFlags, env: Readonly<Record<string
   let turn: RuntimeIceOptions['turn'];
   if (turnUrls.length > 0) {
     for (const url of turnUrls) {
-      if (!/^turns?:\S+$/.test(url)) return { error: `--turn-url must be a turn: or turns: URL (e.g. turn:turn.example.com:3478?transport=udp); got "${url}"` };
+      if (!/^turns?:\S+$/.test(url))
+        return { error: `--turn-url must be a turn: or turns: URL (e.g. turn:turn.example.com:3478?transport=udp); got "${url}"` };
     }
     if (!secret) return { error: `--turn-url needs the shared secret (coturn static-auth-secret) in $${TURN_SECRET_ENV}` };
     let ttlSeconds: number | undefined;

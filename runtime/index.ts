@@ -60,12 +60,26 @@ export { FILE_PARAMETER_SCHEMA } from '../protocol/uploads.ts';
 export { moderated } from './moderation/moderated-fields.ts';
 export { MODERATED_KEYWORD } from '../protocol/moderation.ts';
 /** Tensor → I420/NV12 for emit(): the native addon when built, JavaScript otherwise. */
-export { convertToYuv, yuvByteLength, type YuvConvertOptions, type YuvSourceFormat, type YuvSourceLayout, type YuvTarget } from './media/colour-convert.ts';
+export {
+  convertToYuv,
+  yuvByteLength,
+  type YuvConvertOptions,
+  type YuvSourceFormat,
+  type YuvSourceLayout,
+  type YuvTarget,
+} from './media/colour-convert.ts';
 /**
  * A model whose inference is Python: worker processes supervised by the runtime, frames through a
  * shared-memory ring, commands declared in Python and validated here (docs/python-worker.md).
  */
-export { definePythonModel, type PythonModelDefinition, type PythonModelOptions, type PythonModelTimeouts, type PythonSessionState, type PythonStepInput } from './python/define-python-model.ts';
+export {
+  definePythonModel,
+  type PythonModelDefinition,
+  type PythonModelOptions,
+  type PythonModelTimeouts,
+  type PythonSessionState,
+  type PythonStepInput,
+} from './python/define-python-model.ts';
 export { PythonWorkerError, isPythonWorkerError, type PythonWorkerErrorCode } from './python/python-worker-error.ts';
 
 // 0.1 compatibility: the operator and GPU entries' names, as this entry exported them before they

@@ -128,13 +128,13 @@ export class RuntimeMetrics {
   });
   readonly playoutFps = new Gauge({
     name: 'arclight_video_playout_fps',
-    help: 'The rate an output video track plays at now: its declared fps, or for an adaptive track (fps: adaptive) the rate chosen from the model\'s throughput',
+    help: "The rate an output video track plays at now: its declared fps, or for an adaptive track (fps: adaptive) the rate chosen from the model's throughput",
     labelNames: ['track'] as const,
     registers: [this.registry],
   });
   readonly productionFps = new Gauge({
     name: 'arclight_video_production_fps',
-    help: 'The model\'s production rate as an adaptive output video track estimates it (frames per second, unclamped); adaptive tracks only, once measured',
+    help: "The model's production rate as an adaptive output video track estimates it (frames per second, unclamped); adaptive tracks only, once measured",
     labelNames: ['track'] as const,
     registers: [this.registry],
   });

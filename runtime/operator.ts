@@ -32,4 +32,9 @@ export { HttpModerator, type HttpModeratorOptions } from './moderation/http-mode
 export { WordListModerator } from './moderation/word-list-moderator.ts';
 /** What the process found at start: the native addon, and which encoder serves each codec. */
 export { nativeAddonStatus, type NativeAddonStatus } from './native/native-addon.ts';
-export { listEncoderBackends, describeEncoderBackendSelection, type EncoderBackendListing, type EncoderCandidateOutcome } from './media/encoder-backends.ts';
+export {
+  listEncoderBackends,
+  describeEncoderBackendSelection,
+  type EncoderBackendListing,
+  type EncoderCandidateOutcome,
+} from './media/encoder-backends.ts';

@@ -31,20 +31,28 @@ describe('resolveRuntimeSettings', () => {
     });
   });
 
-  it('puts H.265 first with a hardware encoder, takes the model\'s latency mode, and converts seconds', () => {
+  it("puts H.265 first with a hardware encoder, takes the model's latency mode, and converts seconds", () => {
     const settings = resolveRuntimeSettings(
       { model: model as ModelDefinition<never>, maxSessionSeconds: 90, reconnectGraceSeconds: 5 },
       { model: { ...model, latencyMode: 'realtime' }, hardwareH265: true },
     );
-    expect(settings).toMatchObject({ videoCodecs: ['h265', 'h264', 'vp8'], latencyMode: 'realtime', maxDurationMs: 90_000, reconnectGraceMs: 5_000 });
+    expect(settings).toMatchObject({
+      videoCodecs: ['h265', 'h264', 'vp8'],
+      latencyMode: 'realtime',
+      maxDurationMs: 90_000,
+      reconnectGraceMs: 5_000,
+    });
   });
 
   it('refuses a recording track the model does not output, and a clip cap shorter than a segment', () => {
-    expect(() => resolveRuntimeSettings({ model: model as ModelDefinition<never>, recording: { track: 'camera' } }, { model, hardwareH265: false })).toThrow(
-      'recording.track "camera" is not an output video track of model "m" (its output video tracks: main_video)',
-    );
-    expect(() => resolveRuntimeSettings({ model: model as ModelDefinition<never>, recording: { maxClipSeconds: 2, segmentSeconds: 4 } }, { model, hardwareH265: false })).toThrow(
-      'recording.maxClipSeconds (2) must be at least the segment length (4 s)',
-    );
+    expect(() =>
+      resolveRuntimeSettings({ model: model as ModelDefinition<never>, recording: { track: 'camera' } }, { model, hardwareH265: false }),
+    ).toThrow('recording.track "camera" is not an output video track of model "m" (its output video tracks: main_video)');
+    expect(() =>
+      resolveRuntimeSettings(
+        { model: model as ModelDefinition<never>, recording: { maxClipSeconds: 2, segmentSeconds: 4 } },
+        { model, hardwareH265: false },
+      ),
+    ).toThrow('recording.maxClipSeconds (2) must be at least the segment length (4 s)');
   });
 });

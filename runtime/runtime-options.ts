@@ -168,13 +168,20 @@ export function resolveRuntimeSettings(options: RuntimeOptions, { model, hardwar
   // A track name the model does not have would leave every session unrecorded: fail the start,
   // where the operator sees it, not each clip request. (A model reloaded by `arclight dev` without
   // that track is only warned about, per session: the runtime keeps serving.)
-  if (recording?.track !== undefined && !model.tracks.some((t) => t.kind === 'video' && t.direction === 'recvonly' && t.name === recording.track)) {
+  if (
+    recording?.track !== undefined &&
+    !model.tracks.some((t) => t.kind === 'video' && t.direction === 'recvonly' && t.name === recording.track)
+  ) {
     const outputs = model.tracks.filter((t) => t.kind === 'video' && t.direction === 'recvonly').map((t) => t.name);
-    throw new TypeError(`recording.track "${recording.track}" is not an output video track of model "${model.name}" (its output video tracks: ${outputs.join(', ') || 'none'})`);
+    throw new TypeError(
+      `recording.track "${recording.track}" is not an output video track of model "${model.name}" (its output video tracks: ${outputs.join(', ') || 'none'})`,
+    );
   }
   // A clip is whole segments and never longer than the cap: the cap must hold one segment.
   if (recording?.maxClipSeconds !== undefined && recording.maxClipSeconds < (recording.segmentSeconds ?? DEFAULT_SEGMENT_SECONDS)) {
-    throw new TypeError(`recording.maxClipSeconds (${recording.maxClipSeconds}) must be at least the segment length (${recording.segmentSeconds ?? DEFAULT_SEGMENT_SECONDS} s)`);
+    throw new TypeError(
+      `recording.maxClipSeconds (${recording.maxClipSeconds}) must be at least the segment length (${recording.segmentSeconds ?? DEFAULT_SEGMENT_SECONDS} s)`,
+    );
   }
   return {
     port: options.port ?? 8080,

@@ -126,7 +126,8 @@ export async function composeRuntime(options: RuntimeOptions, internals: Runtime
   const turn = options.ice?.turn ? new TurnCredentialIssuer(options.ice.turn) : undefined;
   const { hardwareH265 } = await prepareMedia(log, metrics, events, encoderBackends);
   const settings = resolveRuntimeSettings(options, { model, hardwareH265 });
-  const clientIceServers = (sessionId: string): readonly IceServerEntry[] => (turn ? [...settings.iceServers, turn.issue(sessionId)] : settings.iceServers);
+  const clientIceServers = (sessionId: string): readonly IceServerEntry[] =>
+    turn ? [...settings.iceServers, turn.issue(sessionId)] : settings.iceServers;
   const files = await openSessionFiles(options, log);
   const registration = options.hosted ? new CoordinatorRegistration(options.hosted, log) : undefined;
   const sessions = new LocalSessionHost({

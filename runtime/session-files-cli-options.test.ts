@@ -16,8 +16,19 @@ describe('arclight serve upload and recording flags', () => {
       'max-clip-seconds': '60',
     });
     expect(result).toEqual({
-      uploads: { maxBytes: 10 * 1024 * 1024, mimeTypes: ['image/*', 'application/pdf'], maxFilesPerSession: 20, directory: resolve('data/uploads') },
-      recording: { directory: '/var/lib/arclight/recordings', track: 'overlay', segmentSeconds: 2.5, bitrateKbps: 4000, maxClipSeconds: 60 },
+      uploads: {
+        maxBytes: 10 * 1024 * 1024,
+        mimeTypes: ['image/*', 'application/pdf'],
+        maxFilesPerSession: 20,
+        directory: resolve('data/uploads'),
+      },
+      recording: {
+        directory: '/var/lib/arclight/recordings',
+        track: 'overlay',
+        segmentSeconds: 2.5,
+        bitrateKbps: 4000,
+        maxClipSeconds: 60,
+      },
     });
     expect(sessionFilesOptionsFromFlags({ 'upload-max-bytes': '1048576' })).toMatchObject({ uploads: { maxBytes: 1_048_576 } });
     expect(sessionFilesOptionsFromFlags({ 'upload-max-bytes': '2g' })).toMatchObject({ uploads: { maxBytes: 2 * 1024 ** 3 } });
@@ -35,7 +46,8 @@ describe('arclight serve upload and recording flags', () => {
       return 'error' in result ? result.error : 'no error';
     };
     for (const bad of ['0', '-1', '10MB', 'lots', '']) expect(error({ 'upload-max-bytes': bad })).toMatch(/--upload-max-bytes/);
-    for (const bad of ['png', 'image/', '*/*x', 'image/png; charset=x']) expect(error({ 'upload-mime-type': [bad] })).toMatch(/--upload-mime-type/);
+    for (const bad of ['png', 'image/', '*/*x', 'image/png; charset=x'])
+      expect(error({ 'upload-mime-type': [bad] })).toMatch(/--upload-mime-type/);
     for (const bad of ['0', '1.5', 'ten']) expect(error({ 'upload-max-files': bad })).toMatch(/--upload-max-files/);
     for (const bad of ['0', '-4', '61', 'four']) expect(error({ 'recording-segment-seconds': bad })).toMatch(/--recording-segment-seconds/);
     for (const bad of ['0', '2.5', 'fast']) expect(error({ 'recording-bitrate': bad })).toMatch(/--recording-bitrate/);

@@ -38,11 +38,13 @@ export function sessionFilesOptionsFromFlags(flags: SessionFilesFlags): SessionF
     // Bytes, or K/M/G (binary: 100M is 100 MiB, the default).
     const match = /^(\d{1,15})([KMG]?)$/i.exec(flags['upload-max-bytes']);
     maxBytes = match ? Number(match[1]) * SIZE_UNITS[match[2]!.toUpperCase()]! : NaN;
-    if (!(maxBytes >= 1) || !Number.isSafeInteger(maxBytes)) return { error: `--upload-max-bytes must be a positive number of bytes (e.g. 10485760 or 10M); got "${flags['upload-max-bytes']}"` };
+    if (!(maxBytes >= 1) || !Number.isSafeInteger(maxBytes))
+      return { error: `--upload-max-bytes must be a positive number of bytes (e.g. 10485760 or 10M); got "${flags['upload-max-bytes']}"` };
   }
   const mimeTypes = flags['upload-mime-type'];
   for (const type of mimeTypes ?? []) {
-    if (!/^[\w.+-]+\/([\w.+-]+|\*)$/.test(type)) return { error: `--upload-mime-type must be a MIME type (image/png) or a family (image/*); got "${type}"` };
+    if (!/^[\w.+-]+\/([\w.+-]+|\*)$/.test(type))
+      return { error: `--upload-mime-type must be a MIME type (image/png) or a family (image/*); got "${type}"` };
   }
   const maxFiles = positiveInteger(flags['upload-max-files']);
   if (Number.isNaN(maxFiles)) return { error: '--upload-max-files must be a positive whole number' };
@@ -60,17 +62,21 @@ export function sessionFilesOptionsFromFlags(flags: SessionFilesFlags): SessionF
     return Object.keys(uploads).length > 0 ? { uploads } : {};
   }
   const segmentSeconds = positiveNumber(flags['recording-segment-seconds']);
-  if (Number.isNaN(segmentSeconds) || segmentSeconds! > 60) return { error: '--recording-segment-seconds must be a number of seconds above 0, at most 60' };
+  if (Number.isNaN(segmentSeconds) || segmentSeconds! > 60)
+    return { error: '--recording-segment-seconds must be a number of seconds above 0, at most 60' };
   const bitrateKbps = positiveInteger(flags['recording-bitrate']);
   if (Number.isNaN(bitrateKbps)) return { error: '--recording-bitrate must be a positive whole number of kbit/s' };
   const maxClipSeconds = positiveNumber(flags['max-clip-seconds']);
   if (Number.isNaN(maxClipSeconds)) return { error: '--max-clip-seconds must be a positive number of seconds' };
   // A clip is whole segments and never longer than the cap, so the cap must hold one.
   if (maxClipSeconds !== undefined && maxClipSeconds < (segmentSeconds ?? DEFAULT_SEGMENT_SECONDS)) {
-    return { error: `--max-clip-seconds must be at least the segment length (${segmentSeconds ?? DEFAULT_SEGMENT_SECONDS} s): a clip is whole segments` };
+    return {
+      error: `--max-clip-seconds must be at least the segment length (${segmentSeconds ?? DEFAULT_SEGMENT_SECONDS} s): a clip is whole segments`,
+    };
   }
   const track = flags['recording-track'];
-  if (track !== undefined && !/^[\w-]{1,64}$/.test(track)) return { error: `--recording-track must be an output video track's name; got "${track}"` };
+  if (track !== undefined && !/^[\w-]{1,64}$/.test(track))
+    return { error: `--recording-track must be an output video track's name; got "${track}"` };
   const recording = {
     ...(flags['recording-dir'] !== undefined ? { directory: resolve(flags['recording-dir']) } : {}),
     ...(track !== undefined ? { track } : {}),

@@ -11,7 +11,9 @@ describe('--codecs', () => {
 
   it('refuses unknown names, an empty list and repeats, saying what it takes', () => {
     for (const bad of ['', ' ', 'h266', 'h264,av1', 'h264,,vp8']) {
-      expect(videoCodecsFromFlag(bad)).toEqual({ error: expect.stringMatching(/^--codecs takes a comma-separated list of h265, h264, vp8/) });
+      expect(videoCodecsFromFlag(bad)).toEqual({
+        error: expect.stringMatching(/^--codecs takes a comma-separated list of h265, h264, vp8/),
+      });
     }
     expect(videoCodecsFromFlag('h264,h264')).toEqual({ error: expect.stringMatching(/twice/) });
   });

@@ -27,7 +27,8 @@ const withPostgres = process.argv.includes('--postgres');
 mkdirSync(OUT, { recursive: true });
 
 // Bundled ESM still meets CommonJS `require` (pg, the external better-sqlite3): give it one.
-const banner = "import { createRequire as __arclightCreateRequire } from 'node:module'; const require = __arclightCreateRequire(import.meta.url);";
+const banner =
+  "import { createRequire as __arclightCreateRequire } from 'node:module'; const require = __arclightCreateRequire(import.meta.url);";
 const common = {
   bundle: true,
   platform: 'node',
@@ -87,7 +88,9 @@ if (withNode || !existsSync(join(OUT, 'node.xz'))) {
 // (/usr/lib/postgresql/<v>, its share/ beside /usr/share/postgresql/<v>, so the server finds its
 // files by its own relative paths) and points LD_LIBRARY_PATH at the libraries.
 if (withPostgres) {
-  const versions = readdirSync('/usr/lib/postgresql').filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a));
+  const versions = readdirSync('/usr/lib/postgresql')
+    .filter((v) => /^\d+$/.test(v))
+    .sort((a, b) => Number(b) - Number(a));
   if (versions.length === 0) throw new Error('--postgres: no /usr/lib/postgresql/<version> here (apt-get install postgresql)');
   const version = versions[0];
   const stage = join(OUT, 'pg-stage');
@@ -108,7 +111,9 @@ if (withPostgres) {
   }
   mkdirSync(join(stage, 'libs'), { recursive: true });
   for (const lib of libs) cpSync(realpathSync(lib), join(stage, 'libs', basename(lib)));
-  execFileSync('tar', ['-cJf', join(OUT, 'pg.tar.xz'), '--owner=0', '--group=0', '-C', stage, '.'], { env: { ...process.env, XZ_OPT: '-6 -T2' } });
+  execFileSync('tar', ['-cJf', join(OUT, 'pg.tar.xz'), '--owner=0', '--group=0', '-C', stage, '.'], {
+    env: { ...process.env, XZ_OPT: '-6 -T2' },
+  });
   rmSync(stage, { recursive: true, force: true });
 }
 
@@ -153,8 +158,19 @@ const git = (...args) => {
 };
 writeFileSync(
   join(OUT, 'source.json'),
-  JSON.stringify({ commit: git('rev-parse', '--short', 'HEAD'), modified: git('status', '--porcelain', '--', 'coordinator', 'bench', 'protocol').split('\n').filter(Boolean), node: process.version, builtAt: new Date().toISOString() }, null, 2) + '\n',
+  JSON.stringify(
+    {
+      commit: git('rev-parse', '--short', 'HEAD'),
+      modified: git('status', '--porcelain', '--', 'coordinator', 'bench', 'protocol').split('\n').filter(Boolean),
+      node: process.version,
+      builtAt: new Date().toISOString(),
+    },
+    null,
+    2,
+  ) + '\n',
 );
 const size = (p) => (statSync(p).isDirectory() ? 0 : statSync(p).size);
 const du = execFileSync('du', ['-sb', OUT], { encoding: 'utf8' }).split('\t')[0];
-process.stdout.write(`built ${OUT}: ${(Number(du) / 2 ** 20).toFixed(1)} MiB (node.xz ${(size(join(OUT, 'node.xz')) / 2 ** 20).toFixed(1)} MiB)\n`);
+process.stdout.write(
+  `built ${OUT}: ${(Number(du) / 2 ** 20).toFixed(1)} MiB (node.xz ${(size(join(OUT, 'node.xz')) / 2 ** 20).toFixed(1)} MiB)\n`,
+);

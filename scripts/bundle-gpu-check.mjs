@@ -58,7 +58,8 @@ function tarXz(archive, dir, paths, preset) {
 // --- app: the bundles ------------------------------------------------------------------------
 const APP = join(STAGE, 'app');
 // Bundled ESM still meets CommonJS `require` (node-av's loader, onnxruntime-node): give it one.
-const banner = "import { createRequire as __arclightCreateRequire } from 'node:module'; const require = __arclightCreateRequire(import.meta.url);";
+const banner =
+  "import { createRequire as __arclightCreateRequire } from 'node:module'; const require = __arclightCreateRequire(import.meta.url);";
 /**
  * The werift peer (test/support/werift-peer.ts) imports waitUntil from video-probe.ts, which imports
  * the Node client and with it @roamhq/wrtc. The check never opens a wrtc peer, and wrtc's native
@@ -106,7 +107,8 @@ for (const header of readdirSync(join(modules, 'node-addon-api')).filter((f) => 
   copy(join(modules, 'node-addon-api', header), join(APP, 'include', 'node-addon-api', header));
 }
 const ffnvcodec = process.env.ARCLIGHT_FFNVCODEC_DIR ?? '/usr/include/ffnvcodec';
-if (!existsSync(join(ffnvcodec, 'nvEncodeAPI.h'))) throw new Error(`no NVENC headers in ${ffnvcodec}: apt-get install libffmpeg-nvenc-dev (the check builds the addon with them)`);
+if (!existsSync(join(ffnvcodec, 'nvEncodeAPI.h')))
+  throw new Error(`no NVENC headers in ${ffnvcodec}: apt-get install libffmpeg-nvenc-dev (the check builds the addon with them)`);
 copy(ffnvcodec, join(APP, 'include', 'ffnvcodec'));
 const prebuilt = join(ROOT, 'build', 'Release', 'arclight_native.node');
 if (existsSync(prebuilt)) copy(prebuilt, join(APP, 'prebuilt', 'arclight_native.node'));
@@ -150,7 +152,8 @@ if (!flag('--no-ort') || !existsSync(join(OUT, 'ort.tar.xz'))) {
   const common = join('node_modules', 'onnxruntime-common');
   const bin = join(ort, 'bin', 'napi-v6', 'linux', 'x64');
   copy(join(ROOT, ort, 'package.json'), join(dir, ort, 'package.json'));
-  for (const file of readdirSync(join(ROOT, ort, 'dist')).filter((f) => f.endsWith('.js'))) copy(join(ROOT, ort, 'dist', file), join(dir, ort, 'dist', file));
+  for (const file of readdirSync(join(ROOT, ort, 'dist')).filter((f) => f.endsWith('.js')))
+    copy(join(ROOT, ort, 'dist', file), join(dir, ort, 'dist', file));
   for (const file of readdirSync(join(ROOT, bin))) copy(join(ROOT, bin, file), join(dir, bin, file));
   copy(join(ROOT, common, 'package.json'), join(dir, common, 'package.json'));
   copy(join(ROOT, common, 'dist', 'cjs'), join(dir, common, 'dist', 'cjs'));
@@ -213,7 +216,8 @@ const calls = {
   'call 1 (build, device, nvenc, frames, stream)': ['node.xz', 'av.tar.xz', 'app.tar.xz', 'run.sh'],
   'call 2 (onnx)': ['node.xz', 'ort.tar.xz', 'app.tar.xz', 'run.sh'],
 };
-for (const name of ['node.xz', 'av.tar.xz', 'ort.tar.xz', 'app.tar.xz', 'run.sh']) say(`${name.padEnd(11)} ${(size(name) / MIB).toFixed(2).padStart(6)} MiB`);
+for (const name of ['node.xz', 'av.tar.xz', 'ort.tar.xz', 'app.tar.xz', 'run.sh'])
+  say(`${name.padEnd(11)} ${(size(name) / MIB).toFixed(2).padStart(6)} MiB`);
 say(`working tree (tracked + untracked, not ignored): ${(treeBytes / MIB).toFixed(2)} MiB`);
 let over = false;
 for (const [call, files] of Object.entries(calls)) {
@@ -227,14 +231,17 @@ for (const [call, files] of Object.entries(calls)) {
 if (!flag('--no-smoke')) {
   const copyRoot = mkdtempSync(join(tmpdir(), 'arclight-devgpu-smoke-'));
   try {
-    const files = execFileSync('git', ['ls-files', '-z', '-co', '--exclude-standard'], { cwd: ROOT, encoding: 'utf8' }).split('\0').filter(Boolean);
+    const files = execFileSync('git', ['ls-files', '-z', '-co', '--exclude-standard'], { cwd: ROOT, encoding: 'utf8' })
+      .split('\0')
+      .filter(Boolean);
     for (const file of files) {
       if (!existsSync(join(ROOT, file))) continue; // deleted, not yet committed
       mkdirSync(dirname(join(copyRoot, file)), { recursive: true });
       cpSync(join(ROOT, file), join(copyRoot, file));
     }
     mkdirSync(join(copyRoot, '.devgpu'));
-    for (const name of ['node.xz', 'av.tar.xz', 'ort.tar.xz', 'app.tar.xz', 'run.sh']) cpSync(join(OUT, name), join(copyRoot, '.devgpu', name));
+    for (const name of ['node.xz', 'av.tar.xz', 'ort.tar.xz', 'app.tar.xz', 'run.sh'])
+      cpSync(join(OUT, name), join(copyRoot, '.devgpu', name));
     const smokeOut = join(copyRoot, 'smoke-out');
     // Every part, the build included: on the GPU host the addon is built from the carried headers, as here.
     const args = ['--dry', '--sizes', '720p', '--seconds', '2', '--frames', '5', '--device-mib', '16', '--out', smokeOut];
@@ -243,12 +250,20 @@ if (!flag('--no-smoke')) {
     execFileSync('bash', [join(copyRoot, '.devgpu', 'run.sh'), ...args], {
       cwd: copyRoot,
       stdio: ['ignore', 'inherit', 'inherit'],
-      env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: process.env.HOME ?? '/root', ARCLIGHT_LOG: 'warn' },
+      env: {
+        PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+        HOME: process.env.HOME ?? '/root',
+        ARCLIGHT_LOG: 'warn',
+      },
       timeout: 300_000,
     });
-    const records = readFileSync(join(smokeOut, 'gpu-check.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    const records = readFileSync(join(smokeOut, 'gpu-check.jsonl'), 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l));
     const bad = records.filter((r) => r.status === 'failed');
-    if (bad.length) throw new Error(`smoke: ${bad.length} failed records:\n${bad.map((r) => JSON.stringify(r).slice(0, 1_000)).join('\n')}`);
+    if (bad.length)
+      throw new Error(`smoke: ${bad.length} failed records:\n${bad.map((r) => JSON.stringify(r).slice(0, 1_000)).join('\n')}`);
     say(`smoke: ok (${records.length} records, none failed)`);
   } finally {
     rmSync(copyRoot, { recursive: true, force: true });

@@ -120,7 +120,7 @@ export const REQUIREMENTS = [
   {
     name: 'python3-numpy',
     debian: 'python3-numpy',
-    why: 'the Python worker bridge\'s tests spawn real Python workers (runtime/python/, python/arclight_worker), which need numpy',
+    why: "the Python worker bridge's tests spawn real Python workers (runtime/python/, python/arclight_worker), which need numpy",
     find: pythonWithNumpy,
   },
   {
@@ -181,8 +181,7 @@ export function planProvision({ missing, mode, isRoot, hasAptGet, hasSudo }) {
   const prefix = isRoot ? [] : hasSudo ? ['sudo'] : [];
   const command = [`${[...prefix, 'apt-get', 'update'].join(' ')} && ${[...prefix, ...install].join(' ')}`];
   const who = isRoot ? '' : hasSudo ? '' : ' as root';
-  const reason =
-    mode === 'check' ? 'ARCLIGHT_PROVISION=check: not installing' : isRoot ? 'not installing' : 'not root, so not installing';
+  const reason = mode === 'check' ? 'ARCLIGHT_PROVISION=check: not installing' : isRoot ? 'not installing' : 'not root, so not installing';
   return {
     action: 'instruct',
     packages,
@@ -229,10 +228,17 @@ export function main(argv = process.argv.slice(2), env = process.env) {
     if (json) console.log(JSON.stringify({ action: 'skip' }));
     return 0;
   }
-  const hidden = new Set((env.ARCLIGHT_PROVISION_HIDE ?? '').split(',').map((s) => s.trim()).filter(Boolean));
+  const hidden = new Set(
+    (env.ARCLIGHT_PROVISION_HIDE ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+  );
   const unknown = [...hidden].filter((name) => !REQUIREMENTS.some((requirement) => requirement.name === name));
   if (unknown.length) {
-    console.error(`arclight: ARCLIGHT_PROVISION_HIDE names no requirement: ${unknown.join(', ')} (known: ${REQUIREMENTS.map((r) => r.name).join(', ')})`);
+    console.error(
+      `arclight: ARCLIGHT_PROVISION_HIDE names no requirement: ${unknown.join(', ')} (known: ${REQUIREMENTS.map((r) => r.name).join(', ')})`,
+    );
     return 2;
   }
   const missing = findMissing(REQUIREMENTS, hidden);

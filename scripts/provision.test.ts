@@ -72,14 +72,20 @@ describe('planProvision', () => {
 
   it('says to run it as root when there is no sudo', () => {
     const plan = planProvision({ missing, mode: 'auto', isRoot: false, hasAptGet: true, hasSudo: false });
-    expect(plan).toMatchObject({ action: 'instruct', command: 'apt-get update && apt-get install -y --no-install-recommends chromium coturn' });
+    expect(plan).toMatchObject({
+      action: 'instruct',
+      command: 'apt-get update && apt-get install -y --no-install-recommends chromium coturn',
+    });
     if (plan.action !== 'instruct') throw new Error('unreachable');
     expect(plan.message).toContain('Run as root:');
   });
 
   it('installs nothing in check mode, even as root', () => {
     const plan = planProvision({ missing, mode: 'check', isRoot: true, hasAptGet: true, hasSudo: false });
-    expect(plan).toMatchObject({ action: 'instruct', command: 'apt-get update && apt-get install -y --no-install-recommends chromium coturn' });
+    expect(plan).toMatchObject({
+      action: 'instruct',
+      command: 'apt-get update && apt-get install -y --no-install-recommends chromium coturn',
+    });
   });
 
   it('names the Debian packages when the machine has no apt-get', () => {

@@ -30,15 +30,33 @@ describe.runIf(compiledIn)('bench/gpu/check.ts --dry (fake NVIDIA driver, no GPU
       execFile(
         process.execPath,
         [
-          '--conditions=source', '--import', 'tsx', 'bench/gpu/check.ts',
-          '--dry', '--no-build', '--seconds', '2', '--frames', '10', '--sizes', '720p', '--device-mib', '64',
-          '--parts', 'device,nvenc,frames,stream,onnx', '--out', out,
+          '--conditions=source',
+          '--import',
+          'tsx',
+          'bench/gpu/check.ts',
+          '--dry',
+          '--no-build',
+          '--seconds',
+          '2',
+          '--frames',
+          '10',
+          '--sizes',
+          '720p',
+          '--device-mib',
+          '64',
+          '--parts',
+          'device,nvenc,frames,stream,onnx',
+          '--out',
+          out,
         ],
         { cwd: ROOT, encoding: 'utf8', timeout: 170_000, maxBuffer: 16 << 20 },
         (error, out, err) => (error ? reject(new Error(`${error.message}\n${out}\n${err}`)) : resolve(out)),
       );
     });
-    records = readFileSync(join(out, 'gpu-check.jsonl'), 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as CheckRecord);
+    records = readFileSync(join(out, 'gpu-check.jsonl'), 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as CheckRecord);
   }, 180_000);
 
   afterAll(() => rmSync(out, { recursive: true, force: true }));
@@ -50,7 +68,11 @@ describe.runIf(compiledIn)('bench/gpu/check.ts --dry (fake NVIDIA driver, no GPU
   };
 
   it('reports every part, each record labelled as the fake driver, and writes the markdown table', () => {
-    for (const part of ['device', 'nvenc', 'frames', 'stream', 'onnx']) expect(records.some((r) => r.part === part), part).toBe(true);
+    for (const part of ['device', 'nvenc', 'frames', 'stream', 'onnx'])
+      expect(
+        records.some((r) => r.part === part),
+        part,
+      ).toBe(true);
     expect(new Set(records.map((r) => r.driver))).toEqual(new Set(['fake']));
     expect(records.filter((r) => r.part === 'build').map((r) => r.status)).toEqual(['skipped']);
     const md = readFileSync(join(out, 'gpu-check.md'), 'utf8');

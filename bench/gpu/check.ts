@@ -89,9 +89,13 @@ async function runPart(part: CheckPart, body: (deadline: number) => Promise<void
   try {
     // Parts stop starting new work at 85 % of their budget, so most finish inside it.
     const outcome = await Promise.race([body(started + budgetMs * 0.85).then(() => 'done' as const), timeout]);
-    if (outcome === 'timeout') report.record(part, 'part', 'failed', { error: `did not finish in its budget of ${Math.round(budgetMs / 1000)} s` });
+    if (outcome === 'timeout')
+      report.record(part, 'part', 'failed', { error: `did not finish in its budget of ${Math.round(budgetMs / 1000)} s` });
   } catch (error) {
-    report.record(part, 'part', 'failed', { error: errorMessage(error), stack: error instanceof Error ? error.stack?.split('\n').slice(1, 4).join(' / ') : undefined });
+    report.record(part, 'part', 'failed', {
+      error: errorMessage(error),
+      stack: error instanceof Error ? error.stack?.split('\n').slice(1, 4).join(' / ') : undefined,
+    });
   } finally {
     clearTimeout(timer);
     report.progress(`${part}: done in ${((performance.now() - started) / 1000).toFixed(1)} s`);
@@ -100,9 +104,13 @@ async function runPart(part: CheckPart, body: (deadline: number) => Promise<void
 
 /** The commit and how many source files differ from it; 'unknown' where the tree is no git checkout (a GPU host's copy). */
 function sourceState(): { commit: string; modified: number } {
-  const git = (...gitArgs: string[]): string => execFileSync('git', gitArgs, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  const git = (...gitArgs: string[]): string =>
+    execFileSync('git', gitArgs, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
   try {
-    return { commit: git('rev-parse', '--short', 'HEAD'), modified: git('status', '--porcelain', '--', 'runtime', 'bench', 'native', 'test/support').split('\n').filter(Boolean).length };
+    return {
+      commit: git('rev-parse', '--short', 'HEAD'),
+      modified: git('status', '--porcelain', '--', 'runtime', 'bench', 'native', 'test/support').split('\n').filter(Boolean).length,
+    };
   } catch {
     return { commit: 'unknown', modified: 0 };
   }
@@ -134,12 +142,18 @@ async function main(): Promise<void> {
       report.record('run', 'fake driver', 'failed', { error: errorMessage(error) });
     }
   }
-  if (args['no-build']) report.record('build', 'addon', 'skipped', { reason: '--no-build', addon: process.env['ARCLIGHT_NATIVE_ADDON'] ?? join(ROOT, 'build', 'Release', 'arclight_native.node') });
+  if (args['no-build'])
+    report.record('build', 'addon', 'skipped', {
+      reason: '--no-build',
+      addon: process.env['ARCLIGHT_NATIVE_ADDON'] ?? join(ROOT, 'build', 'Release', 'arclight_native.node'),
+    });
   else {
     await runPart('build', async (deadline) => {
       const fallback = process.env['ARCLIGHT_NATIVE_ADDON'] ?? join(ROOT, 'build', 'Release', 'arclight_native.node');
       try {
-        const built = await buildAddon(ROOT, join(ROOT, '.tmp', 'gpu-check', 'addon-build'), { timeoutMs: Math.max(10_000, deadline - performance.now()) });
+        const built = await buildAddon(ROOT, join(ROOT, '.tmp', 'gpu-check', 'addon-build'), {
+          timeoutMs: Math.max(10_000, deadline - performance.now()),
+        });
         process.env['ARCLIGHT_NATIVE_ADDON'] = built.addonPath;
         report.record('build', 'addon', 'ok', {
           addon: built.addonPath,
@@ -165,7 +179,9 @@ async function main(): Promise<void> {
   const frames = Number(args.frames);
   await runPart('device', async () => (await import('./check/device-part.ts')).runDevicePart(report, { mib: Number(args['device-mib']) }));
   await runPart('nvenc', async () => (await import('./check/nvenc-part.ts')).runNvencPart(report));
-  await runPart('frames', async (deadline) => (await import('./check/frames-part.ts')).runFramesPart(report, { sizes, frames, ringSlots: Number(args.ring), deadline }));
+  await runPart('frames', async (deadline) =>
+    (await import('./check/frames-part.ts')).runFramesPart(report, { sizes, frames, ringSlots: Number(args.ring), deadline }),
+  );
   await runPart('stream', async (deadline) => {
     const stream = await import('./check/stream-part.ts');
     cleanups.push(stream.killRuntimeChildren);
@@ -177,7 +193,9 @@ async function main(): Promise<void> {
   });
   await runPart('onnx', async () => (await import('./check/onnx-part.ts')).runOnnxPart(report, { frames }));
 
-  const counts = Object.fromEntries(['ok', 'failed', 'unavailable', 'skipped'].map((s) => [s, report.records().filter((r) => r.status === s).length]));
+  const counts = Object.fromEntries(
+    ['ok', 'failed', 'unavailable', 'skipped'].map((s) => [s, report.records().filter((r) => r.status === s).length]),
+  );
   report.record('run', 'end', 'ok', { seconds: round((performance.now() - runStarted) / 1000, 1), ...counts });
   const title = `GPU check (${args.dry ? 'DRY RUN: fake driver, no GPU — no figure here is a GPU figure' : 'real driver'}), ${new Date().toISOString()}`;
   process.stdout.write(`\n${report.writeMarkdown(title)}\n`);

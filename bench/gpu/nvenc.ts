@@ -61,7 +61,10 @@ async function decodes(codec: NvencCodec, packets: Buffer[]): Promise<number> {
   return frames;
 }
 
-async function timeEncodes(encoder: NvencEncoder, input: (i: number) => Uint8Array | { devicePtr: bigint; pitch: number; format: 'nv12' | 'rgba' }): Promise<{ msPerFrame: number; packets: Buffer[] }> {
+async function timeEncodes(
+  encoder: NvencEncoder,
+  input: (i: number) => Uint8Array | { devicePtr: bigint; pitch: number; format: 'nv12' | 'rgba' },
+): Promise<{ msPerFrame: number; packets: Buffer[] }> {
   const packets: Buffer[] = [];
   await encoder.encode(input(0), true, 0); // warm
   const started = performance.now();
@@ -87,37 +90,70 @@ await runBench('gpu-nvenc', async () => {
   const results: Record<string, { rounds: number[]; decodedFrames: number; bytesPerFrame: number }> = {};
   for (const codec of probe.codecs) {
     const variants: [string, () => Promise<{ msPerFrame: number; packets: Buffer[] }>][] = [
-      [`${codec} host I420`, async () => {
-        const encoder = await addon.openNvencEncoder({ codec, width: W, height: H, fps: FPS, bitrateKbps: 8000, input: 'i420', device: DEVICE });
-        try {
-          return await timeEncodes(encoder, (i) => pictures[i % pictures.length]!);
-        } finally {
-          encoder.close();
-        }
-      }],
-      [`${codec} CUDA NV12 (device pointer)`, async () => {
-        const pitch = 2048;
-        const gpu = new addon.CudaBuffer(pitch * H * 1.5, DEVICE);
-        const encoder = await addon.openNvencEncoder({ codec, width: W, height: H, fps: FPS, bitrateKbps: 8000, input: 'nv12', device: DEVICE });
-        try {
-          gpu.upload(nv12FromI420(pictures[0]!, pitch));
-          return await timeEncodes(encoder, () => ({ devicePtr: gpu.devicePtr, pitch, format: 'nv12' }));
-        } finally {
-          encoder.close();
-          gpu.free();
-        }
-      }],
-      [`${codec} CUDA RGBA (device pointer)`, async () => {
-        const gpu = new addon.CudaBuffer(W * 4 * H, DEVICE);
-        const encoder = await addon.openNvencEncoder({ codec, width: W, height: H, fps: FPS, bitrateKbps: 8000, input: 'rgba', device: DEVICE });
-        try {
-          gpu.upload(Uint8Array.from({ length: W * 4 * H }, (_, i) => (i * 13) % 256));
-          return await timeEncodes(encoder, () => ({ devicePtr: gpu.devicePtr, pitch: W * 4, format: 'rgba' }));
-        } finally {
-          encoder.close();
-          gpu.free();
-        }
-      }],
+      [
+        `${codec} host I420`,
+        async () => {
+          const encoder = await addon.openNvencEncoder({
+            codec,
+            width: W,
+            height: H,
+            fps: FPS,
+            bitrateKbps: 8000,
+            input: 'i420',
+            device: DEVICE,
+          });
+          try {
+            return await timeEncodes(encoder, (i) => pictures[i % pictures.length]!);
+          } finally {
+            encoder.close();
+          }
+        },
+      ],
+      [
+        `${codec} CUDA NV12 (device pointer)`,
+        async () => {
+          const pitch = 2048;
+          const gpu = new addon.CudaBuffer(pitch * H * 1.5, DEVICE);
+          const encoder = await addon.openNvencEncoder({
+            codec,
+            width: W,
+            height: H,
+            fps: FPS,
+            bitrateKbps: 8000,
+            input: 'nv12',
+            device: DEVICE,
+          });
+          try {
+            gpu.upload(nv12FromI420(pictures[0]!, pitch));
+            return await timeEncodes(encoder, () => ({ devicePtr: gpu.devicePtr, pitch, format: 'nv12' }));
+          } finally {
+            encoder.close();
+            gpu.free();
+          }
+        },
+      ],
+      [
+        `${codec} CUDA RGBA (device pointer)`,
+        async () => {
+          const gpu = new addon.CudaBuffer(W * 4 * H, DEVICE);
+          const encoder = await addon.openNvencEncoder({
+            codec,
+            width: W,
+            height: H,
+            fps: FPS,
+            bitrateKbps: 8000,
+            input: 'rgba',
+            device: DEVICE,
+          });
+          try {
+            gpu.upload(Uint8Array.from({ length: W * 4 * H }, (_, i) => (i * 13) % 256));
+            return await timeEncodes(encoder, () => ({ devicePtr: gpu.devicePtr, pitch: W * 4, format: 'rgba' }));
+          } finally {
+            encoder.close();
+            gpu.free();
+          }
+        },
+      ],
     ];
     for (const [name, run] of variants) {
       const rounds: number[] = [];

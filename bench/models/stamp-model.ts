@@ -46,15 +46,17 @@ export function createStampModel(resolution: Resolution, options: StampModelOpti
     version: '1.0.0',
     description: `pattern-like ${height}p30 picture with a frame stamp; records emit times for latency benchmarks.`,
     fps: FPS,
-    tracks: [{
-      name: 'main_video',
-      kind: 'video',
-      direction: 'recvonly',
-      width,
-      height,
-      ...(options.queueFrames === undefined ? {} : { queueFrames: options.queueFrames }),
-      ...(options.dropPolicy === undefined ? {} : { dropPolicy: options.dropPolicy }),
-    }],
+    tracks: [
+      {
+        name: 'main_video',
+        kind: 'video',
+        direction: 'recvonly',
+        width,
+        height,
+        ...(options.queueFrames === undefined ? {} : { queueFrames: options.queueFrames }),
+        ...(options.dropPolicy === undefined ? {} : { dropPolicy: options.dropPolicy }),
+      },
+    ],
     async run(session) {
       emitTimes.clear();
       frameIds.clear();

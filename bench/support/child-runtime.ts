@@ -43,18 +43,35 @@ export async function startChildRuntime(host: string, options: ChildRuntimeOptio
     process.execPath,
     [
       ...(options.cpuProfileDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', options.cpuProfileDir]),
-      '--conditions=source', '--import', 'tsx', 'bin/arclight.js', 'serve', options.model ?? 'models/examples/pattern',
-      '--port', '0', '--host', host, '--ice-host', host, '--no-playground',
+      '--conditions=source',
+      '--import',
+      'tsx',
+      'bin/arclight.js',
+      'serve',
+      options.model ?? 'models/examples/pattern',
+      '--port',
+      '0',
+      '--host',
+      host,
+      '--ice-host',
+      host,
+      '--no-playground',
       ...(options.recording ? [] : ['--no-recording']),
       ...(options.latency === undefined ? [] : ['--latency', options.latency]),
       ...(options.graceSeconds === undefined ? [] : ['--grace', String(options.graceSeconds)]),
       // A stopping bench runtime need not let its open session run on (the CLI drains 300 s by default).
-      ...(options.hosted === undefined ? [] : ['--coordinator', options.hosted.coordinatorUrl, '--runtime-id', options.hosted.runtimeId, '--drain-seconds', '0']),
+      ...(options.hosted === undefined
+        ? []
+        : ['--coordinator', options.hosted.coordinatorUrl, '--runtime-id', options.hosted.runtimeId, '--drain-seconds', '0']),
       ...(options.extraArgs ?? []),
     ],
     {
       cwd: ROOT,
-      env: { ...process.env, ARCLIGHT_LOG: 'warn', ...(options.hosted === undefined ? {} : { ARCLIGHT_RUNTIME_SECRET: options.hosted.secret }) },
+      env: {
+        ...process.env,
+        ARCLIGHT_LOG: 'warn',
+        ...(options.hosted === undefined ? {} : { ARCLIGHT_RUNTIME_SECRET: options.hosted.secret }),
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   );

@@ -149,7 +149,16 @@ export async function startChromiumRig(): Promise<ChromiumRig> {
         const pageNow = await page.evaluate(() => (window as unknown as { ttrNow(): number }).ttrNow());
         const clockOffsetMs = pageNow - (before + wallClockMs()) / 2;
         const result = await page.evaluate(
-          (url) => (window as unknown as { ttrConnect(url: string): Promise<Omit<PageConnect, 'clockOffsetMs' | 'http'> & { http: Array<{ method: string; path: string; start: number; end: number; status: number }> }> }).ttrConnect(url),
+          (url) =>
+            (
+              window as unknown as {
+                ttrConnect(url: string): Promise<
+                  Omit<PageConnect, 'clockOffsetMs' | 'http'> & {
+                    http: Array<{ method: string; path: string; start: number; end: number; status: number }>;
+                  }
+                >;
+              }
+            ).ttrConnect(url),
           rt.url,
         );
         return {

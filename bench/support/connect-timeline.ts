@@ -91,7 +91,12 @@ export function instrumentFetch(): void {
   globalThis.fetch = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
     const timeline = current;
     const url = new URL(typeof input === 'string' ? input : input instanceof URL ? input.href : input.url);
-    const call: HttpCall = { label: httpLabel(init?.method ?? (input instanceof Request ? input.method : 'GET'), url.pathname), start: wallClockMs(), end: NaN, status: 0 };
+    const call: HttpCall = {
+      label: httpLabel(init?.method ?? (input instanceof Request ? input.method : 'GET'), url.pathname),
+      start: wallClockMs(),
+      end: NaN,
+      status: 0,
+    };
     const response = await realFetch(input, init);
     call.end = wallClockMs();
     call.status = response.status;
@@ -193,13 +198,20 @@ interface LogLine {
  * for the last `connection ready` line (of `connectionId` when given); undefined when there is
  * none or it has no steps (a runtime from before connect-timings.ts).
  */
-export async function runtimeSteps(base: string, sessionId: string, authorization: string | undefined, connectionId?: number): Promise<RuntimeSteps | undefined> {
+export async function runtimeSteps(
+  base: string,
+  sessionId: string,
+  authorization: string | undefined,
+  connectionId?: number,
+): Promise<RuntimeSteps | undefined> {
   const response = await fetch(`${base}/sessions/${encodeURIComponent(sessionId)}/logs?limit=1000`, {
     headers: { ...(authorization ? { authorization } : {}), 'reactor-api-version': '1' },
   });
   if (!response.ok) return undefined;
   const page = (await response.json()) as { lines: LogLine[] };
-  const ready = page.lines.filter((l) => l.message === 'connection ready' && (connectionId === undefined || l.fields?.connection === connectionId)).pop();
+  const ready = page.lines
+    .filter((l) => l.message === 'connection ready' && (connectionId === undefined || l.fields?.connection === connectionId))
+    .pop();
   const steps = ready?.fields?.steps;
   if (!steps || typeof steps.offer_at !== 'number') return undefined;
   const marks = new Map<string, number>([['rt_offer', steps.offer_at]]);

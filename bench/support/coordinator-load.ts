@@ -31,13 +31,17 @@ export function cpuSeconds(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   let seconds = (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (100/s)
   for (const task of readdirSync(`/proc/${pid}/task`)) {
-    for (const child of readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').split(' ').filter(Boolean)) seconds += cpuSeconds(Number(child));
+    for (const child of readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').split(' ').filter(Boolean))
+      seconds += cpuSeconds(Number(child));
   }
   return seconds;
 }
 
 /** Runs `node --conditions=source --import tsx <args>` from the repository root; resolves with the URL it prints (`listening on <url>`). */
-export async function startListeningProcess(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<{ url: string; child: ChildProcess }> {
+export async function startListeningProcess(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ url: string; child: ChildProcess }> {
   const { execArgv, file } = nodeScript(args[0]!);
   const child = spawn(process.execPath, [...execArgv, file, ...args.slice(1)], {
     cwd: ROOT,
@@ -122,7 +126,13 @@ export async function closedLoopLoad(
   const expectStatus = options.expectStatus ?? 200;
   await loopUntil(request, options.concurrency, performance.now() + 1000, false, expectStatus);
   const cpuBefore = cpuSeconds(server.pid!);
-  const { latencies, errors } = await loopUntil(request, options.concurrency, performance.now() + options.seconds * 1000, true, expectStatus);
+  const { latencies, errors } = await loopUntil(
+    request,
+    options.concurrency,
+    performance.now() + options.seconds * 1000,
+    true,
+    expectStatus,
+  );
   const serverCpuMicros = ((cpuSeconds(server.pid!) - cpuBefore) / latencies.length) * 1e6;
   return { perSecond: latencies.length / options.seconds, latencyMs: summarise(latencies), errors, serverCpuMicros };
 }
@@ -167,7 +177,11 @@ export class LoadProcesses {
   }
 
   /** Like closedLoopLoad, from every load process: `options.concurrency` in flight in all. */
-  async run(server: ChildProcess, spec: LoadRequest, options: { seconds: number; concurrency: number; expectStatus?: number }): Promise<PhaseResult> {
+  async run(
+    server: ChildProcess,
+    spec: LoadRequest,
+    options: { seconds: number; concurrency: number; expectStatus?: number },
+  ): Promise<PhaseResult> {
     const k = this.children.length;
     const startAt = Date.now() + 1000 + 200; // 1 s warm-up, and time for the job to arrive
     const endAt = startAt + options.seconds * 1000;

@@ -16,7 +16,14 @@ import { drawFrameStamp, I420Canvas, rgbToYuv, type Yuv } from '../../models/exa
 export type Picture = 'pattern' | 'grain';
 
 const BARS: readonly Yuv[] = [
-  [192, 192, 192], [192, 192, 0], [0, 192, 192], [0, 192, 0], [192, 0, 192], [192, 0, 0], [0, 0, 192], [32, 32, 32],
+  [192, 192, 192],
+  [192, 192, 0],
+  [0, 192, 192],
+  [0, 192, 0],
+  [192, 0, 192],
+  [192, 0, 0],
+  [0, 0, 192],
+  [32, 32, 32],
 ].map(([r, g, b]) => rgbToYuv(r!, g!, b!));
 const BLACK: Yuv = { y: 16, u: 128, v: 128 };
 const RED = rgbToYuv(0xe0, 0x10, 0x10);

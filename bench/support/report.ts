@@ -18,7 +18,9 @@ export interface RunInfo {
 function sourceState(): RunInfo['source'] {
   try {
     const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-    const modified = execFileSync('git', ['status', '--porcelain', '--', 'runtime', 'client', 'protocol', 'models', 'bench'], { encoding: 'utf8' })
+    const modified = execFileSync('git', ['status', '--porcelain', '--', 'runtime', 'client', 'protocol', 'models', 'bench'], {
+      encoding: 'utf8',
+    })
       .split('\n')
       .filter(Boolean)
       .map((line) => line.trim());

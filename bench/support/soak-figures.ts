@@ -121,8 +121,12 @@ function processesAt(sample: SoakSample): ProcessesAt {
     atSeconds: round(sample.atSeconds, 1),
     fds: Object.fromEntries(Object.entries(sample.processes).map(([name, r]) => [name, r.fds])),
     rssMiB: Object.fromEntries(Object.entries(sample.processes).map(([name, r]) => [name, round(r.rssMiB, 1)])),
-    heapUsedMiB: Object.fromEntries(Object.entries(sample.processes).flatMap(([name, r]) => (r.heapUsedMiB === undefined ? [] : [[name, round(r.heapUsedMiB, 1)]]))),
-    heapTotalMiB: Object.fromEntries(Object.entries(sample.processes).flatMap(([name, r]) => (r.heapTotalMiB === undefined ? [] : [[name, round(r.heapTotalMiB, 1)]]))),
+    heapUsedMiB: Object.fromEntries(
+      Object.entries(sample.processes).flatMap(([name, r]) => (r.heapUsedMiB === undefined ? [] : [[name, round(r.heapUsedMiB, 1)]])),
+    ),
+    heapTotalMiB: Object.fromEntries(
+      Object.entries(sample.processes).flatMap(([name, r]) => (r.heapTotalMiB === undefined ? [] : [[name, round(r.heapTotalMiB, 1)]])),
+    ),
   };
 }
 
@@ -191,7 +195,14 @@ export function emitWindows(samples: readonly SoakSample[], windowSeconds: numbe
     const atEnd = last(samples.filter((s) => s.atSeconds <= to + 1e-9));
     if (!atEnd) continue;
     const delta = histogramDelta(atEnd.emitToSend, before);
-    windows.push({ fromSeconds: from, toSeconds: to, frames: last(delta.counts) ?? 0, p50Ms: quantileMs(delta, 0.5).ms, p99Ms: quantileMs(delta, 0.99).ms, p99AboveTopBucket: quantileMs(delta, 0.99).aboveTopBucket });
+    windows.push({
+      fromSeconds: from,
+      toSeconds: to,
+      frames: last(delta.counts) ?? 0,
+      p50Ms: quantileMs(delta, 0.5).ms,
+      p99Ms: quantileMs(delta, 0.99).ms,
+      p99AboveTopBucket: quantileMs(delta, 0.99).aboveTopBucket,
+    });
     before = atEnd.emitToSend;
     if (short) break;
   }
@@ -219,9 +230,20 @@ export function soakFigures(readings: SoakReadings, settings: SoakSettings): Soa
     const outsideSlopePerSecond = withHeap.length === afterWarmup.length ? leastSquaresSlope(withHeap) : null;
     const atQuiet = quietPoints.flatMap((q) => (q.processes[name] ? [q.processes[name].fds] : []));
     processes[name] = {
-      rssMiB: { start: rss[0] ?? NaN, end: last(rss) ?? NaN, max: Math.max(...rss), slopePerHour: slopePerSecond === null ? null : slopePerSecond * 3600 },
+      rssMiB: {
+        start: rss[0] ?? NaN,
+        end: last(rss) ?? NaN,
+        max: Math.max(...rss),
+        slopePerHour: slopePerSecond === null ? null : slopePerSecond * 3600,
+      },
       outsideHeapSlopePerHour: outsideSlopePerSecond === null ? null : outsideSlopePerSecond * 3600,
-      fds: { start: fds[0] ?? NaN, end: last(fds) ?? NaN, max: Math.max(...fds), atQuietPoints: atQuiet, quietGrowth: quietGrowth(atQuiet) },
+      fds: {
+        start: fds[0] ?? NaN,
+        end: last(fds) ?? NaN,
+        max: Math.max(...fds),
+        atQuietPoints: atQuiet,
+        quietGrowth: quietGrowth(atQuiet),
+      },
     };
   }
   const windows = emitWindows(samples, settings.windowSeconds);
@@ -255,22 +277,30 @@ export function thresholdsCrossed(figures: SoakFigures): string[] {
   const reasons: string[] = [];
   if (figures.attempts === 0) reasons.push('no session was attempted');
   if (figures.failureRate > THRESHOLDS.maxFailureRate) {
-    reasons.push(`${figures.failures.length} of ${figures.attempts} sessions failed (${pct(figures.failureRate)} > ${pct(THRESHOLDS.maxFailureRate)})`);
+    reasons.push(
+      `${figures.failures.length} of ${figures.attempts} sessions failed (${pct(figures.failureRate)} > ${pct(THRESHOLDS.maxFailureRate)})`,
+    );
   }
-  if (figures.samplingErrors.length > 0) reasons.push(`${figures.samplingErrors.length} readings failed (a process gone?): ${figures.samplingErrors[0]}`);
+  if (figures.samplingErrors.length > 0)
+    reasons.push(`${figures.samplingErrors.length} readings failed (a process gone?): ${figures.samplingErrors[0]}`);
   const slopeJudged = figures.churnSeconds - figures.warmupSeconds >= THRESHOLDS.minSlopeSpanMinutes * 60;
   for (const [name, p] of Object.entries(figures.processes)) {
     if (slopeJudged && p.rssMiB.slopePerHour !== null && p.rssMiB.slopePerHour > THRESHOLDS.maxRssSlopeMiBPerHour) {
       reasons.push(`${name}: RSS grows ${p.rssMiB.slopePerHour.toFixed(1)} MiB/h (> ${THRESHOLDS.maxRssSlopeMiBPerHour})`);
     }
     if (p.fds.quietGrowth !== null && p.fds.quietGrowth > THRESHOLDS.maxQuietFdGrowth) {
-      reasons.push(`${name}: ${p.fds.quietGrowth} more descriptors at the last quiet point than at the first (> ${THRESHOLDS.maxQuietFdGrowth})`);
+      reasons.push(
+        `${name}: ${p.fds.quietGrowth} more descriptors at the last quiet point than at the first (> ${THRESHOLDS.maxQuietFdGrowth})`,
+      );
     }
   }
   const { windows, last: lastP99, median: medianP99 } = figures.emitP99Ms;
   if (windows.filter((w) => w.p99Ms !== null).length >= THRESHOLDS.minP99Windows && lastP99 !== null && medianP99 !== null) {
     const limit = Math.max(medianP99 * THRESHOLDS.maxP99Factor, medianP99 + THRESHOLDS.p99SlackMs);
-    if (lastP99 > limit) reasons.push(`emit → send p99 of the last window ${lastP99.toFixed(1)} ms > ${limit.toFixed(1)} ms (median window ${medianP99.toFixed(1)} ms)`);
+    if (lastP99 > limit)
+      reasons.push(
+        `emit → send p99 of the last window ${lastP99.toFixed(1)} ms > ${limit.toFixed(1)} ms (median window ${medianP99.toFixed(1)} ms)`,
+      );
   }
   return reasons;
 }
@@ -281,9 +311,17 @@ const ms = (value: number | null): string => (value === null ? '–' : value.toF
 const minutes = (seconds: number): string => `${(seconds / 60).toFixed(1)} min`;
 
 /** The compact line printed every window while the run goes on. */
-export function progressLine(sample: SoakSample, counters: ChurnCounters, windowP99: { ms: number | null; aboveTopBucket: boolean }): string {
-  const rss = Object.entries(sample.processes).map(([name, r]) => `${name} ${r.rssMiB.toFixed(0)}`).join(' ');
-  const fds = Object.entries(sample.processes).map(([name, r]) => `${name} ${r.fds}`).join(' ');
+export function progressLine(
+  sample: SoakSample,
+  counters: ChurnCounters,
+  windowP99: { ms: number | null; aboveTopBucket: boolean },
+): string {
+  const rss = Object.entries(sample.processes)
+    .map(([name, r]) => `${name} ${r.rssMiB.toFixed(0)}`)
+    .join(' ');
+  const fds = Object.entries(sample.processes)
+    .map(([name, r]) => `${name} ${r.fds}`)
+    .join(' ');
   return (
     `[${minutes(sample.atSeconds).padStart(8)}] sessions ${counters.sessions}, reconnects ${counters.reconnects}, failures ${counters.failures.length}, open ${sample.openSessions}` +
     ` | RSS MiB: ${rss} | fds: ${fds} | emit→send p99 ${windowP99.aboveTopBucket ? '>' : ''}${ms(windowP99.ms)} ms`
@@ -308,23 +346,30 @@ export function formatFigures(figures: SoakFigures, reasons: readonly string[]):
   }
   // Heap in use at the quiet points: a live heap that keeps growing is a leak; RSS alone may be
   // memory the allocator has not returned.
-  const heaps = Object.keys(figures.processes).map((name) => {
-    const values = figures.quietPoints.map((q) => q.heapUsedMiB[name]).filter((v): v is number => v !== undefined);
-    return values.length === 0 ? undefined : `${name} ${values.map((v) => v.toFixed(1)).join(' ')}`;
-  }).filter((line): line is string => line !== undefined);
+  const heaps = Object.keys(figures.processes)
+    .map((name) => {
+      const values = figures.quietPoints.map((q) => q.heapUsedMiB[name]).filter((v): v is number => v !== undefined);
+      return values.length === 0 ? undefined : `${name} ${values.map((v) => v.toFixed(1)).join(' ')}`;
+    })
+    .filter((line): line is string => line !== undefined);
   if (heaps.length > 0) lines.push('', 'heap used MiB at quiet points:', ...heaps.map((line) => `  ${line}`));
-  const committed = Object.keys(figures.processes).map((name) => {
-    const values = figures.quietPoints.map((q) => q.heapTotalMiB[name]).filter((v): v is number => v !== undefined);
-    return values.length === 0 ? undefined : `${name} ${values.map((v) => v.toFixed(1)).join(' ')}`;
-  }).filter((line): line is string => line !== undefined);
+  const committed = Object.keys(figures.processes)
+    .map((name) => {
+      const values = figures.quietPoints.map((q) => q.heapTotalMiB[name]).filter((v): v is number => v !== undefined);
+      return values.length === 0 ? undefined : `${name} ${values.map((v) => v.toFixed(1)).join(' ')}`;
+    })
+    .filter((line): line is string => line !== undefined);
   if (committed.length > 0) lines.push('heap committed MiB at quiet points:', ...committed.map((line) => `  ${line}`));
-  const outside = Object.entries(figures.processes).flatMap(([name, p]) => (p.outsideHeapSlopePerHour === null ? [] : [`${name} ${p.outsideHeapSlopePerHour.toFixed(1)}`]));
-  if (outside.length > 0) lines.push(`RSS outside the V8 heap, slope MiB/h after ${minutes(figures.warmupSeconds)} (not judged): ${outside.join(', ')}`);
+  const outside = Object.entries(figures.processes).flatMap(([name, p]) =>
+    p.outsideHeapSlopePerHour === null ? [] : [`${name} ${p.outsideHeapSlopePerHour.toFixed(1)}`],
+  );
+  if (outside.length > 0)
+    lines.push(`RSS outside the V8 heap, slope MiB/h after ${minutes(figures.warmupSeconds)} (not judged): ${outside.join(', ')}`);
   const e = figures.emitP99Ms;
   lines.push(
     '',
     `emit → send p99 per ${minutes(s.windowSeconds)} window, ms: first ${ms(e.first)}, last ${ms(e.last)}, median ${ms(e.median)}, max ${ms(e.max)}` +
-      `  (${e.windows.map((w) => (w.p99AboveTopBucket ? '>' : '') + ms(w.p99Ms)).join(' ')}${e.windows.some((w) => w.p99AboveTopBucket) ? '; > : above the histogram\'s top bucket' : ''})`,
+      `  (${e.windows.map((w) => (w.p99AboveTopBucket ? '>' : '') + ms(w.p99Ms)).join(' ')}${e.windows.some((w) => w.p99AboveTopBucket) ? "; > : above the histogram's top bucket" : ''})`,
     `emit → send p50 per window, ms: ${e.windows.map((w) => ms(w.p50Ms)).join(' ')}`,
   );
   if (figures.failures.length > 0) {
@@ -336,7 +381,9 @@ export function formatFigures(figures: SoakFigures, reasons: readonly string[]):
   const slopeJudged = figures.churnSeconds - figures.warmupSeconds >= THRESHOLDS.minSlopeSpanMinutes * 60;
   lines.push(
     '',
-    reasons.length === 0 ? `PASS${slopeJudged ? '' : ` (RSS slope not judged: under ${THRESHOLDS.minSlopeSpanMinutes} min after the warm-up)`}` : `FAIL:\n  ${reasons.join('\n  ')}`,
+    reasons.length === 0
+      ? `PASS${slopeJudged ? '' : ` (RSS slope not judged: under ${THRESHOLDS.minSlopeSpanMinutes} min after the warm-up)`}`
+      : `FAIL:\n  ${reasons.join('\n  ')}`,
   );
   return lines.join('\n');
 }

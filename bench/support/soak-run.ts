@@ -6,8 +6,24 @@
  */
 
 import { ChurnGate } from './churn-gate.ts';
-import { addHistograms, fetchCoordinatorHeap, fetchRuntimeMetrics, histogramDelta, openFds, rssMiB, type CumulativeHistogram } from './process-probe.ts';
-import { progressLine, quantileMs, soakFigures, type ProcessReading, type SoakFigures, type SoakSample, type SoakSettings } from './soak-figures.ts';
+import {
+  addHistograms,
+  fetchCoordinatorHeap,
+  fetchRuntimeMetrics,
+  histogramDelta,
+  openFds,
+  rssMiB,
+  type CumulativeHistogram,
+} from './process-probe.ts';
+import {
+  progressLine,
+  quantileMs,
+  soakFigures,
+  type ProcessReading,
+  type SoakFigures,
+  type SoakSample,
+  type SoakSettings,
+} from './soak-figures.ts';
 import { SOAK_MODEL, startSoakStack, type SoakStack } from './soak-stack.ts';
 import { runVirtualUser, type ChurnCounters } from './virtual-user.ts';
 
@@ -61,7 +77,11 @@ async function churn(stack: SoakStack, options: SoakRunOptions): Promise<SoakFig
     const processes: Record<string, ProcessReading> = {};
     for (const [name, pid] of Object.entries(pids)) {
       const heap = heaps[name];
-      processes[name] = { rssMiB: rssMiB(pid), fds: openFds(pid), ...(heap && heap.totalMiB > 0 ? { heapUsedMiB: heap.usedMiB, heapTotalMiB: heap.totalMiB } : {}) };
+      processes[name] = {
+        rssMiB: rssMiB(pid),
+        fds: openFds(pid),
+        ...(heap && heap.totalMiB > 0 ? { heapUsedMiB: heap.usedMiB, heapTotalMiB: heap.totalMiB } : {}),
+      };
     }
     return {
       atSeconds: (Date.now() - churnStartedAt) / 1000,
@@ -76,7 +96,10 @@ async function churn(stack: SoakStack, options: SoakRunOptions): Promise<SoakFig
     for (;;) {
       const sample = await read();
       if (sample.openSessions === 0 && sample.connections === 0) break;
-      if (Date.now() > deadline) throw new Error(`runtimes still report ${sample.openSessions} sessions, ${sample.connections} connections ${QUIET_TIMEOUT_MS / 1000} s after the last user left`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `runtimes still report ${sample.openSessions} sessions, ${sample.connections} connections ${QUIET_TIMEOUT_MS / 1000} s after the last user left`,
+        );
       await sleep(250);
     }
     await sleep(QUIET_SETTLE_MS);

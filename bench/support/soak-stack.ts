@@ -42,10 +42,20 @@ export async function startSoakStack(options: SoakStackOptions): Promise<SoakSta
   const database = join(folder, 'coordinator.db');
   // Seeded in this process, as an operator's admin commands would, before the coordinator process opens it.
   // No balance ceiling on the seed: its grant is more than a soak can spend (a cap would cut it).
-  const seed = await startCoordinator({ database, port: 0, meterFlushMs: 0, pricing: { maxAccountCredits: 0 }, logger: createLogger({ soak: 'seed' }, 'error') });
+  const seed = await startCoordinator({
+    database,
+    port: 0,
+    meterFlushMs: 0,
+    pricing: { maxAccountCredits: 0 },
+    logger: createLogger({ soak: 'seed' }, 'error'),
+  });
   await seed.catalog.add(SOAK_MODEL, 5);
   // Quotas well above what the users can reach: a refusal would be the quota working, not a soak finding.
-  const account = await seed.accounts.create('soak', { concurrentSessions: 1_000, sessionsPerMinute: 10_000, maxSessionDurationSeconds: 3_600 });
+  const account = await seed.accounts.create('soak', {
+    concurrentSessions: 1_000,
+    sessionsPerMinute: 10_000,
+    maxSessionDurationSeconds: 3_600,
+  });
   await seed.ledger.grantPromotional(account.id, 1e9);
   const { key } = await seed.apiKeys.create(account.id);
   await seed.close();
@@ -60,12 +70,21 @@ export async function startSoakStack(options: SoakStackOptions): Promise<SoakSta
   try {
     const port = await freePort();
     coordinator = (
-      await startCoordinatorProcess({ database, port, runtimeSecret: SECRET, extraArgs: ['--meter-flush-ms', String(options.meterFlushMs ?? 1_000)] })
+      await startCoordinatorProcess({
+        database,
+        port,
+        runtimeSecret: SECRET,
+        extraArgs: ['--meter-flush-ms', String(options.meterFlushMs ?? 1_000)],
+      })
     ).child;
     const coordinatorUrl = `http://${LOOPBACK}:${port}`;
     const ids = Array.from({ length: options.runtimes }, (_, i) => `soak-runtime-${i + 1}`);
     runtimes.push(
-      ...(await Promise.all(ids.map((runtimeId) => startChildRuntime(LOOPBACK, { hosted: { coordinatorUrl, secret: SECRET, runtimeId }, stderrTailChars: 4_000 })))),
+      ...(await Promise.all(
+        ids.map((runtimeId) =>
+          startChildRuntime(LOOPBACK, { hosted: { coordinatorUrl, secret: SECRET, runtimeId }, stderrTailChars: 4_000 }),
+        ),
+      )),
     );
     const reader = await openStorage(database);
     try {

@@ -88,7 +88,12 @@ export async function runVirtualUser(options: VirtualUserOptions): Promise<void>
       counters.sessions++;
     } catch (error) {
       const failure = error instanceof SessionStep ? error : new SessionStep('unknown', error);
-      counters.failures.push({ user: options.user, atSeconds: (Date.now() - options.churnStartedAt) / 1000, phase: failure.phase, error: failure.message });
+      counters.failures.push({
+        user: options.user,
+        atSeconds: (Date.now() - options.churnStartedAt) / 1000,
+        phase: failure.phase,
+        error: failure.message,
+      });
       await gate.sleep(1_000);
     } finally {
       await client.disconnect().catch(() => undefined);
@@ -109,14 +114,19 @@ async function watch(client: ArclightClient, options: VirtualUserOptions, ms: nu
       await options.gate.sleep(ms / 2);
       await step('command', () =>
         i === 0
-          ? client.sendCommand('set_color', { color: `#${Math.floor(Math.random() * 0xffffff).toString(16).padStart(6, '0')}` })
+          ? client.sendCommand('set_color', {
+              color: `#${Math.floor(Math.random() * 0xffffff)
+                .toString(16)
+                .padStart(6, '0')}`,
+            })
           : client.sendCommand('set_speed', { speed: Math.round(between(0, 16)) }),
       );
       options.counters.commands++;
     }
     const deadline = Date.now() + FIRST_FRAME_TIMEOUT_MS;
     while (framesDecoded === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 200));
-    if (framesDecoded === 0) throw new SessionStep('watch', new Error(`no video frame decoded in ${((ms + FIRST_FRAME_TIMEOUT_MS) / 1000).toFixed(0)} s`));
+    if (framesDecoded === 0)
+      throw new SessionStep('watch', new Error(`no video frame decoded in ${((ms + FIRST_FRAME_TIMEOUT_MS) / 1000).toFixed(0)} s`));
   } finally {
     client.off('statsUpdate', onStats);
   }

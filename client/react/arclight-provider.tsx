@@ -129,6 +129,13 @@ export function ArclightProvider(props: ArclightProviderProps): ReactNode {
 
 /** The client options among the provider's props. */
 function clientOptionsOf(props: ArclightProviderOwnClientProps): ArclightClientOptions {
-  const { token: _token, autoConnect: _autoConnect, connectOptions: _connectOptions, children: _children, client: _client, ...options } = props;
+  const {
+    token: _token,
+    autoConnect: _autoConnect,
+    connectOptions: _connectOptions,
+    children: _children,
+    client: _client,
+    ...options
+  } = props;
   return options;
 }

@@ -34,7 +34,11 @@ describe('React bindings, server-rendered', () => {
   it('a provider with client options renders its hooks disconnected and empty, without connecting', () => {
     let seen: ArclightClient | undefined;
     const html = renderToString(
-      h(ArclightProvider, { modelName: 'echo', local: true, localRuntimeUrl: 'http://127.0.0.1:1', autoConnect: true }, h(Probe, { onClient: (c) => (seen = c) })),
+      h(
+        ArclightProvider,
+        { modelName: 'echo', local: true, localRuntimeUrl: 'http://127.0.0.1:1', autoConnect: true },
+        h(Probe, { onClient: (c) => (seen = c) }),
+      ),
     );
     expect(html).toContain('disconnected||0|true|true');
     expect(seen).toBeInstanceOf(ArclightClient);
@@ -56,11 +60,16 @@ describe('React bindings, server-rendered', () => {
 
   it('ArclightVideo renders its placeholder until the track arrives, else an autoplaying muted inline <video> with the given props', () => {
     const client = new ArclightClient({ modelName: 'echo', local: true });
-    const withPlaceholder = renderToString(h(ArclightProvider, { client }, h(ArclightVideo, { track: 'main_video', placeholder: h('i', null, 'waiting') })));
+    const withPlaceholder = renderToString(
+      h(ArclightProvider, { client }, h(ArclightVideo, { track: 'main_video', placeholder: h('i', null, 'waiting') })),
+    );
     expect(withPlaceholder).toBe('<i>waiting</i>');
-    const plain = renderToString(h(ArclightProvider, { client }, h(ArclightVideo, { track: 'main_video', className: 'stage', width: 320 })));
+    const plain = renderToString(
+      h(ArclightProvider, { client }, h(ArclightVideo, { track: 'main_video', className: 'stage', width: 320 })),
+    );
     expect(plain).toMatch(/^<video /);
-    for (const attribute of ['autoPlay=""', 'playsInline=""', 'muted=""', 'data-track="main_video"', 'class="stage"', 'width="320"']) expect(plain).toContain(attribute);
+    for (const attribute of ['autoPlay=""', 'playsInline=""', 'muted=""', 'data-track="main_video"', 'class="stage"', 'width="320"'])
+      expect(plain).toContain(attribute);
   });
 
   it('WebcamPublisher renders nothing, or its preview <video> with preview', () => {

@@ -15,7 +15,10 @@ export interface TypedArclightHooks<Model extends ModelTypes> {
   readonly useModelMessages: <Type extends MessageOf<Model>['type'] = MessageOf<Model>['type']>(
     query?: ModelMessagesQuery<Type>,
   ) => readonly MessageOfType<Model, Type>[];
-  readonly useModelMessage: <Type extends MessageOf<Model>['type']>(type: Type, handler: (message: MessageOfType<Model, Type>) => void) => void;
+  readonly useModelMessage: <Type extends MessageOf<Model>['type']>(
+    type: Type,
+    handler: (message: MessageOfType<Model, Type>) => void,
+  ) => void;
 }
 
 /**

@@ -31,16 +31,22 @@ export function useArclightStats(intervalMs: number = DEFAULT_INTERVAL_MS): Clie
  * Polls the client's stats. `getStats()` returns a fresh object per call once the runtime's
  * quality report has arrived, so the snapshot is taken on the timer, never in `getSnapshot`.
  */
-function statsSource(client: ArclightClient, intervalMs: number): { subscribe: (onChange: () => void) => () => void; getSnapshot: () => ClientStats | undefined } {
+function statsSource(
+  client: ArclightClient,
+  intervalMs: number,
+): { subscribe: (onChange: () => void) => () => void; getSnapshot: () => ClientStats | undefined } {
   let current = client.getStats();
   return {
     subscribe(onChange) {
-      const timer = setInterval(() => {
-        const next = client.getStats();
-        if (next?.timestamp === current?.timestamp && next?.quality === current?.quality) return;
-        current = next;
-        onChange();
-      }, Math.max(50, intervalMs));
+      const timer = setInterval(
+        () => {
+          const next = client.getStats();
+          if (next?.timestamp === current?.timestamp && next?.quality === current?.quality) return;
+          current = next;
+          onChange();
+        },
+        Math.max(50, intervalMs),
+      );
       return () => clearInterval(timer);
     },
     getSnapshot: () => current,

@@ -22,5 +22,9 @@ import { storeOf } from './client-store.ts';
 export function useArclightTrack(name: string): MediaStream | undefined {
   const { client } = useArclightContext('useArclightTrack');
   const store = storeOf(client);
-  return useSyncExternalStore(store.subscribeTracks, () => store.track(name), () => undefined);
+  return useSyncExternalStore(
+    store.subscribeTracks,
+    () => store.track(name),
+    () => undefined,
+  );
 }

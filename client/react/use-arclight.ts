@@ -45,8 +45,16 @@ export interface UseArclightResult<Model extends ModelTypes = UntypedModel> {
 export function useArclight<Model extends ModelTypes = UntypedModel>(): UseArclightResult<Model> {
   const { client, connect } = useArclightContext('useArclight');
   const store = storeOf(client);
-  const status = useSyncExternalStore(store.subscribeStatus, () => client.getStatus(), () => client.getStatus());
-  const error = useSyncExternalStore(store.subscribeError, () => store.error, () => store.error);
+  const status = useSyncExternalStore(
+    store.subscribeStatus,
+    () => client.getStatus(),
+    () => client.getStatus(),
+  );
+  const error = useSyncExternalStore(
+    store.subscribeError,
+    () => store.error,
+    () => store.error,
+  );
   const disconnect = useCallback((recoverable?: boolean) => client.disconnect(recoverable), [client]);
   const sendCommand = useMemo(() => client.sendCommand.bind(client), [client]);
   const typed = client as ArclightClient<Model>;
@@ -66,5 +74,9 @@ export function useArclight<Model extends ModelTypes = UntypedModel>(): UseArcli
 export function useArclightStatus(): ClientStatus {
   const { client } = useArclightContext('useArclightStatus');
   const store = storeOf(client);
-  return useSyncExternalStore(store.subscribeStatus, () => client.getStatus(), () => client.getStatus());
+  return useSyncExternalStore(
+    store.subscribeStatus,
+    () => client.getStatus(),
+    () => client.getStatus(),
+  );
 }

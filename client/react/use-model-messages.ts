@@ -10,8 +10,9 @@ import { useArclightContext } from './arclight-context.ts';
 import { MESSAGE_HISTORY, storeOf } from './client-store.ts';
 
 /** The messages of `Model` whose `type` is `Type` (every message for an untyped model). */
-export type MessageOfType<Model extends ModelTypes, Type extends string> =
-  string extends MessageOf<Model>['type'] ? MessageOf<Model> : Extract<MessageOf<Model>, { readonly type: Type }>;
+export type MessageOfType<Model extends ModelTypes, Type extends string> = string extends MessageOf<Model>['type']
+  ? MessageOf<Model>
+  : Extract<MessageOf<Model>, { readonly type: Type }>;
 
 /** Which messages `useModelMessages` returns. */
 export interface ModelMessagesQuery<Type extends string = string> {

@@ -128,7 +128,12 @@ export function useWebcamPublisher(track: string, options: WebcamPublisherOption
   return { stream, published, error };
 }
 
-async function publishTo(client: ArclightClient, track: string, video: MediaStreamTrack, options: PublishOptions | undefined): Promise<void> {
+async function publishTo(
+  client: ArclightClient,
+  track: string,
+  video: MediaStreamTrack,
+  options: PublishOptions | undefined,
+): Promise<void> {
   // The status may have changed while an earlier step ran: the next `ready` publishes then.
   if (client.getStatus() !== 'ready') return;
   await client.publishTrack(track, video, options);

@@ -25,7 +25,15 @@ export interface WebcamPublisherProps extends WebcamPublisherOptions, Omit<Video
  *   onError={(error) => setProblem(error.message)} />
  * ```
  */
-export function WebcamPublisher({ track, constraints, enabled, publishOptions, onError, preview = false, ...videoProps }: WebcamPublisherProps): ReactNode {
+export function WebcamPublisher({
+  track,
+  constraints,
+  enabled,
+  publishOptions,
+  onError,
+  preview = false,
+  ...videoProps
+}: WebcamPublisherProps): ReactNode {
   const { stream } = useWebcamPublisher(track, {
     ...(constraints !== undefined ? { constraints } : {}),
     ...(enabled !== undefined ? { enabled } : {}),

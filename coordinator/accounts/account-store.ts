@@ -21,7 +21,12 @@ export interface AccountQuotas {
 }
 
 /** The spec's defaults; support raises them per account (`arclight admin set-quotas`). */
-export const DEFAULT_QUOTAS: AccountQuotas = { concurrentSessions: 5, sessionsPerMinute: 50, maxSessionDurationSeconds: 1200, monthlyCreditCap: 0 };
+export const DEFAULT_QUOTAS: AccountQuotas = {
+  concurrentSessions: 5,
+  sessionsPerMinute: 50,
+  maxSessionDurationSeconds: 1200,
+  monthlyCreditCap: 0,
+};
 
 export interface Account {
   readonly id: string;
@@ -53,7 +58,8 @@ export interface SignupGrant {
 
 /** Checks a signup grant setting: a whole number of credits, 0 (none) up to the balance ceiling (0 = no ceiling). */
 export function checkSignupCredits(credits: number, maxAccountCredits: number): void {
-  if (!Number.isSafeInteger(credits) || credits < 0) throw new RangeError(`signupCredits must be a whole number of credits, 0 or more (got ${credits})`);
+  if (!Number.isSafeInteger(credits) || credits < 0)
+    throw new RangeError(`signupCredits must be a whole number of credits, 0 or more (got ${credits})`);
   // Every account would get less than configured: a setting that cannot be what was meant.
   if (maxAccountCredits > 0 && credits > maxAccountCredits) {
     throw new RangeError(`signupCredits (${credits}) is above the balance ceiling of ${maxAccountCredits} credits`);
@@ -61,7 +67,10 @@ export function checkSignupCredits(credits: number, maxAccountCredits: number): 
 }
 
 export function accountFromRow(
-  row: Pick<Selectable<AccountTable>, 'id' | 'name' | 'created_at' | 'concurrent_sessions' | 'sessions_per_minute' | 'max_session_duration_seconds' | 'monthly_credit_cap'>,
+  row: Pick<
+    Selectable<AccountTable>,
+    'id' | 'name' | 'created_at' | 'concurrent_sessions' | 'sessions_per_minute' | 'max_session_duration_seconds' | 'monthly_credit_cap'
+  >,
 ): Account {
   return {
     id: row.id,
@@ -122,7 +131,9 @@ export class AccountStore {
   }
 
   async setQuotas(id: string, quotas: Partial<AccountQuotas>): Promise<void> {
-    const values: Partial<Record<'concurrent_sessions' | 'sessions_per_minute' | 'max_session_duration_seconds' | 'monthly_credit_cap', number>> = {};
+    const values: Partial<
+      Record<'concurrent_sessions' | 'sessions_per_minute' | 'max_session_duration_seconds' | 'monthly_credit_cap', number>
+    > = {};
     if (quotas.concurrentSessions !== undefined) values.concurrent_sessions = quotas.concurrentSessions;
     if (quotas.sessionsPerMinute !== undefined) values.sessions_per_minute = quotas.sessionsPerMinute;
     if (quotas.maxSessionDurationSeconds !== undefined) values.max_session_duration_seconds = quotas.maxSessionDurationSeconds;

@@ -71,7 +71,11 @@ export function parseApiKeyName(value: unknown, field = '/name'): string | null 
   if (value === undefined || value === null) return null;
   const name = typeof value === 'string' ? value.trim() : undefined;
   if (name === undefined || name.length === 0 || [...name].length > MAX_API_KEY_NAME_LENGTH || /[\u0000-\u001f\u007f-\u009f]/.test(name)) {
-    throw new ArclightError('invalid_request', `name must be a string of 1 to ${MAX_API_KEY_NAME_LENGTH} characters without control characters, or null.`, { field });
+    throw new ArclightError(
+      'invalid_request',
+      `name must be a string of 1 to ${MAX_API_KEY_NAME_LENGTH} characters without control characters, or null.`,
+      { field },
+    );
   }
   return name;
 }
@@ -139,20 +143,36 @@ export class ApiKeyStore {
 
   /** Every key of the account, revoked ones included, oldest first. */
   async list(accountId: string): Promise<ApiKeyRecord[]> {
-    const rows = await this.#db.selectFrom('api_keys').selectAll().where('account_id', '=', accountId).orderBy('created_at').orderBy('id').execute();
+    const rows = await this.#db
+      .selectFrom('api_keys')
+      .selectAll()
+      .where('account_id', '=', accountId)
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
     return rows.map(toRecord);
   }
 
   /** The account's key with this id, or undefined (unknown, or another account's: the same). */
   async getOwned(accountId: string, keyId: string): Promise<ApiKeyRecord | undefined> {
     if (keyId.length > MAX_KEY_ID_LENGTH) return undefined;
-    const row = await this.#db.selectFrom('api_keys').selectAll().where('id', '=', keyId).where('account_id', '=', accountId).executeTakeFirst();
+    const row = await this.#db
+      .selectFrom('api_keys')
+      .selectAll()
+      .where('id', '=', keyId)
+      .where('account_id', '=', accountId)
+      .executeTakeFirst();
     return row ? toRecord(row) : undefined;
   }
 
   /** Whether the key exists and is not revoked. */
   async isActive(keyId: string): Promise<boolean> {
-    const row = await this.#db.selectFrom('api_keys').select('id').where('id', '=', keyId).where('revoked_at', 'is', null).executeTakeFirst();
+    const row = await this.#db
+      .selectFrom('api_keys')
+      .select('id')
+      .where('id', '=', keyId)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
     return row !== undefined;
   }
 
@@ -162,7 +182,10 @@ export class ApiKeyStore {
       await lockAccountRow(tx, this.#engine, accountId);
       const active = await this.#countActive(tx, accountId);
       if (active >= MAX_ACTIVE_API_KEYS) {
-        throw new ArclightError('too_many_api_keys', `This account already has ${MAX_ACTIVE_API_KEYS} active API keys, the most it may hold; revoke one first.`);
+        throw new ArclightError(
+          'too_many_api_keys',
+          `This account already has ${MAX_ACTIVE_API_KEYS} active API keys, the most it may hold; revoke one first.`,
+        );
       }
       return this.#insert(tx, accountId, name, now);
     });
@@ -173,9 +196,15 @@ export class ApiKeyStore {
     if (keyId.length > MAX_KEY_ID_LENGTH) throw NOT_FOUND(keyId.slice(0, MAX_KEY_ID_LENGTH));
     return this.#db.transaction().execute(async (tx) => {
       await lockAccountRow(tx, this.#engine, accountId);
-      const old = await tx.selectFrom('api_keys').selectAll().where('id', '=', keyId).where('account_id', '=', accountId).executeTakeFirst();
+      const old = await tx
+        .selectFrom('api_keys')
+        .selectAll()
+        .where('id', '=', keyId)
+        .where('account_id', '=', accountId)
+        .executeTakeFirst();
       if (!old) throw NOT_FOUND(keyId);
-      if (old.revoked_at !== null) throw new ArclightError('api_key_revoked', `API key ${keyId} is revoked; a revoked key cannot be rotated (create a new one).`);
+      if (old.revoked_at !== null)
+        throw new ArclightError('api_key_revoked', `API key ${keyId} is revoked; a revoked key cannot be rotated (create a new one).`);
       return this.#replace(tx, old, now);
     });
   }
@@ -189,7 +218,12 @@ export class ApiKeyStore {
     if (keyId.length > MAX_KEY_ID_LENGTH) throw NOT_FOUND(keyId.slice(0, MAX_KEY_ID_LENGTH));
     return this.#db.transaction().execute(async (tx) => {
       await lockAccountRow(tx, this.#engine, accountId);
-      const row = await tx.selectFrom('api_keys').selectAll().where('id', '=', keyId).where('account_id', '=', accountId).executeTakeFirst();
+      const row = await tx
+        .selectFrom('api_keys')
+        .selectAll()
+        .where('id', '=', keyId)
+        .where('account_id', '=', accountId)
+        .executeTakeFirst();
       if (!row) throw NOT_FOUND(keyId);
       if (row.revoked_at !== null) {
         // Rotated (or revoked before): it stopped working already; now its tokens stop too.
@@ -200,7 +234,7 @@ export class ApiKeyStore {
       if ((await this.#countActive(tx, accountId)) <= 1) {
         throw new ArclightError(
           'last_api_key',
-          'This is the account\'s only active API key: revoking it would lock the account out of the API. Rotate it instead, or create another key first.',
+          "This is the account's only active API key: revoking it would lock the account out of the API. Rotate it instead, or create another key first.",
         );
       }
       await tx.updateTable('api_keys').set({ revoked_at: now, tokens_revoked_at: now }).where('id', '=', keyId).execute();
@@ -232,10 +266,26 @@ export class ApiKeyStore {
 
   async #insert(db: Kysely<CoordinatorDatabase>, accountId: string, name: string | null, now: number): Promise<IssuedApiKey> {
     const key = generateApiKey();
-    const record: ApiKeyRecord = { id: randomUUID(), accountId, name, prefix: key.slice(0, SHOWN_PREFIX_LENGTH), createdAt: now, revokedAt: null, tokensRevokedAt: null };
+    const record: ApiKeyRecord = {
+      id: randomUUID(),
+      accountId,
+      name,
+      prefix: key.slice(0, SHOWN_PREFIX_LENGTH),
+      createdAt: now,
+      revokedAt: null,
+      tokensRevokedAt: null,
+    };
     await db
       .insertInto('api_keys')
-      .values({ id: record.id, account_id: accountId, name, key_hash: hashApiKey(key), key_prefix: record.prefix, created_at: now, revoked_at: null })
+      .values({
+        id: record.id,
+        account_id: accountId,
+        name,
+        key_hash: hashApiKey(key),
+        key_prefix: record.prefix,
+        created_at: now,
+        revoked_at: null,
+      })
       .execute();
     return { key, record };
   }

@@ -17,6 +17,9 @@
  * grant's running `refunded` moved with it (what a grant has left is `credits − spent − refunded`);
  * `reconcile()` checks that too. Credits a refund pays back that were already spent are not taken
  * from anything else: the refund records them as `unrecovered_credits`.
+ *
+ * Longer than ~400 lines: the ledger's writes and `reconcile()`, which proves them, are kept
+ * together so a change to one is read against the other.
  */
 
 import { randomUUID } from 'node:crypto';
@@ -221,7 +224,13 @@ export class CreditLedger {
    * A confirmed purchase's grant, in `tx` (holding the account's lock): bounds and ceiling were
    * checked when the purchase was made, and its credits held their room since.
    */
-  async grantPurchasedIn(tx: Transaction<CoordinatorDatabase>, accountId: string, locked: LockedAccount, credits: number, paidCents: number): Promise<GrantBalance> {
+  async grantPurchasedIn(
+    tx: Transaction<CoordinatorDatabase>,
+    accountId: string,
+    locked: LockedAccount,
+    credits: number,
+    paidCents: number,
+  ): Promise<GrantBalance> {
     const grant = await this.#insertGrant(tx, accountId, 'purchased', credits, paidCents);
     await this.rearmAutoTopupIn(tx, accountId, locked);
     return grant;
@@ -251,7 +260,13 @@ export class CreditLedger {
       .execute();
     const grants = rows.map((r) => {
       const credits = Number(r.credits);
-      return { id: r.id, kind: r.kind, credits, remaining: credits - Number(r.spent ?? 0) - Number(r.refunded ?? 0), expiresAt: Number(r.expires_at) };
+      return {
+        id: r.id,
+        kind: r.kind,
+        credits,
+        remaining: credits - Number(r.spent ?? 0) - Number(r.refunded ?? 0),
+        expiresAt: Number(r.expires_at),
+      };
     });
     return { credits: grants.reduce((sum, g) => sum + Math.max(0, g.remaining), 0), grants };
   }
@@ -271,7 +286,16 @@ export class CreditLedger {
     for (const chunk of chunks(charges, INSERT_CHUNK)) {
       const inserted = await tx
         .insertInto('meter_ticks')
-        .values(chunk.map((c) => ({ session_id: c.sessionId, seq: c.seq, account_id: accountId, seconds: c.seconds, credits: c.credits, created_at: now })))
+        .values(
+          chunk.map((c) => ({
+            session_id: c.sessionId,
+            seq: c.seq,
+            account_id: accountId,
+            seconds: c.seconds,
+            credits: c.credits,
+            created_at: now,
+          })),
+        )
         .onConflict((oc) => oc.columns(['session_id', 'seq']).doNothing())
         .returning(['session_id', 'seq'])
         .execute();
@@ -301,7 +325,11 @@ export class CreditLedger {
     for (const chunk of chunks(draws, INSERT_CHUNK)) await tx.insertInto('grant_draws').values(chunk).execute();
     // Each grant's running total moves with its draws, in this transaction (under the account lock).
     for (const [grantId, credits] of spent) {
-      await tx.updateTable('credit_grants').set((eb) => ({ spent: eb('spent', '+', credits) })).where('id', '=', grantId).execute();
+      await tx
+        .updateTable('credit_grants')
+        .set((eb) => ({ spent: eb('spent', '+', credits) }))
+        .where('id', '=', grantId)
+        .execute();
     }
     return { results, balance: grants.reduce((sum, g) => sum + Math.max(0, g.remaining), 0) };
   }
@@ -318,11 +346,21 @@ export class CreditLedger {
     let grants = this.#db
       .selectFrom('credit_grants as g')
       .leftJoin(
-        (eb) => eb.selectFrom('grant_draws').select(['grant_id', (e) => e.fn.sum<string | number>('credits').as('drawn')]).groupBy('grant_id').as('d'),
+        (eb) =>
+          eb
+            .selectFrom('grant_draws')
+            .select(['grant_id', (e) => e.fn.sum<string | number>('credits').as('drawn')])
+            .groupBy('grant_id')
+            .as('d'),
         (join) => join.onRef('d.grant_id', '=', 'g.id'),
       )
       .leftJoin(
-        (eb) => eb.selectFrom('refunds').select(['grant_id', (e) => e.fn.sum<string | number>('credits').as('taken')]).groupBy('grant_id').as('r'),
+        (eb) =>
+          eb
+            .selectFrom('refunds')
+            .select(['grant_id', (e) => e.fn.sum<string | number>('credits').as('taken')])
+            .groupBy('grant_id')
+            .as('r'),
         (join) => join.onRef('r.grant_id', '=', 'g.id'),
       )
       .select(['g.id', 'g.credits', 'g.spent', 'g.refunded', 'd.drawn', 'r.taken']);
@@ -331,31 +369,46 @@ export class CreditLedger {
       const spent = Number(g.spent ?? 0);
       const refunded = Number(g.refunded ?? 0);
       if (spent !== Number(g.drawn ?? 0)) problems.push(`grant ${g.id}: spent ${spent} but its draws sum to ${Number(g.drawn ?? 0)}`);
-      if (refunded !== Number(g.taken ?? 0)) problems.push(`grant ${g.id}: refunded ${refunded} but its refunds sum to ${Number(g.taken ?? 0)}`);
-      if (spent + refunded > Number(g.credits)) problems.push(`grant ${g.id}: spent ${spent} and refunded ${refunded} exceed its ${Number(g.credits)} credits`);
+      if (refunded !== Number(g.taken ?? 0))
+        problems.push(`grant ${g.id}: refunded ${refunded} but its refunds sum to ${Number(g.taken ?? 0)}`);
+      if (spent + refunded > Number(g.credits))
+        problems.push(`grant ${g.id}: spent ${spent} and refunded ${refunded} exceed its ${Number(g.credits)} credits`);
     }
     let ticks = this.#db
       .selectFrom('meter_ticks as t')
       .leftJoin(
-        (eb) => eb.selectFrom('grant_draws').select(['session_id', 'seq', (e) => e.fn.sum<string | number>('credits').as('paid')]).groupBy(['session_id', 'seq']).as('d'),
+        (eb) =>
+          eb
+            .selectFrom('grant_draws')
+            .select(['session_id', 'seq', (e) => e.fn.sum<string | number>('credits').as('paid')])
+            .groupBy(['session_id', 'seq'])
+            .as('d'),
         (join) => join.onRef('d.session_id', '=', 't.session_id').onRef('d.seq', '=', 't.seq'),
       )
       .select(['t.session_id', 't.seq', 't.credits', 'd.paid']);
     if (accountId) ticks = ticks.where('t.account_id', '=', accountId);
     for (const t of await ticks.execute()) {
-      if (Number(t.credits) !== Number(t.paid ?? 0)) problems.push(`tick (${t.session_id}, ${Number(t.seq)}): ${Number(t.credits)} credits but draws of ${Number(t.paid ?? 0)}`);
+      if (Number(t.credits) !== Number(t.paid ?? 0))
+        problems.push(`tick (${t.session_id}, ${Number(t.seq)}): ${Number(t.credits)} credits but draws of ${Number(t.paid ?? 0)}`);
     }
     let sessions = this.#db
       .selectFrom('sessions as s')
       .leftJoin(
-        (eb) => eb.selectFrom('meter_ticks').select(['session_id', (e) => e.fn.sum<string | number>('seconds').as('ticked')]).groupBy('session_id').as('t'),
+        (eb) =>
+          eb
+            .selectFrom('meter_ticks')
+            .select(['session_id', (e) => e.fn.sum<string | number>('seconds').as('ticked')])
+            .groupBy('session_id')
+            .as('t'),
         (join) => join.onRef('t.session_id', '=', 's.id'),
       )
       .select(['s.id', 's.billed_seconds', 't.ticked']);
     if (accountId) sessions = sessions.where('s.account_id', '=', accountId);
     for (const session of await sessions.execute()) {
       if (Number(session.billed_seconds) !== Number(session.ticked ?? 0)) {
-        problems.push(`session ${session.id}: billed ${Number(session.billed_seconds)} s but its ticks cover ${Number(session.ticked ?? 0)} s`);
+        problems.push(
+          `session ${session.id}: billed ${Number(session.billed_seconds)} s but its ticks cover ${Number(session.ticked ?? 0)} s`,
+        );
       }
     }
     return problems;
@@ -395,7 +448,14 @@ export class CreditLedger {
     };
   }
 
-  async #insertGrant(tx: Transaction<CoordinatorDatabase>, accountId: string, kind: GrantKind, credits: number, paidCents: number | null, withheld = 0): Promise<GrantBalance> {
+  async #insertGrant(
+    tx: Transaction<CoordinatorDatabase>,
+    accountId: string,
+    kind: GrantKind,
+    credits: number,
+    paidCents: number | null,
+    withheld = 0,
+  ): Promise<GrantBalance> {
     const now = this.#now();
     const grant = {
       id: randomUUID(),

@@ -59,7 +59,13 @@ export interface CheckoutResult {
 /** A verified webhook, in the coordinator's terms. */
 export type PaymentEvent =
   | { readonly type: 'payment_succeeded'; readonly eventId: string; readonly providerRef: string; readonly purchaseId?: string }
-  | { readonly type: 'payment_failed'; readonly eventId: string; readonly providerRef: string; readonly purchaseId?: string; readonly failure: string }
+  | {
+      readonly type: 'payment_failed';
+      readonly eventId: string;
+      readonly providerRef: string;
+      readonly purchaseId?: string;
+      readonly failure: string;
+    }
   | {
       readonly type: 'refund';
       readonly eventId: string;
@@ -129,9 +135,12 @@ export function verifyWebhookSignature(
     }
     // Other schemes (v0, …) are ignored, as Stripe's are.
   }
-  if (timestamp === undefined || signatures.length === 0) throw invalidSignature(`The ${WEBHOOK_SIGNATURE_HEADER} header needs t=<unix seconds> and at least one v1=<hex SHA-256 HMAC>.`);
+  if (timestamp === undefined || signatures.length === 0)
+    throw invalidSignature(`The ${WEBHOOK_SIGNATURE_HEADER} header needs t=<unix seconds> and at least one v1=<hex SHA-256 HMAC>.`);
   if (Math.abs(nowMs / 1000 - timestamp) > toleranceSeconds) {
-    throw invalidSignature(`The signature's timestamp is more than ${toleranceSeconds} s from the coordinator's clock (a replayed or delayed webhook).`);
+    throw invalidSignature(
+      `The signature's timestamp is more than ${toleranceSeconds} s from the coordinator's clock (a replayed or delayed webhook).`,
+    );
   }
   for (const secret of secrets) {
     const expected = Buffer.from(hmacHex(secret, timestamp, rawBody), 'hex');
@@ -159,10 +168,12 @@ export function parseWebhookEvent(rawBody: string): PaymentEvent {
   }
   const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
   const text = (v: unknown, field: string, max = 255): string => {
-    if (typeof v !== 'string' || v.length === 0 || v.length > max) throw new ArclightError('invalid_request', `${field} must be a string of 1 to ${max} characters.`, { field });
+    if (typeof v !== 'string' || v.length === 0 || v.length > max)
+      throw new ArclightError('invalid_request', `${field} must be a string of 1 to ${max} characters.`, { field });
     return v;
   };
-  if (!isObject(body)) throw new ArclightError('invalid_request', 'The webhook body must be a JSON object {id, type, data}.', { field: '' });
+  if (!isObject(body))
+    throw new ArclightError('invalid_request', 'The webhook body must be a JSON object {id, type, data}.', { field: '' });
   const eventId = text(body['id'], '/id');
   const type = text(body['type'], '/type');
   if (!['payment.succeeded', 'payment.failed', 'refund.created'].includes(type)) return { type: 'other', eventId, name: type };
@@ -170,7 +181,8 @@ export function parseWebhookEvent(rawBody: string): PaymentEvent {
   if (!isObject(data)) throw new ArclightError('invalid_request', 'data must be an object.', { field: '/data' });
   const providerRef = text(data['provider_ref'], '/data/provider_ref');
   const purchaseId = data['purchase_id'] === undefined ? undefined : text(data['purchase_id'], '/data/purchase_id');
-  if (type === 'payment.succeeded') return { type: 'payment_succeeded', eventId, providerRef, ...(purchaseId === undefined ? {} : { purchaseId }) };
+  if (type === 'payment.succeeded')
+    return { type: 'payment_succeeded', eventId, providerRef, ...(purchaseId === undefined ? {} : { purchaseId }) };
   if (type === 'payment.failed') {
     const failure = data['failure'] === undefined ? 'The payment failed.' : text(data['failure'], '/data/failure', 1000);
     return { type: 'payment_failed', eventId, providerRef, failure, ...(purchaseId === undefined ? {} : { purchaseId }) };
@@ -179,7 +191,13 @@ export function parseWebhookEvent(rawBody: string): PaymentEvent {
   if (!Number.isSafeInteger(amountCents) || (amountCents as number) < 1) {
     throw new ArclightError('invalid_request', 'amount_cents must be a positive whole number of cents.', { field: '/data/amount_cents' });
   }
-  return { type: 'refund', eventId, providerRef, refundRef: text(data['refund_id'], '/data/refund_id'), amountCents: amountCents as number };
+  return {
+    type: 'refund',
+    eventId,
+    providerRef,
+    refundRef: text(data['refund_id'], '/data/refund_id'),
+    amountCents: amountCents as number,
+  };
 }
 
 export interface TestPaymentProviderOptions {
@@ -231,8 +249,17 @@ export class TestPaymentProvider implements PaymentProvider {
   }
 
   /** A webhook as this provider would send it: the body and its signature header, signed at `nowMs`. */
-  signedEvent(event: { id?: string; type: string; data: Record<string, unknown> }, nowMs: number): { body: string; headers: Record<string, string> } {
+  signedEvent(
+    event: { id?: string; type: string; data: Record<string, unknown> },
+    nowMs: number,
+  ): { body: string; headers: Record<string, string> } {
     const body = JSON.stringify({ id: event.id ?? `evt_${randomBytes(8).toString('hex')}`, type: event.type, data: event.data });
-    return { body, headers: { 'content-type': 'application/json', [WEBHOOK_SIGNATURE_HEADER]: signWebhook(body, this.webhookSecret, Math.floor(nowMs / 1000)) } };
+    return {
+      body,
+      headers: {
+        'content-type': 'application/json',
+        [WEBHOOK_SIGNATURE_HEADER]: signWebhook(body, this.webhookSecret, Math.floor(nowMs / 1000)),
+      },
+    };
   }
 }

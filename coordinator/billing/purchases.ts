@@ -23,6 +23,10 @@
  * pending; housekeeping asks again with the same purchase id — the provider's idempotency key, so
  * the payment is never made twice — backing off from 1 minute to 1 hour, and fails what no
  * provider confirmed within 24 hours.
+ *
+ * Longer than ~400 lines: purchases, their webhooks, refunds and automatic top-up are one set of
+ * conditional status moves under the account's lock; whether anything can be granted twice is
+ * read across all of them, so they stay in view together.
  */
 
 import { randomUUID } from 'node:crypto';
@@ -103,7 +107,14 @@ export class PurchaseService implements AutoTopupClaimer {
   readonly #log: Logger;
   readonly #inFlight = new Set<Promise<unknown>>();
 
-  constructor(db: Kysely<CoordinatorDatabase>, ledger: CreditLedger, pricing: PricingSettings, provider: PaymentProvider | undefined, log: Logger, now: () => number = Date.now) {
+  constructor(
+    db: Kysely<CoordinatorDatabase>,
+    ledger: CreditLedger,
+    pricing: PricingSettings,
+    provider: PaymentProvider | undefined,
+    log: Logger,
+    now: () => number = Date.now,
+  ) {
     this.#db = db;
     this.#ledger = ledger;
     this.#pricing = pricing;
@@ -114,7 +125,11 @@ export class PurchaseService implements AutoTopupClaimer {
 
   /** The provider, or 501 `payments_not_configured`. */
   #requireProvider(): PaymentProvider {
-    if (!this.#provider) throw new ArclightError('payments_not_configured', 'This coordinator has no payment provider configured: purchases and automatic top-up are off (docs/coordinator.md, "Purchases and automatic top-up").');
+    if (!this.#provider)
+      throw new ArclightError(
+        'payments_not_configured',
+        'This coordinator has no payment provider configured: purchases and automatic top-up are off (docs/coordinator.md, "Purchases and automatic top-up").',
+      );
     return this.#provider;
   }
 
@@ -133,10 +148,18 @@ export class PurchaseService implements AutoTopupClaimer {
     const { id, replayed } = await this.#db.transaction().execute(async (tx) => {
       await this.#ledger.lockAccount(tx, accountId);
       if (idempotencyKey !== undefined) {
-        const existing = await tx.selectFrom('purchases').select(['id', 'dollars']).where('account_id', '=', accountId).where('idempotency_key', '=', idempotencyKey).executeTakeFirst();
+        const existing = await tx
+          .selectFrom('purchases')
+          .select(['id', 'dollars'])
+          .where('account_id', '=', accountId)
+          .where('idempotency_key', '=', idempotencyKey)
+          .executeTakeFirst();
         if (existing) {
           if (Number(existing.dollars) !== amount) {
-            throw new ArclightError('idempotency_conflict', 'This Idempotency-Key already made a purchase of another amount; use a new key for a new purchase.');
+            throw new ArclightError(
+              'idempotency_conflict',
+              'This Idempotency-Key already made a purchase of another amount; use a new key for a new purchase.',
+            );
           }
           return { id: existing.id, replayed: true };
         }
@@ -173,24 +196,43 @@ export class PurchaseService implements AutoTopupClaimer {
   /** The account's purchase; 404 `purchase_not_found` for unknown and other accounts' ids alike. */
   async get(accountId: string, purchaseId: string): Promise<PurchaseBody> {
     if (purchaseId.length > MAX_ID_LENGTH) throw NOT_FOUND();
-    const row = await this.#db.selectFrom('purchases').selectAll().where('id', '=', purchaseId).where('account_id', '=', accountId).executeTakeFirst();
+    const row = await this.#db
+      .selectFrom('purchases')
+      .selectAll()
+      .where('id', '=', purchaseId)
+      .where('account_id', '=', accountId)
+      .executeTakeFirst();
     if (!row) throw NOT_FOUND();
     return purchaseBody(row);
   }
 
   /** Newest first, `limit` a page; `cursor`: the last id of the previous page (400 if not the account's). */
-  async list(accountId: string, options: { limit?: number; cursor?: string } = {}): Promise<{ purchases: PurchaseBody[]; next_cursor: string | null }> {
+  async list(
+    accountId: string,
+    options: { limit?: number; cursor?: string } = {},
+  ): Promise<{ purchases: PurchaseBody[]; next_cursor: string | null }> {
     const limit = options.limit ?? DEFAULT_PURCHASES_PAGE;
     let query = this.#db.selectFrom('purchases').selectAll().where('account_id', '=', accountId);
     if (options.cursor !== undefined) {
       const after =
         options.cursor.length > MAX_ID_LENGTH
           ? undefined
-          : await this.#db.selectFrom('purchases').select(['id', 'created_at']).where('id', '=', options.cursor).where('account_id', '=', accountId).executeTakeFirst();
+          : await this.#db
+              .selectFrom('purchases')
+              .select(['id', 'created_at'])
+              .where('id', '=', options.cursor)
+              .where('account_id', '=', accountId)
+              .executeTakeFirst();
       if (!after) throw new ArclightError('invalid_request', 'cursor must be a next_cursor this endpoint returned.', { field: 'cursor' });
-      query = query.where((eb) => eb.or([eb('created_at', '<', after.created_at), eb.and([eb('created_at', '=', after.created_at), eb('id', '<', after.id)])]));
+      query = query.where((eb) =>
+        eb.or([eb('created_at', '<', after.created_at), eb.and([eb('created_at', '=', after.created_at), eb('id', '<', after.id)])]),
+      );
     }
-    const rows = await query.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit + 1).execute();
+    const rows = await query
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(limit + 1)
+      .execute();
     const page = rows.slice(0, limit);
     return { purchases: page.map(purchaseBody), next_cursor: rows.length > limit ? page.at(-1)!.id : null };
   }
@@ -236,10 +278,18 @@ export class PurchaseService implements AutoTopupClaimer {
     const { autoTopupMinDollars, purchaseMaxDollars, creditsPerDollar, maxAccountCredits } = this.#pricing;
     const maxThreshold = maxAutoTopupThreshold(this.#pricing) ?? Number.MAX_SAFE_INTEGER;
     if (typeof threshold !== 'number' || !Number.isSafeInteger(threshold) || threshold < 1 || threshold > maxThreshold) {
-      throw new ArclightError('invalid_request', `threshold_credits must be a whole number of credits from 1 to ${maxThreshold} (settings.auto_topup.max_threshold_credits).`, { field: '/threshold_credits' });
+      throw new ArclightError(
+        'invalid_request',
+        `threshold_credits must be a whole number of credits from 1 to ${maxThreshold} (settings.auto_topup.max_threshold_credits).`,
+        { field: '/threshold_credits' },
+      );
     }
     if (typeof amount !== 'number' || !Number.isInteger(amount) || amount < autoTopupMinDollars || amount > purchaseMaxDollars) {
-      throw new ArclightError('invalid_request', `amount_dollars must be ${autoTopupMinDollars} to ${purchaseMaxDollars} whole US dollars (settings.auto_topup.min_dollars, settings.purchase.max_dollars).`, { field: '/amount_dollars' });
+      throw new ArclightError(
+        'invalid_request',
+        `amount_dollars must be ${autoTopupMinDollars} to ${purchaseMaxDollars} whole US dollars (settings.auto_topup.min_dollars, settings.purchase.max_dollars).`,
+        { field: '/amount_dollars' },
+      );
     }
     if (maxAccountCredits > 0 && threshold + amount * creditsPerDollar > maxAccountCredits) {
       throw new ArclightError(
@@ -253,7 +303,12 @@ export class PurchaseService implements AutoTopupClaimer {
       await this.#ledger.lockAccount(tx, accountId);
       await tx
         .updateTable('accounts')
-        .set({ auto_topup_threshold_credits: threshold, auto_topup_amount_dollars: amount, auto_topup_armed: 1, auto_topup_updated_at: this.#now() })
+        .set({
+          auto_topup_threshold_credits: threshold,
+          auto_topup_amount_dollars: amount,
+          auto_topup_armed: 1,
+          auto_topup_updated_at: this.#now(),
+        })
         .where('id', '=', accountId)
         .execute();
     });
@@ -266,7 +321,12 @@ export class PurchaseService implements AutoTopupClaimer {
       await this.#ledger.lockAccount(tx, accountId);
       await tx
         .updateTable('accounts')
-        .set({ auto_topup_threshold_credits: null, auto_topup_amount_dollars: null, auto_topup_armed: 0, auto_topup_updated_at: this.#now() })
+        .set({
+          auto_topup_threshold_credits: null,
+          auto_topup_amount_dollars: null,
+          auto_topup_armed: 0,
+          auto_topup_updated_at: this.#now(),
+        })
         .where('id', '=', accountId)
         .execute();
     });
@@ -280,12 +340,18 @@ export class PurchaseService implements AutoTopupClaimer {
    * once — disarmed all the same — when there is no provider, or the top-up would pass the ceiling
    * (pending manual purchases hold room too). Returns the id to pay for once committed.
    */
-  async claim(tx: Transaction<CoordinatorDatabase>, accountId: string, settings: AutoTopupState, balance: number): Promise<string | undefined> {
+  async claim(
+    tx: Transaction<CoordinatorDatabase>,
+    accountId: string,
+    settings: AutoTopupState,
+    balance: number,
+  ): Promise<string | undefined> {
     const now = this.#now();
     const credits = settings.amountDollars * this.#pricing.creditsPerDollar;
     let failure: string | null = null;
     if (!this.#provider) failure = 'No payment provider is configured.';
-    else if (credits > (await this.#ledger.ceilingRoom(tx, accountId))) failure = `The top-up would take the balance past the ceiling of ${this.#pricing.maxAccountCredits} credits.`;
+    else if (credits > (await this.#ledger.ceilingRoom(tx, accountId)))
+      failure = `The top-up would take the balance past the ceiling of ${this.#pricing.maxAccountCredits} credits.`;
     const id = randomUUID();
     const inserted = await tx
       .insertInto('purchases')
@@ -313,7 +379,14 @@ export class PurchaseService implements AutoTopupClaimer {
     // One is pending already (a save re-armed the settings while it was in flight): that one is the top-up.
     if (!inserted) return undefined;
     await tx.updateTable('accounts').set({ auto_topup_armed: 0 }).where('id', '=', accountId).execute();
-    this.#log.info('automatic top-up claimed', { account_id: accountId, purchase_id: id, balance, threshold: settings.thresholdCredits, dollars: settings.amountDollars, failure });
+    this.#log.info('automatic top-up claimed', {
+      account_id: accountId,
+      purchase_id: id,
+      balance,
+      threshold: settings.thresholdCredits,
+      dollars: settings.amountDollars,
+      failure,
+    });
     return failure === null ? id : undefined;
   }
 
@@ -370,13 +443,21 @@ export class PurchaseService implements AutoTopupClaimer {
    * A provider's webhook (`POST /platform/payments/webhook`): verified by the provider (400
    * `webhook_signature_invalid` otherwise), then applied — at most once, whatever the replays.
    */
-  async handleWebhook(rawBody: string, header: (name: string) => string | undefined): Promise<{ outcome: WebhookOutcome; event: PaymentEvent; purchase?: PurchaseBody }> {
+  async handleWebhook(
+    rawBody: string,
+    header: (name: string) => string | undefined,
+  ): Promise<{ outcome: WebhookOutcome; event: PaymentEvent; purchase?: PurchaseBody }> {
     const provider = this.#requireProvider();
     const event = provider.verifyWebhook(rawBody, header, this.#now());
     if (event.type === 'other') return { outcome: 'ignored', event };
     const row = await this.#find(provider.name, event.providerRef, event.type === 'refund' ? undefined : event.purchaseId);
     if (!row) {
-      this.#log.warn('a payment webhook names no purchase here; ignored', { provider: provider.name, event_id: event.eventId, type: event.type, provider_ref: event.providerRef });
+      this.#log.warn('a payment webhook names no purchase here; ignored', {
+        provider: provider.name,
+        event_id: event.eventId,
+        type: event.type,
+        provider_ref: event.providerRef,
+      });
       return { outcome: 'ignored', event };
     }
     if (event.type === 'payment_succeeded') {
@@ -392,10 +473,20 @@ export class PurchaseService implements AutoTopupClaimer {
   }
 
   async #find(provider: string, providerRef: string, purchaseId: string | undefined): Promise<Row | undefined> {
-    const byRef = await this.#db.selectFrom('purchases').selectAll().where('provider', '=', provider).where('provider_ref', '=', providerRef).executeTakeFirst();
+    const byRef = await this.#db
+      .selectFrom('purchases')
+      .selectAll()
+      .where('provider', '=', provider)
+      .where('provider_ref', '=', providerRef)
+      .executeTakeFirst();
     if (byRef || purchaseId === undefined || purchaseId.length > MAX_ID_LENGTH) return byRef;
     // The webhook came before the checkout's answer was recorded: found by the id the provider echoes.
-    const byId = await this.#db.selectFrom('purchases').selectAll().where('id', '=', purchaseId).where('provider', '=', provider).executeTakeFirst();
+    const byId = await this.#db
+      .selectFrom('purchases')
+      .selectAll()
+      .where('id', '=', purchaseId)
+      .where('provider', '=', provider)
+      .executeTakeFirst();
     return byId && (byId.provider_ref === null || byId.provider_ref === providerRef) ? byId : undefined;
   }
 
@@ -421,7 +512,11 @@ export class PurchaseService implements AutoTopupClaimer {
       await this.#fail(id, null, `The payment provider "${row.provider}" is not configured on this coordinator.`);
       return purchaseBody(await this.#row(id));
     }
-    await this.#db.updateTable('purchases').set((eb) => ({ attempts: eb('attempts', '+', 1) })).where('id', '=', id).execute();
+    await this.#db
+      .updateTable('purchases')
+      .set((eb) => ({ attempts: eb('attempts', '+', 1) }))
+      .where('id', '=', id)
+      .execute();
     let result: CheckoutResult;
     try {
       result = await withTimeout(
@@ -443,7 +538,8 @@ export class PurchaseService implements AutoTopupClaimer {
       return purchaseBody(await this.#row(id));
     }
     if (result.status === 'confirmed') await this.#confirm(id, result.providerRef);
-    else if (result.status === 'failed') await this.#fail(id, result.providerRef, result.failure ?? 'The payment provider declined the payment.');
+    else if (result.status === 'failed')
+      await this.#fail(id, result.providerRef, result.failure ?? 'The payment provider declined the payment.');
     else {
       await this.#db
         .updateTable('purchases')
@@ -468,14 +564,26 @@ export class PurchaseService implements AutoTopupClaimer {
       const row = await tx.selectFrom('purchases').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
       if (row.status !== 'pending' && row.status !== 'failed') return { applied: false };
       if (row.provider_ref !== null && row.provider_ref !== providerRef) {
-        this.#log.warn('a confirmation names another payment than the purchase recorded; ignored', { purchase_id: id, provider_ref: providerRef, recorded: row.provider_ref });
+        this.#log.warn('a confirmation names another payment than the purchase recorded; ignored', {
+          purchase_id: id,
+          provider_ref: providerRef,
+          recorded: row.provider_ref,
+        });
         return { applied: false };
       }
       const grant = await this.#ledger.grantPurchasedIn(tx, accountId, locked, Number(row.credits), Number(row.dollars) * 100);
       const now = this.#now();
       const moved = await tx
         .updateTable('purchases')
-        .set({ status: 'confirmed', provider_ref: providerRef, grant_id: grant.id, failure: null, retry_at: null, confirmed_at: now, updated_at: now })
+        .set({
+          status: 'confirmed',
+          provider_ref: providerRef,
+          grant_id: grant.id,
+          failure: null,
+          retry_at: null,
+          confirmed_at: now,
+          updated_at: now,
+        })
         .where('id', '=', id)
         .where('status', 'in', ['pending', 'failed'])
         .executeTakeFirst();
@@ -491,7 +599,13 @@ export class PurchaseService implements AutoTopupClaimer {
       await this.#ledger.lockAccount(tx, accountId);
       const moved = await tx
         .updateTable('purchases')
-        .set((eb) => ({ status: 'failed', failure: failure.slice(0, 1000), provider_ref: eb.fn.coalesce('provider_ref', eb.val(providerRef)), retry_at: null, updated_at: this.#now() }))
+        .set((eb) => ({
+          status: 'failed',
+          failure: failure.slice(0, 1000),
+          provider_ref: eb.fn.coalesce('provider_ref', eb.val(providerRef)),
+          retry_at: null,
+          updated_at: this.#now(),
+        }))
         .where('id', '=', id)
         .where('status', '=', 'pending')
         .executeTakeFirst();
@@ -513,10 +627,19 @@ export class PurchaseService implements AutoTopupClaimer {
     return this.#db.transaction().execute(async (tx) => {
       await this.#ledger.lockAccount(tx, accountId);
       const row = await tx.selectFrom('purchases').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
-      const seen = await tx.selectFrom('refunds').select('id').where('provider', '=', row.provider).where('provider_ref', '=', refundRef).executeTakeFirst();
+      const seen = await tx
+        .selectFrom('refunds')
+        .select('id')
+        .where('provider', '=', row.provider)
+        .where('provider_ref', '=', refundRef)
+        .executeTakeFirst();
       if (seen) return 'duplicate';
       if ((row.status !== 'confirmed' && row.status !== 'refunded') || row.grant_id === null) {
-        this.#log.warn('a refund names a purchase that was never confirmed; ignored', { purchase_id: id, refund_ref: refundRef, status: row.status });
+        this.#log.warn('a refund names a purchase that was never confirmed; ignored', {
+          purchase_id: id,
+          refund_ref: refundRef,
+          status: row.status,
+        });
         return 'ignored';
       }
       const paid = Number(row.dollars) * 100;
@@ -529,21 +652,46 @@ export class PurchaseService implements AutoTopupClaimer {
       const after = before + cents;
       const purchased = Number(row.credits);
       const worth = Math.floor((after * purchased) / paid) - Math.floor((before * purchased) / paid);
-      const grant = await tx.selectFrom('credit_grants').select(['credits', 'spent', 'refunded', 'expires_at']).where('id', '=', row.grant_id).executeTakeFirstOrThrow();
+      const grant = await tx
+        .selectFrom('credit_grants')
+        .select(['credits', 'spent', 'refunded', 'expires_at'])
+        .where('id', '=', row.grant_id)
+        .executeTakeFirstOrThrow();
       const now = this.#now();
       const left = Number(grant.expires_at) > now ? Number(grant.credits) - Number(grant.spent) - Number(grant.refunded) : 0;
       const taken = Math.max(0, Math.min(worth, left));
       await tx
         .insertInto('refunds')
-        .values({ id: randomUUID(), purchase_id: id, grant_id: row.grant_id, provider: row.provider, provider_ref: refundRef, cents, credits: taken, unrecovered_credits: worth - taken, created_at: now })
+        .values({
+          id: randomUUID(),
+          purchase_id: id,
+          grant_id: row.grant_id,
+          provider: row.provider,
+          provider_ref: refundRef,
+          cents,
+          credits: taken,
+          unrecovered_credits: worth - taken,
+          created_at: now,
+        })
         .execute();
-      if (taken > 0) await tx.updateTable('credit_grants').set((eb) => ({ refunded: eb('refunded', '+', taken) })).where('id', '=', row.grant_id).execute();
+      if (taken > 0)
+        await tx
+          .updateTable('credit_grants')
+          .set((eb) => ({ refunded: eb('refunded', '+', taken) }))
+          .where('id', '=', row.grant_id)
+          .execute();
       await tx
         .updateTable('purchases')
         .set({ refunded_cents: after, status: after >= paid ? 'refunded' : row.status, updated_at: now })
         .where('id', '=', id)
         .execute();
-      this.#log.info('a purchase was refunded', { purchase_id: id, refund_ref: refundRef, cents, credits: taken, unrecovered_credits: worth - taken });
+      this.#log.info('a purchase was refunded', {
+        purchase_id: id,
+        refund_ref: refundRef,
+        cents,
+        credits: taken,
+        unrecovered_credits: worth - taken,
+      });
       return 'applied';
     });
   }

@@ -77,9 +77,17 @@ export class SessionMeter {
    */
   readonly #sessionsPerCharge: number;
 
-  constructor(db: Kysely<CoordinatorDatabase>, ledger: CreditLedger, now: () => number = Date.now, concurrency = 1, sessionsPerCharge = SESSIONS_PER_CHARGE) {
-    if (!(Number.isInteger(concurrency) && concurrency >= 1)) throw new RangeError(`meter concurrency must be a whole number ≥ 1 (got ${concurrency})`);
-    if (!(Number.isInteger(sessionsPerCharge) && sessionsPerCharge >= 1)) throw new RangeError(`sessionsPerCharge must be a whole number ≥ 1 (got ${sessionsPerCharge})`);
+  constructor(
+    db: Kysely<CoordinatorDatabase>,
+    ledger: CreditLedger,
+    now: () => number = Date.now,
+    concurrency = 1,
+    sessionsPerCharge = SESSIONS_PER_CHARGE,
+  ) {
+    if (!(Number.isInteger(concurrency) && concurrency >= 1))
+      throw new RangeError(`meter concurrency must be a whole number ≥ 1 (got ${concurrency})`);
+    if (!(Number.isInteger(sessionsPerCharge) && sessionsPerCharge >= 1))
+      throw new RangeError(`sessionsPerCharge must be a whole number ≥ 1 (got ${sessionsPerCharge})`);
     this.#sessionsPerCharge = sessionsPerCharge;
     this.#db = db;
     this.#ledger = ledger;
@@ -126,7 +134,8 @@ export class SessionMeter {
     }
     const batches: Array<{ accountId: string; sessionIds: string[] }> = [];
     for (const [accountId, ids] of byAccount) {
-      for (let i = 0; i < ids.length; i += this.#sessionsPerCharge) batches.push({ accountId, sessionIds: ids.slice(i, i + this.#sessionsPerCharge) });
+      for (let i = 0; i < ids.length; i += this.#sessionsPerCharge)
+        batches.push({ accountId, sessionIds: ids.slice(i, i + this.#sessionsPerCharge) });
     }
     let ticks = 0;
     const mustEnd: Array<{ sessionId: string; accountId: string; stop: MeterStop }> = [];
@@ -156,7 +165,11 @@ export class SessionMeter {
    * Ends a session and charges its last seconds in one transaction under its account's lock:
    * nobody reads it ended but not yet billed for its final seconds (`end` marks it, in `tx`).
    */
-  async endAndCharge(sessionId: string, accountId: string, end: (tx: Transaction<CoordinatorDatabase>) => Promise<void>): Promise<SessionCharge> {
+  async endAndCharge(
+    sessionId: string,
+    accountId: string,
+    end: (tx: Transaction<CoordinatorDatabase>) => Promise<void>,
+  ): Promise<SessionCharge> {
     return (await this.#flushAccount(accountId, [sessionId], end)).get(sessionId) ?? { charged: false, unpaid: 0 };
   }
 
@@ -174,7 +187,15 @@ export class SessionMeter {
       const sessions = await tx
         .selectFrom('sessions')
         .leftJoin('runtimes', 'runtimes.id', 'sessions.runtime_id')
-        .select(['sessions.id', 'sessions.status', 'sessions.ready_at', 'sessions.ended_at', 'sessions.max_duration_seconds', 'sessions.billed_seconds', 'sessions.rate_credits_per_second'])
+        .select([
+          'sessions.id',
+          'sessions.status',
+          'sessions.ready_at',
+          'sessions.ended_at',
+          'sessions.max_duration_seconds',
+          'sessions.billed_seconds',
+          'sessions.rate_credits_per_second',
+        ])
         .select('runtimes.heartbeat_at as runtime_heartbeat_at')
         .where('sessions.id', 'in', sessionIds)
         .where('sessions.account_id', '=', accountId)
@@ -189,7 +210,13 @@ export class SessionMeter {
         const billed = Number(session.billed_seconds);
         if (seconds <= billed) continue;
         due.set(session.id, seconds);
-        charges.push({ accountId, sessionId: session.id, seq: billed, seconds: seconds - billed, credits: (seconds - billed) * session.rate_credits_per_second });
+        charges.push({
+          accountId,
+          sessionId: session.id,
+          seq: billed,
+          seconds: seconds - billed,
+          credits: (seconds - billed) * session.rate_credits_per_second,
+        });
       }
       const results = new Map<string, SessionCharge>();
       if (charges.length === 0) return results;
@@ -206,7 +233,9 @@ export class SessionMeter {
         .where('id', 'in', [...due.keys()])
         .execute();
       const capReached =
-        monthlyCreditCap > 0 && [...charged.values()].some((r) => r.charged) && (await this.#ledger.spentThisMonth(accountId, tx)) >= monthlyCreditCap;
+        monthlyCreditCap > 0 &&
+        [...charged.values()].some((r) => r.charged) &&
+        (await this.#ledger.spentThisMonth(accountId, tx)) >= monthlyCreditCap;
       for (const session of sessions) {
         const result = charged.get(session.id);
         if (!result) continue;

@@ -40,7 +40,12 @@ export interface UsageReport {
   /** Every session of the window, listed or not. */
   readonly total: { readonly billed_seconds: number; readonly credits: number };
   /** The window's sessions (listed or not) by model, most credits first. */
-  readonly by_model: ReadonlyArray<{ readonly model: string; readonly sessions: number; readonly billed_seconds: number; readonly credits: number }>;
+  readonly by_model: ReadonlyArray<{
+    readonly model: string;
+    readonly sessions: number;
+    readonly billed_seconds: number;
+    readonly credits: number;
+  }>;
   /**
    * What the window's sessions were charged, by the UTC day the meter charged it (`YYYY-MM-DD`),
    * oldest first; days without charges are left out. Sums to `total`.
@@ -50,7 +55,12 @@ export interface UsageReport {
   readonly truncated: boolean;
 }
 
-export async function usageReport(db: Kysely<CoordinatorDatabase>, accountId: string, since: number, options: UsageOptions = {}): Promise<UsageReport> {
+export async function usageReport(
+  db: Kysely<CoordinatorDatabase>,
+  accountId: string,
+  since: number,
+  options: UsageOptions = {},
+): Promise<UsageReport> {
   const { until, keyId } = options;
   const rows = await db
     .selectFrom('sessions as s')
@@ -96,7 +106,10 @@ export async function usageReport(db: Kysely<CoordinatorDatabase>, accountId: st
       .selectFrom('meter_ticks as t')
       .innerJoin('sessions as s', 's.id', 't.session_id')
       .leftJoin('tokens as k', 'k.id', 's.token_id')
-      .select((eb) => [eb.fn.sum<number | string | null>('t.seconds').as('seconds'), eb.fn.sum<number | string | null>('t.credits').as('credits')])
+      .select((eb) => [
+        eb.fn.sum<number | string | null>('t.seconds').as('seconds'),
+        eb.fn.sum<number | string | null>('t.credits').as('credits'),
+      ])
       .where('s.account_id', '=', accountId)
       .where('s.created_at', '>=', since)
       .$if(until !== undefined, (q) => q.where('s.created_at', '<', until!))
@@ -113,7 +126,11 @@ export async function usageReport(db: Kysely<CoordinatorDatabase>, accountId: st
       (eb) =>
         eb
           .selectFrom('meter_ticks')
-          .select(['session_id', (e) => e.fn.sum<number | string>('seconds').as('seconds'), (e) => e.fn.sum<number | string>('credits').as('credits')])
+          .select([
+            'session_id',
+            (e) => e.fn.sum<number | string>('seconds').as('seconds'),
+            (e) => e.fn.sum<number | string>('credits').as('credits'),
+          ])
           .groupBy('session_id')
           .as('t'),
       (join) => join.onRef('t.session_id', '=', 's.id'),

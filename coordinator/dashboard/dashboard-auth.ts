@@ -18,7 +18,14 @@
 import type { Context } from 'hono';
 import { getCookie, setCookie } from 'hono/cookie';
 import { ArclightError } from '../../protocol/errors.ts';
-import { CSRF_HEADER, DASHBOARD_COOKIE, DASHBOARD_SESSION_MS, csrfTokenMatches, type DashboardSession, type DashboardSessionStore } from './dashboard-sessions.ts';
+import {
+  CSRF_HEADER,
+  DASHBOARD_COOKIE,
+  DASHBOARD_SESSION_MS,
+  csrfTokenMatches,
+  type DashboardSession,
+  type DashboardSessionStore,
+} from './dashboard-sessions.ts';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
@@ -60,9 +67,17 @@ export class DashboardAuth {
     // Checked before the session is looked up: a cross-site request learns nothing, touches nothing.
     if (unsafe) this.assertSameOrigin(c);
     const session = await this.#store.authenticate(cookie);
-    if (!session) throw new ArclightError('unauthorized', 'The dashboard session has ended (signed out, expired, or its API key was revoked); sign in again.');
+    if (!session)
+      throw new ArclightError(
+        'unauthorized',
+        'The dashboard session has ended (signed out, expired, or its API key was revoked); sign in again.',
+      );
     if (unsafe && !csrfTokenMatches(cookie, c.req.header(CSRF_HEADER))) {
-      throw new ArclightError('csrf_check_failed', `A change made with the dashboard cookie must carry the session's ${CSRF_HEADER} header (the csrf_token of the sign-in answer).`, { field: CSRF_HEADER });
+      throw new ArclightError(
+        'csrf_check_failed',
+        `A change made with the dashboard cookie must carry the session's ${CSRF_HEADER} header (the csrf_token of the sign-in answer).`,
+        { field: CSRF_HEADER },
+      );
     }
     return { session, cookie };
   }
@@ -79,12 +94,22 @@ export class DashboardAuth {
     }
     const origin = c.req.header('origin');
     if (origin === undefined) return;
-    if (!this.#origins(c).has(origin)) throw new ArclightError('csrf_check_failed', `Requests from ${origin} are refused here: only the dashboard's own pages may make them.`);
+    if (!this.#origins(c).has(origin))
+      throw new ArclightError(
+        'csrf_check_failed',
+        `Requests from ${origin} are refused here: only the dashboard's own pages may make them.`,
+      );
   }
 
   /** `Set-Cookie` for a new session: HttpOnly, SameSite=Strict, Path=/, Secure over https, 12 h. */
   setSessionCookie(c: Context, value: string): void {
-    setCookie(c, DASHBOARD_COOKIE, value, { path: '/', httpOnly: true, sameSite: 'Strict', secure: this.#secure(c), maxAge: DASHBOARD_SESSION_MS / 1000 });
+    setCookie(c, DASHBOARD_COOKIE, value, {
+      path: '/',
+      httpOnly: true,
+      sameSite: 'Strict',
+      secure: this.#secure(c),
+      maxAge: DASHBOARD_SESSION_MS / 1000,
+    });
   }
 
   /** `Set-Cookie` that removes it (sign-out, or a cookie naming no live session). */
@@ -105,6 +130,10 @@ export class DashboardAuth {
 
   /** Over https (here, at a proxy, or by the public URL): the cookie is `Secure`. */
   #secure(c: Context): boolean {
-    return new URL(c.req.url).protocol === 'https:' || c.req.header('x-forwarded-proto') === 'https' || this.#publicOrigin?.startsWith('https:') === true;
+    return (
+      new URL(c.req.url).protocol === 'https:' ||
+      c.req.header('x-forwarded-proto') === 'https' ||
+      this.#publicOrigin?.startsWith('https:') === true
+    );
   }
 }

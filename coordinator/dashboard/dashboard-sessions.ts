@@ -78,7 +78,10 @@ export function csrfTokenMatches(sessionId: string, presented: string | undefine
 }
 
 const LINK_INVALID = () =>
-  new ArclightError('sign_in_link_invalid', 'This sign-in link is not valid: it was used already, has expired (links last 15 minutes), or was never issued. Ask your operator for a new one.');
+  new ArclightError(
+    'sign_in_link_invalid',
+    'This sign-in link is not valid: it was used already, has expired (links last 15 minutes), or was never issued. Ask your operator for a new one.',
+  );
 
 export class DashboardSessionStore {
   readonly #db: Kysely<CoordinatorDatabase>;
@@ -90,17 +93,38 @@ export class DashboardSessionStore {
   }
 
   /** Opens a session for the account (the caller has checked the credential). */
-  async signIn(accountId: string, apiKeyId: string | null, method: DashboardSignInMethod, db: Kysely<CoordinatorDatabase> = this.#db): Promise<DashboardSignIn> {
+  async signIn(
+    accountId: string,
+    apiKeyId: string | null,
+    method: DashboardSignInMethod,
+    db: Kysely<CoordinatorDatabase> = this.#db,
+  ): Promise<DashboardSignIn> {
     const cookie = SESSION_PREFIX + randomBytes(32).toString('base64url');
     const now = this.#now();
     const expiresAt = now + DASHBOARD_SESSION_MS;
     await db
       .insertInto('dashboard_sessions')
-      .values({ id_hash: sha256(cookie), account_id: accountId, api_key_id: apiKeyId, method, created_at: now, expires_at: expiresAt, last_seen_at: now })
+      .values({
+        id_hash: sha256(cookie),
+        account_id: accountId,
+        api_key_id: apiKeyId,
+        method,
+        created_at: now,
+        expires_at: expiresAt,
+        last_seen_at: now,
+      })
       .execute();
     return {
       cookie,
-      session: { accountId, apiKeyId, method, createdAt: now, expiresAt, idleExpiresAt: Math.min(expiresAt, now + DASHBOARD_IDLE_MS), csrfToken: csrfTokenFor(cookie) },
+      session: {
+        accountId,
+        apiKeyId,
+        method,
+        createdAt: now,
+        expiresAt,
+        idleExpiresAt: Math.min(expiresAt, now + DASHBOARD_IDLE_MS),
+        csrfToken: csrfTokenFor(cookie),
+      },
     };
   }
 
@@ -158,7 +182,10 @@ export class DashboardSessionStore {
     const token = LINK_PREFIX + randomBytes(32).toString('base64url');
     const now = this.#now();
     const expiresAt = now + SIGN_IN_LINK_MS;
-    await this.#db.insertInto('dashboard_links').values({ token_hash: sha256(token), account_id: accountId, created_at: now, expires_at: expiresAt, used_at: null }).execute();
+    await this.#db
+      .insertInto('dashboard_links')
+      .values({ token_hash: sha256(token), account_id: accountId, created_at: now, expires_at: expiresAt, used_at: null })
+      .execute();
     return { token, expiresAt };
   }
 
@@ -188,7 +215,10 @@ export class DashboardSessionStore {
   /** Housekeeping: deletes ended sessions and links past their expiry (used or not). */
   async purge(): Promise<void> {
     const now = this.#now();
-    await this.#db.deleteFrom('dashboard_sessions').where((eb) => eb.or([eb('expires_at', '<=', now), eb('last_seen_at', '<=', now - DASHBOARD_IDLE_MS)])).execute();
+    await this.#db
+      .deleteFrom('dashboard_sessions')
+      .where((eb) => eb.or([eb('expires_at', '<=', now), eb('last_seen_at', '<=', now - DASHBOARD_IDLE_MS)]))
+      .execute();
     await this.#db.deleteFrom('dashboard_links').where('expires_at', '<=', now).execute();
   }
 }

@@ -65,7 +65,12 @@ export class HousekeeperLease {
 
   /** Gives the lease up (a clean shutdown), so another replica takes it at its next try. */
   async release(): Promise<void> {
-    await this.#db.updateTable('leases').set({ expires_at: 0 }).where('name', '=', HOUSEKEEPING_LEASE).where('holder', '=', this.holder).execute();
+    await this.#db
+      .updateTable('leases')
+      .set({ expires_at: 0 })
+      .where('name', '=', HOUSEKEEPING_LEASE)
+      .where('holder', '=', this.holder)
+      .execute();
   }
 
   async state(): Promise<LeaseState | undefined> {

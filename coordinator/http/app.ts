@@ -70,7 +70,15 @@ export interface CoordinatorServices {
  * runtime secrets, which live on servers; they answer no preflight.
  */
 const BROWSER_PATHS = ['/sessions', '/sessions/*', '/pricing'];
-const BROWSER_REQUEST_HEADERS = ['Authorization', 'Content-Type', API_VERSION_HEADER, API_ACCEPT_VERSION_HEADER, WEBRTC_VERSION_HEADER, 'Idempotency-Key', 'Last-Event-ID'];
+const BROWSER_REQUEST_HEADERS = [
+  'Authorization',
+  'Content-Type',
+  API_VERSION_HEADER,
+  API_ACCEPT_VERSION_HEADER,
+  WEBRTC_VERSION_HEADER,
+  'Idempotency-Key',
+  'Last-Event-ID',
+];
 const BROWSER_EXPOSED_HEADERS = ['Retry-After'];
 
 export function createCoordinatorApp(services: CoordinatorServices): Hono {
@@ -113,7 +121,9 @@ export function createCoordinatorApp(services: CoordinatorServices): Hono {
     return c.json({ status: 'healthy', database: services.storage.engine, version: SERVER_VERSION }, 200);
   });
 
-  app.get('/metrics', async (c) => c.body(await services.metrics.registry.metrics(), 200, { 'content-type': services.metrics.registry.contentType }));
+  app.get('/metrics', async (c) =>
+    c.body(await services.metrics.registry.metrics(), 200, { 'content-type': services.metrics.registry.contentType }),
+  );
 
   app.post('/tokens', async (c) => {
     const key = c.req.header(API_KEY_HEADER);
@@ -126,7 +136,12 @@ export function createCoordinatorApp(services: CoordinatorServices): Hono {
 
   const auth = createBearerAuthenticator(services.tokens, services.apiKeys);
   const dashboard = new DashboardAuth(services.dashboardSessions, { publicUrl: services.publicUrl });
-  registerDashboardRoutes(app, { apiKeys: services.apiKeys, store: services.dashboardSessions, auth: dashboard, storage: services.storage });
+  registerDashboardRoutes(app, {
+    apiKeys: services.apiKeys,
+    store: services.dashboardSessions,
+    auth: dashboard,
+    storage: services.storage,
+  });
   registerPlatformRoutes(app, {
     auth,
     dashboard,

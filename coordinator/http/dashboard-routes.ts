@@ -78,7 +78,11 @@ export function registerDashboardRoutes(app: Hono, services: DashboardRouteServi
   app.get('/dashboard/:file', (c) => serve(c.req.param('file')));
 
   const body = async (c: Context, session: DashboardSession): Promise<DashboardSessionBody> => {
-    const account = await services.storage.db.selectFrom('accounts').select(['id', 'name']).where('id', '=', session.accountId).executeTakeFirstOrThrow();
+    const account = await services.storage.db
+      .selectFrom('accounts')
+      .select(['id', 'name'])
+      .where('id', '=', session.accountId)
+      .executeTakeFirstOrThrow();
     c.header('Cache-Control', 'no-store');
     return {
       account: { id: account.id, name: account.name },
@@ -100,27 +104,42 @@ export function registerDashboardRoutes(app: Hono, services: DashboardRouteServi
     auth.assertSameOrigin(c);
     const type = c.req.header('content-type') ?? '';
     if (!/^application\/json\b/i.test(type)) {
-      throw new ArclightError('invalid_request', 'Send the sign-in as JSON (Content-Type: application/json): {"api_key": "rk_…"} or {"link": "dl_…"}.', { field: 'Content-Type' });
+      throw new ArclightError(
+        'invalid_request',
+        'Send the sign-in as JSON (Content-Type: application/json): {"api_key": "rk_…"} or {"link": "dl_…"}.',
+        { field: 'Content-Type' },
+      );
     }
     const fields = await objectBody(c, ['api_key', 'link']);
     const apiKey = fields['api_key'];
     const link = fields['link'];
     if ((apiKey === undefined) === (link === undefined)) {
-      throw new ArclightError('invalid_request', 'Send exactly one of api_key (an rk_ API key of the account) and link (the token of a sign-in link).', { field: apiKey === undefined ? '/api_key' : '/link' });
+      throw new ArclightError(
+        'invalid_request',
+        'Send exactly one of api_key (an rk_ API key of the account) and link (the token of a sign-in link).',
+        { field: apiKey === undefined ? '/api_key' : '/link' },
+      );
     }
     let signedIn;
     if (apiKey !== undefined) {
-      if (typeof apiKey !== 'string' || apiKey.trim() === '') throw new ArclightError('invalid_request', 'api_key must be the API key, a string starting with rk_.', { field: '/api_key' });
+      if (typeof apiKey !== 'string' || apiKey.trim() === '')
+        throw new ArclightError('invalid_request', 'api_key must be the API key, a string starting with rk_.', { field: '/api_key' });
       const key = apiKey.trim();
       // Tokens from POST /tokens (scoped or not) are for sessions and servers, never a sign-in.
       if (!key.startsWith(API_KEY_PREFIX) && JWT_SHAPE.test(key)) {
-        throw new ArclightError('forbidden', 'Tokens are not accepted for the dashboard: sign in with an API key of the account (rk_…), or a sign-in link from your operator.', { field: '/api_key' });
+        throw new ArclightError(
+          'forbidden',
+          'Tokens are not accepted for the dashboard: sign in with an API key of the account (rk_…), or a sign-in link from your operator.',
+          { field: '/api_key' },
+        );
       }
       const owner = await services.apiKeys.authenticate(key);
-      if (!owner) throw new ArclightError('unauthorized', 'The API key is not valid (unknown, revoked or malformed).', { field: '/api_key' });
+      if (!owner)
+        throw new ArclightError('unauthorized', 'The API key is not valid (unknown, revoked or malformed).', { field: '/api_key' });
       signedIn = await store.signIn(owner.accountId, owner.keyId, 'api_key');
     } else {
-      if (typeof link !== 'string') throw new ArclightError('invalid_request', 'link must be the token of a sign-in link (dl_…).', { field: '/link' });
+      if (typeof link !== 'string')
+        throw new ArclightError('invalid_request', 'link must be the token of a sign-in link (dl_…).', { field: '/link' });
       signedIn = await store.redeemLink(link.trim());
     }
     // A cookie of an earlier session in this browser is replaced; that session ends now.

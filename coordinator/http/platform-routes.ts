@@ -93,9 +93,17 @@ function isObject(value: unknown): value is Record<string, unknown> {
 /** A body that must be a JSON object with at most `allowed` fields (an empty body reads as `{}`). */
 export async function objectBody(c: Context, allowed: readonly string[]): Promise<Record<string, unknown>> {
   const body = await readJson(c);
-  if (!isObject(body)) throw new ArclightError('invalid_request', `The body must be a JSON object${allowed.length ? `: {${allowed.map((f) => `${f}?`).join(', ')}}` : ' without fields, or empty'}.`, { field: '' });
+  if (!isObject(body))
+    throw new ArclightError(
+      'invalid_request',
+      `The body must be a JSON object${allowed.length ? `: {${allowed.map((f) => `${f}?`).join(', ')}}` : ' without fields, or empty'}.`,
+      { field: '' },
+    );
   for (const field of Object.keys(body)) {
-    if (!allowed.includes(field)) throw new ArclightError('invalid_request', `Unknown field "${field}"${allowed.length ? ` (accepted: ${allowed.join(', ')})` : ''}.`, { field: `/${field.replace(/~/g, '~0').replace(/\//g, '~1')}` });
+    if (!allowed.includes(field))
+      throw new ArclightError('invalid_request', `Unknown field "${field}"${allowed.length ? ` (accepted: ${allowed.join(', ')})` : ''}.`, {
+        field: `/${field.replace(/~/g, '~0').replace(/\//g, '~1')}`,
+      });
   }
   return body;
 }
@@ -105,7 +113,8 @@ function timeParam(c: Context, name: string): number | undefined {
   const text = c.req.query(name);
   if (text === undefined) return undefined;
   const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < 0) throw new ArclightError('invalid_request', `${name} must be a time in ms since the epoch.`, { field: name });
+  if (!Number.isSafeInteger(value) || value < 0)
+    throw new ArclightError('invalid_request', `${name} must be a time in ms since the epoch.`, { field: name });
   return value;
 }
 
@@ -114,7 +123,8 @@ function intParam(c: Context, name: string, min: number, max: number): number | 
   const text = c.req.query(name);
   if (text === undefined) return undefined;
   const value = Number(text);
-  if (!/^\d{1,9}$/.test(text) || value < min || value > max) throw new ArclightError('invalid_request', `${name} must be a whole number from ${min} to ${max}.`, { field: name });
+  if (!/^\d{1,9}$/.test(text) || value < min || value > max)
+    throw new ArclightError('invalid_request', `${name} must be a whole number from ${min} to ${max}.`, { field: name });
   return value;
 }
 
@@ -129,7 +139,8 @@ export function registerPlatformRoutes(app: Hono, services: PlatformRouteService
     }
     const actor = await services.auth.actor(c, { allowApiKey: true });
     if (actor.kind === 'api_key') return { accountId: actor.accountId, keyId: actor.keyId, via: 'api_key' };
-    if (actor.token.scoped) throw new ArclightError('forbidden', 'Session tokens are not accepted on the platform API; use the API key from a server.');
+    if (actor.token.scoped)
+      throw new ArclightError('forbidden', 'Session tokens are not accepted on the platform API; use the API key from a server.');
     return { accountId: actor.token.accountId, keyId: actor.token.apiKeyId, via: 'token' };
   };
   const accountOf = async (c: Context): Promise<string> => (await callerOf(c)).accountId;
@@ -142,7 +153,10 @@ export function registerPlatformRoutes(app: Hono, services: PlatformRouteService
   const keyManager = async (c: Context): Promise<PlatformCaller> => {
     const caller = await callerOf(c);
     if (caller.via === 'token' && caller.keyId !== null && !(await apiKeys.isActive(caller.keyId))) {
-      throw new ArclightError('unauthorized', 'The API key this token was minted with has been revoked or rotated; managing keys needs an active API key or a token minted with one.');
+      throw new ArclightError(
+        'unauthorized',
+        'The API key this token was minted with has been revoked or rotated; managing keys needs an active API key or a token minted with one.',
+      );
     }
     return caller;
   };
@@ -182,7 +196,17 @@ export function registerPlatformRoutes(app: Hono, services: PlatformRouteService
       .selectFrom('sessions as s')
       .innerJoin('models as m', 'm.id', 's.model_id')
       .leftJoin('tokens as k', 'k.id', 's.token_id')
-      .select(['s.id', 'm.name', 'k.api_key_id', 's.status', 's.created_at', 's.ready_at', 's.max_duration_seconds', 's.billed_seconds', 's.rate_credits_per_second'])
+      .select([
+        's.id',
+        'm.name',
+        'k.api_key_id',
+        's.status',
+        's.created_at',
+        's.ready_at',
+        's.max_duration_seconds',
+        's.billed_seconds',
+        's.rate_credits_per_second',
+      ])
       .where('s.account_id', '=', accountId)
       .where('s.status', '!=', 'ended')
       .orderBy('s.created_at', 'desc')
@@ -215,13 +239,24 @@ export function registerPlatformRoutes(app: Hono, services: PlatformRouteService
     const body = await objectBody(c, ['reason']);
     const reason = body['reason'];
     if (reason !== undefined && (typeof reason !== 'string' || reason.length === 0 || reason.length > MAX_END_REASON_LENGTH)) {
-      throw new ArclightError('invalid_request', `reason must be a string of 1 to ${MAX_END_REASON_LENGTH} characters.`, { field: '/reason' });
+      throw new ArclightError('invalid_request', `reason must be a string of 1 to ${MAX_END_REASON_LENGTH} characters.`, {
+        field: '/reason',
+      });
     }
     const id = c.req.param('id');
     const db = services.storage.db;
-    const owned = id.length > 128 ? undefined : await db.selectFrom('sessions').select(['id', 'status']).where('id', '=', id).where('account_id', '=', caller.accountId).executeTakeFirst();
+    const owned =
+      id.length > 128
+        ? undefined
+        : await db
+            .selectFrom('sessions')
+            .select(['id', 'status'])
+            .where('id', '=', id)
+            .where('account_id', '=', caller.accountId)
+            .executeTakeFirst();
     if (!owned) throw new ArclightError('session_not_found', 'This account has no session with that id.');
-    if (owned.status !== 'ended') await services.lifecycle.end(owned.id, reason ?? 'The session was ended from the account dashboard or the platform API.');
+    if (owned.status !== 'ended')
+      await services.lifecycle.end(owned.id, reason ?? 'The session was ended from the account dashboard or the platform API.');
     const row = await db
       .selectFrom('sessions as s')
       .innerJoin('models as m', 'm.id', 's.model_id')
@@ -244,7 +279,12 @@ export function registerPlatformRoutes(app: Hono, services: PlatformRouteService
     const accountId = await accountOf(c);
     const models = await services.catalog.listVisible(accountId);
     return c.json({
-      models: models.map((m) => ({ id: m.id, name: m.name, public: m.public, rate: { amount_per_sec: m.rateCreditsPerSecond, unit: 'credits', denomination: 'second' } })),
+      models: models.map((m) => ({
+        id: m.id,
+        name: m.name,
+        public: m.public,
+        rate: { amount_per_sec: m.rateCreditsPerSecond, unit: 'credits', denomination: 'second' },
+      })),
     });
   });
 
@@ -265,7 +305,8 @@ export function registerPlatformRoutes(app: Hono, services: PlatformRouteService
     const accountId = await accountOf(c);
     const since = timeParam(c, 'since') ?? services.now() - DEFAULT_USAGE_WINDOW_MS;
     const until = timeParam(c, 'until');
-    if (until !== undefined && until <= since) throw new ArclightError('invalid_request', 'until must be later than since.', { field: 'until' });
+    if (until !== undefined && until <= since)
+      throw new ArclightError('invalid_request', 'until must be later than since.', { field: 'until' });
     const keyId = c.req.query('key_id');
     if (keyId !== undefined && !(await apiKeys.getOwned(accountId, keyId))) {
       throw new ArclightError('api_key_not_found', 'This account has no API key with that id.', { field: 'key_id' });
@@ -274,8 +315,15 @@ export function registerPlatformRoutes(app: Hono, services: PlatformRouteService
       ...(until === undefined ? {} : { until }),
       ...(keyId === undefined ? {} : { keyId }),
     });
-    const account = await services.storage.db.selectFrom('accounts').select('monthly_credit_cap').where('id', '=', accountId).executeTakeFirst();
-    return c.json({ ...report, month: { spent_credits: await services.ledger.spentThisMonth(accountId), cap_credits: Number(account?.monthly_credit_cap ?? 0) } });
+    const account = await services.storage.db
+      .selectFrom('accounts')
+      .select('monthly_credit_cap')
+      .where('id', '=', accountId)
+      .executeTakeFirst();
+    return c.json({
+      ...report,
+      month: { spent_credits: await services.ledger.spentThisMonth(accountId), cap_credits: Number(account?.monthly_credit_cap ?? 0) },
+    });
   });
 
   // Purchases and automatic top-up (docs/coordinator.md "Purchases and automatic top-up").
@@ -283,13 +331,19 @@ export function registerPlatformRoutes(app: Hono, services: PlatformRouteService
     const caller = await accountManager(c);
     const header = c.req.header('idempotency-key');
     if (header !== undefined && !IDEMPOTENCY_KEY.test(header)) {
-      throw new ArclightError('invalid_request', 'Idempotency-Key must be 1–255 printable ASCII characters without spaces.', { field: 'Idempotency-Key' });
+      throw new ArclightError('invalid_request', 'Idempotency-Key must be 1–255 printable ASCII characters without spaces.', {
+        field: 'Idempotency-Key',
+      });
     }
     const body = await objectBody(c, ['dollars']);
-    if (body['dollars'] === undefined) throw new ArclightError('invalid_request', 'dollars (whole US dollars) is required.', { field: '/dollars' });
+    if (body['dollars'] === undefined)
+      throw new ArclightError('invalid_request', 'dollars (whole US dollars) is required.', { field: '/dollars' });
     const { purchase } = await purchases.create(caller.accountId, body['dollars'], header);
     if (purchase.status === 'failed') {
-      throw new ArclightError('payment_failed', `The payment failed: ${purchase.failure ?? 'declined'} (purchase ${purchase.id}; nothing was granted).`);
+      throw new ArclightError(
+        'payment_failed',
+        `The payment failed: ${purchase.failure ?? 'declined'} (purchase ${purchase.id}; nothing was granted).`,
+      );
     }
     return c.json(purchase, purchase.status === 'pending' ? 202 : 200);
   });
@@ -298,7 +352,9 @@ export function registerPlatformRoutes(app: Hono, services: PlatformRouteService
     const accountId = await accountOf(c);
     const limit = intParam(c, 'limit', 1, MAX_PURCHASES_PAGE);
     const cursor = c.req.query('cursor');
-    return c.json(await purchases.list(accountId, { ...(limit === undefined ? {} : { limit }), ...(cursor === undefined ? {} : { cursor }) }));
+    return c.json(
+      await purchases.list(accountId, { ...(limit === undefined ? {} : { limit }), ...(cursor === undefined ? {} : { cursor }) }),
+    );
   });
 
   app.get('/platform/purchases/:id', async (c) => c.json(await purchases.get(await accountOf(c), c.req.param('id'))));

@@ -24,7 +24,8 @@ export async function readJson(c: Context): Promise<unknown> {
   // reaching a query would be a 500 there (SQLite would store or miss it silently).
   if (text.includes('\\u0000') || text.includes('\u0000')) {
     const field = nulField(value, '');
-    if (field !== undefined) throw new ArclightError('invalid_request', 'Text in the body may not contain the NUL character (U+0000).', { field });
+    if (field !== undefined)
+      throw new ArclightError('invalid_request', 'Text in the body may not contain the NUL character (U+0000).', { field });
   }
   return value;
 }

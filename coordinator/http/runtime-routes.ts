@@ -36,7 +36,8 @@ function isObject(value: unknown): value is Record<string, unknown> {
 export function registerRuntimeRoutes(app: Hono, services: RuntimeRouteServices): void {
   const expected = services.runtimeSecret === undefined ? undefined : Buffer.from(services.runtimeSecret);
   const authenticate = (c: Context): void => {
-    if (!expected) throw new ArclightError('forbidden', 'Runtime registration is not enabled on this coordinator (no runtime secret configured).');
+    if (!expected)
+      throw new ArclightError('forbidden', 'Runtime registration is not enabled on this coordinator (no runtime secret configured).');
     const given = Buffer.from(c.req.header(RUNTIME_SECRET_HEADER) ?? '');
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
       throw new ArclightError('unauthorized', `Send the runtime secret in the ${RUNTIME_SECRET_HEADER} header.`);
@@ -48,17 +49,28 @@ export function registerRuntimeRoutes(app: Hono, services: RuntimeRouteServices)
     const body = await readJson(c);
     if (!isObject(body)) throw new ArclightError('invalid_request', 'The body must be a JSON object.', { field: '' });
     const { id, url, model, slots = 1, capabilities } = body;
-    if (typeof id !== 'string' || !RUNTIME_ID.test(id)) throw new ArclightError('invalid_request', 'id must be 1–128 letters, digits, ".", "_" or "-".', { field: '/id' });
-    if (typeof url !== 'string' || !/^https?:\/\/[^\s/]+/.test(url)) throw new ArclightError('invalid_request', 'url must be the runtime\'s http(s) base URL.', { field: '/url' });
+    if (typeof id !== 'string' || !RUNTIME_ID.test(id))
+      throw new ArclightError('invalid_request', 'id must be 1–128 letters, digits, ".", "_" or "-".', { field: '/id' });
+    if (typeof url !== 'string' || !/^https?:\/\/[^\s/]+/.test(url))
+      throw new ArclightError('invalid_request', "url must be the runtime's http(s) base URL.", { field: '/url' });
     if (typeof slots !== 'number' || !Number.isInteger(slots) || slots < 1 || slots > MAX_SLOTS) {
       throw new ArclightError('invalid_request', `slots must be an integer from 1 to ${MAX_SLOTS}.`, { field: '/slots' });
     }
     if (!isObject(capabilities) || !Array.isArray(capabilities['tracks'])) {
-      throw new ArclightError('invalid_request', 'capabilities must be the runtime\'s capabilities document.', { field: '/capabilities' });
+      throw new ArclightError('invalid_request', "capabilities must be the runtime's capabilities document.", { field: '/capabilities' });
     }
     const catalogModel = typeof model === 'string' ? await services.catalog.byName(model) : undefined;
-    if (!catalogModel) throw new ArclightError('invalid_request', `model must name a model in the catalog; "${String(model)}" is not one.`, { field: '/model' });
-    await services.registry.register({ id, url: url.replace(/\/+$/, ''), modelId: catalogModel.id, slots, capabilities: capabilities as unknown as Capabilities });
+    if (!catalogModel)
+      throw new ArclightError('invalid_request', `model must name a model in the catalog; "${String(model)}" is not one.`, {
+        field: '/model',
+      });
+    await services.registry.register({
+      id,
+      url: url.replace(/\/+$/, ''),
+      modelId: catalogModel.id,
+      slots,
+      capabilities: capabilities as unknown as Capabilities,
+    });
     services.onCapacity();
     return c.json({ id, heartbeat_interval_ms: services.registry.heartbeatIntervalMs }, 200);
   });
@@ -86,7 +98,8 @@ export function registerRuntimeRoutes(app: Hono, services: RuntimeRouteServices)
     // Checked before anything ends: a body the runtime would never send (not an object, a
     // reason that is not text) is a fault to report, not a request to end the session.
     if (!isObject(body)) throw new ArclightError('invalid_request', 'The body must be a JSON object: {reason?}.', { field: '' });
-    if (body['reason'] !== undefined && typeof body['reason'] !== 'string') throw new ArclightError('invalid_request', 'reason must be text.', { field: '/reason' });
+    if (body['reason'] !== undefined && typeof body['reason'] !== 'string')
+      throw new ArclightError('invalid_request', 'reason must be text.', { field: '/reason' });
     const reason = typeof body['reason'] === 'string' ? body['reason'].slice(0, 256) : 'ended by the runtime';
     await services.lifecycle.end(session.id, reason, { fromRuntime: true });
     services.onCapacity();

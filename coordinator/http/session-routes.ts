@@ -37,7 +37,9 @@ const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 function idempotencyKey(header: string | undefined): string | undefined {
   if (header === undefined) return undefined;
   if (!IDEMPOTENCY_KEY.test(header)) {
-    throw new ArclightError('invalid_request', 'Idempotency-Key must be 1–255 printable ASCII characters without spaces.', { field: 'Idempotency-Key' });
+    throw new ArclightError('invalid_request', 'Idempotency-Key must be 1–255 printable ASCII characters without spaces.', {
+      field: 'Idempotency-Key',
+    });
   }
   return header;
 }
@@ -74,9 +76,11 @@ export function registerSessionRoutes(app: Hono, services: SessionRouteServices)
   const runtimeOf = async (session: SessionRecord) => (session.runtime_id === null ? undefined : services.registry.get(session.runtime_id));
   /** The runtime serving an open session: 410 once it has ended, 409 before a GPU is assigned. */
   const servingRuntime = async (session: SessionRecord) => {
-    if (session.status === 'ended') throw new ArclightError('session_ended', `Session ${session.id} has ended${session.end_reason ? ` (${session.end_reason})` : ''}.`);
+    if (session.status === 'ended')
+      throw new ArclightError('session_ended', `Session ${session.id} has ended${session.end_reason ? ` (${session.end_reason})` : ''}.`);
     const runtime = await runtimeOf(session);
-    if (!runtime) throw new ArclightError('not_ready', 'No GPU is serving this session yet; poll GET /sessions/{id} until it has capabilities.');
+    if (!runtime)
+      throw new ArclightError('not_ready', 'No GPU is serving this session yet; poll GET /sessions/{id} until it has capabilities.');
     return runtime;
   };
 
@@ -199,7 +203,9 @@ export function registerSessionRoutes(app: Hono, services: SessionRouteServices)
     }
     const reason = (body as { reason?: unknown }).reason;
     if (reason !== undefined && (typeof reason !== 'string' || reason.length > MAX_REASON_LENGTH)) {
-      throw new ArclightError('invalid_request', `reason must be a string of at most ${MAX_REASON_LENGTH} characters.`, { field: '/reason' });
+      throw new ArclightError('invalid_request', `reason must be a string of at most ${MAX_REASON_LENGTH} characters.`, {
+        field: '/reason',
+      });
     }
     // The meter stops at termination (its last seconds are charged now); the runtime tells every client why.
     const ended = await services.lifecycle.end(session.id, reason ?? 'The session was ended by its owner.');

@@ -36,7 +36,11 @@ export class ModelCatalog {
   }
 
   async grant(accountId: string, modelId: string): Promise<void> {
-    await this.#db.insertInto('model_grants').values({ account_id: accountId, model_id: modelId }).onConflict((oc) => oc.doNothing()).execute();
+    await this.#db
+      .insertInto('model_grants')
+      .values({ account_id: accountId, model_id: modelId })
+      .onConflict((oc) => oc.doNothing())
+      .execute();
   }
 
   async byName(name: string): Promise<CatalogModel | undefined> {
@@ -59,7 +63,9 @@ export class ModelCatalog {
   async listVisible(accountId: string): Promise<CatalogModel[]> {
     const rows = await this.#db
       .selectFrom('models')
-      .leftJoin('model_grants', (join) => join.onRef('model_grants.model_id', '=', 'models.id').on('model_grants.account_id', '=', accountId))
+      .leftJoin('model_grants', (join) =>
+        join.onRef('model_grants.model_id', '=', 'models.id').on('model_grants.account_id', '=', accountId),
+      )
       .select(['models.id', 'models.name', 'models.rate_credits_per_second', 'models.public', 'model_grants.account_id as granted'])
       .where((eb) => eb.or([eb('models.public', '=', 1), eb('model_grants.account_id', 'is not', null)]))
       .orderBy('models.name')
@@ -72,7 +78,9 @@ export class ModelCatalog {
     if (names.length === 0) return new Map();
     const rows = await this.#db
       .selectFrom('models')
-      .leftJoin('model_grants', (join) => join.onRef('model_grants.model_id', '=', 'models.id').on('model_grants.account_id', '=', accountId))
+      .leftJoin('model_grants', (join) =>
+        join.onRef('model_grants.model_id', '=', 'models.id').on('model_grants.account_id', '=', accountId),
+      )
       .select(['models.id', 'models.name', 'models.rate_credits_per_second', 'models.public', 'model_grants.account_id as granted'])
       .where('models.name', 'in', [...names])
       .execute();

@@ -43,6 +43,10 @@ export function pricingResponse(settings: PricingSettings, models: readonly Cata
       auto_topup: { min_dollars: settings.autoTopupMinDollars, ...(threshold !== undefined ? { max_threshold_credits: threshold } : {}) },
       max_account_credits: settings.maxAccountCredits,
     },
-    models: models.map((m) => ({ id: m.id, name: m.name, rate: { amount_per_sec: m.rateCreditsPerSecond, unit: 'credits', denomination: 'second' } })),
+    models: models.map((m) => ({
+      id: m.id,
+      name: m.name,
+      rate: { amount_per_sec: m.rateCreditsPerSecond, unit: 'credits', denomination: 'second' },
+    })),
   };
 }

@@ -47,7 +47,10 @@ export class RuntimeRegistry {
 
   readonly #startedAt: number;
   readonly #heartbeatBatchMs: number;
-  #pendingBeats = new Map<string, { at: number; draining: boolean; waiters: { resolve(live: boolean): void; reject(error: unknown): void }[] }>();
+  #pendingBeats = new Map<
+    string,
+    { at: number; draining: boolean; waiters: { resolve(live: boolean): void; reject(error: unknown): void }[] }
+  >();
   #beatTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
@@ -57,8 +60,10 @@ export class RuntimeRegistry {
     heartbeatIntervalMs = HEARTBEAT_INTERVAL_MS,
     heartbeatBatchMs = HEARTBEAT_BATCH_MS,
   ) {
-    if (!Number.isInteger(heartbeatIntervalMs) || heartbeatIntervalMs < 100) throw new RangeError(`heartbeatIntervalMs must be a whole number of ms, at least 100 (got ${heartbeatIntervalMs})`);
-    if (!Number.isInteger(heartbeatBatchMs) || heartbeatBatchMs < 0) throw new RangeError(`heartbeatBatchMs must be a whole number of ms ≥ 0 (got ${heartbeatBatchMs})`);
+    if (!Number.isInteger(heartbeatIntervalMs) || heartbeatIntervalMs < 100)
+      throw new RangeError(`heartbeatIntervalMs must be a whole number of ms, at least 100 (got ${heartbeatIntervalMs})`);
+    if (!Number.isInteger(heartbeatBatchMs) || heartbeatBatchMs < 0)
+      throw new RangeError(`heartbeatBatchMs must be a whole number of ms ≥ 0 (got ${heartbeatBatchMs})`);
     this.#db = db;
     this.#engine = engine;
     this.#now = now;
@@ -91,11 +96,26 @@ export class RuntimeRegistry {
       .insertInto('runtimes')
       .values(row)
       .onConflict((oc) =>
-        oc.column('id').doUpdateSet({ url: row.url, model_id: row.model_id, slots: row.slots, capabilities: row.capabilities, registered_at: now, heartbeat_at: now, draining: 0, gone: 0 }),
+        oc.column('id').doUpdateSet({
+          url: row.url,
+          model_id: row.model_id,
+          slots: row.slots,
+          capabilities: row.capabilities,
+          registered_at: now,
+          heartbeat_at: now,
+          draining: 0,
+          gone: 0,
+        }),
       )
       .execute();
     // A runtime that registers again restarted: whatever it held is gone with its old process.
-    await this.#db.updateTable('sessions').set({ slot_released_at: now }).where('runtime_id', '=', registration.id).where('status', '=', 'ended').where('slot_released_at', 'is', null).execute();
+    await this.#db
+      .updateTable('sessions')
+      .set({ slot_released_at: now })
+      .where('runtime_id', '=', registration.id)
+      .where('status', '=', 'ended')
+      .where('slot_released_at', 'is', null)
+      .execute();
     return row;
   }
 
@@ -156,25 +176,45 @@ export class RuntimeRegistry {
     // Row locks in id order, as assign() takes them: an UPDATE of many rows locks them in whatever
     // order it scans, and two replicas' batches (or a batch and a placement) would deadlock.
     return this.#db.transaction().execute(async (tx) => {
-      await tx.selectFrom('runtimes').select('id').where('id', 'in', entries.map(([id]) => id)).orderBy('id').forUpdate().execute();
+      await tx
+        .selectFrom('runtimes')
+        .select('id')
+        .where(
+          'id',
+          'in',
+          entries.map(([id]) => id),
+        )
+        .orderBy('id')
+        .forUpdate()
+        .execute();
       return this.#updateHeartbeats(tx, entries);
     });
   }
 
-  async #updateHeartbeats(db: Kysely<CoordinatorDatabase>, entries: ReadonlyArray<readonly [string, { readonly at: number; readonly draining: boolean }]>): Promise<Set<string>> {
+  async #updateHeartbeats(
+    db: Kysely<CoordinatorDatabase>,
+    entries: ReadonlyArray<readonly [string, { readonly at: number; readonly draining: boolean }]>,
+  ): Promise<Set<string>> {
     const rows = await db
       .updateTable('runtimes')
       .set((eb) => {
         const [firstId, first] = entries[0]!;
         let at = eb.case().when('id', '=', firstId).then(first.at);
-        let draining = eb.case().when('id', '=', firstId).then(first.draining ? 1 : 0);
+        let draining = eb
+          .case()
+          .when('id', '=', firstId)
+          .then(first.draining ? 1 : 0);
         for (const [id, beat] of entries.slice(1)) {
           at = at.when('id', '=', id).then(beat.at);
           draining = draining.when('id', '=', id).then(beat.draining ? 1 : 0);
         }
         return { heartbeat_at: at.else(eb.ref('heartbeat_at')).end(), draining: draining.else(eb.ref('draining')).end() };
       })
-      .where('id', 'in', entries.map(([id]) => id))
+      .where(
+        'id',
+        'in',
+        entries.map(([id]) => id),
+      )
       .where('gone', '=', 0)
       .returning('id')
       .execute();
@@ -193,7 +233,11 @@ export class RuntimeRegistry {
    */
   async assign(sessionId: string): Promise<RuntimeRecord | undefined> {
     return this.#db.transaction().execute(async (tx) => {
-      const session = await tx.selectFrom('sessions').select(['model_id', 'runtime_id', 'status']).where('id', '=', sessionId).executeTakeFirst();
+      const session = await tx
+        .selectFrom('sessions')
+        .select(['model_id', 'runtime_id', 'status'])
+        .where('id', '=', sessionId)
+        .executeTakeFirst();
       if (!session || session.status === 'ended' || session.runtime_id !== null) return undefined;
       let candidates = tx
         .selectFrom('runtimes')
@@ -211,7 +255,11 @@ export class RuntimeRegistry {
       const counts = await tx
         .selectFrom('sessions')
         .select((eb) => ['runtime_id', eb.fn.countAll<number>().as('n')])
-        .where('runtime_id', 'in', runtimes.map((r) => r.id))
+        .where(
+          'runtime_id',
+          'in',
+          runtimes.map((r) => r.id),
+        )
         .where('slot_released_at', 'is', null)
         .groupBy('runtime_id')
         .execute();
@@ -261,7 +309,11 @@ export class RuntimeRegistry {
       .orderBy('sessions.ended_at')
       .limit(limit)
       .execute();
-    return rows.map(({ session_id, end_reason, ...runtime }) => ({ sessionId: session_id, runtime, reason: end_reason ?? 'The session was ended.' }));
+    return rows.map(({ session_id, end_reason, ...runtime }) => ({
+      sessionId: session_id,
+      runtime,
+      reason: end_reason ?? 'The session was ended.',
+    }));
   }
 
   /** Takes a session off its runtime (it could not be opened there); it waits again. */
@@ -305,8 +357,18 @@ export class RuntimeRegistry {
     for (const runtime of stale) {
       await this.#db.updateTable('runtimes').set({ gone: 1 }).where('id', '=', runtime.id).execute();
       // A gone runtime holds nothing: its slots are free whenever it comes back (re-registered).
-      await this.#db.updateTable('sessions').set({ slot_released_at: this.#now() }).where('runtime_id', '=', runtime.id).where('slot_released_at', 'is', null).execute();
-      const sessions = await this.#db.selectFrom('sessions').select(['id', 'ready_at']).where('runtime_id', '=', runtime.id).where('status', '!=', 'ended').execute();
+      await this.#db
+        .updateTable('sessions')
+        .set({ slot_released_at: this.#now() })
+        .where('runtime_id', '=', runtime.id)
+        .where('slot_released_at', 'is', null)
+        .execute();
+      const sessions = await this.#db
+        .selectFrom('sessions')
+        .select(['id', 'ready_at'])
+        .where('runtime_id', '=', runtime.id)
+        .where('status', '!=', 'ended')
+        .execute();
       for (const session of sessions) {
         await this.#db
           .updateTable('sessions')

@@ -28,7 +28,11 @@ export class SessionLifecycle {
       await this.runtimes.startSession(runtime, session.id, session.max_duration_seconds);
       return runtime;
     } catch (error) {
-      this.log.warn('runtime could not open the session; it waits for another slot', { session_id: session.id, runtime_id: runtime.id, error });
+      this.log.warn('runtime could not open the session; it waits for another slot', {
+        session_id: session.id,
+        runtime_id: runtime.id,
+        error,
+      });
       await this.registry.unassign(session.id, runtime.id);
       return undefined;
     }
@@ -81,6 +85,7 @@ export class SessionLifecycle {
     const runtime = await this.registry.get(session.runtime_id);
     // A gone runtime's slots were released when it was declared gone.
     if (!runtime || runtime.gone !== 0) return;
-    if (await this.runtimes.endSession(runtime, session.id, session.end_reason ?? 'The session was ended.')) await this.registry.release(session.id, runtime.id);
+    if (await this.runtimes.endSession(runtime, session.id, session.end_reason ?? 'The session was ended.'))
+      await this.registry.release(session.id, runtime.id);
   }
 }

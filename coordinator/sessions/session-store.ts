@@ -75,7 +75,10 @@ export class SessionStore {
           .executeTakeFirst();
         if (earlier) {
           if (earlier.token_id !== token.tokenId || earlier.model_id !== model.id) {
-            throw new ArclightError('idempotency_conflict', 'This Idempotency-Key already created a session with another token or model; use a new key for a new request.');
+            throw new ArclightError(
+              'idempotency_conflict',
+              'This Idempotency-Key already created a session with another token or model; use a new key for a new request.',
+            );
           }
           return { session: earlier, replayed: true };
         }
@@ -86,7 +89,10 @@ export class SessionStore {
       }
       const cap = Number(account.monthly_credit_cap);
       if (model.rateCreditsPerSecond > 0 && cap > 0 && (await this.#ledger.spentThisMonth(token.accountId, tx)) >= cap) {
-        throw new ArclightError('billing_cap_reached', `The account has spent its billing cap of ${cap} credits this month; raise the cap or wait for next month.`);
+        throw new ArclightError(
+          'billing_cap_reached',
+          `The account has spent its billing cap of ${cap} credits this month; raise the cap or wait for next month.`,
+        );
       }
       if (token.scoped) {
         // Counts every session the token ever created or was bound to; closing gives nothing back.
@@ -107,9 +113,13 @@ export class SessionStore {
         .where('status', 'in', [...OPEN_STATUSES])
         .executeTakeFirstOrThrow();
       if (Number(open.n) >= account.concurrent_sessions) {
-        throw new ArclightError('too_many_sessions', `The account already has ${open.n} open sessions (its limit is ${account.concurrent_sessions}); end one and retry.`, {
-          retryAfterSeconds: CONCURRENCY_RETRY_SECONDS,
-        });
+        throw new ArclightError(
+          'too_many_sessions',
+          `The account already has ${open.n} open sessions (its limit is ${account.concurrent_sessions}); end one and retry.`,
+          {
+            retryAfterSeconds: CONCURRENCY_RETRY_SECONDS,
+          },
+        );
       }
       const inWindow = (query: typeof tx) =>
         query
@@ -117,7 +127,9 @@ export class SessionStore {
           .where('account_id', '=', token.accountId)
           .where('model_id', '=', model.id)
           .where('created_at', '>', now - RATE_WINDOW_MS);
-      const recent = await inWindow(tx).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+      const recent = await inWindow(tx)
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .executeTakeFirstOrThrow();
       if (Number(recent.n) >= account.sessions_per_minute) {
         // The window frees a slot when the oldest of the last `limit` creations turns a minute old.
         const { created_at: oldest } = await inWindow(tx)
@@ -126,9 +138,13 @@ export class SessionStore {
           .limit(1)
           .offset(account.sessions_per_minute - 1)
           .executeTakeFirstOrThrow();
-        throw new ArclightError('session_rate_limited', `At most ${account.sessions_per_minute} sessions of this model per minute; retry shortly.`, {
-          retryAfterSeconds: (oldest + RATE_WINDOW_MS - now) / 1000,
-        });
+        throw new ArclightError(
+          'session_rate_limited',
+          `At most ${account.sessions_per_minute} sessions of this model per minute; retry shortly.`,
+          {
+            retryAfterSeconds: (oldest + RATE_WINDOW_MS - now) / 1000,
+          },
+        );
       }
       const maxDuration = Math.min(account.max_session_duration_seconds, token.maxSessionDurationSeconds ?? Number.POSITIVE_INFINITY);
       const session: SessionRecord = {
@@ -239,9 +255,17 @@ export class SessionStore {
   }
 
   /** `end` inside a transaction (the meter's, so the end and its final charge commit together). */
-  async endIn(db: Kysely<CoordinatorDatabase> | Transaction<CoordinatorDatabase>, sessionId: string, reason: string | undefined): Promise<void> {
+  async endIn(
+    db: Kysely<CoordinatorDatabase> | Transaction<CoordinatorDatabase>,
+    sessionId: string,
+    reason: string | undefined,
+  ): Promise<void> {
     const now = this.#now();
-    const open = await db.selectFrom('sessions').select(['status', 'ready_at', 'max_duration_seconds']).where('id', '=', sessionId).executeTakeFirst();
+    const open = await db
+      .selectFrom('sessions')
+      .select(['status', 'ready_at', 'max_duration_seconds'])
+      .where('id', '=', sessionId)
+      .executeTakeFirst();
     let endedAt = now;
     let endReason = reason ?? null;
     if (open?.status === 'ready' && open.ready_at !== null) {

@@ -36,7 +36,10 @@ export function isPostgresUrl(url: string): boolean {
 /** Opens (creating the SQLite file's folder if needed) and migrates to the latest schema. */
 export async function openStorage(
   url: string,
-  options: { poolSize?: number; /** An idle PostgreSQL connection failed (it is replaced). */ onConnectionError?: (error: Error) => void } = {},
+  options: {
+    poolSize?: number;
+    /** An idle PostgreSQL connection failed (it is replaced). */ onConnectionError?: (error: Error) => void;
+  } = {},
 ): Promise<CoordinatorStorage> {
   let storage: CoordinatorStorage;
   if (isPostgresUrl(url)) {

@@ -2,6 +2,8 @@
  * Schema migrations, in code so a coordinator binary carries its own schema. Kysely's migrator
  * takes a lock table first, so replicas starting together on one PostgreSQL migrate once.
  * Migrations are append-only: a released one is never edited, a change is a new entry.
+ *
+ * Longer than ~400 lines by design: the list only grows.
  */
 
 import { Migrator, sql, type Kysely, type Migration, type MigrationProvider } from 'kysely';
@@ -125,8 +127,14 @@ const billing: Migration = {
     await db.schema.createIndex('grant_draws_tick').on('grant_draws').columns(['session_id', 'seq']).execute();
     // The rate is fixed when a session is created (a later price change applies to new sessions);
     // billed_seconds caches the meter's progress (the ticks are the record).
-    await db.schema.alterTable('sessions').addColumn('rate_credits_per_second', 'integer', (c) => c.notNull().defaultTo(0)).execute();
-    await db.schema.alterTable('sessions').addColumn('billed_seconds', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+    await db.schema
+      .alterTable('sessions')
+      .addColumn('rate_credits_per_second', 'integer', (c) => c.notNull().defaultTo(0))
+      .execute();
+    await db.schema
+      .alterTable('sessions')
+      .addColumn('billed_seconds', 'bigint', (c) => c.notNull().defaultTo(0))
+      .execute();
   },
   async down(db: Kysely<unknown>): Promise<void> {
     for (const table of ['grant_draws', 'meter_ticks', 'credit_grants']) await sql`drop table if exists ${sql.table(table)}`.execute(db);
@@ -158,7 +166,10 @@ const runtimes: Migration = {
 const billingCap: Migration = {
   async up(db: Kysely<unknown>): Promise<void> {
     // Credits the account may spend per calendar month (UTC); 0 = no cap.
-    await db.schema.alterTable('accounts').addColumn('monthly_credit_cap', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+    await db.schema
+      .alterTable('accounts')
+      .addColumn('monthly_credit_cap', 'bigint', (c) => c.notNull().defaultTo(0))
+      .execute();
     // The month's spend is summed from the ticks: index them by account and time.
     await db.schema.createIndex('meter_ticks_account_time').on('meter_ticks').columns(['account_id', 'created_at']).execute();
   },
@@ -171,7 +182,11 @@ const billingCap: Migration = {
 const sessionRateIndex: Migration = {
   async up(db: Kysely<unknown>): Promise<void> {
     // Admission counts an account's sessions of a model created in the last minute.
-    await db.schema.createIndex('sessions_account_model_created').on('sessions').columns(['account_id', 'model_id', 'created_at']).execute();
+    await db.schema
+      .createIndex('sessions_account_model_created')
+      .on('sessions')
+      .columns(['account_id', 'model_id', 'created_at'])
+      .execute();
   },
   async down(db: Kysely<unknown>): Promise<void> {
     await sql`drop index if exists sessions_account_model_created`.execute(db);
@@ -184,8 +199,13 @@ const ledgerSpend: Migration = {
     // draw ever made on its live grants, a cost that grew with the account's history (a session
     // charged every 5 s leaves ~17,000 draws a day). The draws stay the record; this is their sum,
     // updated in the same transaction as each draw.
-    await db.schema.alterTable('credit_grants').addColumn('spent', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
-    await sql`update credit_grants set spent = coalesce((select sum(d.credits) from grant_draws d where d.grant_id = credit_grants.id), 0)`.execute(db);
+    await db.schema
+      .alterTable('credit_grants')
+      .addColumn('spent', 'bigint', (c) => c.notNull().defaultTo(0))
+      .execute();
+    await sql`update credit_grants set spent = coalesce((select sum(d.credits) from grant_draws d where d.grant_id = credit_grants.id), 0)`.execute(
+      db,
+    );
     // Open sessions by status (metrics, the meter's candidates) without reading ended ones.
     await db.schema.createIndex('sessions_status').on('sessions').column('status').execute();
   },
@@ -214,7 +234,10 @@ const grantWithheld: Migration = {
   async up(db: Kysely<unknown>): Promise<void> {
     // The balance ceiling now bounds promotional grants (signup credits included): one that would
     // pass it is granted up to it, and what was left out is kept here, on the grant.
-    await db.schema.alterTable('credit_grants').addColumn('withheld_credits', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+    await db.schema
+      .alterTable('credit_grants')
+      .addColumn('withheld_credits', 'bigint', (c) => c.notNull().defaultTo(0))
+      .execute();
   },
   async down(db: Kysely<unknown>): Promise<void> {
     await db.schema.alterTable('credit_grants').dropColumn('withheld_credits').execute();
@@ -283,11 +306,17 @@ const purchases: Migration = {
     // that row anyway when it locks it to charge, so an account without a top-up costs nothing more.
     await db.schema.alterTable('accounts').addColumn('auto_topup_threshold_credits', 'bigint').execute();
     await db.schema.alterTable('accounts').addColumn('auto_topup_amount_dollars', 'integer').execute();
-    await db.schema.alterTable('accounts').addColumn('auto_topup_armed', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+    await db.schema
+      .alterTable('accounts')
+      .addColumn('auto_topup_armed', 'integer', (c) => c.notNull().defaultTo(0))
+      .execute();
     await db.schema.alterTable('accounts').addColumn('auto_topup_updated_at', 'bigint').execute();
     // Credits refunds took back from a purchased grant: a running sum beside `spent`, kept with the
     // refunds' rows in one transaction (reconcile() checks it).
-    await db.schema.alterTable('credit_grants').addColumn('refunded', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+    await db.schema
+      .alterTable('credit_grants')
+      .addColumn('refunded', 'bigint', (c) => c.notNull().defaultTo(0))
+      .execute();
     await db.schema
       .createTable('purchases')
       .addColumn('id', 'text', (c) => c.primaryKey())
@@ -316,7 +345,9 @@ const purchases: Migration = {
     await db.schema.createIndex('purchases_status').on('purchases').columns(['status', 'retry_at']).execute();
     // At most one automatic top-up in flight per account, whatever inserts it: the claim is made
     // under the account's lock, and this index is the backstop (both engines have partial indexes).
-    await sql`create unique index purchases_one_pending_auto_topup on purchases (account_id) where kind = 'auto_topup' and status = 'pending'`.execute(db);
+    await sql`create unique index purchases_one_pending_auto_topup on purchases (account_id) where kind = 'auto_topup' and status = 'pending'`.execute(
+      db,
+    );
     await db.schema
       .createTable('refunds')
       .addColumn('id', 'text', (c) => c.primaryKey())

@@ -53,7 +53,10 @@ export function readSigningKeySecretFile(path: string): string {
  * contents here), else `$ARCLIGHT_SIGNING_KEY_SECRET`, else the file `$ARCLIGHT_SIGNING_KEY_SECRET_FILE`
  * names; undefined when none is set. Throws SigningKeySecretError for one that is too short.
  */
-export function resolveSigningKeySecret(option?: SigningKeySecret | string, env: NodeJS.ProcessEnv = process.env): SigningKeySecret | undefined {
+export function resolveSigningKeySecret(
+  option?: SigningKeySecret | string,
+  env: NodeJS.ProcessEnv = process.env,
+): SigningKeySecret | undefined {
   let secret: SigningKeySecret | undefined;
   if (typeof option === 'string') secret = { value: option, source: 'signingKeySecret' };
   else if (option) secret = option;
@@ -81,7 +84,9 @@ const derived = new Map<string, Promise<Buffer>>();
 function deriveKey(secret: string): Promise<Buffer> {
   let key = derived.get(secret);
   if (!key) {
-    key = new Promise<Buffer>((resolve, reject) => scrypt(secret, SCRYPT_SALT, 32, SCRYPT_OPTIONS, (error, bytes) => (error ? reject(error) : resolve(bytes))));
+    key = new Promise<Buffer>((resolve, reject) =>
+      scrypt(secret, SCRYPT_SALT, 32, SCRYPT_OPTIONS, (error, bytes) => (error ? reject(error) : resolve(bytes))),
+    );
     derived.set(secret, key);
     key.catch(() => derived.delete(secret));
   }
@@ -114,7 +119,8 @@ export class SigningKeyCipher {
   /** The plaintext of `stored` (the form `encrypt` returns) for `kid`; SigningKeySecretError when this secret does not open it. */
   decrypt(stored: string, kid: string): string {
     const parts = stored.split(':');
-    if (parts.length !== 4 || parts[0] !== FORMAT) throw new SigningKeySecretError(`signing key ${kid} is not in the ${FORMAT} encrypted form`);
+    if (parts.length !== 4 || parts[0] !== FORMAT)
+      throw new SigningKeySecretError(`signing key ${kid} is not in the ${FORMAT} encrypted form`);
     const [, iv, body, tag] = parts as [string, string, string, string];
     try {
       const decipher = createDecipheriv('aes-256-gcm', this.#key, Buffer.from(iv, 'base64url'), { authTagLength: TAG_BYTES });

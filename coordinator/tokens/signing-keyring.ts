@@ -23,7 +23,13 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
 import type { Kysely } from 'kysely';
 import type { CoordinatorDatabase } from '../storage/schema.ts';
-import { isEncryptedPrivateKey, SIGNING_KEY_SECRET_ENV, SIGNING_KEY_SECRET_FILE_ENV, SigningKeySecretError, type SigningKeyCipher } from './signing-key-secret.ts';
+import {
+  isEncryptedPrivateKey,
+  SIGNING_KEY_SECRET_ENV,
+  SIGNING_KEY_SECRET_FILE_ENV,
+  SigningKeySecretError,
+  type SigningKeyCipher,
+} from './signing-key-secret.ts';
 
 export const TOKEN_ALGORITHM = 'ES256';
 /** How long a replica signs and verifies with its copy of the key set before reading it again. */
@@ -86,7 +92,8 @@ export class SigningKeyring {
     this.#db = db;
     this.#cipher = options.cipher;
     const refreshMs = options.refreshMs ?? DEFAULT_SIGNING_KEY_REFRESH_MS;
-    if (!Number.isInteger(refreshMs) || refreshMs < 1) throw new RangeError(`the signing-key refresh interval must be a whole number of ms, at least 1 (got ${refreshMs})`);
+    if (!Number.isInteger(refreshMs) || refreshMs < 1)
+      throw new RangeError(`the signing-key refresh interval must be a whole number of ms, at least 1 (got ${refreshMs})`);
     this.#refreshMs = refreshMs;
     this.#rereadMs = Math.min(UNKNOWN_KID_REREAD_MS, refreshMs);
   }
@@ -164,7 +171,12 @@ export class SigningKeyring {
 
   /** Every key that verifies, newest first, for operators. */
   async list(): Promise<SigningKeyInfo[]> {
-    const rows = await this.#db.selectFrom('signing_keys').select(['kid', 'created_at', 'retired_at']).orderBy('created_at', 'desc').orderBy('kid', 'desc').execute();
+    const rows = await this.#db
+      .selectFrom('signing_keys')
+      .select(['kid', 'created_at', 'retired_at'])
+      .orderBy('created_at', 'desc')
+      .orderBy('kid', 'desc')
+      .execute();
     const current = rows.find((r) => r.retired_at === null)?.kid;
     return rows.map((r) => ({ kid: r.kid, createdAt: r.created_at, supersededAt: r.retired_at, current: r.kid === current }));
   }
@@ -188,10 +200,24 @@ export class SigningKeyring {
   async retire(kid: string): Promise<SigningKeyInfo> {
     try {
       return await this.#db.transaction().execute(async (tx) => {
-        const row = await tx.selectFrom('signing_keys').select(['kid', 'created_at', 'retired_at']).where('kid', '=', kid).executeTakeFirst();
+        const row = await tx
+          .selectFrom('signing_keys')
+          .select(['kid', 'created_at', 'retired_at'])
+          .where('kid', '=', kid)
+          .executeTakeFirst();
         if (!row) throw new Error(`no signing key ${kid} (retired already, or never ours): arclight admin list-signing-keys lists them`);
-        const newest = await tx.selectFrom('signing_keys').select('kid').where('retired_at', 'is', null).orderBy('created_at', 'desc').orderBy('kid', 'desc').limit(1).executeTakeFirst();
-        if (newest?.kid === kid) throw new Error(`signing key ${kid} is the current signing key: rotate first (arclight admin rotate-signing-key), then retire it`);
+        const newest = await tx
+          .selectFrom('signing_keys')
+          .select('kid')
+          .where('retired_at', 'is', null)
+          .orderBy('created_at', 'desc')
+          .orderBy('kid', 'desc')
+          .limit(1)
+          .executeTakeFirst();
+        if (newest?.kid === kid)
+          throw new Error(
+            `signing key ${kid} is the current signing key: rotate first (arclight admin rotate-signing-key), then retire it`,
+          );
         await tx.deleteFrom('signing_keys').where('kid', '=', kid).execute();
         return { kid: row.kid, createdAt: row.created_at, supersededAt: row.retired_at, current: false };
       });
@@ -266,7 +292,10 @@ export class SigningKeyring {
     if (!row) return undefined; // retired between the two reads: the next read finds the newer one
     let text = row.private_jwk;
     if (isEncryptedPrivateKey(text)) {
-      if (!this.#cipher) throw new SigningKeySecretError(`signing key ${kid} is encrypted: set ${SIGNING_KEY_SECRET_ENV} to the secret it was encrypted with`);
+      if (!this.#cipher)
+        throw new SigningKeySecretError(
+          `signing key ${kid} is encrypted: set ${SIGNING_KEY_SECRET_ENV} to the secret it was encrypted with`,
+        );
       text = this.#cipher.decrypt(text, kid);
     }
     this.#signing = { kid, privateKey: (await importJWK(JSON.parse(text) as JWK, TOKEN_ALGORITHM)) as CryptoKey };

@@ -90,7 +90,8 @@ export function parseTokenRequest(body: unknown): ParsedTokenRequest {
   if (!isObject(models)) throw invalid(`${base}/resources/models`, 'resources.models.match is required.');
   const match = stringList(models['match'], `${base}/resources/models/match`, 'resources.models.match');
   const wildcard = match.findIndex((name) => name.includes('*'));
-  if (wildcard >= 0) throw invalid(`${base}/resources/models/match/${wildcard}`, 'Model names are matched exactly; wildcards are not supported.');
+  if (wildcard >= 0)
+    throw invalid(`${base}/resources/models/match/${wildcard}`, 'Model names are matched exactly; wildcards are not supported.');
   let bind: string[] = [];
   if (resources['sessions'] !== undefined) {
     const sessions = resources['sessions'];
@@ -103,7 +104,12 @@ export function parseTokenRequest(body: unknown): ParsedTokenRequest {
   if (constraints !== undefined) {
     if (!isObject(constraints)) throw invalid(`${base}/constraints`, 'constraints must be an object.');
     if (constraints['max_sessions'] !== undefined) {
-      maxSessions = integerIn(constraints['max_sessions'], `${base}/constraints/max_sessions`, MAX_SESSIONS_RANGE.min, MAX_SESSIONS_RANGE.max);
+      maxSessions = integerIn(
+        constraints['max_sessions'],
+        `${base}/constraints/max_sessions`,
+        MAX_SESSIONS_RANGE.min,
+        MAX_SESSIONS_RANGE.max,
+      );
     }
     if (constraints['max_session_duration_seconds'] !== undefined) {
       maxSessionDurationSeconds = integerIn(

@@ -99,7 +99,11 @@ export class TokenService {
           .where('id', 'in', [...grant.bind])
           .where('account_id', '=', key.accountId)
           .where('status', '!=', 'ended')
-          .where('model_id', 'in', [...visible.values()].map((m) => m.id))
+          .where(
+            'model_id',
+            'in',
+            [...visible.values()].map((m) => m.id),
+          )
           .execute();
         if (open.length !== grant.bind.length) throw new ArclightError('forbidden', NOT_AVAILABLE);
       }
@@ -129,7 +133,10 @@ export class TokenService {
       // The token and its bindings appear together or not at all.
       await this.#db.transaction().execute(async (tx) => {
         await tx.insertInto('tokens').values(record).execute();
-        await tx.insertInto('token_bindings').values(grant.bind.map((sessionId) => ({ token_id: tokenId, session_id: sessionId }))).execute();
+        await tx
+          .insertInto('token_bindings')
+          .values(grant.bind.map((sessionId) => ({ token_id: tokenId, session_id: sessionId })))
+          .execute();
       });
     } else {
       await this.#db.insertInto('tokens').values(record).execute(); // one statement: no transaction needed
@@ -175,7 +182,10 @@ export class TokenService {
       .executeTakeFirst();
     if (!row || row.account_id !== claims.sub) throw new ArclightError('unauthorized', 'The bearer token is not valid.');
     if (row.key_tokens_revoked_at !== null) {
-      throw new ArclightError('token_revoked', 'The API key this token was minted with has been revoked; mint a new token with an active key.');
+      throw new ArclightError(
+        'token_revoked',
+        'The API key this token was minted with has been revoked; mint a new token with an active key.',
+      );
     }
     return {
       tokenId: row.id,
@@ -226,7 +236,8 @@ export class TokenService {
       ));
     } catch (error) {
       if (lookupFailure) throw lookupFailure.error;
-      if (error instanceof joseErrors.JWTExpired) throw new ArclightError('token_expired', 'The token has expired; mint a new one with POST /tokens.');
+      if (error instanceof joseErrors.JWTExpired)
+        throw new ArclightError('token_expired', 'The token has expired; mint a new one with POST /tokens.');
       if (error instanceof ArclightError) throw error;
       throw new ArclightError('unauthorized', 'The bearer token is not valid.', { cause: error });
     }

@@ -62,9 +62,10 @@ export async function main(argv: readonly string[]): Promise<number> {
         const found = defaultArclightDependency();
         return {
           spec: found.spec,
-          why: found.source === 'checkout'
-            ? 'this checkout of Arclight (--arclight <spec> picks another)'
-            : 'this installed version of Arclight, from the npm registry (--arclight <spec> picks another)',
+          why:
+            found.source === 'checkout'
+              ? 'this checkout of Arclight (--arclight <spec> picks another)'
+              : 'this installed version of Arclight, from the npm registry (--arclight <spec> picks another)',
         };
       })();
   try {
@@ -78,7 +79,9 @@ export async function main(argv: readonly string[]): Promise<number> {
         `arclight: its arclight dependency: ${dependency.spec}, ${dependency.why}`,
         // Inside the checkout, the checkout's own test run and type-check pick the project up.
         ...(inside === '' || (!inside.startsWith('..') && !isAbsolute(inside))
-          ? [`arclight: note: ${directory} is inside Arclight's own folder (${root}); a folder beside it (init ../${name}) keeps the two apart`]
+          ? [
+              `arclight: note: ${directory} is inside Arclight's own folder (${root}); a folder beside it (init ../${name}) keeps the two apart`,
+            ]
           : []),
         '',
         'Next:',

@@ -36,7 +36,11 @@ const SCRIPTS_KEY_PLACEHOLDER = 'ARCLIGHT_SCRIPTS_POLICY_KEY';
  * package.json in the template would make it a package of its own, where `arclight/runtime` no
  * longer resolves to this package and the template could not be type-checked here.
  */
-const RENAMED: Readonly<Record<string, string>> = { gitignore: '.gitignore', dockerignore: '.dockerignore', 'package.template.json': 'package.json' };
+const RENAMED: Readonly<Record<string, string>> = {
+  gitignore: '.gitignore',
+  dockerignore: '.dockerignore',
+  'package.template.json': 'package.json',
+};
 
 /** A model slug, as defineModel() accepts it and clients connect with (`modelName`). */
 export const MODEL_NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
@@ -96,7 +100,9 @@ export class ScaffoldError extends Error {
 /** Writes the project; returns the files written, relative to `directory`, in order. */
 export function scaffoldModelProject(options: ScaffoldOptions): string[] {
   if (!MODEL_NAME.test(options.name)) {
-    throw new ScaffoldError(`"${options.name}" is not a model name: use 1–64 lowercase letters, digits, ".", "_" or "-", starting with a letter or digit.`);
+    throw new ScaffoldError(
+      `"${options.name}" is not a model name: use 1–64 lowercase letters, digits, ".", "_" or "-", starting with a letter or digit.`,
+    );
   }
   if (existsSync(options.directory)) {
     if (!statSync(options.directory).isDirectory()) throw new ScaffoldError(`${options.directory} exists and is not a folder.`);

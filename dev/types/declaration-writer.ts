@@ -75,7 +75,9 @@ export function renderModelTypes(model: ModelSchema, options: DeclarationOptions
   for (const message of model.messages) {
     const doc = docComment(message.description, '    ');
     if (doc) out.push(doc.trimEnd());
-    out.push(`    readonly ${propertyKey(message.type)}: ${message.schema === undefined ? 'unknown' : schemaToTs(message.schema, { indent: '    ' })};`);
+    out.push(
+      `    readonly ${propertyKey(message.type)}: ${message.schema === undefined ? 'unknown' : schemaToTs(message.schema, { indent: '    ' })};`,
+    );
   }
   out.push('  };');
   out.push('  /** The schema hash of this model version (`Capabilities.schema_hash`). */');
@@ -83,7 +85,7 @@ export function renderModelTypes(model: ModelSchema, options: DeclarationOptions
   out.push('}');
   if (format === 'ts') {
     out.push('');
-    out.push('/** Pass as the client\'s `schemaHash` option: a different hash at connect is reported as `schema_drift`. */');
+    out.push("/** Pass as the client's `schemaHash` option: a different hash at connect is reported as `schema_drift`. */");
     out.push(`export const schemaHash: ${typeName}['schemaHash'] = ${hash};`);
   }
   return `${out.join('\n')}\n`;

@@ -13,10 +13,14 @@ const capabilities = modelCapabilities(model, new CommandRouter(model.commands ?
 const served = JSON.parse(JSON.stringify(buildOpenApi(model, capabilities))) as Record<string, Record<string, unknown>>;
 
 describe('the model interface in /schema', () => {
-  it('carries the declared messages and the capabilities\' schema hash', () => {
-    expect(capabilities.messages).toEqual([{ type: 'welcome', description: expect.any(String), schema: expect.objectContaining({ type: 'object' }) }]);
+  it("carries the declared messages and the capabilities' schema hash", () => {
+    expect(capabilities.messages).toEqual([
+      { type: 'welcome', description: expect.any(String), schema: expect.objectContaining({ type: 'object' }) },
+    ]);
     expect(served['x-arclight']!['schema_hash']).toBe(capabilities.schema_hash);
-    expect(served['x-arclight']!['messages']).toEqual({ welcome: { description: expect.any(String), schema: pattern.messages!.welcome.schema } });
+    expect(served['x-arclight']!['messages']).toEqual({
+      welcome: { description: expect.any(String), schema: pattern.messages!.welcome.schema },
+    });
   });
 
   it('hashing what /schema says gives the hash the runtime computed from the module', () => {
@@ -30,13 +34,18 @@ describe('the model interface in /schema', () => {
     expect(schema.name).toBe('pattern');
     expect(schema.version).toBe('1.0.0');
     expect(schema.commands.map((c) => c.name)).toEqual(['set_color', 'set_speed', 'set_text', 'set_tone', 'get_state']);
-    expect(schema.commands[0]).toEqual({ name: 'set_color', description: expect.any(String), params: pattern.commands!.set_color.params, reply: { type: 'color_changed', schema: pattern.commands!.set_color.reply!.schema } });
+    expect(schema.commands[0]).toEqual({
+      name: 'set_color',
+      description: expect.any(String),
+      params: pattern.commands!.set_color.params,
+      reply: { type: 'color_changed', schema: pattern.commands!.set_color.reply!.schema },
+    });
     expect(schema.commands[1]!.reply).toBeUndefined();
     expect(schema.messages).toEqual([{ type: 'welcome', description: expect.any(String), schema: pattern.messages!.welcome.schema }]);
     expect(await modelSchemaFromModule('models/examples/pattern')).toEqual(schema);
   });
 
-  it('lists the set_<field> commands a model\'s settings generate, as a typed client reads them', () => {
+  it("lists the set_<field> commands a model's settings generate, as a typed client reads them", () => {
     const stepper = validateModelDefinition(
       {
         name: 'stepper',
@@ -52,10 +61,14 @@ describe('the model interface in /schema', () => {
     const read = modelSchemaFromOpenApi(document);
     expect(read.commands.map((c) => c.name)).toContain('set_prompt');
     const setPrompt = read.commands.find((c) => c.name === 'set_prompt')!;
-    expect(setPrompt.params).toMatchObject({ type: 'object', properties: { value: { type: 'string', maxLength: 200 } }, required: ['value'] });
+    expect(setPrompt.params).toMatchObject({
+      type: 'object',
+      properties: { value: { type: 'string', maxLength: 200 } },
+      required: ['value'],
+    });
   });
 
-  it('refuses documents that are not an Arclight runtime\'s /schema', () => {
+  it("refuses documents that are not an Arclight runtime's /schema", () => {
     for (const document of [null, [], 'x', { openapi: '3.1.0' }, { 'x-arclight': {} }, { 'x-arclight': { model: {} } }]) {
       expect(() => modelSchemaFromOpenApi(document), JSON.stringify(document)).toThrow(NotAnArclightSchemaError);
     }
@@ -66,13 +79,21 @@ describe('validateModelDefinition: messages', () => {
   const base = { name: 'm', fps: 10, tracks: [] };
 
   it('accepts declared messages with or without a schema', () => {
-    expect(() => validateModelDefinition({ ...base, messages: { ready: {}, progress: { description: 'x', schema: { type: 'object' } }, any: { schema: true } } }, 'm')).not.toThrow();
+    expect(() =>
+      validateModelDefinition(
+        { ...base, messages: { ready: {}, progress: { description: 'x', schema: { type: 'object' } }, any: { schema: true } } },
+        'm',
+      ),
+    ).not.toThrow();
   });
 
   it('lists every mistake', () => {
     let problems: readonly string[] = [];
     try {
-      validateModelDefinition({ ...base, messages: { 'bad type': {}, notObject: 5, badDescription: { description: 1 }, badSchema: { schema: 'string' } } }, 'm');
+      validateModelDefinition(
+        { ...base, messages: { 'bad type': {}, notObject: 5, badDescription: { description: 1 }, badSchema: { schema: 'string' } } },
+        'm',
+      );
     } catch (error) {
       problems = (error as { problems: readonly string[] }).problems;
     }

@@ -59,7 +59,9 @@ export function modelSchemaFromOpenApi(document: unknown): ModelSchema {
       name,
       description: typeof command['description'] === 'string' ? command['description'] : '',
       params,
-      ...(typeof replyType === 'string' ? { reply: replySchema === undefined ? { type: replyType } : { type: replyType, schema: replySchema } } : {}),
+      ...(typeof replyType === 'string'
+        ? { reply: replySchema === undefined ? { type: replyType } : { type: replyType, schema: replySchema } }
+        : {}),
     };
   });
   const messages: ModelSchemaMessage[] = Object.entries(optionalObject(extension['messages'])).map(([type, raw]) => {
@@ -111,7 +113,8 @@ function isSchema(value: unknown): value is JsonSchema {
 }
 
 function asObject(value: unknown, problem: string): Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new NotAnArclightSchemaError(`Not an Arclight schema: ${problem}.`);
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new NotAnArclightSchemaError(`Not an Arclight schema: ${problem}.`);
   return value as Record<string, unknown>;
 }
 

@@ -17,20 +17,26 @@ describe('schemaToTs', () => {
   });
 
   it('objects: required and optional members, quoted keys, descriptions as TSDoc', () => {
-    expect(schemaToTs({
-      type: 'object',
-      properties: { speed: { type: 'number', description: 'px per frame' }, 'max-size': { type: 'integer' } },
-      required: ['speed'],
-      additionalProperties: false,
-    })).toBe('{\n  /** px per frame */\n  speed: number;\n  "max-size"?: number;\n}');
+    expect(
+      schemaToTs({
+        type: 'object',
+        properties: { speed: { type: 'number', description: 'px per frame' }, 'max-size': { type: 'integer' } },
+        required: ['speed'],
+        additionalProperties: false,
+      }),
+    ).toBe('{\n  /** px per frame */\n  speed: number;\n  "max-size"?: number;\n}');
   });
 
   it('additionalProperties: open by default, typed by a schema, closed by false', () => {
     expect(oneLine({ type: 'object' })).toBe('{ [key: string]: unknown; }');
-    expect(oneLine({ type: 'object', properties: { a: { type: 'string' } }, required: ['a'] })).toBe('{ a: string; [key: string]: unknown; }');
+    expect(oneLine({ type: 'object', properties: { a: { type: 'string' } }, required: ['a'] })).toBe(
+      '{ a: string; [key: string]: unknown; }',
+    );
     expect(oneLine({ type: 'object', additionalProperties: { type: 'number' } })).toBe('{ [key: string]: number; }');
     // The index signature must admit the listed members' types too.
-    expect(oneLine({ type: 'object', properties: { a: { type: 'string' } }, additionalProperties: { type: 'number' } })).toBe('{ a?: string; [key: string]: number | string | undefined; }');
+    expect(oneLine({ type: 'object', properties: { a: { type: 'string' } }, additionalProperties: { type: 'number' } })).toBe(
+      '{ a?: string; [key: string]: number | string | undefined; }',
+    );
     expect(oneLine({ type: 'object', additionalProperties: false })).toBe('Record<string, never>');
     // A required name with no property schema is still required.
     expect(oneLine({ type: 'object', required: ['id'], additionalProperties: false })).toBe('{ id: unknown; }');
@@ -55,12 +61,24 @@ describe('schemaToTs', () => {
 
   it('oneOf / anyOf unions, allOf intersections, type lists and nullable', () => {
     expect(oneLine({ oneOf: [{ type: 'string' }, { type: 'number' }] })).toBe('string | number');
-    expect(oneLine({ anyOf: [{ const: 'a' }, { type: 'object', properties: { b: { type: 'string' } }, required: ['b'], additionalProperties: false }] })).toBe('"a" | { b: string; }');
-    expect(oneLine({ allOf: [{ type: 'object', properties: { a: { type: 'string' } }, required: ['a'] }, { anyOf: [{ type: 'string' }, { type: 'number' }] }] }))
-      .toBe('{ a: string; [key: string]: unknown; } & (string | number)');
+    expect(
+      oneLine({
+        anyOf: [{ const: 'a' }, { type: 'object', properties: { b: { type: 'string' } }, required: ['b'], additionalProperties: false }],
+      }),
+    ).toBe('"a" | { b: string; }');
+    expect(
+      oneLine({
+        allOf: [
+          { type: 'object', properties: { a: { type: 'string' } }, required: ['a'] },
+          { anyOf: [{ type: 'string' }, { type: 'number' }] },
+        ],
+      }),
+    ).toBe('{ a: string; [key: string]: unknown; } & (string | number)');
     expect(oneLine({ type: ['string', 'null'] })).toBe('string | null');
     expect(oneLine({ type: 'string', nullable: true })).toBe('string | null');
-    expect(oneLine({ type: ['object', 'null'], properties: { a: { type: 'number' } }, additionalProperties: false })).toBe('{ a?: number; } | null');
+    expect(oneLine({ type: ['object', 'null'], properties: { a: { type: 'number' } }, additionalProperties: false })).toBe(
+      '{ a?: number; } | null',
+    );
     // unknown absorbs a union.
     expect(oneLine({ anyOf: [{ type: 'string' }, {}] })).toBe('unknown');
   });
@@ -73,7 +91,16 @@ describe('schemaToTs', () => {
   });
 
   it('nests with indentation', () => {
-    expect(schemaToTs({ type: 'object', properties: { inner: { type: 'object', properties: { x: { type: 'number' } }, required: ['x'], additionalProperties: false } }, required: ['inner'], additionalProperties: false }, { indent: '  ' }))
-      .toBe('{\n    inner: {\n      x: number;\n    };\n  }');
+    expect(
+      schemaToTs(
+        {
+          type: 'object',
+          properties: { inner: { type: 'object', properties: { x: { type: 'number' } }, required: ['x'], additionalProperties: false } },
+          required: ['inner'],
+          additionalProperties: false,
+        },
+        { indent: '  ' },
+      ),
+    ).toBe('{\n    inner: {\n      x: number;\n    };\n  }');
   });
 });

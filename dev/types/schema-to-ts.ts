@@ -78,31 +78,37 @@ function convertNonNull(schema: { readonly [keyword: string]: unknown }, indent:
 /** The type from `type` (one or a list), or from the keywords that imply one (properties, items). */
 function typedValue(schema: { readonly [keyword: string]: unknown }, indent: string, depth: number): string | undefined {
   const declared = schema['type'];
-  const types = Array.isArray(declared) ? declared.filter((t): t is string => typeof t === 'string') : typeof declared === 'string' ? [declared] : [];
+  const types = Array.isArray(declared)
+    ? declared.filter((t): t is string => typeof t === 'string')
+    : typeof declared === 'string'
+      ? [declared]
+      : [];
   if (types.length === 0) {
     if ('properties' in schema || 'additionalProperties' in schema || 'required' in schema) return objectType(schema, indent, depth);
     if ('items' in schema || 'prefixItems' in schema) return arrayType(schema, indent, depth);
     return undefined;
   }
-  return union(types.map((t) => {
-    switch (t) {
-      case 'string':
-        return 'string';
-      case 'number':
-      case 'integer':
-        return 'number';
-      case 'boolean':
-        return 'boolean';
-      case 'null':
-        return 'null';
-      case 'object':
-        return objectType(schema, indent, depth);
-      case 'array':
-        return arrayType(schema, indent, depth);
-      default:
-        return 'unknown';
-    }
-  }));
+  return union(
+    types.map((t) => {
+      switch (t) {
+        case 'string':
+          return 'string';
+        case 'number':
+        case 'integer':
+          return 'number';
+        case 'boolean':
+          return 'boolean';
+        case 'null':
+          return 'null';
+        case 'object':
+          return objectType(schema, indent, depth);
+        case 'array':
+          return arrayType(schema, indent, depth);
+        default:
+          return 'unknown';
+      }
+    }),
+  );
 }
 
 function objectType(schema: { readonly [keyword: string]: unknown }, indent: string, depth: number): string {
@@ -142,7 +148,10 @@ function arrayType(schema: { readonly [keyword: string]: unknown }, indent: stri
   const items = schema['items'];
   if (Array.isArray(prefix)) {
     const elements = prefix.map((item) => convert(item as Schema, indent, depth + 1));
-    const rest = items === false ? '' : `...${parenthesise(items === undefined || items === true ? 'unknown' : convert(items as Schema, indent, depth + 1))}[]`;
+    const rest =
+      items === false
+        ? ''
+        : `...${parenthesise(items === undefined || items === true ? 'unknown' : convert(items as Schema, indent, depth + 1))}[]`;
     return `[${[...elements, ...(rest ? [rest] : [])].join(', ')}]`;
   }
   // Draft 4–2019 tuples: `items` as a list.

@@ -63,7 +63,9 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write(`arclight types: ${(error as Error).message}\n`);
     return 1;
   }
-  process.stdout.write(renderModelTypes(schema, { format: options.format, ...(options.name === undefined ? {} : { typeName: options.name }) }));
+  process.stdout.write(
+    renderModelTypes(schema, { format: options.format, ...(options.name === undefined ? {} : { typeName: options.name }) }),
+  );
   return 0;
 }
 
@@ -88,7 +90,8 @@ function parseOptions(argv: readonly string[]): { from: string; name: string | u
   const extra = positionals.filter((p) => p !== 'types');
   if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}" (the source goes after --from)`);
   if (values.from === undefined || values.from === '') throw new UsageError('--from <url | model-module> is required');
-  if (values.name !== undefined && !isValidTypeName(values.name)) throw new UsageError(`--name "${values.name}" is not a TypeScript identifier`);
+  if (values.name !== undefined && !isValidTypeName(values.name))
+    throw new UsageError(`--name "${values.name}" is not a TypeScript identifier`);
   const format = values.format ?? 'd.ts';
   if (format !== 'd.ts' && format !== 'ts') throw new UsageError(`--format must be "d.ts" or "ts"; got "${format}"`);
   return { from: values.from, name: values.name, format };
@@ -100,12 +103,17 @@ async function schemaFromUrl(url: string): Promise<ModelSchema> {
     response = await fetch(url, { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
   } catch (error) {
     const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-    const reason = (error as Error).name === 'TimeoutError' ? `no answer within ${FETCH_TIMEOUT_MS / 1000} s` : (cause?.code ?? cause?.message ?? (error as Error).message);
+    const reason =
+      (error as Error).name === 'TimeoutError'
+        ? `no answer within ${FETCH_TIMEOUT_MS / 1000} s`
+        : (cause?.code ?? cause?.message ?? (error as Error).message);
     throw new SourceError(`cannot reach ${url}: ${reason}`);
   }
   if (response.status !== 200) {
     await response.body?.cancel();
-    throw new SourceError(`${url} answered ${response.status} ${response.statusText}; expected 200 with the runtime's OpenAPI document (GET /schema)`);
+    throw new SourceError(
+      `${url} answered ${response.status} ${response.statusText}; expected 200 with the runtime's OpenAPI document (GET /schema)`,
+    );
   }
   let document: unknown;
   try {

@@ -57,7 +57,12 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
       return;
     }
     const ms = Math.round(performance.now() - started);
-    const note = outcome.sessions === 'ended' ? ' (its tracks or fps changed: the open session ended, clients start a new one)' : outcome.sessions === 'kept' ? ' (session kept)' : '';
+    const note =
+      outcome.sessions === 'ended'
+        ? ' (its tracks or fps changed: the open session ended, clients start a new one)'
+        : outcome.sessions === 'kept'
+          ? ' (session kept)'
+          : '';
     print(`arclight: reloaded ${next.definition.name} in ${ms} ms${note}`);
   };
   // One reload at a time; saves during one fold into a single reload after it.
@@ -100,7 +105,12 @@ async function importOrError(path: string): Promise<{ definition: ModelDefinitio
  * import's error, so the runtime reports it (and refuses sessions) until a save fixes it.
  */
 function unloadedModel(path: string, error: unknown): ModelDefinition<unknown> {
-  const name = basename(resolve(path)).replace(/\.[cm]?[jt]sx?$/, '').toLowerCase().replace(/[^a-z0-9._-]+/g, '-').replace(/^[^a-z0-9]+/, '') || 'model';
+  const name =
+    basename(resolve(path))
+      .replace(/\.[cm]?[jt]sx?$/, '')
+      .toLowerCase()
+      .replace(/[^a-z0-9._-]+/g, '-')
+      .replace(/^[^a-z0-9]+/, '') || 'model';
   return {
     name: name.slice(0, 64),
     fps: 30,
@@ -116,7 +126,11 @@ function watchedFolder(path: string): string {
   return existsSync(full) && statSync(full).isDirectory() ? full : dirname(full);
 }
 
-function printError(print: (line: string) => void, error: ModelLoadErrorInfo, meanwhile = 'the previous version keeps serving; save to retry'): void {
+function printError(
+  print: (line: string) => void,
+  error: ModelLoadErrorInfo,
+  meanwhile = 'the previous version keeps serving; save to retry',
+): void {
   print(`arclight: model failed to load (${meanwhile})\n${formatLoadError(error)}`);
 }
 

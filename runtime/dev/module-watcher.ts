@@ -57,7 +57,9 @@ export class ModuleWatcher {
     this.#watchers.set(folder, watcher);
     let entries: string[] = [];
     try {
-      entries = readdirSync(folder, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+      entries = readdirSync(folder, { withFileTypes: true })
+        .filter((e) => e.isDirectory())
+        .map((e) => e.name);
     } catch {
       return;
     }

@@ -56,7 +56,11 @@ describe('NetworkFaults', () => {
     vi.advanceTimersByTime(1);
     expect(arrivals.map(([n]) => n)).toEqual([1]);
     vi.advanceTimersByTime(10);
-    expect(arrivals).toEqual([[1, 75], [2, 85], [3, 85]]);
+    expect(arrivals).toEqual([
+      [1, 75],
+      [2, 85],
+      [3, 85],
+    ]);
     expect(faults.counters).toEqual({ dropped: 0, delayed: 3, delivered: 3 });
     // Back to no delay: nothing queued, so the next one goes at once.
     faults.set({});

@@ -12,7 +12,7 @@ describe('applyPeerFaults', () => {
     const { pc, transports } = fakePeer();
     let i = 0;
     // Deterministic "random": every 4th packet draws below 0.25.
-    applyPeerFaults(pc, { outboundRtpLossPercent: 25 }, () => ((i++ % 4) === 3 ? 0.1 : 0.9));
+    applyPeerFaults(pc, { outboundRtpLossPercent: 25 }, () => (i++ % 4 === 3 ? 0.1 : 0.9));
     const drops = Array.from({ length: 8 }, () => rtpLossFault(transports[0]!)!());
     expect(drops).toEqual([false, false, false, true, false, false, false, true]);
     expect(rtpLossFault(transports[1]!)).toBeTypeOf('function');

@@ -104,7 +104,13 @@ export class CoordinatorLink {
   async #register(retryMs: number): Promise<void> {
     if (this.#stopped) return;
     try {
-      const response = await this.#post('/runtimes', { id: this.id, url: this.#registration.url, model: this.#registration.model, slots: 1, capabilities: this.#registration.capabilities });
+      const response = await this.#post('/runtimes', {
+        id: this.id,
+        url: this.#registration.url,
+        model: this.#registration.model,
+        slots: 1,
+        capabilities: this.#registration.capabilities,
+      });
       if (!response.ok) throw new Error(`registration answered ${response.status}: ${await response.text()}`);
       const { heartbeat_interval_ms: interval } = (await response.json()) as { heartbeat_interval_ms: number };
       this.#log.info('registered with the coordinator', { coordinator: this.#options.coordinatorUrl });

@@ -17,7 +17,12 @@ export interface MediaStartup {
   readonly hardwareH265: boolean;
 }
 
-export async function prepareMedia(log: Logger, metrics: Pick<RuntimeMetrics, 'encoderBackend'>, events: RuntimeEventSink, encoderBackends: EncoderBackendRegistry): Promise<MediaStartup> {
+export async function prepareMedia(
+  log: Logger,
+  metrics: Pick<RuntimeMetrics, 'encoderBackend'>,
+  events: RuntimeEventSink,
+  encoderBackends: EncoderBackendRegistry,
+): Promise<MediaStartup> {
   // The process's DTLS certificate, made now rather than during the first client's connect.
   await prepareDtlsCertificate();
   // Which encoder serves each codec is decided once, here, by opening the candidates.
@@ -34,6 +39,11 @@ export async function prepareMedia(log: Logger, metrics: Pick<RuntimeMetrics, 'e
   });
   const native = nativeAddonStatus();
   // Without the addon, neither native colour conversion nor the allocator trim after an encoder is freed (native/allocator.ts).
-  log.info('native addon', native.loaded ? { loaded: true, version: native.version } : { loaded: false, reason: native.reason, colour_conversion: 'JavaScript', allocator_trim: false });
+  log.info(
+    'native addon',
+    native.loaded
+      ? { loaded: true, version: native.version }
+      : { loaded: false, reason: native.reason, colour_conversion: 'JavaScript', allocator_trim: false },
+  );
   return { hardwareH265: backends.some((b) => b.codec === 'h265' && b.backend?.hardware) };
 }

@@ -85,7 +85,12 @@ describe('ModelHost', () => {
   it('reloads one at a time in order; a failing version keeps the old one serving and gives back its load', async () => {
     const unloaded: string[] = [];
     const { modelHost, calls } = host(definition('v1', { unload: () => void unloaded.push('v1') }));
-    const second = modelHost.reload(definition('v2', { load: () => Promise.reject(new Error('broken')), unload: () => void unloaded.push('v2') }) as ModelDefinition<never>);
+    const second = modelHost.reload(
+      definition('v2', {
+        load: () => Promise.reject(new Error('broken')),
+        unload: () => void unloaded.push('v2'),
+      }) as ModelDefinition<never>,
+    );
     const third = modelHost.reload(definition('v3') as ModelDefinition<never>);
     expect(await second).toMatchObject({ ok: false, error: { code: 'model_load_failed' } });
     expect(await third).toMatchObject({ ok: true, version: 2, sessions: 'no_session' });

@@ -38,7 +38,11 @@ export interface ModelSessions {
   /** The open session, if any. */
   readonly current: unknown;
   /** Moves the open session to a new version (or ends it when its media changed). */
-  adoptModel(definition: ModelDefinition<unknown>, router: CommandRouter, capabilities: Capabilities): Promise<'no_session' | 'kept' | 'ended'>;
+  adoptModel(
+    definition: ModelDefinition<unknown>,
+    router: CommandRouter,
+    capabilities: Capabilities,
+  ): Promise<'no_session' | 'kept' | 'ended'>;
   close(): Promise<void>;
 }
 
@@ -231,7 +235,7 @@ export class ModelHost {
     try {
       await definition.unload?.();
     } catch (error) {
-      this.#log.error('the model\'s unload() failed', { error: error instanceof Error ? error.message : String(error) });
+      this.#log.error("the model's unload() failed", { error: error instanceof Error ? error.message : String(error) });
     }
   }
 }

@@ -24,7 +24,11 @@ export function capabilitiesOf(model: ModelDefinition<unknown>, router: CommandR
 export type ServedVersionBuilder = (definition: ModelDefinition<unknown>, version: number) => ServedModel;
 
 /** A builder whose routers log, count and moderate through the runtime's own. */
-export function servedVersionBuilder(log: Logger, metrics: RuntimeMetrics, moderation: ModerationOptions | undefined): ServedVersionBuilder {
+export function servedVersionBuilder(
+  log: Logger,
+  metrics: RuntimeMetrics,
+  moderation: ModerationOptions | undefined,
+): ServedVersionBuilder {
   return (definition, version) => {
     const router = new CommandRouter(definition.commands ?? {}, log, metrics, moderation);
     const capabilities = capabilitiesOf(definition, router);

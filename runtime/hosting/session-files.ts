@@ -30,12 +30,16 @@ export interface SessionFiles {
 }
 
 /** Opens uploads, recordings and session logs as the options say (the recording options already checked). */
-export async function openSessionFiles(options: Pick<RuntimeOptions, 'uploads' | 'recording' | 'sessionLogs'>, log: Logger): Promise<SessionFiles> {
+export async function openSessionFiles(
+  options: Pick<RuntimeOptions, 'uploads' | 'recording' | 'sessionLogs'>,
+  log: Logger,
+): Promise<SessionFiles> {
   const uploadDirectory = options.uploads?.directory ?? (await mkdtemp(join(tmpdir(), 'arclight-uploads-')));
   const uploads = new UploadStore(uploadDirectory, options.uploads);
   const urlSigner = new UrlSigner(options.uploads?.now ? { now: options.uploads.now } : {});
   const recording = options.recording;
-  const recordingDirectory = recording && !recording.storage ? (recording.directory ?? (await mkdtemp(join(tmpdir(), 'arclight-recordings-')))) : undefined;
+  const recordingDirectory =
+    recording && !recording.storage ? (recording.directory ?? (await mkdtemp(join(tmpdir(), 'arclight-recordings-')))) : undefined;
   // One signer for the clip URLs it issues and checks (its own clock when the recording has one).
   const clipSigner = recording?.now ? new UrlSigner({ now: recording.now }) : urlSigner;
   const recordings = recording

@@ -81,7 +81,10 @@ function rejectOtherMethods(app: Hono, playground: boolean, dev: boolean): void 
   for (const [path, methods] of Object.entries(routes)) {
     // Registered after the real handlers, so it only runs when none of them matched the method.
     app.all(path, (c) => {
-      const error = new ArclightError('method_not_allowed', `${c.req.method} is not allowed on ${c.req.path}; use ${methods.join(' or ')}.`);
+      const error = new ArclightError(
+        'method_not_allowed',
+        `${c.req.method} is not allowed on ${c.req.path}; use ${methods.join(' or ')}.`,
+      );
       return c.json(error.toBody(), 405, { Allow: [...methods, 'OPTIONS'].join(', ') });
     });
   }
@@ -92,17 +95,32 @@ export function createRuntimeApp(services: RuntimeServices): Hono {
   const app = new Hono();
   app.onError(createErrorHandler(services.logError, 'runtime'));
   const origins = services.corsOrigins;
-  app.use('*', cors({
-    origin: origins === '*' ? '*' : [...origins],
-    allowMethods: ['GET', 'POST', 'PUT', 'DELETE', 'OPTIONS'],
-    allowHeaders: ['Content-Type', 'Authorization', 'Last-Event-ID', API_VERSION_HEADER, API_ACCEPT_VERSION_HEADER, WEBRTC_VERSION_HEADER],
-    maxAge: 600,
-  }));
+  app.use(
+    '*',
+    cors({
+      origin: origins === '*' ? '*' : [...origins],
+      allowMethods: ['GET', 'POST', 'PUT', 'DELETE', 'OPTIONS'],
+      allowHeaders: [
+        'Content-Type',
+        'Authorization',
+        'Last-Event-ID',
+        API_VERSION_HEADER,
+        API_ACCEPT_VERSION_HEADER,
+        WEBRTC_VERSION_HEADER,
+      ],
+      maxAge: 600,
+    }),
+  );
   app.notFound(notFound);
   app.get('/health', (c) => {
     const s = modelHost.state;
     const healthy = modelHost.loadState === 'loaded' && !modelHost.closed;
-    const detail = modelHost.loadState === 'failed' ? 'model load() failed; see the runtime log' : modelHost.loadState === 'loading' ? 'model is loading' : null;
+    const detail =
+      modelHost.loadState === 'failed'
+        ? 'model load() failed; see the runtime log'
+        : modelHost.loadState === 'loading'
+          ? 'model is loading'
+          : null;
     return c.json({ status: healthy ? 'healthy' : 'unhealthy', state: s, detail, version: SERVER_VERSION }, healthy ? 200 : 503);
   });
   app.get('/metrics', async (c) => c.body(await metrics.text(), 200, { 'content-type': metrics.contentType }));
@@ -110,12 +128,14 @@ export function createRuntimeApp(services: RuntimeServices): Hono {
   app.get('/capabilities', (c) => c.json(modelHost.current.capabilities));
   if (services.dev) {
     // arclight dev: which version serves and why the last one did not load, for the playground.
-    app.get('/dev/status', (c) => c.json({
-      model: modelHost.current.definition.name,
-      version: modelHost.current.version,
-      state: modelHost.state,
-      error: modelHost.lastLoadError ?? null,
-    }));
+    app.get('/dev/status', (c) =>
+      c.json({
+        model: modelHost.current.definition.name,
+        version: modelHost.current.version,
+        state: modelHost.state,
+        error: modelHost.lastLoadError ?? null,
+      }),
+    );
   }
   if (services.hosted) {
     for (const path of ['/start_session', '/stop_session', '/session']) app.use(path, localSessionsClosed);
@@ -126,13 +146,16 @@ export function createRuntimeApp(services: RuntimeServices): Hono {
     app.route('/', hostedRoutes(sessions, modelHost));
   }
   app.route('/', sessionRoutes(sessions, modelHost));
-  app.route('/', uploadRoutes({
-    host: sessions,
-    store: files.uploads,
-    signer: files.urlSigner,
-    trustPublicUrlHeader: services.hosted !== undefined,
-    ...(services.uploadsNow ? { now: services.uploadsNow } : {}),
-  }));
+  app.route(
+    '/',
+    uploadRoutes({
+      host: sessions,
+      store: files.uploads,
+      signer: files.urlSigner,
+      trustPublicUrlHeader: services.hosted !== undefined,
+      ...(services.uploadsNow ? { now: services.uploadsNow } : {}),
+    }),
+  );
   if (files.recordings) app.route('/', clipRoutes(files.recordings, files.clipSigner));
   app.route('/', sessionLogRoutes(files.sessionLogs));
   app.route('/', eventRoutes(services.events));

@@ -76,6 +76,9 @@ export function resumePoint(lastEventId: string | undefined, after: string | und
 }
 
 export function sequenceNumber(text: string, field: string): number {
-  if (!/^\d{1,15}$/.test(text)) throw new ArclightError('invalid_request', `${field.replace(/^\//, '')} must be a sequence number (a whole number, 0 or more).`, { field });
+  if (!/^\d{1,15}$/.test(text))
+    throw new ArclightError('invalid_request', `${field.replace(/^\//, '')} must be a sequence number (a whole number, 0 or more).`, {
+      field,
+    });
   return Number(text);
 }

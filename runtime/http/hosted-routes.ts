@@ -50,13 +50,25 @@ async function coordinatorBody(c: Context): Promise<Record<string, unknown>> {
 export function hostedRoutes(host: LocalSessionHost, readiness: ModelReadiness): Hono {
   const app = new Hono();
   app.post('/hosted/sessions', async (c) => {
-    const body = (await coordinatorBody(c)) as { session_id?: unknown; reconnect_window_seconds?: unknown; public_url?: unknown; max_duration_seconds?: unknown };
+    const body = (await coordinatorBody(c)) as {
+      session_id?: unknown;
+      reconnect_window_seconds?: unknown;
+      public_url?: unknown;
+      max_duration_seconds?: unknown;
+    };
     if (typeof body.session_id !== 'string' || body.session_id.length === 0 || body.session_id.length > 128) {
       throw new ArclightError('invalid_request', 'session_id is required.', { field: '/session_id' });
     }
     const window = body.reconnect_window_seconds;
-    if (window !== undefined && !(typeof window === 'number' && Number.isInteger(window) && window >= 1 && window <= MAX_RECONNECT_WINDOW_SECONDS)) {
-      throw new ArclightError('invalid_request', `reconnect_window_seconds must be a whole number of seconds, 1 to ${MAX_RECONNECT_WINDOW_SECONDS}.`, { field: '/reconnect_window_seconds' });
+    if (
+      window !== undefined &&
+      !(typeof window === 'number' && Number.isInteger(window) && window >= 1 && window <= MAX_RECONNECT_WINDOW_SECONDS)
+    ) {
+      throw new ArclightError(
+        'invalid_request',
+        `reconnect_window_seconds must be a whole number of seconds, 1 to ${MAX_RECONNECT_WINDOW_SECONDS}.`,
+        { field: '/reconnect_window_seconds' },
+      );
     }
     // The session's maximum duration (the lower of the token's and the account's), which this
     // runtime enforces itself from the session's `ready` (Session.startDurationLimit), so media
@@ -64,7 +76,9 @@ export function hostedRoutes(host: LocalSessionHost, readiness: ModelReadiness):
     // coordinator): the coordinator alone ends it.
     const maxDuration = body.max_duration_seconds;
     if (maxDuration !== undefined && !(typeof maxDuration === 'number' && Number.isSafeInteger(maxDuration) && maxDuration >= 1)) {
-      throw new ArclightError('invalid_request', 'max_duration_seconds must be a whole number of seconds, 1 or more.', { field: '/max_duration_seconds' });
+      throw new ArclightError('invalid_request', 'max_duration_seconds must be a whole number of seconds, 1 or more.', {
+        field: '/max_duration_seconds',
+      });
     }
     readiness.assertReady();
     // Clients reach the session through the coordinator: its clip URLs point there.

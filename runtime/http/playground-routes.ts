@@ -29,7 +29,6 @@ export interface PlaygroundConfig {
   readonly hosted: { readonly coordinator_url: string } | null;
 }
 
-
 const STATIC_FILES: Record<string, string> = {
   'index.html': 'text/html; charset=utf-8',
   'playground.js': 'text/javascript; charset=utf-8',
@@ -83,7 +82,9 @@ export function playgroundRoutes(options: { hosted?: PlaygroundHostedOptions } =
   app.get('/playground/arclight-client.js', async () => {
     bundle ??= bundleClient(root);
     bundle.catch(() => (bundle = undefined));
-    return new Response(await bundle, { headers: { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache', ...security } });
+    return new Response(await bundle, {
+      headers: { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache', ...security },
+    });
   });
   const config: PlaygroundConfig = { hosted: hosted ? { coordinator_url: hosted.coordinatorUrl } : null };
   app.get('/playground/config', (c) => c.json(config, 200, { 'cache-control': 'no-cache' }));
@@ -101,7 +102,9 @@ export function playgroundRoutes(options: { hosted?: PlaygroundHostedOptions } =
           ...(error.status === undefined ? {} : { status: error.status }),
         });
       }
-      return c.json({ token: minted.token, token_type: 'Bearer', expires_at: Math.floor(minted.expiresAt / 1000) }, 200, { 'cache-control': 'no-store' });
+      return c.json({ token: minted.token, token_type: 'Bearer', expires_at: Math.floor(minted.expiresAt / 1000) }, 200, {
+        'cache-control': 'no-store',
+      });
     });
   }
   app.get('/playground/:file', (c) => serveStatic(c.req.param('file')));

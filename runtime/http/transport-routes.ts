@@ -86,12 +86,18 @@ export function transportRoutes(host: LocalSessionHost, iceServers: (sessionId: 
     const negotiation = connection.negotiate(body);
     negotiation.catch(() => {}); // the outcome is read through connection.answer
     const settledInTime = await Promise.race([
-      negotiation.then(() => true, () => true),
+      negotiation.then(
+        () => true,
+        () => true,
+      ),
       new Promise<boolean>((resolve) => setTimeout(() => resolve(false), INLINE_ANSWER_MS)),
     ]);
     const status = connection.answer;
     if (settledInTime && status.state === 'failed') return errorResponse(c, status.error);
-    const accepted: SdpOfferAccepted = { connection_id: connection.id, ...(settledInTime && status.state === 'ready' ? { sdp_answer: status.sdp } : {}) };
+    const accepted: SdpOfferAccepted = {
+      connection_id: connection.id,
+      ...(settledInTime && status.state === 'ready' ? { sdp_answer: status.sdp } : {}),
+    };
     return c.json(accepted, 202);
   };
 

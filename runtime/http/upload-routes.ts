@@ -13,7 +13,12 @@
 
 import { Hono, type Context } from 'hono';
 import { ArclightError } from '../../protocol/errors.ts';
-import { DOWNLOAD_URL_LIFETIME_SECONDS, PUBLIC_URL_HEADER, UPLOAD_URL_LIFETIME_SECONDS, type CreateUploadResponse } from '../../protocol/uploads.ts';
+import {
+  DOWNLOAD_URL_LIFETIME_SECONDS,
+  PUBLIC_URL_HEADER,
+  UPLOAD_URL_LIFETIME_SECONDS,
+  type CreateUploadResponse,
+} from '../../protocol/uploads.ts';
 import type { LocalSessionHost } from '../session/local-session-host.ts';
 import type { UploadStore } from '../uploads/upload-store.ts';
 import { requireSignature, type UrlSigner } from '../uploads/url-signer.ts';
@@ -80,7 +85,11 @@ export function uploadRoutes(options: UploadRouteOptions): Hono {
       session.recordEvent('warn', `upload failed: ${code}`, { upload_id: c.req.param('id'), code });
       throw error;
     }
-    session.recordEvent('info', 'upload received', { upload_id: reference.upload_id, size: reference.size, mime_type: reference.mime_type });
+    session.recordEvent('info', 'upload received', {
+      upload_id: reference.upload_id,
+      size: reference.size,
+      mime_type: reference.mime_type,
+    });
     return c.json(reference, 200);
   });
 

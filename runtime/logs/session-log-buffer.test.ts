@@ -90,7 +90,12 @@ describe('sessionLogger', () => {
     const [kept] = buffer.page(0, 10).lines;
     expect(buffer.size).toBe(1);
     expect(kept).toMatchObject({ level: 'warn', source: 'runtime', message: 'peer failed' });
-    expect(kept!.fields).toMatchObject({ connection: 2, token: REDACTED, upload_signature: REDACTED, error: { name: 'Error', message: 'boom' } });
+    expect(kept!.fields).toMatchObject({
+      connection: 2,
+      token: REDACTED,
+      upload_signature: REDACTED,
+      error: { name: 'Error', message: 'boom' },
+    });
   });
 
   it("keeps the model's fields as written", () => {

@@ -17,7 +17,12 @@ import type { SessionLogBuffer } from './session-log-buffer.ts';
 const CREDENTIAL_FIELD = /token|secret|password|signature|authorization|credential|api[-_]?key/i;
 export const REDACTED = '[redacted]';
 
-export function sessionLogger(base: Logger, buffer: SessionLogBuffer, source: SessionLogSource, bindings: Record<string, unknown> = {}): Logger {
+export function sessionLogger(
+  base: Logger,
+  buffer: SessionLogBuffer,
+  source: SessionLogSource,
+  bindings: Record<string, unknown> = {},
+): Logger {
   const keep = (level: SessionLogLevel, message: string, fields: Record<string, unknown> | undefined): void => {
     const all = { ...bindings, ...fields };
     const json = toJsonFields(all, source === 'runtime');

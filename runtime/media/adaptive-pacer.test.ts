@@ -25,7 +25,13 @@ interface Run {
  * Simulates `durationMs` of a step producer: step k takes `stepMs(k)` and yields `frames(k)`
  * frames; it is handed over when the pacer has room, and the next step starts then.
  */
-function simulate(options: { stepMs: (k: number) => number; frames?: (k: number) => number; durationMs: number; minFps?: number; maxFps?: number }): Run {
+function simulate(options: {
+  stepMs: (k: number) => number;
+  frames?: (k: number) => number;
+  durationMs: number;
+  minFps?: number;
+  maxFps?: number;
+}): Run {
   const pacer = new AdaptivePacer({ minFps: options.minFps ?? 1, maxFps: options.maxFps ?? 60 });
   const framesOf = options.frames ?? (() => 4);
   const queue: Array<{ emittedAt: number; step: number }> = [];
@@ -137,7 +143,11 @@ describe('AdaptivePacer', () => {
     // 4, 8, 4, 8 … frames, each chunk in 40 ms per frame: 25 fps. (A 4-frame chunk lasts 160 ms
     // and the 8-frame one after it takes 320 ms: a gap follows, since the cushion stays within
     // one frame interval to keep latency within a step.)
-    const { sent, pacer } = simulate({ stepMs: (k) => (k % 2 === 0 ? 160 : 320), frames: (k) => (k % 2 === 0 ? 4 : 8), durationMs: 20_000 });
+    const { sent, pacer } = simulate({
+      stepMs: (k) => (k % 2 === 0 ? 160 : 320),
+      frames: (k) => (k % 2 === 0 ? 4 : 8),
+      durationMs: 20_000,
+    });
     expect(pacer.stats.productionFps).toBeCloseTo(25, 5);
     const steady = sent.filter((s) => s.at > 3_000);
     expect(mean(intervals(steady))).toBeCloseTo(40, 0);

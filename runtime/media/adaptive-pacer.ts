@@ -210,7 +210,8 @@ export class AdaptivePacer {
         restarted = true;
       }
     }
-    while (this.#samples.length > MAX_SAMPLES || (this.#samples.length > MIN_SAMPLES && at - this.#samples[0]!.at > WINDOW_MS)) this.#samples.shift();
+    while (this.#samples.length > MAX_SAMPLES || (this.#samples.length > MIN_SAMPLES && at - this.#samples[0]!.at > WINDOW_MS))
+      this.#samples.shift();
     let sumFrames = 0;
     let sumMs = 0;
     for (const sample of this.#samples) {
@@ -243,7 +244,10 @@ function clamp(value: number, min: number, max: number): number {
  * `'adaptive'` is 1 fps up to the model's fps; `{ min, max }` narrows it (max defaults to the
  * model's fps, min to 1 — or max, when max is lower).
  */
-export function adaptiveRangeOf(spec: { readonly fps?: 'adaptive' | { readonly min?: number; readonly max?: number } }, modelFps: number): AdaptivePacerOptions | undefined {
+export function adaptiveRangeOf(
+  spec: { readonly fps?: 'adaptive' | { readonly min?: number; readonly max?: number } },
+  modelFps: number,
+): AdaptivePacerOptions | undefined {
   if (spec.fps === undefined) return undefined;
   const range = spec.fps === 'adaptive' ? {} : spec.fps;
   const maxFps = Math.min(range.max ?? modelFps, modelFps);

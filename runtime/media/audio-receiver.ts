@@ -34,6 +34,11 @@ export class AudioReceiver {
 
   close(): void {
     this.#closed = true;
-    void this.#chain.then(() => this.#decoder).then((d) => d.close(), () => {});
+    void this.#chain
+      .then(() => this.#decoder)
+      .then(
+        (d) => d.close(),
+        () => {},
+      );
   }
 }

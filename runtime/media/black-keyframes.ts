@@ -45,7 +45,13 @@ export class TrackBlackKeyframes {
   }
 }
 
-function processBlackKeyframe(key: VideoStreamKey, width: number, height: number, fps: number, backends: EncoderBackendRegistry): Promise<Buffer[]> {
+function processBlackKeyframe(
+  key: VideoStreamKey,
+  width: number,
+  height: number,
+  fps: number,
+  backends: EncoderBackendRegistry,
+): Promise<Buffer[]> {
   const id = `${key} ${width}x${height}@${fps}`;
   let black = blackKeyframes.get(id);
   if (!black) {
@@ -59,7 +65,13 @@ function processBlackKeyframe(key: VideoStreamKey, width: number, height: number
   return black;
 }
 
-async function encodeBlackKeyframe(key: VideoStreamKey, width: number, height: number, fps: number, backends: EncoderBackendRegistry): Promise<Buffer[]> {
+async function encodeBlackKeyframe(
+  key: VideoStreamKey,
+  width: number,
+  height: number,
+  fps: number,
+  backends: EncoderBackendRegistry,
+): Promise<Buffer[]> {
   const format = streamFormat(key);
   const encoder = await openStreamEncoder({ ...format, width, height, fps }, backends);
   try {

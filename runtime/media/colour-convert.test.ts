@@ -8,7 +8,13 @@ import { describe, expect, it } from 'vitest';
 import { nativeAddonStatus } from '../native/native-addon.ts';
 import { convertToYuv, yuvByteLength, type YuvSourceFormat, type YuvSourceLayout, type YuvTarget } from './colour-convert.ts';
 
-const SIZES: ReadonlyArray<[number, number]> = [[1, 1], [3, 5], [17, 9], [33, 31], [64, 48]];
+const SIZES: ReadonlyArray<[number, number]> = [
+  [1, 1],
+  [3, 5],
+  [17, 9],
+  [33, 31],
+  [64, 48],
+];
 const FORMATS: readonly YuvSourceFormat[] = ['rgb', 'rgba', 'bgr'];
 const LAYOUTS: readonly YuvSourceLayout[] = ['hwc', 'chw'];
 const TARGETS: readonly YuvTarget[] = ['i420', 'nv12'];
@@ -25,13 +31,18 @@ function random(seed: number): () => number {
 }
 
 /** The BT.601 limited-range reference, written out plainly: r, g, b of pixel (x, y) in [0, 255]. */
-function reference(width: number, height: number, rgbAt: (x: number, y: number) => [number, number, number], target: YuvTarget): Uint8Array {
+function reference(
+  width: number,
+  height: number,
+  rgbAt: (x: number, y: number) => [number, number, number],
+  target: YuvTarget,
+): Uint8Array {
   const out = new Uint8Array(yuvByteLength(width, height));
   const clamp = (v: number) => Math.min(255, Math.max(0, Math.round(v)));
   for (let y = 0; y < height; y++) {
     for (let x = 0; x < width; x++) {
       const [r, g, b] = rgbAt(x, y);
-      out[y * width + x] = clamp(16 + (0.2567890625 * 256 * r + 0.50412890625 * 256 * g + 0.0979062500 * 256 * b) / 256);
+      out[y * width + x] = clamp(16 + (0.2567890625 * 256 * r + 0.50412890625 * 256 * g + 0.09790625 * 256 * b) / 256);
     }
   }
   const cw = Math.ceil(width / 2);
@@ -39,7 +50,8 @@ function reference(width: number, height: number, rgbAt: (x: number, y: number) 
   for (let cy = 0; cy < ch; cy++) {
     for (let cx = 0; cx < cw; cx++) {
       const block: Array<[number, number, number]> = [];
-      for (let y = 2 * cy; y < Math.min(height, 2 * cy + 2); y++) for (let x = 2 * cx; x < Math.min(width, 2 * cx + 2); x++) block.push(rgbAt(x, y));
+      for (let y = 2 * cy; y < Math.min(height, 2 * cy + 2); y++)
+        for (let x = 2 * cx; x < Math.min(width, 2 * cx + 2); x++) block.push(rgbAt(x, y));
       const mean = [0, 1, 2].map((k) => block.reduce((s, p) => s + p[k]!, 0) / block.length) as [number, number, number];
       const [r, g, b] = mean;
       const u = clamp(128 + (-37.945 * r - 74.494 * g + 112.439 * b) / 256);
@@ -82,7 +94,10 @@ describe('convertToYuv', () => {
             for (const type of ['uint8', 'float01', 'float255'] as const) {
               const n = width * height * channels;
               // Floats stray a little outside the range too: they must clamp.
-              const src = type === 'uint8' ? Uint8Array.from({ length: n }, () => Math.floor(next() * 256)) : Float32Array.from({ length: n }, () => (next() * 1.1 - 0.05) * (type === 'float255' ? 255 : 1));
+              const src =
+                type === 'uint8'
+                  ? Uint8Array.from({ length: n }, () => Math.floor(next() * 256))
+                  : Float32Array.from({ length: n }, () => (next() * 1.1 - 0.05) * (type === 'float255' ? 255 : 1));
               const scale = type === 'float255' ? 255 : 1;
               const sample = (x: number, y: number, c: number) => {
                 const i = y * width + x;
@@ -91,11 +106,18 @@ describe('convertToYuv', () => {
                 return Math.min(255, Math.max(0, v));
               };
               const order = format === 'bgr' ? [2, 1, 0] : [0, 1, 2];
-              const rgbAt = (x: number, y: number): [number, number, number] => [sample(x, y, order[0]!), sample(x, y, order[1]!), sample(x, y, order[2]!)];
+              const rgbAt = (x: number, y: number): [number, number, number] => [
+                sample(x, y, order[0]!),
+                sample(x, y, order[1]!),
+                sample(x, y, order[2]!),
+              ];
               for (const target of TARGETS) {
                 const got = convertToYuv(src, { width, height, format, layout, scale, target, implementation, threads: 3 });
                 const want = reference(width, height, rgbAt, target);
-                expect(maxDifference(got, want), `${implementation} ${width}x${height} ${format} ${layout} ${type} ${target}`).toBeLessThanOrEqual(1);
+                expect(
+                  maxDifference(got, want),
+                  `${implementation} ${width}x${height} ${format} ${layout} ${type} ${target}`,
+                ).toBeLessThanOrEqual(1);
               }
             }
           }

@@ -53,17 +53,20 @@ export function convertToYuv(src: Uint8Array | Float32Array, options: YuvConvert
   if (!Number.isInteger(width) || !Number.isInteger(height) || width < 1 || height < 1 || width > MAX_SIDE || height > MAX_SIDE) {
     throw new RangeError(`convertToYuv: width and height must be integers 1–${MAX_SIDE}, got ${width}x${height}`);
   }
-  if (format !== 'rgb' && format !== 'rgba' && format !== 'bgr') throw new TypeError(`convertToYuv: format must be rgb, rgba or bgr, got ${String(format)}`);
+  if (format !== 'rgb' && format !== 'rgba' && format !== 'bgr')
+    throw new TypeError(`convertToYuv: format must be rgb, rgba or bgr, got ${String(format)}`);
   if (layout !== 'hwc' && layout !== 'chw') throw new TypeError(`convertToYuv: layout must be hwc or chw, got ${String(layout)}`);
   if (target !== 'i420' && target !== 'nv12') throw new TypeError(`convertToYuv: target must be i420 or nv12, got ${String(target)}`);
   if (scale !== 1 && scale !== 255) throw new TypeError(`convertToYuv: scale must be 1 or 255, got ${String(scale)}`);
-  if (!(src instanceof Uint8Array) && !(src instanceof Float32Array)) throw new TypeError('convertToYuv: src must be a Uint8Array or a Float32Array');
+  if (!(src instanceof Uint8Array) && !(src instanceof Float32Array))
+    throw new TypeError('convertToYuv: src must be a Uint8Array or a Float32Array');
   const channels = format === 'rgba' ? 4 : 3;
   if (src.length !== width * height * channels) {
     throw new RangeError(`convertToYuv: ${width}x${height} ${format} needs ${width * height * channels} samples, got ${src.length}`);
   }
   const dst = options.into ?? new Uint8Array(yuvByteLength(width, height));
-  if (dst.length !== yuvByteLength(width, height)) throw new RangeError(`convertToYuv: into must be ${yuvByteLength(width, height)} bytes, got ${dst.length}`);
+  if (dst.length !== yuvByteLength(width, height))
+    throw new RangeError(`convertToYuv: into must be ${yuvByteLength(width, height)} bytes, got ${dst.length}`);
   const implementation = options.implementation ?? 'auto';
   const addon = implementation === 'js' ? undefined : nativeAddon();
   if (implementation === 'native' && !addon) throw new TypeError('convertToYuv: the native addon is not loaded (see nativeAddonStatus())');

@@ -79,7 +79,12 @@ describe.runIf(compiledIn)('CUDA frames on an output track (fake NVIDIA driver: 
 
   it('downloads every layout to packed I420 on the thread pool, RGB layouts colour-converted as convertToYuv does', async () => {
     const i420 = picture();
-    for (const [layout, pitch] of [['nv12', 128], ['i420', 96], ['rgba', 256], ['bgra', 320]] as const) {
+    for (const [layout, pitch] of [
+      ['nv12', 128],
+      ['i420', 96],
+      ['rgba', 256],
+      ['bgra', 320],
+    ] as const) {
       const gpu = new addon.CudaBuffer(cudaFrameSpan(layout, pitch, H));
       try {
         gpu.upload(pitched(layout, pitch, i420));
@@ -102,10 +107,12 @@ describe.runIf(compiledIn)('CUDA frames on an output track (fake NVIDIA driver: 
     }
   });
 
-  it('checks a download\'s shape before queueing it, and a buffer freed mid-download stays valid until it settles', async () => {
+  it("checks a download's shape before queueing it, and a buffer freed mid-download stays valid until it settles", async () => {
     const gpu = new addon.CudaBuffer(cudaFrameSpan('nv12', W, H));
     try {
-      expect(() => gpu.downloadFrame({ width: W, height: H, pitch: W - 2, layout: 'nv12' })).toThrow(new RangeError(`pitch must be at least ${W}`));
+      expect(() => gpu.downloadFrame({ width: W, height: H, pitch: W - 2, layout: 'nv12' })).toThrow(
+        new RangeError(`pitch must be at least ${W}`),
+      );
       expect(() => gpu.downloadFrame({ width: W, height: H + 2, pitch: W, layout: 'nv12' })).toThrow(/runs past the end of this buffer/);
       expect(() => gpu.downloadFrame({ width: W + 1, height: H, pitch: W * 2, layout: 'nv12' })).toThrow(RangeError);
       expect(() => gpu.downloadFrame({ width: W, height: H, pitch: W, layout: 'yuyv' as 'nv12' })).toThrow(TypeError);
@@ -121,14 +128,25 @@ describe.runIf(compiledIn)('CUDA frames on an output track (fake NVIDIA driver: 
 
   it('reports the device as the driver does (the fake: compute capability 0.0, 1 GiB, its library path)', async () => {
     const info = await addon.cudaDeviceInfo(0);
-    expect(info).toMatchObject({ ordinal: 0, name: 'Arclight fake GPU (test double)', computeCapability: '0.0', multiprocessors: 1, totalMemoryBytes: 2 ** 30, driverVersion: '0.0' });
+    expect(info).toMatchObject({
+      ordinal: 0,
+      name: 'Arclight fake GPU (test double)',
+      computeCapability: '0.0',
+      multiprocessors: 1,
+      totalMemoryBytes: 2 ** 30,
+      driverVersion: '0.0',
+    });
     expect(info.freeMemoryBytes).toBeLessThanOrEqual(2 ** 30);
     expect(info.driverLibrary).toBe(process.env['ARCLIGHT_LIBCUDA']);
     await expect(addon.cudaDeviceInfo(5)).rejects.toThrow(/^cuDeviceGet\(5\) failed: CUDA_ERROR_INVALID_DEVICE \(101\)/);
   });
 
   it('encodes emitted CUDA frames on NVENC from GPU memory, and gives a VP8 viewer and the tap host copies', async () => {
-    const track = new OutputVideoTrack({ name: 'main_video', kind: 'video', direction: 'recvonly', width: W, height: H }, 30, createLogger({}, 'error'));
+    const track = new OutputVideoTrack(
+      { name: 'main_video', kind: 'video', direction: 'recvonly', width: W, height: H },
+      30,
+      createLogger({}, 'error'),
+    );
     const h264: number[] = [];
     const vp8: number[] = [];
     const tapped: VideoFrame[] = [];
@@ -142,7 +160,12 @@ describe.runIf(compiledIn)('CUDA frames on an output track (fake NVIDIA driver: 
     const modelBuffer = new addon.CudaBuffer(cudaFrameSpan('nv12', pitch, H));
     try {
       modelBuffer.upload(pitched('nv12', pitch, i420));
-      const frame: CudaVideoFrame = { width: W, height: H, format: 'cuda', cuda: { devicePtr: modelBuffer.devicePtr, pitch, layout: 'nv12' } };
+      const frame: CudaVideoFrame = {
+        width: W,
+        height: H,
+        format: 'cuda',
+        cuda: { devicePtr: modelBuffer.devicePtr, pitch, layout: 'nv12' },
+      };
       for (let i = 0; i < 8; i++) {
         await track.emit(frame);
         // emit() copied it: the model may overwrite its buffer at once without changing what is sent.
@@ -151,7 +174,9 @@ describe.runIf(compiledIn)('CUDA frames on an output track (fake NVIDIA driver: 
       }
       // A pointer outside its allocation is the model's error, at emit(), and nothing is queued.
       const emitted = track.framesEmitted;
-      await expect(track.emit({ ...frame, cuda: { ...frame.cuda, devicePtr: modelBuffer.devicePtr + 256n } })).rejects.toThrow(/runs past the end of its CUDA allocation/);
+      await expect(track.emit({ ...frame, cuda: { ...frame.cuda, devicePtr: modelBuffer.devicePtr + 256n } })).rejects.toThrow(
+        /runs past the end of its CUDA allocation/,
+      );
       await expect(track.emit({ ...frame, cuda: { ...frame.cuda, pitch: 10 } })).rejects.toThrow(RangeError);
       expect(track.framesEmitted).toBe(emitted);
       const deadline = Date.now() + 10_000;
@@ -163,7 +188,11 @@ describe.runIf(compiledIn)('CUDA frames on an output track (fake NVIDIA driver: 
     expect(h264.length).toBeGreaterThanOrEqual(4);
     expect(vp8.length).toBeGreaterThanOrEqual(4);
     // NVENC read every frame from GPU memory (the registered NV12 copy), never from the host.
-    const encodes = readFileSync(LOG, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; input?: string; bufferFormat?: string }).filter((e) => e.event === 'encode');
+    const encodes = readFileSync(LOG, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { event: string; input?: string; bufferFormat?: string })
+      .filter((e) => e.event === 'encode');
     const modelEncodes = encodes.filter((e) => e.input === 'cuda');
     expect(modelEncodes.length).toBeGreaterThanOrEqual(4);
     expect(new Set(modelEncodes.map((e) => e.bufferFormat))).toEqual(new Set(['NV12']));

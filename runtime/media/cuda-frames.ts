@@ -43,10 +43,13 @@ export function assertCudaFrame(track: string, frame: CudaVideoFrame): void {
   if (!(Number.isInteger(width) && Number.isInteger(height) && width > 0 && height > 0 && width % 2 === 0 && height % 2 === 0)) {
     throw new TypeError(`emit("${track}"): a CUDA frame needs an even integer width and height`);
   }
-  if (!cuda || typeof cuda.devicePtr !== 'bigint' || cuda.devicePtr === 0n) throw new TypeError(`emit("${track}"): cuda.devicePtr must be a non-null bigint`);
-  if (!['nv12', 'i420', 'rgba', 'bgra'].includes(cuda.layout)) throw new TypeError(`emit("${track}"): cuda.layout must be 'nv12', 'i420', 'rgba' or 'bgra'`);
+  if (!cuda || typeof cuda.devicePtr !== 'bigint' || cuda.devicePtr === 0n)
+    throw new TypeError(`emit("${track}"): cuda.devicePtr must be a non-null bigint`);
+  if (!['nv12', 'i420', 'rgba', 'bgra'].includes(cuda.layout))
+    throw new TypeError(`emit("${track}"): cuda.layout must be 'nv12', 'i420', 'rgba' or 'bgra'`);
   const rowBytes = cuda.layout === 'rgba' || cuda.layout === 'bgra' ? width * 4 : width;
-  if (!Number.isInteger(cuda.pitch) || cuda.pitch < rowBytes) throw new RangeError(`emit("${track}"): cuda.pitch must be an integer of at least ${rowBytes}`);
+  if (!Number.isInteger(cuda.pitch) || cuda.pitch < rowBytes)
+    throw new RangeError(`emit("${track}"): cuda.pitch must be an integer of at least ${rowBytes}`);
 }
 
 /** Device buffers for one track's queued CUDA frames, reused by size. */

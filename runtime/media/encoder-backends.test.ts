@@ -27,7 +27,8 @@ const noNvidiaDevice = !existsSync('/dev/nvidiactl');
 function nativeNvencReasonHere(): RegExp {
   const status = nativeAddonStatus();
   if (!status.loaded) return new RegExp(`^unavailable: native addon ${escape(status.reason ?? 'not loaded')}$`);
-  if (!nativeAddon()!.features().nvenc) return /^unavailable: compiled out: the NVENC headers \(Debian libffmpeg-nvenc-dev, \/usr\/include\/ffnvcodec\) were not found/;
+  if (!nativeAddon()!.features().nvenc)
+    return /^unavailable: compiled out: the NVENC headers \(Debian libffmpeg-nvenc-dev, \/usr\/include\/ffnvcodec\) were not found/;
   return /^unavailable: (libcuda\.so\.1|libnvidia-encode\.so\.1) could not be loaded/;
 }
 
@@ -160,11 +161,7 @@ describe('chooseEncoderBackend', () => {
     const c = fake('c', 'h265', false, async () => ({ available: true }));
     const selection = await chooseEncoderBackend('h265', [a, b, c]);
     expect(selection.backend.name).toBe('c');
-    expect(selection.candidates.map((o) => o.status)).toEqual([
-      'unavailable: no device',
-      'unavailable: driver exploded',
-      'selected',
-    ]);
+    expect(selection.candidates.map((o) => o.status)).toEqual(['unavailable: no device', 'unavailable: driver exploded', 'selected']);
   });
 
   it('rejects, naming every reason, when nothing is available', async () => {
@@ -173,9 +170,9 @@ describe('chooseEncoderBackend', () => {
     expect(error).toBeInstanceOf(NoEncoderBackendError);
     expect((error as NoEncoderBackendError).message).toBe('no usable vp8 encoder: a unavailable: nope');
     expect((error as NoEncoderBackendError).candidates).toEqual([{ name: 'a', hardware: false, status: 'unavailable: nope' }]);
-    expect(
-      describeEncoderBackendSelection({ codec: 'vp8', backend: null, candidates: (error as NoEncoderBackendError).candidates }),
-    ).toBe('vp8: none (a unavailable: nope)');
+    expect(describeEncoderBackendSelection({ codec: 'vp8', backend: null, candidates: (error as NoEncoderBackendError).candidates })).toBe(
+      'vp8: none (a unavailable: nope)',
+    );
     await expect(chooseEncoderBackend('vp8', [])).rejects.toThrow('no usable vp8 encoder: no candidates');
   });
 });

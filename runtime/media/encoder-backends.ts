@@ -161,7 +161,10 @@ export class EncoderBackendRegistry {
     return candidates.map((candidate) => {
       const reason = demoted.get(candidate.backend.name);
       if (reason === undefined) return candidate;
-      return { backend: candidate.backend, available: () => Promise.resolve({ available: false, reason: `demoted after failing in use (${reason})` }) };
+      return {
+        backend: candidate.backend,
+        available: () => Promise.resolve({ available: false, reason: `demoted after failing in use (${reason})` }),
+      };
     });
   }
 

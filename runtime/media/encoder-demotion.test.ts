@@ -20,7 +20,9 @@ describe.runIf(noNvidiaDevice)('EncoderBackendRegistry.demote', () => {
     expect(processEncoderBackends.demote('h264', 'h264_nvenc', 'again')).toBe(false);
     const h264 = (await listEncoderBackends()).find((l) => l.codec === 'h264')!;
     expect(h264.backend?.name).toBe('libx264');
-    expect(h264.candidates.find((c) => c.name === 'h264_nvenc')?.status).toBe('unavailable: demoted after failing in use (3 encode failures within 30 s)');
+    expect(h264.candidates.find((c) => c.name === 'h264_nvenc')?.status).toBe(
+      'unavailable: demoted after failing in use (3 encode failures within 30 s)',
+    );
   });
 
   it('never demotes the last candidate left, nor a backend the codec does not have', async () => {

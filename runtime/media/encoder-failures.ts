@@ -70,7 +70,8 @@ export class EncoderFailurePolicy {
     const message = error instanceof Error ? error.message : String(error);
     let reason: string | undefined;
     if (phase === 'open') reason = `failed to open: ${message}`;
-    else if (count >= this.#limit.failures) reason = `${count} encode failures within ${this.#limit.windowMs / 1000} s, the last: ${message}`;
+    else if (count >= this.#limit.failures)
+      reason = `${count} encode failures within ${this.#limit.windowMs / 1000} s, the last: ${message}`;
     if (reason === undefined || !this.#demote(backend.codec, backend.name, reason)) return { action: 'restart' };
     this.#window.forget(key);
     return { action: 'fallback', reason };

@@ -46,7 +46,8 @@ export class EncoderInput {
    */
   gpuEncode(encoder: StreamVideoEncoder): (() => Promise<EncodedVideoFrame[]>) | undefined {
     const cuda = cudaCopyOf(this.#frame);
-    if (cuda === undefined || encoder.encodeCuda === undefined || encoder.width !== cuda.width || encoder.height !== cuda.height) return undefined;
+    if (cuda === undefined || encoder.encodeCuda === undefined || encoder.width !== cuda.width || encoder.height !== cuda.height)
+      return undefined;
     return () => encoder.encodeCuda!(cudaEncoderInput(cuda), this.#frame.timestampUs);
   }
 }

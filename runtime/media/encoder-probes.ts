@@ -81,12 +81,20 @@ export async function probeNativeNvenc(backend: EncoderBackend): Promise<Backend
     return { available: false, reason: `${probe.deviceName ?? 'this GPU'} does not encode ${backend.codec} on NVENC` };
   }
   const { width, height } = PROBE_SETTINGS;
-  const encoder = await addon.openNvencEncoder({ codec: backend.codec === 'h264' ? 'h264' : 'h265', width, height, fps: 30, bitrateKbps: 300, input: 'i420' });
+  const encoder = await addon.openNvencEncoder({
+    codec: backend.codec === 'h264' ? 'h264' : 'h265',
+    width,
+    height,
+    fps: 30,
+    bitrateKbps: 300,
+    input: 'i420',
+  });
   try {
     const black = new Uint8Array(width * height * 1.5);
     black.fill(16, 0, width * height).fill(128, width * height);
     const picture = await encoder.encode(black, true, 0);
-    if (!picture.keyframe || picture.data.length === 0) return { available: false, reason: 'the first frame did not come out as a keyframe' };
+    if (!picture.keyframe || picture.data.length === 0)
+      return { available: false, reason: 'the first frame did not come out as a keyframe' };
   } finally {
     encoder.close();
   }

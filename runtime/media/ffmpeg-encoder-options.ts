@@ -40,10 +40,7 @@ const KEYFRAME_INTERVAL_S = 10;
  * A context for the FFmpeg encoder `backend.name`, configured for `settings` but not opened.
  * Throws (after freeing it) if this FFmpeg build lacks the encoder or rejects one of its options.
  */
-export function createFfmpegEncoderContext(
-  backend: EncoderBackend,
-  settings: EncoderSettings,
-): { context: CodecContext; encoder: Codec } {
+export function createFfmpegEncoderContext(backend: EncoderBackend, settings: EncoderSettings): { context: CodecContext; encoder: Codec } {
   const encoder = Codec.findEncoderByName(backend.name as FFEncoderCodec);
   if (!encoder) throw new Error(`this FFmpeg build has no ${backend.name} encoder`);
   const { width, height, fps } = settings;

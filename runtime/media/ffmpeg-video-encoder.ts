@@ -94,7 +94,12 @@ export class FfmpegVideoEncoder implements StreamVideoEncoder {
       FFmpegError.throwIfError(frame.allocBuffer(), 'allocate encoder frame');
       const packet = new Packet();
       packet.alloc();
-      return new FfmpegVideoEncoder({ codec, width, height, fps, bitrateKbps, backend, syncBelowMs: options.syncBelowMs }, context, frame, packet);
+      return new FfmpegVideoEncoder(
+        { codec, width, height, fps, bitrateKbps, backend, syncBelowMs: options.syncBelowMs },
+        context,
+        frame,
+        packet,
+      );
     } catch (error) {
       context.freeContext();
       throw error;

@@ -72,8 +72,6 @@ describe('convertVideoFrame', () => {
   });
 
   it('rejects data shorter than the declared shape', () => {
-    expect(() => convertVideoFrame({ width: 4, height: 4, format: 'rgba', data: new Uint8Array(8) }, 'i420')).toThrow(
-      RangeError,
-    );
+    expect(() => convertVideoFrame({ width: 4, height: 4, format: 'rgba', data: new Uint8Array(8) }, 'i420')).toThrow(RangeError);
   });
 });

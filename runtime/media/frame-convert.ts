@@ -37,9 +37,7 @@ export function assertFrameShape(frame: VideoFrame): void {
   assertDimensions(frame.width, frame.height);
   const needed = videoFrameByteLength(frame.format, frame.width, frame.height);
   if (frame.data.byteLength < needed) {
-    throw new RangeError(
-      `${frame.format} frame ${frame.width}x${frame.height} needs ${needed} bytes, got ${frame.data.byteLength}`,
-    );
+    throw new RangeError(`${frame.format} frame ${frame.width}x${frame.height} needs ${needed} bytes, got ${frame.data.byteLength}`);
   }
 }
 

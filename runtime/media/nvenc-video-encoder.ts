@@ -19,7 +19,12 @@ import type { CheckedEncoderOptions, EncodedVideoFrame, EncoderBackend, VideoCod
 import type { VideoEncoder } from './video-encoder-factory.ts';
 
 /** NVENC settings for interactive streaming: the fastest presets still beat x264 ultrafast. */
-const STREAMING_SETTINGS = { rateControl: 'cbr', preset: 2, tuning: 'ultra-low-latency', vbvMs: 500 } as const satisfies Partial<NvencEncoderOptions>;
+const STREAMING_SETTINGS = {
+  rateControl: 'cbr',
+  preset: 2,
+  tuning: 'ultra-low-latency',
+  vbvMs: 500,
+} as const satisfies Partial<NvencEncoderOptions>;
 
 export class NvencVideoEncoder implements VideoEncoder {
   readonly #options: CheckedEncoderOptions;

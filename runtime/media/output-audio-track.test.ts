@@ -8,7 +8,11 @@ import { createLogger } from '../../server-kit/log.ts';
 import type { AudioFrame } from './frames.ts';
 import { AUDIO_FRAME_MS, AUDIO_SAMPLE_RATE, OutputAudioTrack, type AudioSink } from './output-audio-track.ts';
 
-const audio = (ms: number): AudioFrame => ({ sampleRate: AUDIO_SAMPLE_RATE, channels: 1, samples: new Int16Array((ms * AUDIO_SAMPLE_RATE) / 1000).fill(1000) });
+const audio = (ms: number): AudioFrame => ({
+  sampleRate: AUDIO_SAMPLE_RATE,
+  channels: 1,
+  samples: new Int16Array((ms * AUDIO_SAMPLE_RATE) / 1000).fill(1000),
+});
 
 let track: OutputAudioTrack | undefined;
 afterEach(() => {
@@ -17,7 +21,7 @@ afterEach(() => {
 });
 
 describe('OutputAudioTrack.place', () => {
-  it('places a piece after what is buffered, on the clock\'s frame grid, and stamps its frames by when they play', async () => {
+  it("places a piece after what is buffered, on the clock's frame grid, and stamps its frames by when they play", async () => {
     track = new OutputAudioTrack({ name: 'main_audio', kind: 'audio', direction: 'recvonly' }, createLogger({}, 'silent'));
     const sent: Array<{ rtp: number; mediaTimeMs: number }> = [];
     const sink: AudioSink = { connectionId: 1, sendFrame: (_payloads, rtp, mediaTimeMs) => void sent.push({ rtp, mediaTimeMs }) };

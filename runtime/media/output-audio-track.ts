@@ -140,7 +140,12 @@ export class OutputAudioTrack {
     for (const resolve of this.#roomWaiters.splice(0)) resolve();
     // Close the encoder after the encodes already queued, which then see #closed and skip.
     const encoder = this.#encoder;
-    void this.#encodeChain.then(() => encoder).then((e) => e?.close(), () => {});
+    void this.#encodeChain
+      .then(() => encoder)
+      .then(
+        (e) => e?.close(),
+        () => {},
+      );
   }
 
   #bufferedMs(): number {
@@ -187,7 +192,11 @@ export class OutputAudioTrack {
       out.set(head.samples.subarray(0, take), filled);
       filled += take;
       if (take === head.samples.length) this.#pending.shift();
-      else this.#pending[0] = { samples: head.samples.subarray(take), atMs: head.atMs === undefined ? undefined : head.atMs + (take / this.channels / AUDIO_SAMPLE_RATE) * 1000 };
+      else
+        this.#pending[0] = {
+          samples: head.samples.subarray(take),
+          atMs: head.atMs === undefined ? undefined : head.atMs + (take / this.channels / AUDIO_SAMPLE_RATE) * 1000,
+        };
     }
     this.#pendingSamples -= filled;
     return { samples: out, atMs };

@@ -69,7 +69,14 @@ export class OutputVideoPacer {
    * An adaptive track takes a batch: a `block` producer first waits while the stream is full (more
    * than a batch ahead), then the pacer learns of the batch and its production time.
    */
-  async handOver(pacer: AdaptivePacer, frames: number, dropPolicy: DropPolicy, calledAt: number, productionMs: number | undefined, timed: boolean): Promise<void> {
+  async handOver(
+    pacer: AdaptivePacer,
+    frames: number,
+    dropPolicy: DropPolicy,
+    calledAt: number,
+    productionMs: number | undefined,
+    timed: boolean,
+  ): Promise<void> {
     // A timed batch is not held here: its frames have their times already, and what bounds how far
     // ahead they are is the audio they keep time with (its own backpressure).
     if (dropPolicy === 'block' && !timed) {
@@ -79,7 +86,10 @@ export class OutputVideoPacer {
     }
     // Without the driver's figure: the gap since the previous emit returned, when viewing held
     // throughout (while nobody watched, the model waited in emit or was not asked to produce).
-    const gap = this.#lastEmitReturnAt !== undefined && this.#lastEmitEpoch === this.#viewEpoch && this.#outlet.viewed() ? calledAt - this.#lastEmitReturnAt : undefined;
+    const gap =
+      this.#lastEmitReturnAt !== undefined && this.#lastEmitEpoch === this.#viewEpoch && this.#outlet.viewed()
+        ? calledAt - this.#lastEmitReturnAt
+        : undefined;
     pacer.produced(frames, productionMs ?? gap, performance.now(), this.buffered);
   }
 
@@ -138,7 +148,9 @@ export class OutputVideoPacer {
       if (frame === undefined) return;
       const emittedAt = emittedAtOf(frame);
       const standing =
-        !producerBlocked && this.#queue.length > 0 && emittedAt !== undefined &&
+        !producerBlocked &&
+        this.#queue.length > 0 &&
+        emittedAt !== undefined &&
         performance.timeOrigin + performance.now() - emittedAt > 1.5 * this.#intervalMs;
       const relaxed = idle || standing;
       const gap = relaxed ? this.#intervalMs / 2 : this.#intervalMs;

@@ -38,18 +38,29 @@ function recordingSink(received: Received[], codec: VideoCodec = 'h264'): VideoS
     connectionId: 1,
     codec,
     sendFrame(payloads, rtpTimestamp, mediaTimeMs) {
-      received.push({ mediaTimeMs, rtpTimestamp, keyframe: isKeyframe(payloads), afterFaults: faultsArmed && pendingVideoEncodeFaults() === 0 });
+      received.push({
+        mediaTimeMs,
+        rtpTimestamp,
+        keyframe: isKeyframe(payloads),
+        afterFaults: faultsArmed && pendingVideoEncodeFaults() === 0,
+      });
       return rtpTimestamp;
     },
   };
 }
 
-function metricValue(metrics: RuntimeMetrics, name: 'videoEncoderFailures' | 'framesDropped' | 'playoutFps' | 'productionFps', labels: Record<string, string>): Promise<number> {
-  return metrics[name].get().then((m) =>
-    m.values
-      .filter((v) => Object.entries(labels).every(([k, val]) => (v.labels as Record<string, string | number | undefined>)[k] === val))
-      .reduce((sum, v) => sum + v.value, 0),
-  );
+function metricValue(
+  metrics: RuntimeMetrics,
+  name: 'videoEncoderFailures' | 'framesDropped' | 'playoutFps' | 'productionFps',
+  labels: Record<string, string>,
+): Promise<number> {
+  return metrics[name]
+    .get()
+    .then((m) =>
+      m.values
+        .filter((v) => Object.entries(labels).every(([k, val]) => (v.labels as Record<string, string | number | undefined>)[k] === val))
+        .reduce((sum, v) => sum + v.value, 0),
+    );
 }
 
 /** Emits a picture until `done()` or `limit` frames. */
@@ -65,7 +76,11 @@ afterEach(() => {
 
 describe('OutputVideoTrack', () => {
   it('never sends a viewer a frame stamped before one it already has, when a black frame overtakes an encode', async () => {
-    const track = new OutputVideoTrack({ name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT }, 30, createLogger({}, 'error'));
+    const track = new OutputVideoTrack(
+      { name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT },
+      30,
+      createLogger({}, 'error'),
+    );
     const received: Received[] = [];
     const sink = recordingSink(received);
     track.addSink(sink, { paused: false });
@@ -98,7 +113,12 @@ describe('OutputVideoTrack', () => {
 
   it('opens a new viewer on the model frame in hand: the keyframe its black frame overtook is sent after it, not dropped for the next one (issue 26)', async () => {
     const metrics = new RuntimeMetrics({ processMetrics: false });
-    const track = new OutputVideoTrack({ name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT }, 30, createLogger({}, 'error'), metrics);
+    const track = new OutputVideoTrack(
+      { name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT },
+      30,
+      createLogger({}, 'error'),
+      metrics,
+    );
     let encodes = 0;
     track.setFrameTap(() => encodes++);
     for (let viewer = 0; viewer < 5; viewer++) {
@@ -124,7 +144,7 @@ describe('OutputVideoTrack', () => {
     await track.close();
   }, 30_000);
 
-  it('encodes the black opening keyframe once per process: a later session\'s viewer gets it at once, with no encoder opened for it (issue 26)', async () => {
+  it("encodes the black opening keyframe once per process: a later session's viewer gets it at once, with no encoder opened for it (issue 26)", async () => {
     const spec = { name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH + 16, height: HEIGHT + 16 } as const;
     const first = new OutputVideoTrack(spec, 30, createLogger({}, 'error'));
     const firstReceived: Received[] = [];
@@ -153,7 +173,12 @@ describe('OutputVideoTrack', () => {
     const fps = 30;
     const intervalMs = 1000 / fps;
     const metrics = new RuntimeMetrics({ processMetrics: false });
-    const track = new OutputVideoTrack({ name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT }, fps, createLogger({}, 'error'), metrics);
+    const track = new OutputVideoTrack(
+      { name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT },
+      fps,
+      createLogger({}, 'error'),
+      metrics,
+    );
     const received: Received[] = [];
     const sink = recordingSink(received);
     track.addSink(sink, { paused: false });
@@ -171,7 +196,10 @@ describe('OutputVideoTrack', () => {
     const emitted = (async () => {
       for (let i = 0; i < 30; i++) await track.emit(picture);
     })();
-    const outcome = await Promise.race([emitted.then(() => 'emitted'), new Promise((resolve) => setTimeout(() => resolve('blocked'), 20_000))]);
+    const outcome = await Promise.race([
+      emitted.then(() => 'emitted'),
+      new Promise((resolve) => setTimeout(() => resolve('blocked'), 20_000)),
+    ]);
     const elapsedMs = performance.now() - started;
     expect(outcome).toBe('emitted');
     // Paced, not free-running: the queue (2) and the frame in hand go in at once, every other frame
@@ -192,7 +220,12 @@ describe('OutputVideoTrack', () => {
   it('restarts an encoder that fails mid-stream: the failed one is freed, and the viewer gets a keyframe before any delta of the new one', async () => {
     const before = openVideoEncoderCount();
     const metrics = new RuntimeMetrics({ processMetrics: false });
-    const track = new OutputVideoTrack({ name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT }, 60, createLogger({}, 'error'), metrics);
+    const track = new OutputVideoTrack(
+      { name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT },
+      60,
+      createLogger({}, 'error'),
+      metrics,
+    );
     const received: Received[] = [];
     const sink = recordingSink(received);
     track.addSink(sink, { paused: false });
@@ -209,7 +242,9 @@ describe('OutputVideoTrack', () => {
     const after = received.filter((r) => r.afterFaults);
     expect(after.length).toBeGreaterThanOrEqual(5);
     expect(after[0]!.keyframe, 'the first frame after the failure').toBe(true);
-    expect(await metricValue(metrics, 'videoEncoderFailures', { track: 'main_video', codec: 'h264', backend: 'libx264', action: 'restart' })).toBe(1);
+    expect(
+      await metricValue(metrics, 'videoEncoderFailures', { track: 'main_video', codec: 'h264', backend: 'libx264', action: 'restart' }),
+    ).toBe(1);
     expect(await metricValue(metrics, 'framesDropped', { reason: 'encode_error' })).toBe(1);
     expect(openVideoEncoderCount()).toBe(before);
   }, 30_000);
@@ -217,7 +252,12 @@ describe('OutputVideoTrack', () => {
   it('restarts it again and again (20 failures in a row) without leaking an encoder, then streams on', async () => {
     const before = openVideoEncoderCount();
     const metrics = new RuntimeMetrics({ processMetrics: false });
-    const track = new OutputVideoTrack({ name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT }, 60, createLogger({}, 'silent'), metrics);
+    const track = new OutputVideoTrack(
+      { name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT },
+      60,
+      createLogger({}, 'silent'),
+      metrics,
+    );
     const received: Received[] = [];
     const sink = recordingSink(received);
     track.addSink(sink, { paused: false });
@@ -240,7 +280,11 @@ describe('OutputVideoTrack', () => {
   }, 30_000);
 
   it("a stream whose encoder keeps failing costs only its own viewers: the VP8 viewer's frames keep coming", async () => {
-    const track = new OutputVideoTrack({ name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT }, 60, createLogger({}, 'silent'));
+    const track = new OutputVideoTrack(
+      { name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT },
+      60,
+      createLogger({}, 'silent'),
+    );
     const h264: Received[] = [];
     const vp8: Received[] = [];
     const h264Sink = recordingSink(h264);

@@ -88,7 +88,14 @@ export class OutputVideoTrack {
   readonly #adaptive: AdaptivePacer | undefined;
 
   /** `encoderBackends`: the runtime's registry, handed down by its session; a lone track (tests, benches) uses the process's. */
-  constructor(spec: OutputVideoTrackSpec, fps: number, log: Logger, metrics?: RuntimeMetrics, encoderEvents?: VideoEncoderEvents, encoderBackends: EncoderBackendRegistry = processEncoderBackends) {
+  constructor(
+    spec: OutputVideoTrackSpec,
+    fps: number,
+    log: Logger,
+    metrics?: RuntimeMetrics,
+    encoderEvents?: VideoEncoderEvents,
+    encoderBackends: EncoderBackendRegistry = processEncoderBackends,
+  ) {
     this.name = spec.name;
     this.#spec = spec;
     this.#fps = fps;
@@ -377,20 +384,23 @@ export class OutputVideoTrack {
     const state = this.#sinks.get(sink);
     if (!state) return;
     state.blackPending = true;
-    this.#blackKeyframes.payloads(streamKey(sink)).then(
-      (payloads) => {
-        if (this.#sinks.get(sink) !== state || state.paused || !state.ready) return;
-        // Two 90 kHz ticks after what the sink has, so the two never share a timestamp.
-        const mediaTimeMs = Math.max(performance.now(), state.newestMediaTimeMs + 2 / 90);
-        state.newestMediaTimeMs = mediaTimeMs;
-        sink.sendFrame(payloads, toRtpTimestamp(mediaTimeMs * 1000), mediaTimeMs);
-      },
-      (error: unknown) => this.#log.warn('black frame could not be encoded', { error }),
-    ).finally(() => {
-      // The model's next frame must be a keyframe this sink can decode from.
-      state.blackPending = false;
-      state.awaitingKeyframe = true;
-      void this.#encoders.requestKeyframe(streamKey(sink));
-    });
+    this.#blackKeyframes
+      .payloads(streamKey(sink))
+      .then(
+        (payloads) => {
+          if (this.#sinks.get(sink) !== state || state.paused || !state.ready) return;
+          // Two 90 kHz ticks after what the sink has, so the two never share a timestamp.
+          const mediaTimeMs = Math.max(performance.now(), state.newestMediaTimeMs + 2 / 90);
+          state.newestMediaTimeMs = mediaTimeMs;
+          sink.sendFrame(payloads, toRtpTimestamp(mediaTimeMs * 1000), mediaTimeMs);
+        },
+        (error: unknown) => this.#log.warn('black frame could not be encoded', { error }),
+      )
+      .finally(() => {
+        // The model's next frame must be a keyframe this sink can decode from.
+        state.blackPending = false;
+        state.awaitingKeyframe = true;
+        void this.#encoders.requestKeyframe(streamKey(sink));
+      });
   }
 }

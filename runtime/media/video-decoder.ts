@@ -180,9 +180,7 @@ export class VideoDecoder {
     copyRowsOut(planes[0]!, strides[0]!, width, height, data, 0);
     copyRowsOut(planes[1]!, strides[1]!, chromaWidth, chromaHeight, data, lumaSize);
     copyRowsOut(planes[2]!, strides[2]!, chromaWidth, chromaHeight, data, lumaSize + chromaSize);
-    return timestampUs === undefined
-      ? { width, height, format: 'i420', data }
-      : { width, height, format: 'i420', data, timestampUs };
+    return timestampUs === undefined ? { width, height, format: 'i420', data } : { width, height, format: 'i420', data, timestampUs };
   }
 
   #free(): void {

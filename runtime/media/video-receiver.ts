@@ -91,7 +91,12 @@ export class VideoReceiver {
 
   close(): void {
     this.#closed = true;
-    void this.#decodeChain.then(() => this.#decoder).then((d) => d.close(), () => {});
+    void this.#decodeChain
+      .then(() => this.#decoder)
+      .then(
+        (d) => d.close(),
+        () => {},
+      );
   }
 
   async #decode(encoded: DepacketizedFrame): Promise<void> {

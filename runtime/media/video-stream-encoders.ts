@@ -160,7 +160,10 @@ export class VideoStreamEncoders {
   /** Frees every encoder (the track closed). */
   closeAll(): void {
     for (const pipeline of this.#pipelines.values()) {
-      pipeline.then((p) => p.encoder.close(), () => {});
+      pipeline.then(
+        (p) => p.encoder.close(),
+        () => {},
+      );
     }
     this.#pipelines.clear();
   }

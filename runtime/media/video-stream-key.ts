@@ -9,7 +9,6 @@ import { Vp8Packetizer } from '../transport/rtp/vp8-packetizer.ts';
 import { MAX_RTP_PAYLOAD_BYTES } from '../transport/rtp/packet-size.ts';
 import type { H264Profile, VideoCodec } from './video-encoder.ts';
 
-
 /**
  * One encode per distinct stream a track's viewers need: the codec, and for H.264 the profile
  * (a client that offers only High gets High; every other H.264 viewer shares Constrained Baseline).

@@ -26,14 +26,15 @@ export async function callAuthorCode<T>(
   let timer: NodeJS.Timeout | undefined;
   try {
     const pending = Promise.resolve().then(fn);
-    const value = deadlineMs === undefined
-      ? await pending
-      : await Promise.race([
-          pending,
-          new Promise<never>((_, reject) => {
-            timer = setTimeout(() => reject(new AuthorDeadlineError(what, deadlineMs)), deadlineMs);
-          }),
-        ]);
+    const value =
+      deadlineMs === undefined
+        ? await pending
+        : await Promise.race([
+            pending,
+            new Promise<never>((_, reject) => {
+              timer = setTimeout(() => reject(new AuthorDeadlineError(what, deadlineMs)), deadlineMs);
+            }),
+          ]);
     return { ok: true, value: value as Awaited<T> };
   } catch (error) {
     const timedOut = error instanceof AuthorDeadlineError;

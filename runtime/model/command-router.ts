@@ -43,7 +43,12 @@ export class CommandRouter {
   readonly #gates = new WeakMap<ModelSession<unknown>, ModerationGate>();
 
   /** @throws TypeError when a schema does not compile — a model bug reported at load time. */
-  constructor(commands: Readonly<Record<string, CommandSpec<never, never>>>, log: Logger, metrics?: RuntimeMetrics, moderation?: ModerationOptions) {
+  constructor(
+    commands: Readonly<Record<string, CommandSpec<never, never>>>,
+    log: Logger,
+    metrics?: RuntimeMetrics,
+    moderation?: ModerationOptions,
+  ) {
     this.#log = log;
     this.#metrics = metrics;
     this.#moderation = moderation === undefined ? undefined : resolveModerationOptions(moderation);
@@ -81,7 +86,10 @@ export class CommandRouter {
       // handler returns a value anyway, replies with type `<name>_result`).
       ...(c.spec.reply === undefined
         ? {}
-        : { reply: c.spec.reply.schema === undefined ? { type: c.replyType } : { type: c.replyType, schema: c.spec.reply.schema as JsonSchema } }),
+        : {
+            reply:
+              c.spec.reply.schema === undefined ? { type: c.replyType } : { type: c.replyType, schema: c.spec.reply.schema as JsonSchema },
+          }),
     }));
   }
 
@@ -121,7 +129,11 @@ export class CommandRouter {
   ): Promise<CommandOutcome> {
     const command = this.#commands.get(name);
     if (!command) {
-      return { kind: 'failed', code: 'unknown_command', message: `The model has no command "${name}". Known: ${this.names.join(', ') || '(none)'}.` };
+      return {
+        kind: 'failed',
+        code: 'unknown_command',
+        message: `The model has no command "${name}". Known: ${this.names.join(', ') || '(none)'}.`,
+      };
     }
     const params = data === undefined ? {} : data;
     if (!command.validateParams(params)) {
@@ -200,10 +212,11 @@ export function describeSchemaError(
     field += `/${params['additionalProperty']}`;
   }
   const where = field === '' ? rootName : `"${field.slice(1).replaceAll('/', '.')}"`;
-  const message = error.keyword === 'required'
-    ? `${where} is required`
-    : error.keyword === 'additionalProperties'
-      ? `${where} is not a known parameter`
-      : `${where} ${error.message ?? 'is invalid'}`;
+  const message =
+    error.keyword === 'required'
+      ? `${where} is required`
+      : error.keyword === 'additionalProperties'
+        ? `${where} is not a known parameter`
+        : `${where} ${error.message ?? 'is invalid'}`;
   return { message, field };
 }

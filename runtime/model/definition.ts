@@ -117,7 +117,12 @@ export interface ReplySpec {
  * declared reply's and the params schema's literal types, kept for `ModelTypesOf` (what a client
  * sends, where defaulted parameters stay optional); `Reply` is `undefined` when none is declared.
  */
-export interface CommandSpec<State = unknown, Params = unknown, Reply extends ReplySpec | undefined = ReplySpec | undefined, Schema extends SchemaLiteral = JSONSchema> {
+export interface CommandSpec<
+  State = unknown,
+  Params = unknown,
+  Reply extends ReplySpec | undefined = ReplySpec | undefined,
+  Schema extends SchemaLiteral = JSONSchema,
+> {
   readonly description?: string;
   /** JSON Schema of the command's data; validated (ajv) before the handler runs. Default: any object. */
   readonly params?: Schema;
@@ -139,7 +144,10 @@ export type SchemaLiteral = { readonly [keyword: string]: unknown } | boolean;
 export type ParamsOf<P> = P extends JSONSchema ? FromSchema<P> : unknown;
 
 /** A `command` whose handlers see `session.state` typed as `State`. */
-export type CommandFactory<State, Settings = Readonly<Record<string, unknown>>> = <const P extends SchemaLiteral, const R extends ReplySpec | undefined = undefined>(spec: {
+export type CommandFactory<State, Settings = Readonly<Record<string, unknown>>> = <
+  const P extends SchemaLiteral,
+  const R extends ReplySpec | undefined = undefined,
+>(spec: {
   readonly description?: string;
   readonly params: P;
   readonly reply?: R;
@@ -249,7 +257,13 @@ export type StepErrorAction = 'continue' | 'end';
  * `defineModel` infers them; `ModelTypesOf<typeof model>` reads them to type a client. They
  * default to the plain maps, which is what an explicit `defineModel<State>(...)` gets.
  */
-export interface ModelDefinition<State = Record<string, unknown>, Commands extends CommandMap<State> = CommandMap<State>, Messages extends MessageMap = MessageMap, Input = unknown, Settings extends SettingsMap = SettingsMap> {
+export interface ModelDefinition<
+  State = Record<string, unknown>,
+  Commands extends CommandMap<State> = CommandMap<State>,
+  Messages extends MessageMap = MessageMap,
+  Input = unknown,
+  Settings extends SettingsMap = SettingsMap,
+> {
   /** The model's slug: `modelName` at connect time. */
   readonly name: string;
   readonly version?: string;
@@ -305,20 +319,31 @@ export interface ModelDefinition<State = Record<string, unknown>, Commands exten
    * `connected`/`disconnected`/`file_uploaded` hooks run only between steps, never during one.
    * `input` is what `beforeStep` returned (undefined without it). A throw goes to `onStepError`.
    */
-  generate?(input: Input, session: ModelSession<State, SettingsOf<Settings>>, step: StepInfo<SettingsOf<Settings>>): StepResult | Promise<StepResult>;
+  generate?(
+    input: Input,
+    session: ModelSession<State, SettingsOf<Settings>>,
+    step: StepInfo<SettingsOf<Settings>>,
+  ): StepResult | Promise<StepResult>;
   /**
    * Before each step, between steps: reads what the step needs (the newest webcam frame, the
    * prompt) and returns it as `generate`'s input — or `SKIP_STEP` to skip the step without calling
    * the model (paused). After a skip the next step is tried once a command or hook has run, or one
    * frame interval (1/fps) later.
    */
-  beforeStep?(session: ModelSession<State, SettingsOf<Settings>>, step: StepInfo<SettingsOf<Settings>>): Input | SkipStep | Promise<Input | SkipStep>;
+  beforeStep?(
+    session: ModelSession<State, SettingsOf<Settings>>,
+    step: StepInfo<SettingsOf<Settings>>,
+  ): Input | SkipStep | Promise<Input | SkipStep>;
   /**
    * A step's `beforeStep` or `generate` threw: `'continue'` goes on (the next step starts one frame
    * interval later), `'end'` ends the session with reason `model_error` for every client. Without
    * this hook (or when it throws), a failed step ends the session, as a `run` that throws does.
    */
-  onStepError?(error: unknown, session: ModelSession<State, SettingsOf<Settings>>, step: StepInfo<SettingsOf<Settings>>): StepErrorAction | Promise<StepErrorAction>;
+  onStepError?(
+    error: unknown,
+    session: ModelSession<State, SettingsOf<Settings>>,
+    step: StepInfo<SettingsOf<Settings>>,
+  ): StepErrorAction | Promise<StepErrorAction>;
 }
 
 /**
@@ -333,16 +358,30 @@ export function defineModel<
   const Messages extends MessageMap = MessageMap,
   Input = undefined,
   const Settings extends SettingsMap = SettingsMap,
->(definition: ModelDefinition<State, Commands, Messages, Input, Settings>): ModelDefinition<State, Commands & SettingCommandsOf<State, Settings>, Messages, Input, Settings> {
+>(
+  definition: ModelDefinition<State, Commands, Messages, Input, Settings>,
+): ModelDefinition<State, Commands & SettingCommandsOf<State, Settings>, Messages, Input, Settings> {
   if (definition.settings === undefined) return definition as never;
   return { ...definition, commands: withSettingCommands(definition.commands, definition.settings) } as never;
 }
 
 /** The `set_<name>` commands a `settings` declaration generates, typed for `ModelTypesOf`. */
-export type SettingCommandsOf<State, Settings> = string extends keyof Settings ? unknown : {
-  readonly [K in SettingCommandName<Settings>]: K extends `set_${infer F extends Extract<keyof Settings, string>}`
-    ? CommandSpec<State, { value: SettingValueOf<Settings[F]> }, undefined, { readonly type: 'object'; readonly properties: { readonly value: Omit<Settings[F], 'moderated' | 'description' | 'default'> }; readonly required: readonly ['value']; readonly additionalProperties: false }>
-    : never;
-};
+export type SettingCommandsOf<State, Settings> = string extends keyof Settings
+  ? unknown
+  : {
+      readonly [K in SettingCommandName<Settings>]: K extends `set_${infer F extends Extract<keyof Settings, string>}`
+        ? CommandSpec<
+            State,
+            { value: SettingValueOf<Settings[F]> },
+            undefined,
+            {
+              readonly type: 'object';
+              readonly properties: { readonly value: Omit<Settings[F], 'moderated' | 'description' | 'default'> };
+              readonly required: readonly ['value'];
+              readonly additionalProperties: false;
+            }
+          >
+        : never;
+    };
 
 export type { AudioFrame, VideoFrame, CudaVideoFrame, FrameMetadata };

@@ -38,7 +38,10 @@ export function describeLoadError(error: unknown): ModelLoadErrorInfo {
 
 /** `file:line:column: message` and the code frame: what a terminal prints. */
 export function formatLoadError(info: ModelLoadErrorInfo): string {
-  const where = info.file === undefined ? '' : `${info.file}${info.line === undefined ? '' : `:${info.line}${info.column === undefined ? '' : `:${info.column}`}`}: `;
+  const where =
+    info.file === undefined
+      ? ''
+      : `${info.file}${info.line === undefined ? '' : `:${info.line}${info.column === undefined ? '' : `:${info.column}`}`}: `;
   return `${where}${info.message}${info.frame ? `\n${info.frame}` : ''}`;
 }
 

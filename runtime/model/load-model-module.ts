@@ -19,7 +19,10 @@ let tsxRegistered = false;
  * @param options.importUrl how to turn the module's file URL into what is imported (`arclight dev`
  * adds a version query there so each save is a fresh module; see runtime/dev/fresh-import.ts).
  */
-export async function loadModelModule(path: string, options: { readonly importUrl?: (fileUrl: string) => string } = {}): Promise<ModelDefinition<unknown>> {
+export async function loadModelModule(
+  path: string,
+  options: { readonly importUrl?: (fileUrl: string) => string } = {},
+): Promise<ModelDefinition<unknown>> {
   const file = modelModuleFile(path);
   await registerTypeScriptLoader(file);
   let module: { default?: unknown };

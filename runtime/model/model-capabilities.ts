@@ -40,10 +40,18 @@ export function messageCapabilitiesOf(model: ModelDefinition<unknown>): MessageC
 }
 
 /** The interface the schema hash covers, from the capabilities' commands and messages. */
-export function modelInterfaceOf(name: string, commands: readonly CommandCapability[], messages: readonly MessageCapability[]): ModelInterface {
+export function modelInterfaceOf(
+  name: string,
+  commands: readonly CommandCapability[],
+  messages: readonly MessageCapability[],
+): ModelInterface {
   return {
     name,
-    commands: commands.map((c) => ({ name: c.name, params: c.schema ?? { type: 'object' }, ...(c.reply === undefined ? {} : { reply: c.reply }) })),
+    commands: commands.map((c) => ({
+      name: c.name,
+      params: c.schema ?? { type: 'object' },
+      ...(c.reply === undefined ? {} : { reply: c.reply }),
+    })),
     messages: Object.fromEntries(messages.map((m) => [m.type, m.schema === undefined ? {} : { schema: m.schema }])),
   };
 }

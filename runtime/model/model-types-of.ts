@@ -43,11 +43,12 @@ export type MessageTypesOf<Messages> = string extends keyof Messages
   : { readonly [Type in keyof Messages & string]: Messages[Type] extends { readonly schema: infer Schema } ? ParamsOf<Schema> : unknown };
 
 /** The typed-client interface of a model definition (see the module's example). */
-export type ModelTypesOf<Model> = Model extends ModelDefinition<infer _State, infer Commands, infer Messages extends MessageMap>
-  ? {
-      readonly commands: CommandTypesOf<Commands>;
-      readonly messages: MessageTypesOf<Messages>;
-      /** Only `arclight types` knows the hash; compare it at run time with the `schemaHash` option. */
-      readonly schemaHash: string;
-    }
-  : never;
+export type ModelTypesOf<Model> =
+  Model extends ModelDefinition<infer _State, infer Commands, infer Messages extends MessageMap>
+    ? {
+        readonly commands: CommandTypesOf<Commands>;
+        readonly messages: MessageTypesOf<Messages>;
+        /** Only `arclight types` knows the hash; compare it at run time with the `schemaHash` option. */
+        readonly schemaHash: string;
+      }
+    : never;

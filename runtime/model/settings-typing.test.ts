@@ -104,7 +104,10 @@ describe('session.settings typing', () => {
     const config = ts.parseJsonConfigFileContent(JSON.parse(readFileSync(join(root, 'tsconfig.json'), 'utf8')), ts.sys, root);
     const program = ts.createProgram([file], { ...config.options, noEmit: true });
     const diagnostics = ts.getPreEmitDiagnostics(program).filter((d) => d.file?.fileName === file || d.file === undefined);
-    const text = diagnostics.map((d) => `${d.file ? `${d.file.fileName}:${d.file.getLineAndCharacterOfPosition(d.start ?? 0).line + 1}: ` : ''}${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
+    const text = diagnostics.map(
+      (d) =>
+        `${d.file ? `${d.file.fileName}:${d.file.getLineAndCharacterOfPosition(d.start ?? 0).line + 1}: ` : ''}${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`,
+    );
     expect(text).toEqual([]);
   }, 60_000);
 });

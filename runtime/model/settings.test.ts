@@ -13,7 +13,13 @@ import type { VideoFrame } from '../media/frames.ts';
 
 const W = 32;
 const H = 18;
-const frame = (metadata: Record<string, unknown>): VideoFrame => ({ width: W, height: H, format: 'i420', data: new Uint8Array((W * H * 3) / 2), metadata: metadata as never });
+const frame = (metadata: Record<string, unknown>): VideoFrame => ({
+  width: W,
+  height: H,
+  format: 'i420',
+  data: new Uint8Array((W * H * 3) / 2),
+  metadata: metadata as never,
+});
 
 function settingsModel() {
   return defineModel({
@@ -48,7 +54,9 @@ describe('settings: generated commands', () => {
       required: ['value'],
       additionalProperties: false,
     });
-    expect(model.commands!.set_prompt.params).toMatchObject({ properties: { value: { type: 'string', maxLength: 20, 'x-arclight-moderated': true } } });
+    expect(model.commands!.set_prompt.params).toMatchObject({
+      properties: { value: { type: 'string', maxLength: 20, 'x-arclight-moderated': true } },
+    });
     expect(model.commands!.set_prompt.description).toBe('What to draw');
     // Validating again (defineModel already merged) is not a clash.
     const validated = validateModelDefinition(model, 'settable');
@@ -66,7 +74,11 @@ describe('settings: generated commands', () => {
       name: 'clash',
       fps: 10,
       tracks: [],
-      settings: { speed: { type: 'number', default: 1 }, bare: { type: 'string' } as never, text: { type: 'number', default: 1, moderated: true } },
+      settings: {
+        speed: { type: 'number', default: 1 },
+        bare: { type: 'string' } as never,
+        text: { type: 'number', default: 1, moderated: true },
+      },
       commands: { set_speed: { handler: () => undefined } },
       run: async () => {},
     });
@@ -78,7 +90,7 @@ describe('settings: generated commands', () => {
     }
     expect(error).toBeInstanceOf(ModelDefinitionError);
     expect((error as ModelDefinitionError).problems).toEqual([
-      'commands.set_speed clashes with the command generated for settings.speed: remove one (a setting\'s command is set_<name>)',
+      "commands.set_speed clashes with the command generated for settings.speed: remove one (a setting's command is set_<name>)",
       'settings.bare.default is required (each session starts from it)',
       'settings.text.moderated: only string settings are moderated',
     ]);

@@ -34,7 +34,13 @@ interface StepState {
 
 const command = commandFor<StepState>();
 
-function stepModel(options: { fps?: number; track?: Partial<OutputVideoTrackSpec>; onStepError?: ModelDefinition<StepState, never, never, { prompt: string }>['onStepError'] | null } = {}) {
+function stepModel(
+  options: {
+    fps?: number;
+    track?: Partial<OutputVideoTrackSpec>;
+    onStepError?: ModelDefinition<StepState, never, never, { prompt: string }>['onStepError'] | null;
+  } = {},
+) {
   return defineModel({
     name: 'stepper',
     fps: options.fps ?? 24,
@@ -87,9 +93,14 @@ describe('the step API under the harness', () => {
     await t.advance(1_000);
     expect(steps(t.state.events).slice(0, 9)).toEqual([
       'connected 1',
-      'before 0', 'start 0 a cat', 'end 0',
-      'before 1', 'start 1 a cat', 'end 1',
-      'before 2', 'start 2 a cat',
+      'before 0',
+      'start 0 a cat',
+      'end 0',
+      'before 1',
+      'start 1 a cat',
+      'end 1',
+      'before 2',
+      'start 2 a cat',
     ]);
     const delivered = t.frames('main_video').map((f) => f.metadata as { step: number; i: number; prompt?: string });
     expect(delivered.length).toBeGreaterThanOrEqual(8);
@@ -104,7 +115,15 @@ describe('the step API under the harness', () => {
     expect(reply).toEqual({ type: 'set_prompt_result', data: { prompt: 'a dog' } });
     // The command waited for the step: the clock moved on to its end.
     expect(t.now).toBe(250);
-    expect(steps(t.state.events)).toEqual(['connected 1', 'before 0', 'start 0 a cat', 'end 0', 'command a dog', 'before 1', 'start 1 a dog']);
+    expect(steps(t.state.events)).toEqual([
+      'connected 1',
+      'before 0',
+      'start 0 a cat',
+      'end 0',
+      'command a dog',
+      'before 1',
+      'start 1 a dog',
+    ]);
   });
 
   it('runs hooks between steps too', async () => {
@@ -232,7 +251,11 @@ describe('the step API under the harness', () => {
     });
     const s = await createTestSession(model);
     await s.advance(2_000);
-    expect(s.frames('main_video').map((f) => f.metadata)).toEqual([{ step: 0, i: 0 }, { step: 1, i: 0 }, { step: 1, i: 1 }]);
+    expect(s.frames('main_video').map((f) => f.metadata)).toEqual([
+      { step: 0, i: 0 },
+      { step: 1, i: 0 },
+      { step: 1, i: 1 },
+    ]);
     expect(s.frames('side').map((f) => f.metadata)).toEqual([{ step: 3, i: 0 }]);
     expect(s.audioFrames('voice')).toHaveLength(1);
     expect(errors).toEqual(['generate returned frames for "nowhere", which is not an output track of the model']);
@@ -264,7 +287,12 @@ describe('adaptive playout under the harness', () => {
     await t.advance(10_000);
     const adaptive = intervals(t.frameTimes('main_video').filter((at) => at > 3_000));
     for (const gap of adaptive) expect(gap).toBeCloseTo(62.5, 3);
-    expect(t.playout('main_video')).toMatchObject({ mode: 'adaptive', fps: expect.closeTo(16, 3), productionFps: expect.closeTo(16, 3), underruns: 0 });
+    expect(t.playout('main_video')).toMatchObject({
+      mode: 'adaptive',
+      fps: expect.closeTo(16, 3),
+      productionFps: expect.closeTo(16, 3),
+      underruns: 0,
+    });
     // Each frame within one step of its emit: 4 frames per chunk, spaced 62.5 ms, after a small cushion.
     await t.end();
 
@@ -293,7 +321,7 @@ describe('adaptive playout under the harness', () => {
     expect(t.playout('main_video')).toMatchObject({ productionFps: expect.closeTo(40, 3), fps: 24 });
   });
 
-  it('paces a run() loop\'s batches too, from the time between its emits', async () => {
+  it("paces a run() loop's batches too, from the time between its emits", async () => {
     const model = defineModel({
       name: 'looper',
       fps: 24,
@@ -332,24 +360,30 @@ describe('step model definitions', () => {
 
   it('takes run or generate, not both; step hooks need generate', () => {
     expect(problems({ ...base, generate: () => undefined, beforeStep: () => undefined, onStepError: () => 'end' })).toEqual([]);
-    expect(problems({ ...base, run: async () => {}, generate: () => undefined })).toEqual(['a model has run (a loop of its own) or generate (steps the runtime calls), not both']);
-    expect(problems({ ...base, run: async () => {}, beforeStep: () => undefined })).toEqual(['beforeStep is a step hook: it needs generate']);
+    expect(problems({ ...base, run: async () => {}, generate: () => undefined })).toEqual([
+      'a model has run (a loop of its own) or generate (steps the runtime calls), not both',
+    ]);
+    expect(problems({ ...base, run: async () => {}, beforeStep: () => undefined })).toEqual([
+      'beforeStep is a step hook: it needs generate',
+    ]);
     expect(problems({ ...base, generate: 5 })).toEqual(['generate must be a function']);
   });
 
-  it('checks an output track\'s adaptive fps', () => {
+  it("checks an output track's adaptive fps", () => {
     const track = (fps: unknown, extra: object = {}) => ({ ...base, tracks: [{ ...base.tracks[0], fps, ...extra }] });
     expect(problems(track('adaptive'))).toEqual([]);
     expect(problems(track({ min: 5, max: 24 }))).toEqual([]);
     expect(problems(track('fast'))).toEqual(['tracks[0].fps must be "adaptive" or { min?, max? } (fps)']);
-    expect(problems(track({ max: 30 }))).toEqual(['tracks[0].fps.max must be a number in (0, 24] (the model\'s fps)']);
+    expect(problems(track({ max: 30 }))).toEqual(["tracks[0].fps.max must be a number in (0, 24] (the model's fps)"]);
     expect(problems(track({ min: 20, max: 10 }))).toEqual(['tracks[0].fps.min must not exceed tracks[0].fps.max']);
     expect(problems(track({ mid: 3 }))).toEqual(['tracks[0].fps has unknown keys: mid (known: min, max)']);
-    expect(problems({ ...base, tracks: [{ name: 'in', kind: 'video', direction: 'sendonly', fps: 'adaptive' }] })).toEqual(['tracks[0].fps: only output video tracks are paced (adaptive fps)']);
+    expect(problems({ ...base, tracks: [{ name: 'in', kind: 'video', direction: 'sendonly', fps: 'adaptive' }] })).toEqual([
+      'tracks[0].fps: only output video tracks are paced (adaptive fps)',
+    ]);
   });
 });
 
-describe('a step\'s audio and video on an adaptive track (video follows audio)', () => {
+describe("a step's audio and video on an adaptive track (video follows audio)", () => {
   /** A StepHost that records what the driver hands it; the step's audio is placed at 1000 ms. */
   function recordingHost(options: { place: boolean }) {
     const calls: string[] = [];
@@ -367,7 +401,14 @@ describe('a step\'s audio and video on an adaptive track (video follows audio)',
       },
       emitAudio: async (_track, frames) => void calls.push(`audio ${frames.length}`),
       trackKind: (track) => (track === 'main_video' ? 'video' : track === 'main_audio' ? 'audio' : undefined),
-      ...(options.place ? { placeAudio: async (_track: string, frames: readonly unknown[]) => (calls.push(`place ${frames.length}`), { startMs: 1000, durationMs: 200 }) } : {}),
+      ...(options.place
+        ? {
+            placeAudio: async (_track: string, frames: readonly unknown[]) => (
+              calls.push(`place ${frames.length}`),
+              { startMs: 1000, durationMs: 200 }
+            ),
+          }
+        : {}),
     };
     return { host, calls, timelines };
   }

@@ -109,7 +109,13 @@ export interface StepHost {
    * Emits a step's frames on an output video track, with the time the model took to produce them
    * (ms) and, when they keep time with the step's audio, where they fall (`placeAudio`'s answer).
    */
-  emitVideo(track: string, frames: readonly (VideoFrame | CudaVideoFrame)[], metadata: FrameMetadata | undefined, productionMs: number, timeline?: StepTimeline): Promise<void>;
+  emitVideo(
+    track: string,
+    frames: readonly (VideoFrame | CudaVideoFrame)[],
+    metadata: FrameMetadata | undefined,
+    productionMs: number,
+    timeline?: StepTimeline,
+  ): Promise<void>;
   emitAudio(track: string, frames: readonly AudioFrame[]): Promise<void>;
   /**
    * Queues a step's audio as one piece and says when it plays (its first sample, ms on the
@@ -139,7 +145,12 @@ type StepOutcome =
 /**
  * Runs `model`'s steps on `session` until `signal` aborts or a step fails for good. Never throws.
  */
-export async function driveSteps(model: ModelDefinition<unknown>, session: ModelSession<unknown>, host: StepHost, signal: AbortSignal): Promise<StepDriverOutcome> {
+export async function driveSteps(
+  model: ModelDefinition<unknown>,
+  session: ModelSession<unknown>,
+  host: StepHost,
+  signal: AbortSignal,
+): Promise<StepDriverOutcome> {
   const generate = model.generate;
   if (!generate) throw new TypeError('driveSteps: the model has no generate');
   const { clock, gate, log } = host;
@@ -153,7 +164,12 @@ export async function driveSteps(model: ModelDefinition<unknown>, session: Model
    * frames by emit time, as their audio is, and need nothing more.
    */
   const videoSpec = model.tracks.find((t) => t.name === videoTrack);
-  const videoFollowsAudio = host.placeAudio !== undefined && audioTrack !== undefined && videoSpec?.kind === 'video' && videoSpec.direction === 'recvonly' && adaptiveRangeOf(videoSpec, host.fps) !== undefined;
+  const videoFollowsAudio =
+    host.placeAudio !== undefined &&
+    audioTrack !== undefined &&
+    videoSpec?.kind === 'video' &&
+    videoSpec.direction === 'recvonly' &&
+    adaptiveRangeOf(videoSpec, host.fps) !== undefined;
   let index = 0;
   let failures = 0;
   /** When the driver last stopped waiting (start, a viewer, a pause): production time counts from then. */
@@ -182,7 +198,9 @@ export async function driveSteps(model: ModelDefinition<unknown>, session: Model
     const hook = model.onStepError;
     if (!hook) return false;
     const info: StepInfo = { index: stepIndex, failures, settings: session.settings };
-    const decision = await gate.hold(() => callAuthorCode<StepErrorAction>(log, 'onStepError', () => hook.call(model, error, session, info)));
+    const decision = await gate.hold(() =>
+      callAuthorCode<StepErrorAction>(log, 'onStepError', () => hook.call(model, error, session, info)),
+    );
     if (!decision.ok) return false;
     if (decision.value !== 'continue' && decision.value !== 'end') {
       log.error('model onStepError returned neither "continue" nor "end"; the session ends', { returned: String(decision.value) });
@@ -203,12 +221,24 @@ export async function driveSteps(model: ModelDefinition<unknown>, session: Model
       const info: StepInfo = { index: stepIndex, failures, settings: session.settings };
       let input: unknown;
       if (model.beforeStep) {
-        const before = await callAuthorCode(log, 'beforeStep', () => model.beforeStep!.call(model, session, info), undefined, isSessionEnded);
+        const before = await callAuthorCode(
+          log,
+          'beforeStep',
+          () => model.beforeStep!.call(model, session, info),
+          undefined,
+          isSessionEnded,
+        );
         if (!before.ok) return { kind: 'failed', error: before.error };
         if (before.value === SKIP_STEP) return { kind: 'skip' };
         input = before.value;
       }
-      const generated = await callAuthorCode(log, 'generate', () => generate.call(model, input as never, session, info), undefined, isSessionEnded);
+      const generated = await callAuthorCode(
+        log,
+        'generate',
+        () => generate.call(model, input as never, session, info),
+        undefined,
+        isSessionEnded,
+      );
       return generated.ok ? { kind: 'output', result: generated.value } : { kind: 'failed', error: generated.error };
     });
     if (signal.aborted) break;
@@ -259,7 +289,8 @@ export async function driveSteps(model: ModelDefinition<unknown>, session: Model
       const kind = host.trackKind(track);
       if (kind === undefined) throw new TypeError(`generate returned frames for "${track}", which is not an output track of the model`);
       if (kind === 'video') {
-        if (batch.some((f) => typeof f !== 'object' || f === null || !('width' in f))) throw new TypeError(`generate: "${track}" is a video track; got something else`);
+        if (batch.some((f) => typeof f !== 'object' || f === null || !('width' in f)))
+          throw new TypeError(`generate: "${track}" is a video track; got something else`);
         emits.push(async () => {
           const productionMs = clock.now() - Math.max(tookAt.get(track) ?? -Infinity, base);
           const timed = track === videoTrack ? placement : undefined;
@@ -272,13 +303,18 @@ export async function driveSteps(model: ModelDefinition<unknown>, session: Model
           tookAt.set(track, clock.now());
         });
       } else {
-        if (batch.some((f) => typeof f !== 'object' || f === null || !('samples' in f))) throw new TypeError(`generate: "${track}" is an audio track; got something else`);
+        if (batch.some((f) => typeof f !== 'object' || f === null || !('samples' in f)))
+          throw new TypeError(`generate: "${track}" is an audio track; got something else`);
         const place = host.placeAudio;
         if (track === audioTrack && placement === undefined && videoFollowsAudio && place && hasFrames(output.video)) {
           // Started with the other emits (after every check); the video's emit, started after
           // this one, awaits the placement.
           let placing: Promise<{ readonly startMs: number; readonly durationMs: number }> | undefined;
-          placement = { get promise() { return placing!; } };
+          placement = {
+            get promise() {
+              return placing!;
+            },
+          };
           emits.push(async () => {
             placing = place.call(host, track, batch as AudioFrame[]);
             await placing;
@@ -307,7 +343,8 @@ function hasFrames(video: unknown): boolean {
 /** A StepResult as a StepOutput: a frame or a chunk alone is `{ video }`; nothing is undefined. */
 function asStepOutput(result: StepResult): StepOutput | undefined {
   if (result === undefined || result === null) return undefined;
-  if (typeof result !== 'object') throw new TypeError(`generate must return a frame, a chunk of frames, a StepOutput or nothing; got ${typeof result}`);
+  if (typeof result !== 'object')
+    throw new TypeError(`generate must return a frame, a chunk of frames, a StepOutput or nothing; got ${typeof result}`);
   if (Array.isArray(result)) return { video: result };
   const object = result as Record<string, unknown>;
   if ('data' in object || 'cuda' in object || 'width' in object) return { video: result as VideoFrame };

@@ -61,26 +61,39 @@ export function validateModelDefinition(value: unknown, source: string): ModelDe
       if (track['dropPolicy'] !== undefined && !['block', 'drop-oldest', 'drop-newest'].includes(track['dropPolicy'] as string)) {
         problems.push(`${where}.dropPolicy must be "block", "drop-oldest" or "drop-newest"`);
       }
-      if (track['queueFrames'] !== undefined && !(Number.isInteger(track['queueFrames']) && (track['queueFrames'] as number) >= 1 && (track['queueFrames'] as number) <= 300)) {
+      if (
+        track['queueFrames'] !== undefined &&
+        !(Number.isInteger(track['queueFrames']) && (track['queueFrames'] as number) >= 1 && (track['queueFrames'] as number) <= 300)
+      ) {
         problems.push(`${where}.queueFrames must be an integer from 1 to 300`);
       }
       if (track['fps'] !== undefined) {
         const at = `${where}.fps`;
         const fps = track['fps'];
-        if (!(track['kind'] === 'video' && track['direction'] === 'recvonly')) problems.push(`${at}: only output video tracks are paced (adaptive fps)`);
+        if (!(track['kind'] === 'video' && track['direction'] === 'recvonly'))
+          problems.push(`${at}: only output video tracks are paced (adaptive fps)`);
         else if (fps !== 'adaptive') {
-          if (typeof fps !== 'object' || fps === null || Array.isArray(fps)) problems.push(`${at} must be "adaptive" or { min?, max? } (fps)`);
+          if (typeof fps !== 'object' || fps === null || Array.isArray(fps))
+            problems.push(`${at} must be "adaptive" or { min?, max? } (fps)`);
           else {
             const { min, max, ...rest } = fps as Record<string, unknown>;
             const ceiling = typeof model['fps'] === 'number' ? model['fps'] : 240;
             if (Object.keys(rest).length > 0) problems.push(`${at} has unknown keys: ${Object.keys(rest).join(', ')} (known: min, max)`);
-            if (min !== undefined && !(typeof min === 'number' && min > 0 && min <= ceiling)) problems.push(`${at}.min must be a number in (0, ${ceiling}] (the model's fps)`);
-            if (max !== undefined && !(typeof max === 'number' && max > 0 && max <= ceiling)) problems.push(`${at}.max must be a number in (0, ${ceiling}] (the model's fps)`);
+            if (min !== undefined && !(typeof min === 'number' && min > 0 && min <= ceiling))
+              problems.push(`${at}.min must be a number in (0, ${ceiling}] (the model's fps)`);
+            if (max !== undefined && !(typeof max === 'number' && max > 0 && max <= ceiling))
+              problems.push(`${at}.max must be a number in (0, ${ceiling}] (the model's fps)`);
             if (typeof min === 'number' && typeof max === 'number' && min > max) problems.push(`${at}.min must not exceed ${at}.max`);
           }
         }
       }
-      if (track['kind'] === 'video' && track['direction'] === 'sendonly' && track['format'] !== undefined && track['format'] !== 'i420' && track['format'] !== 'rgba') {
+      if (
+        track['kind'] === 'video' &&
+        track['direction'] === 'sendonly' &&
+        track['format'] !== undefined &&
+        track['format'] !== 'i420' &&
+        track['format'] !== 'rgba'
+      ) {
         problems.push(`${where}.format must be "i420" or "rgba"`);
       }
       if (track['kind'] === 'audio' && track['channels'] !== undefined && track['channels'] !== 1 && track['channels'] !== 2) {
@@ -94,18 +107,21 @@ export function validateModelDefinition(value: unknown, source: string): ModelDe
     if (typeof commands !== 'object' || commands === null) problems.push('commands must be an object of name → command(...)');
     else {
       for (const [name, spec] of Object.entries(commands)) {
-        if (!/^[A-Za-z_][A-Za-z0-9_.-]{0,63}$/.test(name)) problems.push(`command name "${name}" must be an identifier (letters, digits, "_", "." or "-")`);
+        if (!/^[A-Za-z_][A-Za-z0-9_.-]{0,63}$/.test(name))
+          problems.push(`command name "${name}" must be an identifier (letters, digits, "_", "." or "-")`);
         if (typeof (spec as { handler?: unknown })?.handler !== 'function') problems.push(`commands.${name}.handler must be a function`);
       }
     }
   }
   const settings = model['settings'];
   if (settings !== undefined) {
-    if (typeof settings !== 'object' || settings === null || Array.isArray(settings)) problems.push('settings must be an object of name → { type, default, … } (a JSON Schema with a default)');
+    if (typeof settings !== 'object' || settings === null || Array.isArray(settings))
+      problems.push('settings must be an object of name → { type, default, … } (a JSON Schema with a default)');
     else {
       for (const [name, spec] of Object.entries(settings)) {
         const where = `settings.${name}`;
-        if (!/^[A-Za-z_][A-Za-z0-9_]{0,59}$/.test(name)) problems.push(`setting name "${name}" must be an identifier (letters, digits, "_")`);
+        if (!/^[A-Za-z_][A-Za-z0-9_]{0,59}$/.test(name))
+          problems.push(`setting name "${name}" must be an identifier (letters, digits, "_")`);
         if (typeof spec !== 'object' || spec === null || Array.isArray(spec)) {
           problems.push(`${where} must be a JSON Schema with a default ({ type, default, … })`);
           continue;
@@ -114,17 +130,22 @@ export function validateModelDefinition(value: unknown, source: string): ModelDe
         if (value === undefined) problems.push(`${where}.default is required (each session starts from it)`);
         if (description !== undefined && typeof description !== 'string') problems.push(`${where}.description must be a string`);
         if (moderated !== undefined && typeof moderated !== 'boolean') problems.push(`${where}.moderated must be a boolean`);
-        if (moderated === true && (spec as Record<string, unknown>)['type'] !== 'string') problems.push(`${where}.moderated: only string settings are moderated`);
-        const written = typeof commands === 'object' && commands !== null ? (commands as Record<string, unknown>)[`set_${name}`] : undefined;
+        if (moderated === true && (spec as Record<string, unknown>)['type'] !== 'string')
+          problems.push(`${where}.moderated: only string settings are moderated`);
+        const written =
+          typeof commands === 'object' && commands !== null ? (commands as Record<string, unknown>)[`set_${name}`] : undefined;
         if (written !== undefined && !isSettingCommand(written, name)) {
-          problems.push(`commands.set_${name} clashes with the command generated for settings.${name}: remove one (a setting's command is set_<name>)`);
+          problems.push(
+            `commands.set_${name} clashes with the command generated for settings.${name}: remove one (a setting's command is set_<name>)`,
+          );
         }
       }
     }
   }
   const messages = model['messages'];
   if (messages !== undefined) {
-    if (typeof messages !== 'object' || messages === null || Array.isArray(messages)) problems.push('messages must be an object of message type → { description?, schema? }');
+    if (typeof messages !== 'object' || messages === null || Array.isArray(messages))
+      problems.push('messages must be an object of message type → { description?, schema? }');
     else {
       for (const [type, spec] of Object.entries(messages)) {
         if (!MESSAGE_TYPE.test(type)) problems.push(`message type "${type}" must be an identifier (letters, digits, "_", "." or "-")`);
@@ -134,7 +155,11 @@ export function validateModelDefinition(value: unknown, source: string): ModelDe
         }
         const { description, schema } = spec as Record<string, unknown>;
         if (description !== undefined && typeof description !== 'string') problems.push(`messages.${type}.description must be a string`);
-        if (schema !== undefined && typeof schema !== 'boolean' && (typeof schema !== 'object' || schema === null || Array.isArray(schema))) {
+        if (
+          schema !== undefined &&
+          typeof schema !== 'boolean' &&
+          (typeof schema !== 'object' || schema === null || Array.isArray(schema))
+        ) {
           problems.push(`messages.${type}.schema must be a JSON Schema (an object or a boolean)`);
         }
       }
@@ -163,5 +188,8 @@ export function validateModelDefinition(value: unknown, source: string): ModelDe
   if (problems.length > 0) throw new ModelDefinitionError(source, problems);
   if (settings === undefined) return value as ModelDefinition<unknown>;
   // A definition not made by defineModel (a plain object) gets its settings' commands here too.
-  return { ...model, commands: withSettingCommands(model['commands'] as never, settings as SettingsMap) } as unknown as ModelDefinition<unknown>;
+  return {
+    ...model,
+    commands: withSettingCommands(model['commands'] as never, settings as SettingsMap),
+  } as unknown as ModelDefinition<unknown>;
 }

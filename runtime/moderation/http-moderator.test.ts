@@ -40,7 +40,13 @@ describe('HttpModerator', () => {
         } catch {
           // kept as text
         }
-        received.push({ method: req.method, path: req.url, authorization: req.headers.authorization, contentType: req.headers['content-type'], body });
+        received.push({
+          method: req.method,
+          path: req.url,
+          authorization: req.headers.authorization,
+          contentType: req.headers['content-type'],
+          body,
+        });
         behaviour(req, res, body);
       });
     });
@@ -52,7 +58,12 @@ describe('HttpModerator', () => {
     await new Promise<void>((resolve) => server.close(() => resolve()));
   });
 
-  const request = (signal = new AbortController().signal) => ({ sessionId: 's-1', command: 'caption', fields: { '/text': 'hello' }, signal });
+  const request = (signal = new AbortController().signal) => ({
+    sessionId: 's-1',
+    command: 'caption',
+    fields: { '/text': 'hello' },
+    signal,
+  });
 
   it('POSTs {session_id, command, fields} with the bearer token and reads an allowed verdict', async () => {
     behaviour = (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"allowed":true,"reason":"fine"}');
@@ -71,7 +82,12 @@ describe('HttpModerator', () => {
 
   it('reads a rejection with its reason, category and field', async () => {
     behaviour = (_req, res) => res.end(JSON.stringify({ allowed: false, reason: 'insult', category: 'harassment', field: '/text' }));
-    expect(await new HttpModerator({ url: base }).check(request())).toEqual({ allowed: false, reason: 'insult', category: 'harassment', field: '/text' });
+    expect(await new HttpModerator({ url: base }).check(request())).toEqual({
+      allowed: false,
+      reason: 'insult',
+      category: 'harassment',
+      field: '/text',
+    });
   });
 
   it('throws on a non-2xx status, a body that is not JSON, a body that is not a verdict, and a redirect', async () => {

@@ -45,9 +45,11 @@ export class HttpModerator implements Moderator {
     } catch {
       throw new TypeError(`HttpModerator: "${options.url}" is not a URL`);
     }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new TypeError(`HttpModerator: the URL must be http(s); got "${options.url}"`);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:')
+      throw new TypeError(`HttpModerator: the URL must be http(s); got "${options.url}"`);
     const timeoutMs = options.timeoutMs ?? 2_500;
-    if (!(timeoutMs > 0) || !Number.isFinite(timeoutMs)) throw new TypeError(`HttpModerator: timeoutMs must be positive; got ${String(options.timeoutMs)}`);
+    if (!(timeoutMs > 0) || !Number.isFinite(timeoutMs))
+      throw new TypeError(`HttpModerator: timeoutMs must be positive; got ${String(options.timeoutMs)}`);
     this.#url = url;
     this.#token = options.token;
     this.#timeoutMs = timeoutMs;
@@ -78,7 +80,9 @@ export class HttpModerator implements Moderator {
       throw new Error('the moderation service answered with a body that is not JSON');
     }
     if (!validateResponse(answer)) {
-      throw new Error(`the moderation service's answer is not {allowed: boolean, reason?, category?, field?}: ${JSON.stringify(answer).slice(0, 200)}`);
+      throw new Error(
+        `the moderation service's answer is not {allowed: boolean, reason?, category?, field?}: ${JSON.stringify(answer).slice(0, 200)}`,
+      );
     }
     if (answer.allowed) return { allowed: true };
     return {

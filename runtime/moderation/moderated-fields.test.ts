@@ -26,18 +26,29 @@ describe('moderatedFieldPointers', () => {
   });
 
   it('refuses annotations that would do nothing or are not on a string', () => {
-    expect(() => moderatedFieldPointers({ type: 'object', properties: { n: moderated({ type: 'number' }) } })).toThrow(/declare "type": "string"/);
-    expect(() => moderatedFieldPointers({ type: 'object', properties: { s: { type: 'string', [MODERATED_KEYWORD]: 'yes' } } })).toThrow(/must be true or false/);
+    expect(() => moderatedFieldPointers({ type: 'object', properties: { n: moderated({ type: 'number' }) } })).toThrow(
+      /declare "type": "string"/,
+    );
+    expect(() => moderatedFieldPointers({ type: 'object', properties: { s: { type: 'string', [MODERATED_KEYWORD]: 'yes' } } })).toThrow(
+      /must be true or false/,
+    );
     expect(() => moderatedFieldPointers(moderated({ type: 'object' }))).toThrow(/params object itself/);
-    expect(() => moderatedFieldPointers({ type: 'object', properties: { tags: { type: 'array', items: moderated({ type: 'string' }) } } })).toThrow(/not array items/);
-    expect(() => moderatedFieldPointers({ type: 'object', oneOf: [{ properties: { s: moderated({ type: 'string' }) } }] })).toThrow(/oneOf/);
+    expect(() =>
+      moderatedFieldPointers({ type: 'object', properties: { tags: { type: 'array', items: moderated({ type: 'string' }) } } }),
+    ).toThrow(/not array items/);
+    expect(() => moderatedFieldPointers({ type: 'object', oneOf: [{ properties: { s: moderated({ type: 'string' }) } }] })).toThrow(
+      /oneOf/,
+    );
   });
 });
 
 describe('moderatedValues', () => {
   it('picks present, non-blank strings by pointer', () => {
     const pointers = ['/prompt', '/style/a~1b~0c', '/missing', '/style/deeper/x'];
-    expect(moderatedValues({ prompt: 'a cat', style: { 'a/b~c': 'red' } }, pointers)).toEqual({ '/prompt': 'a cat', '/style/a~1b~0c': 'red' });
+    expect(moderatedValues({ prompt: 'a cat', style: { 'a/b~c': 'red' } }, pointers)).toEqual({
+      '/prompt': 'a cat',
+      '/style/a~1b~0c': 'red',
+    });
     expect(moderatedValues({ prompt: '   ', style: { 'a/b~c': null } }, pointers)).toEqual({});
     expect(moderatedValues({ prompt: 42, style: 'flat' }, pointers)).toEqual({});
     // Inherited properties are not parameters.

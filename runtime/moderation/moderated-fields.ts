@@ -14,7 +14,9 @@ import { MODERATED_KEYWORD } from '../../protocol/moderation.ts';
  * params: { type: 'object', properties: { prompt: moderated({ type: 'string', maxLength: 500 }) }, required: ['prompt'] } as const
  * ```
  */
-export function moderated<const S extends { readonly [keyword: string]: unknown }>(schema: S): S & { readonly 'x-arclight-moderated': true } {
+export function moderated<const S extends { readonly [keyword: string]: unknown }>(
+  schema: S,
+): S & { readonly 'x-arclight-moderated': true } {
   return { ...schema, [MODERATED_KEYWORD]: true } as S & { readonly 'x-arclight-moderated': true };
 }
 
@@ -43,7 +45,8 @@ function visit(schema: unknown, pointer: string, out: string[]): void {
   }
   if (flag === true) {
     if (pointer === '') throw new TypeError('the params object itself cannot be moderated; mark its free-text string properties');
-    if (!allowsString(node['type'])) throw new TypeError(`"${pointer}": "${MODERATED_KEYWORD}" marks free-text string parameters; declare "type": "string"`);
+    if (!allowsString(node['type']))
+      throw new TypeError(`"${pointer}": "${MODERATED_KEYWORD}" marks free-text string parameters; declare "type": "string"`);
     out.push(pointer);
   }
   for (const [keyword, value] of Object.entries(node)) {
@@ -59,7 +62,9 @@ function visit(schema: unknown, pointer: string, out: string[]): void {
 function refuseAnnotationWithin(value: unknown, where: string): void {
   if (typeof value !== 'object' || value === null) return;
   if (!Array.isArray(value) && (value as Record<string, unknown>)[MODERATED_KEYWORD] === true) {
-    throw new TypeError(`"${MODERATED_KEYWORD}" under ${where}: only properties reached through "properties" are moderated (not array items, $ref targets or schema combinators)`);
+    throw new TypeError(
+      `"${MODERATED_KEYWORD}" under ${where}: only properties reached through "properties" are moderated (not array items, $ref targets or schema combinators)`,
+    );
   }
   for (const [key, child] of Object.entries(value)) if (!DATA_KEYWORDS.has(key)) refuseAnnotationWithin(child, where);
 }

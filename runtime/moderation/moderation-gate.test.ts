@@ -161,7 +161,11 @@ describe('ModerationGate', () => {
   it('admits when the moderator throws (also synchronously) or answers something that is not a verdict', async () => {
     const throwing = new ModerationGate({
       sessionId: 's3',
-      moderator: { check: () => { throw new Error('boom'); } },
+      moderator: {
+        check: () => {
+          throw new Error('boom');
+        },
+      },
       admitAfterMs: 2_000,
       signal: session.signal,
       log,

@@ -28,7 +28,13 @@ import type { Moderator } from './moderator.ts';
 
 export type GateDecision =
   | { readonly admitted: true; readonly outcome: 'allowed' | 'timeout' | 'error' }
-  | { readonly admitted: false; readonly outcome: 'rejected'; readonly reason?: string; readonly category?: string; readonly field?: string }
+  | {
+      readonly admitted: false;
+      readonly outcome: 'rejected';
+      readonly reason?: string;
+      readonly category?: string;
+      readonly field?: string;
+    }
   | { readonly admitted: false; readonly outcome: 'ended' };
 
 export interface ModerationGateOptions {
@@ -118,7 +124,9 @@ export class ModerationGate {
     const started = performance.now();
     let verdict: unknown;
     try {
-      const checking = Promise.resolve().then(() => moderator.check({ sessionId, command: entry.command, fields: entry.fields, signal: entry.abort.signal }));
+      const checking = Promise.resolve().then(() =>
+        moderator.check({ sessionId, command: entry.command, fields: entry.fields, signal: entry.abort.signal }),
+      );
       verdict = await untilAborted(checking, entry.abort.signal);
     } catch (error) {
       if (entry.decided) return; // abandoned: admitted at the deadline, or the session ended

@@ -19,15 +19,17 @@ export class WordListModerator implements Moderator {
   constructor(words: Iterable<string>, options: { readonly category?: string } = {}) {
     const listed = [...words].map((w) => w.trim()).filter((w) => w !== '');
     // Letters, digits and `_` of any script count as word characters, so "class" does not match "ass".
-    this.#pattern = listed.length === 0
-      ? undefined
-      : new RegExp(`(?<![\\p{L}\\p{N}_])(?:${listed.map(escapeRegExp).join('|')})(?![\\p{L}\\p{N}_])`, 'iu');
+    this.#pattern =
+      listed.length === 0
+        ? undefined
+        : new RegExp(`(?<![\\p{L}\\p{N}_])(?:${listed.map(escapeRegExp).join('|')})(?![\\p{L}\\p{N}_])`, 'iu');
     this.#category = options.category ?? 'blocked_word';
   }
 
   check({ fields }: ModerationRequest): ModerationVerdict {
     for (const [field, text] of Object.entries(fields)) {
-      if (this.#pattern?.test(text)) return { allowed: false, reason: `"${field}" contains a blocked word`, category: this.#category, field };
+      if (this.#pattern?.test(text))
+        return { allowed: false, reason: `"${field}" contains a blocked word`, category: this.#category, field };
     }
     return { allowed: true };
   }

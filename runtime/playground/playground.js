@@ -27,6 +27,10 @@
  * `model_reloaded` runtime event or message) the page re-reads /schema, re-renders the command
  * forms keeping every value whose command and field still exist, and — when the reload ended the
  * session (its tracks changed) — connects again by itself.
+ *
+ * Longer than ~400 lines: a page script served as is (no build step), in sections — connection,
+ * players, track publishing, command forms, clips, session log, stats. Splitting it into modules
+ * is possible (the browser loads ES modules) and worth doing when it next grows.
  */
 
 import { ArclightClient, ArclightError, DEFAULT_CLIP_FILENAME, cacheToken } from '/playground/arclight-client.js';
@@ -139,7 +143,12 @@ function sessionLogLine(line) {
   const pad = (n, w = 2) => String(n).padStart(w, '0');
   const item = el(
     'li',
-    { class: `log-entry slog-${line.source} slog-${line.level}`, 'data-source': line.source, 'data-level': line.level, 'data-seq': String(line.seq) },
+    {
+      class: `log-entry slog-${line.source} slog-${line.level}`,
+      'data-source': line.source,
+      'data-level': line.level,
+      'data-seq': String(line.seq),
+    },
     el('time', { text: `${pad(time.getHours())}:${pad(time.getMinutes())}:${pad(time.getSeconds())}.${pad(time.getMilliseconds(), 3)}` }),
     el('span', { class: 'log-kind', text: line.source }),
     el('span', { class: 'log-text', text: line.level === 'info' ? line.message : `${line.level}: ${line.message}` }),
@@ -274,7 +283,9 @@ function renderHeader() {
   fps.textContent = typeof x.fps === 'number' ? `${x.fps} fps` : '';
   fps.hidden = typeof x.fps !== 'number';
   // info.description is the model's description followed by a paragraph about the protocol.
-  const first = String(app.schema.info?.description ?? '').split('\n\n')[0]?.trim();
+  const first = String(app.schema.info?.description ?? '')
+    .split('\n\n')[0]
+    ?.trim();
   const description = $('#model-description');
   if (first && !first.startsWith('Commands travel on the WebRTC data channel')) {
     description.textContent = first;
@@ -291,7 +302,9 @@ function renderTracks() {
   const outputs = app.tracks.filter((t) => t.direction === 'recvonly');
   const inputs = app.tracks.filter((t) => t.direction === 'sendonly');
   const outBox = $('#outputs');
-  outBox.replaceChildren(...(outputs.length ? outputs.map(outputCard) : [el('p', { class: 'empty', text: 'This model has no output tracks.' })]));
+  outBox.replaceChildren(
+    ...(outputs.length ? outputs.map(outputCard) : [el('p', { class: 'empty', text: 'This model has no output tracks.' })]),
+  );
   const inBox = $('#inputs');
   inBox.replaceChildren(...inputs.map(inputCard));
   $('#inputs-panel').hidden = inputs.length === 0;
@@ -345,7 +358,13 @@ function outputCard(track) {
   const stage =
     track.kind === 'video'
       ? el('div', { class: 'stage' }, media, el('div', { class: 'stage-overlay', 'data-overlay': track.name, text: 'Not connected' }))
-      : el('div', { class: 'audio-stage' }, el('span', { class: 'audio-icon', 'aria-hidden': 'true', text: '\u266A' }), el('span', { class: 'audio-state', 'data-audio-state': track.name, text: 'Not connected' }), media);
+      : el(
+          'div',
+          { class: 'audio-stage' },
+          el('span', { class: 'audio-icon', 'aria-hidden': 'true', text: '\u266A' }),
+          el('span', { class: 'audio-state', 'data-audio-state': track.name, text: 'Not connected' }),
+          media,
+        );
   return el(
     'article',
     { class: `track-card track-${track.kind}`, 'data-output': track.name },
@@ -354,7 +373,16 @@ function outputCard(track) {
       { class: 'track-head' },
       el('span', { class: `kind kind-${track.kind}`, text: track.kind }),
       el('h3', { text: track.name }),
-      el('span', { class: 'track-meta', 'data-meta-for': track.name, text: track.kind === 'video' ? size : [track.sample_rate ? `${track.sample_rate / 1000} kHz` : '', track.channels ? `${track.channels} ch` : ''].filter(Boolean).join(' · ') }),
+      el('span', {
+        class: 'track-meta',
+        'data-meta-for': track.name,
+        text:
+          track.kind === 'video'
+            ? size
+            : [track.sample_rate ? `${track.sample_rate / 1000} kHz` : '', track.channels ? `${track.channels} ch` : '']
+                .filter(Boolean)
+                .join(' · '),
+      }),
       el('span', { class: 'spacer' }),
       ...controls,
     ),
@@ -376,7 +404,12 @@ function inputCard(track) {
     el(
       'div',
       { class: 'input-body' },
-      el('header', { class: 'track-head' }, el('span', { class: `kind kind-${track.kind}`, text: track.kind }), el('h3', { text: track.name })),
+      el(
+        'header',
+        { class: 'track-head' },
+        el('span', { class: `kind kind-${track.kind}`, text: track.kind }),
+        el('h3', { text: track.name }),
+      ),
       el('button', {
         type: 'button',
         class: 'btn small',
@@ -517,7 +550,9 @@ async function togglePublish(track) {
       button.textContent = 'Stop publishing';
       button.setAttribute('aria-pressed', 'true');
       const settings = local.getSettings?.() ?? {};
-      log('info', `publishing ${local.label || local.kind}${settings.width ? ` ${settings.width}×${settings.height}` : ''}`, { type: track.name });
+      log('info', `publishing ${local.label || local.kind}${settings.width ? ` ${settings.width}×${settings.height}` : ''}`, {
+        type: track.name,
+      });
     }
   } catch (error) {
     const { code, message } = describeError(error);
@@ -562,8 +597,18 @@ function renderCommands() {
 }
 
 function rangeText(schema) {
-  const low = schema.exclusiveMinimum !== undefined ? `> ${schema.exclusiveMinimum}` : schema.minimum !== undefined ? String(schema.minimum) : undefined;
-  const high = schema.exclusiveMaximum !== undefined ? `< ${schema.exclusiveMaximum}` : schema.maximum !== undefined ? String(schema.maximum) : undefined;
+  const low =
+    schema.exclusiveMinimum !== undefined
+      ? `> ${schema.exclusiveMinimum}`
+      : schema.minimum !== undefined
+        ? String(schema.minimum)
+        : undefined;
+  const high =
+    schema.exclusiveMaximum !== undefined
+      ? `< ${schema.exclusiveMaximum}`
+      : schema.maximum !== undefined
+        ? String(schema.maximum)
+        : undefined;
   if (low !== undefined && high !== undefined && !low.startsWith('>') && !high.startsWith('<')) return `${low} – ${high}`;
   return [low && (low.startsWith('>') ? low : `≥ ${low}`), high && (high.startsWith('<') ? high : `≤ ${high}`)].filter(Boolean).join(', ');
 }
@@ -578,10 +623,26 @@ function commandForm(name, command) {
   const form = el(
     'form',
     { class: 'command', 'data-command': name, novalidate: true, autocomplete: 'off' },
-    el('div', { class: 'command-head' }, el('h3', {}, el('code', { text: name })), replyType ? el('span', { class: 'reply-type', title: 'Reply message type', text: `→ ${replyType}` }) : null),
+    el(
+      'div',
+      { class: 'command-head' },
+      el('h3', {}, el('code', { text: name })),
+      replyType ? el('span', { class: 'reply-type', title: 'Reply message type', text: `→ ${replyType}` }) : null,
+    ),
     command.description ? el('p', { class: 'command-desc', text: command.description }) : null,
-    fields.length ? el('div', { class: 'fields' }, fields.map((f) => f.node)) : el('p', { class: 'no-params', text: 'No parameters.' }),
-    el('div', { class: 'command-foot' }, el('button', { type: 'submit', class: 'btn primary small', disabled: app.status !== 'ready', text: 'Send' }), result),
+    fields.length
+      ? el(
+          'div',
+          { class: 'fields' },
+          fields.map((f) => f.node),
+        )
+      : el('p', { class: 'no-params', text: 'No parameters.' }),
+    el(
+      'div',
+      { class: 'command-foot' },
+      el('button', { type: 'submit', class: 'btn primary small', disabled: app.status !== 'ready', text: 'Send' }),
+      result,
+    ),
   );
   form.addEventListener('submit', (event) => {
     event.preventDefault();
@@ -607,20 +668,38 @@ function paramField(command, param, schema, required) {
     const options = kind === 'enum' ? schema.enum : [schema.const];
     input = el('select', { id, name: param });
     if (!required && schema.default === undefined) input.append(el('option', { value: '', text: '—' }));
-    options.forEach((option, index) => input.append(el('option', { value: String(index), text: typeof option === 'string' ? option : JSON.stringify(option) })));
+    options.forEach((option, index) =>
+      input.append(el('option', { value: String(index), text: typeof option === 'string' ? option : JSON.stringify(option) })),
+    );
     const defaultIndex = options.findIndex((o) => JSON.stringify(o) === JSON.stringify(schema.default));
     if (defaultIndex >= 0) input.value = String(defaultIndex);
     read = () => (input.value === '' ? {} : { value: options[Number(input.value)] });
   } else if (kind === 'number' || kind === 'integer') {
     const step = schema.multipleOf ?? (kind === 'integer' ? 1 : 'any');
-    input = el('input', { type: 'number', id, name: param, inputmode: kind === 'integer' ? 'numeric' : 'decimal', min: schema.minimum, max: schema.maximum, step });
+    input = el('input', {
+      type: 'number',
+      id,
+      name: param,
+      inputmode: kind === 'integer' ? 'numeric' : 'decimal',
+      min: schema.minimum,
+      max: schema.maximum,
+      step,
+    });
     if (typeof schema.default === 'number') input.value = String(schema.default);
     const range = rangeText(schema);
     if (range) help.push(el('span', { class: 'range', 'data-range-for': param, text: range }));
     if (kind === 'integer') help.push('integer');
     if (schema.multipleOf !== undefined) help.push(`step ${schema.multipleOf}`);
     if (typeof schema.minimum === 'number' && typeof schema.maximum === 'number') {
-      const slider = el('input', { type: 'range', min: schema.minimum, max: schema.maximum, step, tabindex: '-1', 'aria-hidden': 'true', class: 'slider' });
+      const slider = el('input', {
+        type: 'range',
+        min: schema.minimum,
+        max: schema.maximum,
+        step,
+        tabindex: '-1',
+        'aria-hidden': 'true',
+        class: 'slider',
+      });
       slider.value = input.value === '' ? String(schema.minimum) : input.value;
       slider.addEventListener('input', () => {
         input.value = slider.value;
@@ -639,10 +718,14 @@ function paramField(command, param, schema, required) {
       const value = Number(text);
       if (!Number.isFinite(value)) return { error: `${param} must be a number` };
       if (kind === 'integer' && !Number.isInteger(value)) return { error: `${param} must be a whole number` };
-      if (typeof schema.minimum === 'number' && value < schema.minimum) return { error: `${param} must be at least ${schema.minimum} (got ${value})` };
-      if (typeof schema.maximum === 'number' && value > schema.maximum) return { error: `${param} must be at most ${schema.maximum} (got ${value})` };
-      if (typeof schema.exclusiveMinimum === 'number' && value <= schema.exclusiveMinimum) return { error: `${param} must be greater than ${schema.exclusiveMinimum} (got ${value})` };
-      if (typeof schema.exclusiveMaximum === 'number' && value >= schema.exclusiveMaximum) return { error: `${param} must be less than ${schema.exclusiveMaximum} (got ${value})` };
+      if (typeof schema.minimum === 'number' && value < schema.minimum)
+        return { error: `${param} must be at least ${schema.minimum} (got ${value})` };
+      if (typeof schema.maximum === 'number' && value > schema.maximum)
+        return { error: `${param} must be at most ${schema.maximum} (got ${value})` };
+      if (typeof schema.exclusiveMinimum === 'number' && value <= schema.exclusiveMinimum)
+        return { error: `${param} must be greater than ${schema.exclusiveMinimum} (got ${value})` };
+      if (typeof schema.exclusiveMaximum === 'number' && value >= schema.exclusiveMaximum)
+        return { error: `${param} must be less than ${schema.exclusiveMaximum} (got ${value})` };
       if (typeof schema.multipleOf === 'number' && schema.multipleOf > 0) {
         const ratio = value / schema.multipleOf;
         if (Math.abs(ratio - Math.round(ratio)) > 1e-9) return { error: `${param} must be a multiple of ${schema.multipleOf}` };
@@ -653,9 +736,17 @@ function paramField(command, param, schema, required) {
     const pattern = compilePattern(schema.pattern);
     const colour = isColourPattern(schema);
     const long = typeof schema.maxLength !== 'number' || schema.maxLength > 120;
-    input = long && !colour && !schema.pattern
-      ? el('textarea', { id, name: param, rows: 2, maxlength: schema.maxLength, spellcheck: 'false' })
-      : el('input', { type: 'text', id, name: param, maxlength: schema.maxLength, spellcheck: 'false', placeholder: colour ? '#rrggbb' : undefined });
+    input =
+      long && !colour && !schema.pattern
+        ? el('textarea', { id, name: param, rows: 2, maxlength: schema.maxLength, spellcheck: 'false' })
+        : el('input', {
+            type: 'text',
+            id,
+            name: param,
+            maxlength: schema.maxLength,
+            spellcheck: 'false',
+            placeholder: colour ? '#rrggbb' : undefined,
+          });
     if (typeof schema.default === 'string') input.value = schema.default;
     if (colour) {
       const picker = el('input', { type: 'color', class: 'swatch', 'data-color-for': param, 'aria-label': `${param} colour picker` });
@@ -672,7 +763,8 @@ function paramField(command, param, schema, required) {
     }
     if (schema.pattern && !colour) help.push(el('code', { text: `/${schema.pattern}/` }));
     if (colour) help.push('#rrggbb');
-    if (typeof schema.minLength === 'number' && typeof schema.maxLength === 'number') help.push(`${schema.minLength}–${schema.maxLength} chars`);
+    if (typeof schema.minLength === 'number' && typeof schema.maxLength === 'number')
+      help.push(`${schema.minLength}–${schema.maxLength} chars`);
     else if (typeof schema.maxLength === 'number') help.push(`max ${schema.maxLength} chars`);
     else if (typeof schema.minLength === 'number') help.push(`min ${schema.minLength} chars`);
     read = () => {
@@ -682,9 +774,12 @@ function paramField(command, param, schema, required) {
         if (pattern || (schema.minLength ?? 0) > 0) return { error: `${param} is required` };
       }
       const length = [...value].length;
-      if (typeof schema.minLength === 'number' && length < schema.minLength) return { error: `${param} must be at least ${schema.minLength} characters` };
-      if (typeof schema.maxLength === 'number' && length > schema.maxLength) return { error: `${param} must be at most ${schema.maxLength} characters (got ${length})` };
-      if (pattern && !pattern.test(value)) return { error: colour ? `${param} must be a colour like #00ff00` : `${param} must match /${schema.pattern}/` };
+      if (typeof schema.minLength === 'number' && length < schema.minLength)
+        return { error: `${param} must be at least ${schema.minLength} characters` };
+      if (typeof schema.maxLength === 'number' && length > schema.maxLength)
+        return { error: `${param} must be at most ${schema.maxLength} characters (got ${length})` };
+      if (pattern && !pattern.test(value))
+        return { error: colour ? `${param} must be a colour like #00ff00` : `${param} must match /${schema.pattern}/` };
       return { value };
     };
   } else {
@@ -705,18 +800,31 @@ function paramField(command, param, schema, required) {
   input.addEventListener('input', () => clearFieldError(input));
   input.addEventListener('change', () => clearFieldError(input));
   const description = typeof schema.description === 'string' ? schema.description : undefined;
-  if (schema.default !== undefined && kind !== 'boolean') help.push(`default ${typeof schema.default === 'string' ? schema.default : JSON.stringify(schema.default)}`);
-  const control = kind === 'boolean'
-    ? el('label', { class: 'check' }, input, el('span', { text: description ?? param }))
-    : el('div', { class: 'control' }, extra && extra.type === 'color' ? extra : null, input);
+  if (schema.default !== undefined && kind !== 'boolean')
+    help.push(`default ${typeof schema.default === 'string' ? schema.default : JSON.stringify(schema.default)}`);
+  const control =
+    kind === 'boolean'
+      ? el('label', { class: 'check' }, input, el('span', { text: description ?? param }))
+      : el('div', { class: 'control' }, extra && extra.type === 'color' ? extra : null, input);
   const node = el(
     'div',
     { class: `field field-${kind}`, 'data-field': param },
-    el('label', { class: 'field-label', for: id }, el('span', { class: 'param', text: param }), required ? el('span', { class: 'req', title: 'required', text: '*' }) : null, el('span', { class: 'type', text: kind === 'json' ? 'json' : kind })),
+    el(
+      'label',
+      { class: 'field-label', for: id },
+      el('span', { class: 'param', text: param }),
+      required ? el('span', { class: 'req', title: 'required', text: '*' }) : null,
+      el('span', { class: 'type', text: kind === 'json' ? 'json' : kind }),
+    ),
     control,
     extra && extra.type === 'range' ? extra : null,
     help.length || (description && kind !== 'boolean')
-      ? el('div', { class: 'field-help' }, description && kind !== 'boolean' ? el('span', { text: description }) : null, ...help.map((h) => el('span', {}, h)))
+      ? el(
+          'div',
+          { class: 'field-help' },
+          description && kind !== 'boolean' ? el('span', { text: description }) : null,
+          ...help.map((h) => el('span', {}, h)),
+        )
       : null,
     el('div', { class: 'field-error', 'data-error-for': param, role: 'alert' }),
   );
@@ -759,7 +867,12 @@ async function submitCommand(form, name, fields, result) {
     }
   }
   if (problems.length) {
-    showResult(result, 'invalid', el('span', { class: 'result-label', text: 'Not sent' }), ` ${problems.length === 1 ? problems[0] : `${problems.length} fields need fixing`}`);
+    showResult(
+      result,
+      'invalid',
+      el('span', { class: 'result-label', text: 'Not sent' }),
+      ` ${problems.length === 1 ? problems[0] : `${problems.length} fields need fixing`}`,
+    );
     form.querySelector('[aria-invalid="true"]')?.focus();
     return;
   }
@@ -892,7 +1005,12 @@ function downloadClip() {
       throw error;
     }
     progress.dataset.bytes = String(blob.size);
-    showClipLine(progress, 'done', el('span', { class: 'result-label', text: 'saved' }), `${DEFAULT_CLIP_FILENAME}, ${formatBytes(blob.size)}`);
+    showClipLine(
+      progress,
+      'done',
+      el('span', { class: 'result-label', text: 'saved' }),
+      `${DEFAULT_CLIP_FILENAME}, ${formatBytes(blob.size)}`,
+    );
     log('info', `saved ${DEFAULT_CLIP_FILENAME} (${blob.size} bytes)`, { type: 'clip_download' });
   });
 }
@@ -918,8 +1036,20 @@ function playoutLines(quality) {
     const detail = production === undefined ? playout.mode : `${playout.mode} · model ${formatNumber(production, 1)} fps`;
     const line = el(
       'span',
-      { class: 'playout-line', 'data-track': name, 'data-mode': playout.mode, 'data-fps': String(playout.fps), title: playout.mode === 'adaptive' ? 'Adaptive playout: the rate follows the rate the model produces frames at ("model"), within the track\'s range' : 'Fixed playout: the track\'s declared fps' },
-      el('span', { class: 'playout-rate', text: `${tracks.length > 1 ? `${name}: ` : ''}${formatNumber(playout.fps, playout.fps % 1 === 0 ? 0 : 1)}` }),
+      {
+        class: 'playout-line',
+        'data-track': name,
+        'data-mode': playout.mode,
+        'data-fps': String(playout.fps),
+        title:
+          playout.mode === 'adaptive'
+            ? 'Adaptive playout: the rate follows the rate the model produces frames at ("model"), within the track\'s range'
+            : "Fixed playout: the track's declared fps",
+      },
+      el('span', {
+        class: 'playout-rate',
+        text: `${tracks.length > 1 ? `${name}: ` : ''}${formatNumber(playout.fps, playout.fps % 1 === 0 ? 0 : 1)}`,
+      }),
       el('small', { text: 'fps' }),
       el('span', { class: 'playout-detail', text: detail }),
     );
@@ -955,79 +1085,110 @@ function renderStats(stats) {
 // ---------------------------------------------------------------------------
 
 function wire(client) {
-  const mine = (fn) => (...args) => {
-    if (app.client === client) fn(...args);
-  };
-  client.on('statusChanged', mine((status) => {
-    setStatus(status);
-    log('status', status, { type: 'status' });
-    if (status === 'ready') {
-      // Built-in glass-to-glass measurement for every output video shown on this page.
-      for (const video of $$('video[data-track]')) {
-        client.trackLatency(video.dataset.track, video).catch((error) => logError(error, 'latency'));
+  const mine =
+    (fn) =>
+    (...args) => {
+      if (app.client === client) fn(...args);
+    };
+  client.on(
+    'statusChanged',
+    mine((status) => {
+      setStatus(status);
+      log('status', status, { type: 'status' });
+      if (status === 'ready') {
+        // Built-in glass-to-glass measurement for every output video shown on this page.
+        for (const video of $$('video[data-track]')) {
+          client.trackLatency(video.dataset.track, video).catch((error) => logError(error, 'latency'));
+        }
       }
-    }
-    if (status === 'disconnected') {
-      stopAllLocal();
-      detachTracks();
-      renderStats(undefined);
-      if (app.reconnectAfterReload) {
-        app.reconnectAfterReload = false;
-        void reloadChain.then(async () => {
-          // The schema may not show the new tracks yet: read it again before the players are built.
-          try {
-            app.schema = await loadSchema();
-          } catch (error) {
-            logError(error, 'schema');
-          }
-          const values = formValues();
-          app.pendingTracks = undefined;
-          app.tracks = Array.isArray(app.schema['x-arclight']?.tracks) ? app.schema['x-arclight'].tracks : [];
-          renderHeader();
-          renderTracks();
-          renderCommands();
-          restoreFormValues(values);
-          setStatus(app.status);
-          log('info', 'reconnecting to the reloaded model');
-          await connect();
-        });
+      if (status === 'disconnected') {
+        stopAllLocal();
+        detachTracks();
+        renderStats(undefined);
+        if (app.reconnectAfterReload) {
+          app.reconnectAfterReload = false;
+          void reloadChain.then(async () => {
+            // The schema may not show the new tracks yet: read it again before the players are built.
+            try {
+              app.schema = await loadSchema();
+            } catch (error) {
+              logError(error, 'schema');
+            }
+            const values = formValues();
+            app.pendingTracks = undefined;
+            app.tracks = Array.isArray(app.schema['x-arclight']?.tracks) ? app.schema['x-arclight'].tracks : [];
+            renderHeader();
+            renderTracks();
+            renderCommands();
+            restoreFormValues(values);
+            setStatus(app.status);
+            log('info', 'reconnecting to the reloaded model');
+            await connect();
+          });
+        }
       }
-    }
-  }));
-  client.on('sessionIdChanged', mine((sessionId) => {
-    $('#session-id').textContent = sessionId ? `session ${sessionId}` : '';
-  }));
-  client.on('trackReceived', mine((name, track) => attachTrack(name, track)));
-  client.on('message', mine((message) => log('message', message.request_id ? `(reply to ${message.request_id})` : '', { type: message.type, data: message.data })));
-  client.on('runtimeMessage', mine((message) => {
-    if (QUIET_RUNTIME_MESSAGES.has(message.type)) return;
-    if (message.type === 'model_reloaded') void modelReloaded(undefined);
-    // A failure of one of our own requests is logged (as an error) by whoever awaited it.
-    if (message.type === 'command_failed' && message.request_id) return;
-    log('runtime', '', { type: message.type, data: message.data });
-  }));
-  client.on('statsUpdate', mine((stats) => renderStats(stats)));
+    }),
+  );
+  client.on(
+    'sessionIdChanged',
+    mine((sessionId) => {
+      $('#session-id').textContent = sessionId ? `session ${sessionId}` : '';
+    }),
+  );
+  client.on(
+    'trackReceived',
+    mine((name, track) => attachTrack(name, track)),
+  );
+  client.on(
+    'message',
+    mine((message) =>
+      log('message', message.request_id ? `(reply to ${message.request_id})` : '', { type: message.type, data: message.data }),
+    ),
+  );
+  client.on(
+    'runtimeMessage',
+    mine((message) => {
+      if (QUIET_RUNTIME_MESSAGES.has(message.type)) return;
+      if (message.type === 'model_reloaded') void modelReloaded(undefined);
+      // A failure of one of our own requests is logged (as an error) by whoever awaited it.
+      if (message.type === 'command_failed' && message.request_id) return;
+      log('runtime', '', { type: message.type, data: message.data });
+    }),
+  );
+  client.on(
+    'statsUpdate',
+    mine((stats) => renderStats(stats)),
+  );
   // Listening is what makes the client follow the session's log (while it is ready).
-  client.on('log', mine((line) => sessionLogLine(line)));
-  client.on('sessionEnded', mine((reason) => {
-    log('info', `session ended: ${reason}`, { type: 'session_ended' });
-    if (reason === 'model_reloaded') {
-      // The model's tracks changed: a new session, with the new players, as soon as this one is gone.
-      app.reconnectAfterReload = true;
-      return;
-    }
-    if (reason === 'shutdown') {
-      // The runtime is stopping (a restart, say): connect again once its event stream is back.
-      app.reconnectWhenBack = true;
-      setProblem('The runtime shut down. The page connects again when it is back.');
-      return;
-    }
-    setProblem(`The session ended (${reason}). Connect again to start a new one.`);
-  }));
-  client.on('error', mine((error) => {
-    logError(error);
-    if (error?.code === 'connection_failed' && app.status !== 'ready') setProblem(`${error.code}: ${error.message}`);
-  }));
+  client.on(
+    'log',
+    mine((line) => sessionLogLine(line)),
+  );
+  client.on(
+    'sessionEnded',
+    mine((reason) => {
+      log('info', `session ended: ${reason}`, { type: 'session_ended' });
+      if (reason === 'model_reloaded') {
+        // The model's tracks changed: a new session, with the new players, as soon as this one is gone.
+        app.reconnectAfterReload = true;
+        return;
+      }
+      if (reason === 'shutdown') {
+        // The runtime is stopping (a restart, say): connect again once its event stream is back.
+        app.reconnectWhenBack = true;
+        setProblem('The runtime shut down. The page connects again when it is back.');
+        return;
+      }
+      setProblem(`The session ended (${reason}). Connect again to start a new one.`);
+    }),
+  );
+  client.on(
+    'error',
+    mine((error) => {
+      logError(error);
+      if (error?.code === 'connection_failed' && app.status !== 'ready') setProblem(`${error.code}: ${error.message}`);
+    }),
+  );
 }
 
 // ---------------------------------------------------------------------------
@@ -1039,7 +1200,8 @@ function formValues() {
   const values = new Map();
   for (const form of $$('form[data-command]')) {
     const fields = new Map();
-    for (const input of $$('[name]', form)) fields.set(input.name, input.type === 'checkbox' ? { checked: input.checked } : { value: input.value });
+    for (const input of $$('[name]', form))
+      fields.set(input.name, input.type === 'checkbox' ? { checked: input.checked } : { value: input.value });
     values.set(form.dataset.command, fields);
   }
   return values;
@@ -1123,7 +1285,8 @@ function showLoadProgress(event) {
   const bar = $('#model-load-progress');
   if (typeof event.progress === 'number') bar.value = event.progress;
   else bar.removeAttribute('value');
-  $('#model-load-text').textContent = `Loading the model${event.message ? ` — ${event.message}` : ''}${typeof event.progress === 'number' ? ` (${Math.round(event.progress * 100)} %)` : ''}`;
+  $('#model-load-text').textContent =
+    `Loading the model${event.message ? ` — ${event.message}` : ''}${typeof event.progress === 'number' ? ` (${Math.round(event.progress * 100)} %)` : ''}`;
 }
 
 /** Follows the runtime's event stream for the model's load state (EventSource reconnects by itself). */
@@ -1204,8 +1367,10 @@ async function connect() {
     const { code, message } = describeError(error);
     logError(error, 'connect');
     let hint = '';
-    if (code === 'session_conflict') hint = ' Another client holds the runtime\u2019s session; close it (or wait for it to time out) and try again.';
-    else if (hosted && code === 'timeout') hint = ' The coordinator found no free GPU slot in time: each hosted runtime serves one session at a time.';
+    if (code === 'session_conflict')
+      hint = ' Another client holds the runtime\u2019s session; close it (or wait for it to time out) and try again.';
+    else if (hosted && code === 'timeout')
+      hint = ' The coordinator found no free GPU slot in time: each hosted runtime serves one session at a time.';
     setProblem(`Connect failed — ${code}: ${message}${hint}`);
     setStatus(client.getStatus());
   }
@@ -1222,7 +1387,11 @@ function playgroundToken(client) {
     const response = await fetch('/playground/token', { method: 'POST' });
     const body = await response.json().catch(() => ({}));
     if (!response.ok || typeof body.token !== 'string') {
-      throw new ArclightError(typeof body.code === 'string' ? body.code : 'internal_error', body.message ?? `POST /playground/token answered ${response.status}.`, { status: response.status });
+      throw new ArclightError(
+        typeof body.code === 'string' ? body.code : 'internal_error',
+        body.message ?? `POST /playground/token answered ${response.status}.`,
+        { status: response.status },
+      );
     }
     return { token: body.token, expiresAt: body.expires_at * 1000 };
   });
@@ -1353,7 +1522,10 @@ async function boot() {
   setStatus('disconnected');
   await loadDevStatus();
   followRuntimeEvents();
-  log('info', `loaded ${app.modelName}${app.schema['x-arclight']?.model?.version ? ` ${app.schema['x-arclight'].model.version}` : ''}: ${app.tracks.length} track(s), ${Object.keys(app.schema['x-arclight']?.commands ?? {}).length} command(s)`);
+  log(
+    'info',
+    `loaded ${app.modelName}${app.schema['x-arclight']?.model?.version ? ` ${app.schema['x-arclight'].model.version}` : ''}: ${app.tracks.length} track(s), ${Object.keys(app.schema['x-arclight']?.commands ?? {}).length} command(s)`,
+  );
 }
 
 /** For debugging from the console: `playground.client`. */

@@ -31,7 +31,17 @@ import type { LatencyMode } from '../../protocol/messages.ts';
 import { createLogger, type Logger } from '../../server-kit/log.ts';
 import { convertToYuv, yuvByteLength } from '../media/colour-convert.ts';
 import type { FrameMetadata, VideoFrame } from '../media/frames.ts';
-import type { CommandMap, CommandSpec, MessageMap, ModelDefinition, OutputVideoTrackSpec, StepErrorAction, StepInfo, StepOutput, TrackSpec } from '../model/definition.ts';
+import type {
+  CommandMap,
+  CommandSpec,
+  MessageMap,
+  ModelDefinition,
+  OutputVideoTrackSpec,
+  StepErrorAction,
+  StepInfo,
+  StepOutput,
+  TrackSpec,
+} from '../model/definition.ts';
 import type { ModelSession } from '../model/model-session.ts';
 import { checkPython, describePythonModule, pythonExecutable } from './python-environment.ts';
 import { isPythonWorkerError, PythonWorkerError } from './python-worker-error.ts';
@@ -82,7 +92,11 @@ export interface PythonModelOptions<Messages extends MessageMap = MessageMap> {
    * A step's Python raised (`python_error`): go on or end the session. Default: end. A dead or
    * hung worker always ends the session.
    */
-  readonly onStepError?: (error: unknown, session: ModelSession<PythonSessionState>, step: StepInfo) => StepErrorAction | Promise<StepErrorAction>;
+  readonly onStepError?: (
+    error: unknown,
+    session: ModelSession<PythonSessionState>,
+    step: StepInfo,
+  ) => StepErrorAction | Promise<StepErrorAction>;
 }
 
 /** The TypeScript side's per-session state (the model's own state lives in Python's `session.state`). */
@@ -96,7 +110,12 @@ export interface PythonStepInput {
 }
 
 /** A definition from `definePythonModel`: a step model, plus its workers for tests and tools. */
-export type PythonModelDefinition<Messages extends MessageMap = MessageMap> = ModelDefinition<PythonSessionState, CommandMap<PythonSessionState>, Messages, PythonStepInput> & {
+export type PythonModelDefinition<Messages extends MessageMap = MessageMap> = ModelDefinition<
+  PythonSessionState,
+  CommandMap<PythonSessionState>,
+  Messages,
+  PythonStepInput
+> & {
   /** The worker processes and their ring (start, pids, close). */
   readonly python: PythonWorkerGroup;
   /** What the Python module declared. */
@@ -104,9 +123,17 @@ export type PythonModelDefinition<Messages extends MessageMap = MessageMap> = Mo
 };
 
 /** Fatal for the session whatever onStepError says: the workers that served it are gone. */
-const FATAL = new Set(['python_worker_crashed', 'python_worker_timeout', 'python_unavailable', 'python_load_failed', 'python_protocol_error']);
+const FATAL = new Set([
+  'python_worker_crashed',
+  'python_worker_timeout',
+  'python_unavailable',
+  'python_load_failed',
+  'python_protocol_error',
+]);
 
-export function definePythonModel<const Messages extends MessageMap = MessageMap>(options: PythonModelOptions<Messages>): PythonModelDefinition<Messages> {
+export function definePythonModel<const Messages extends MessageMap = MessageMap>(
+  options: PythonModelOptions<Messages>,
+): PythonModelDefinition<Messages> {
   const modulePath = options.module instanceof URL ? fileURLToPath(options.module) : resolve(options.module);
   const python = pythonExecutable(options.python);
   const description = describePythonModule(python, modulePath);
@@ -143,8 +170,14 @@ export function definePythonModel<const Messages extends MessageMap = MessageMap
     },
     onOutput: (line, stream, rank) => log[stream === 'stderr' ? 'warn' : 'info']('python output', { rank, stream, line }),
     onFailure: (error, failed) => {
-      log.error('python worker failed; starting a fresh one', { code: error.code, error: error.message, detail: error.detail, sessions: failed });
-      for (const id of failed) sessions.get(id)?.log.error(`python worker failed (${error.code}): ${error.message}`, { code: error.code, detail: error.detail });
+      log.error('python worker failed; starting a fresh one', {
+        code: error.code,
+        error: error.message,
+        detail: error.detail,
+        sessions: failed,
+      });
+      for (const id of failed)
+        sessions.get(id)?.log.error(`python worker failed (${error.code}): ${error.message}`, { code: error.code, detail: error.detail });
     },
   });
 
@@ -159,7 +192,10 @@ export function definePythonModel<const Messages extends MessageMap = MessageMap
     return pending;
   };
 
-  const commands: Record<string, CommandSpec<PythonSessionState, never, { type?: string } | undefined, { readonly [k: string]: unknown }>> = {};
+  const commands: Record<
+    string,
+    CommandSpec<PythonSessionState, never, { type?: string } | undefined, { readonly [k: string]: unknown }>
+  > = {};
   for (const [name, declared] of Object.entries(description.commands)) {
     commands[name] = {
       ...(declared.description ? { description: declared.description } : {}),
@@ -185,31 +221,38 @@ export function definePythonModel<const Messages extends MessageMap = MessageMap
 
   /** Sessions told that their input is larger than maxInput (once each). */
   const warnedOversize = new Set<string>();
-  const writeInputs = (input: PythonStepInput, session: ModelSession<PythonSessionState>) => (ring: { write(slot: number, data: Uint8Array): void; slotBytes: number }, inputSlots: readonly number[]): Record<string, SlotFrame> => {
-    if (slotContents.ring !== ring) slotContents = { ring, frames: [] };
-    const described: Record<string, SlotFrame> = {};
-    inputTracks.forEach((track, i) => {
-      const frame = input.inputs.get(track);
-      const slot = inputSlots[i];
-      if (!frame || slot === undefined) return;
-      const format: WorkerPixelFormat = frame.format === 'rgba' ? 'rgba' : 'i420';
-      const length = format === 'rgba' ? frame.width * frame.height * 4 : yuvByteLength(frame.width, frame.height);
-      if (length > ring.slotBytes) {
-        // Not worth ending the session over: the model sees no frame on this track, and the log says why.
-        if (!warnedOversize.has(session.id)) {
-          warnedOversize.add(session.id);
-          session.log.warn(`input frames on "${track}" (${frame.width}x${frame.height}) are larger than the Python model's maxInput (${maxInput.width}x${maxInput.height}); they are not passed to Python`);
+  const writeInputs =
+    (input: PythonStepInput, session: ModelSession<PythonSessionState>) =>
+    (
+      ring: { write(slot: number, data: Uint8Array): void; slotBytes: number },
+      inputSlots: readonly number[],
+    ): Record<string, SlotFrame> => {
+      if (slotContents.ring !== ring) slotContents = { ring, frames: [] };
+      const described: Record<string, SlotFrame> = {};
+      inputTracks.forEach((track, i) => {
+        const frame = input.inputs.get(track);
+        const slot = inputSlots[i];
+        if (!frame || slot === undefined) return;
+        const format: WorkerPixelFormat = frame.format === 'rgba' ? 'rgba' : 'i420';
+        const length = format === 'rgba' ? frame.width * frame.height * 4 : yuvByteLength(frame.width, frame.height);
+        if (length > ring.slotBytes) {
+          // Not worth ending the session over: the model sees no frame on this track, and the log says why.
+          if (!warnedOversize.has(session.id)) {
+            warnedOversize.add(session.id);
+            session.log.warn(
+              `input frames on "${track}" (${frame.width}x${frame.height}) are larger than the Python model's maxInput (${maxInput.width}x${maxInput.height}); they are not passed to Python`,
+            );
+          }
+          return;
         }
-        return;
-      }
-      if (slotContents.frames[slot] !== frame) {
-        ring.write(slot, frame.data.subarray(0, length));
-        slotContents.frames[slot] = frame;
-      }
-      described[track] = { slot, width: frame.width, height: frame.height, format };
-    });
-    return described;
-  };
+        if (slotContents.frames[slot] !== frame) {
+          ring.write(slot, frame.data.subarray(0, length));
+          slotContents.frames[slot] = frame;
+        }
+        described[track] = { slot, width: frame.width, height: frame.height, format };
+      });
+      return described;
+    };
 
   const definition = {
     name: options.name,
@@ -226,7 +269,10 @@ export function definePythonModel<const Messages extends MessageMap = MessageMap
       checkPython(python);
       const ready = await group.start(progress);
       if (JSON.stringify(ready.commands) !== JSON.stringify(description.commands)) {
-        log.warn('the Python module declares other commands than when it was imported; the runtime serves the ones it read at import (restart it to pick up the change)', { module: modulePath });
+        log.warn(
+          'the Python module declares other commands than when it was imported; the runtime serves the ones it read at import (restart it to pick up the change)',
+          { module: modulePath },
+        );
       }
     },
     // A reload (arclight dev) or the runtime's close: this version's workers go with it.
@@ -258,17 +304,29 @@ export function definePythonModel<const Messages extends MessageMap = MessageMap
       await startSession(session);
       const pool = buffers.get(session.id) ?? [];
       buffers.set(session.id, pool);
-      return group.step(session.id, step.index, { width: output.width, height: output.height }, slices, maxChunk, writeInputs(input, session), (ring, reply) => {
-        const video = (reply.frames ?? []).map((frame, i) => readFrame(ring, frame, pool, i));
-        return reply.metadata === undefined ? { video } : { video, metadata: reply.metadata as FrameMetadata };
-      }, timeouts.stepMs);
+      return group.step(
+        session.id,
+        step.index,
+        { width: output.width, height: output.height },
+        slices,
+        maxChunk,
+        writeInputs(input, session),
+        (ring, reply) => {
+          const video = (reply.frames ?? []).map((frame, i) => readFrame(ring, frame, pool, i));
+          return reply.metadata === undefined ? { video } : { video, metadata: reply.metadata as FrameMetadata };
+        },
+        timeouts.stepMs,
+      );
     },
     async onStepError(error, session, step) {
       if (isPythonWorkerError(error) && FATAL.has(error.code)) return 'end';
       if (isPythonWorkerError(error) && error.detail) session.log.error(`python step ${step.index} raised`, { traceback: error.detail });
       return options.onStepError ? options.onStepError(error, session, step) : 'end';
     },
-  } satisfies ModelDefinition<PythonSessionState, CommandMap<PythonSessionState>, Messages, PythonStepInput> & { python: PythonWorkerGroup; pythonDescription: ModelDescription };
+  } satisfies ModelDefinition<PythonSessionState, CommandMap<PythonSessionState>, Messages, PythonStepInput> & {
+    python: PythonWorkerGroup;
+    pythonDescription: ModelDescription;
+  };
   return definition as PythonModelDefinition<Messages>;
 }
 
@@ -277,7 +335,12 @@ export function definePythonModel<const Messages extends MessageMap = MessageMap
  * driver emits — and emit copies — before the next step) and makes it a VideoFrame: RGBA and I420
  * as they are, RGB converted to I420 (the native addon when built).
  */
-function readFrame(ring: { read(slot: number, length: number, into: Uint8Array): Uint8Array }, frame: SlotFrame, pool: Uint8Array[], index: number): VideoFrame {
+function readFrame(
+  ring: { read(slot: number, length: number, into: Uint8Array): Uint8Array },
+  frame: SlotFrame,
+  pool: Uint8Array[],
+  index: number,
+): VideoFrame {
   const { width, height, format } = frame;
   const length = format === 'rgb' ? width * height * 3 : format === 'rgba' ? width * height * 4 : yuvByteLength(width, height);
   const need = format === 'rgb' ? length + yuvByteLength(width, height) : length;

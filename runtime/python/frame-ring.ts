@@ -47,7 +47,8 @@ export class FrameRing {
   }
 
   static create(options: FrameRingOptions): FrameRing {
-    if (!Number.isInteger(options.slotCount) || options.slotCount < 1) throw new RangeError(`slotCount must be a positive integer, got ${options.slotCount}`);
+    if (!Number.isInteger(options.slotCount) || options.slotCount < 1)
+      throw new RangeError(`slotCount must be a positive integer, got ${options.slotCount}`);
     if (!(options.slotBytes > 0)) throw new RangeError(`slotBytes must be positive, got ${options.slotBytes}`);
     const slotBytes = Math.ceil(options.slotBytes / PAGE) * PAGE;
     const directory = options.directory ?? (existsSync('/dev/shm') ? '/dev/shm' : tmpdir());
@@ -103,7 +104,8 @@ export class FrameRing {
 
   #offset(slot: number, length: number): number {
     if (this.#closed) throw new Error('the frame ring is closed');
-    if (!Number.isInteger(slot) || slot < 0 || slot >= this.slotCount) throw new RangeError(`slot ${slot} is outside the ring (0..${this.slotCount - 1})`);
+    if (!Number.isInteger(slot) || slot < 0 || slot >= this.slotCount)
+      throw new RangeError(`slot ${slot} is outside the ring (0..${this.slotCount - 1})`);
     if (length > this.slotBytes) throw new RangeError(`${length} bytes do not fit a ${this.slotBytes}-byte slot`);
     return RING_HEADER_BYTES + slot * this.slotBytes;
   }

@@ -97,14 +97,21 @@ function random(length: number, seed: number): Uint8Array {
   const out = new Uint8Array(length);
   let x = seed >>> 0 || 1;
   for (let i = 0; i < length; i++) {
-    x ^= x << 13; x ^= x >>> 17; x ^= x << 5;
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
     out[i] = x & 0xff;
   }
   return out;
 }
 
 function logText(t: Session): string {
-  return t.logs.map((l) => `${l.level} ${l.message} ${JSON.stringify(l.fields, (_k, v: unknown) => (v instanceof Error ? { message: v.message, code: (v as { code?: string }).code } : v))}`).join('\n');
+  return t.logs
+    .map(
+      (l) =>
+        `${l.level} ${l.message} ${JSON.stringify(l.fields, (_k, v: unknown) => (v instanceof Error ? { message: v.message, code: (v as { code?: string }).code } : v))}`,
+    )
+    .join('\n');
 }
 
 /** Ring descriptors this process holds: /proc/self/fd entries pointing at a (deleted) ring file. */
@@ -148,8 +155,12 @@ describe('the Python worker bridge', () => {
     const t = await open(model);
     try {
       // The first session loaded the model: the worker's progress reached load()'s context.
-      expect(t.logs).toContainEqual(expect.objectContaining({ message: 'model load progress', fields: { fraction: 0.5, message: 'halfway' } }));
-      expect(t.logs).toContainEqual(expect.objectContaining({ message: 'model load progress', fields: { fraction: 1, message: 'loaded' } }));
+      expect(t.logs).toContainEqual(
+        expect.objectContaining({ message: 'model load progress', fields: { fraction: 0.5, message: 'halfway' } }),
+      );
+      expect(t.logs).toContainEqual(
+        expect.objectContaining({ message: 'model load progress', fields: { fraction: 1, message: 'loaded' } }),
+      );
       const size = { rgba: W * H * 4, i420: (W * H * 3) / 2 };
       // The pattern's first byte is its seed (the step index), so a frame says which pattern it must be.
       const isPattern = (f: VideoFrame, length: number): boolean => Buffer.from(f.data).equals(Buffer.from(pattern(length, f.data[0]!)));
@@ -166,7 +177,9 @@ describe('the Python worker bridge', () => {
       await t.sendCommand('set_mode', { mode: 'pattern-rgb' });
       const rgb = await untilLast(t, (f) => f.format === 'i420', 'from RGB');
       // Which step made it: the one whose RGB pattern converts to exactly these bytes.
-      const match = Array.from({ length: 251 }, (_, seed) => seed).find((seed) => Buffer.from(convertToYuv(pattern(W * H * 3, seed), { width: W, height: H, format: 'rgb' })).equals(Buffer.from(rgb.data)));
+      const match = Array.from({ length: 251 }, (_, seed) => seed).find((seed) =>
+        Buffer.from(convertToYuv(pattern(W * H * 3, seed), { width: W, height: H, format: 'rgb' })).equals(Buffer.from(rgb.data)),
+      );
       expect(match).toBeDefined();
 
       await t.sendCommand('set_mode', { mode: 'inplace' });
@@ -226,7 +239,8 @@ describe('the Python worker bridge', () => {
       await t.sendCommand('set_mode', { mode: 'echo' });
       t.pushVideo('webcam', { width: 128, height: 96, format: 'rgba', data: random(128 * 96 * 4, 5) });
       const deadline = performance.now() + 20_000;
-      const warned = (): number => t.logs.filter((l) => l.level === 'warn' && l.message.includes('larger than the Python model\'s maxInput')).length;
+      const warned = (): number =>
+        t.logs.filter((l) => l.level === 'warn' && l.message.includes("larger than the Python model's maxInput")).length;
       while (warned() === 0 && performance.now() < deadline) {
         await t.advanceFrames(1);
         await new Promise((resolve) => setTimeout(resolve, 3));
@@ -247,11 +261,17 @@ describe('the Python worker bridge', () => {
   it('validates commands with the runtime before Python sees them; CommandError keeps its code, a bug is internal_error', async () => {
     const t = await open(model);
     try {
-      expect(await t.sendCommand('set_mode', { mode: 'echo' })).toEqual({ type: 'mode_set', data: { mode: 'echo', rank: 0, world_size: 1 } });
+      expect(await t.sendCommand('set_mode', { mode: 'echo' })).toEqual({
+        type: 'mode_set',
+        data: { mode: 'echo', rank: 0, world_size: 1 },
+      });
       await expect(t.sendCommand('set_mode', { mode: 'nope' })).rejects.toMatchObject({ code: 'invalid_params', field: '/mode' });
       await expect(t.sendCommand('set_mode', { mode: 'echo', extra: 1 })).rejects.toMatchObject({ code: 'invalid_params' });
       await expect(t.sendCommand('set_mode', {})).rejects.toMatchObject({ code: 'invalid_params' });
-      await expect(t.sendCommand('fail', { how: 'command_error' })).rejects.toMatchObject({ code: 'not_today', message: 'the model says no' });
+      await expect(t.sendCommand('fail', { how: 'command_error' })).rejects.toMatchObject({
+        code: 'not_today',
+        message: 'the model says no',
+      });
       await expect(t.sendCommand('fail', { how: 'bug' })).rejects.toMatchObject({ code: 'internal_error' });
       expect(logText(t)).toContain('ValueError: an ordinary bug');
       // Python's session.log and session.broadcast reach the session.
@@ -424,13 +444,21 @@ describe('the Python worker bridge', () => {
 });
 
 describe('the Python worker bridge with two ranks', () => {
-  it('leader mode: commands reach both ranks, the reply and frames are the leader\'s', async () => {
+  it("leader mode: commands reach both ranks, the reply and frames are the leader's", async () => {
     const model = bridge({ ranks: 2 });
     const t = await open(model);
     try {
       expect(model.python.pids).toHaveLength(2);
-      expect(await t.sendCommand('set_mode', { mode: 'pattern-rgba' })).toEqual({ type: 'mode_set', data: { mode: 'pattern-rgba', rank: 0, world_size: 2 } });
-      expect(t.logs.filter((l) => l.message === 'mode set').map((l) => l.fields?.['rank']).sort()).toEqual([0, 1]);
+      expect(await t.sendCommand('set_mode', { mode: 'pattern-rgba' })).toEqual({
+        type: 'mode_set',
+        data: { mode: 'pattern-rgba', rank: 0, world_size: 2 },
+      });
+      expect(
+        t.logs
+          .filter((l) => l.message === 'mode set')
+          .map((l) => l.fields?.['rank'])
+          .sort(),
+      ).toEqual([0, 1]);
       const frames = await untilFrames(t, 3);
       const f = frames.at(-1)!;
       expect(Buffer.from(f.data).equals(Buffer.from(pattern(W * H * 4, f.data[0]!)))).toBe(true);
@@ -444,7 +472,7 @@ describe('the Python worker bridge with two ranks', () => {
     const t = await open(model);
     try {
       await t.sendCommand('set_mode', { mode: 'slices' });
-      const f = await untilLast(t, (frame) => frame.data[3] === 0 && frame.data[W * H * 4 - 1] === 1, 'with rank 1\'s rows');
+      const f = await untilLast(t, (frame) => frame.data[3] === 0 && frame.data[W * H * 4 - 1] === 1, "with rank 1's rows");
       const alphaOfRow = (y: number): number => f.data[y * W * 4 + 3]!;
       expect(alphaOfRow(0)).toBe(0);
       expect(alphaOfRow(H / 2 - 1)).toBe(0);

@@ -24,7 +24,9 @@ export function pythonExecutable(explicit?: string): string {
   if (named) return named;
   // Probed once per process (~100 ms: numpy's import); none with numpy → 'python3', and
   // checkPython() then says what is missing.
-  foundPython ??= DEFAULT_PYTHONS.find((python) => spawnSync(python, ['-c', 'import numpy'], { stdio: 'ignore', timeout: 30_000 }).status === 0) ?? 'python3';
+  foundPython ??=
+    DEFAULT_PYTHONS.find((python) => spawnSync(python, ['-c', 'import numpy'], { stdio: 'ignore', timeout: 30_000 }).status === 0) ??
+    'python3';
   return foundPython;
 }
 
@@ -45,12 +47,23 @@ export function pythonEnvironment(extra: Readonly<Record<string, string>> = {}):
  * About 100 ms (numpy's import).
  */
 export function checkPython(python: string): { python: string; numpy: string } {
-  const run = spawnSync(python, ['-c', 'import sys, numpy; print(sys.version.split()[0], numpy.__version__)'], { encoding: 'utf8', env: pythonEnvironment(), timeout: 30_000 });
+  const run = spawnSync(python, ['-c', 'import sys, numpy; print(sys.version.split()[0], numpy.__version__)'], {
+    encoding: 'utf8',
+    env: pythonEnvironment(),
+    timeout: 30_000,
+  });
   if (run.error) {
-    throw new PythonWorkerError('python_unavailable', `Cannot run the Python worker's interpreter "${python}" (${(run.error as NodeJS.ErrnoException).code ?? run.error.message}). Install python3 and python3-numpy, or set ARCLIGHT_PYTHON to a Python that has numpy.`);
+    throw new PythonWorkerError(
+      'python_unavailable',
+      `Cannot run the Python worker's interpreter "${python}" (${(run.error as NodeJS.ErrnoException).code ?? run.error.message}). Install python3 and python3-numpy, or set ARCLIGHT_PYTHON to a Python that has numpy.`,
+    );
   }
   if (run.status !== 0) {
-    throw new PythonWorkerError('python_unavailable', `"${python}" cannot import numpy, which the Python worker needs. Install python3-numpy (Debian/Ubuntu) or \`pip install numpy\`, or set ARCLIGHT_PYTHON to a Python that has it.`, run.stderr.trim().split('\n').slice(-5).join('\n'));
+    throw new PythonWorkerError(
+      'python_unavailable',
+      `"${python}" cannot import numpy, which the Python worker needs. Install python3-numpy (Debian/Ubuntu) or \`pip install numpy\`, or set ARCLIGHT_PYTHON to a Python that has it.`,
+      run.stderr.trim().split('\n').slice(-5).join('\n'),
+    );
   }
   const [version = '?', numpy = '?'] = run.stdout.trim().split(/\s+/);
   return { python: version, numpy };
@@ -63,11 +76,19 @@ export function checkPython(python: string): { python: string; numpy: string } {
  * /schema and typed clients) from a module's top level.
  */
 export function describePythonModule(python: string, modulePath: string): ModelDescription {
-  const run = spawnSync(python, ['-m', 'arclight_worker', 'describe', modulePath], { encoding: 'utf8', env: pythonEnvironment(), timeout: 60_000 });
+  const run = spawnSync(python, ['-m', 'arclight_worker', 'describe', modulePath], {
+    encoding: 'utf8',
+    env: pythonEnvironment(),
+    timeout: 60_000,
+  });
   if (run.error || run.status !== 0) {
     checkPython(python); // a missing interpreter or numpy says so, rather than "describe failed"
     const tail = (run.stderr ?? '').trim().split('\n').slice(-15).join('\n');
-    throw new PythonWorkerError('python_load_failed', `The Python model ${modulePath} could not be imported: ${tail.split('\n').at(-1) ?? 'no output'}`, tail);
+    throw new PythonWorkerError(
+      'python_load_failed',
+      `The Python model ${modulePath} could not be imported: ${tail.split('\n').at(-1) ?? 'no output'}`,
+      tail,
+    );
   }
   const last = run.stdout.trim().split('\n').at(-1) ?? '';
   try {
@@ -75,6 +96,9 @@ export function describePythonModule(python: string, modulePath: string): ModelD
     if (typeof description.commands !== 'object' || description.commands === null) throw new TypeError('no commands');
     return description;
   } catch {
-    throw new PythonWorkerError('python_protocol_error', `describe of ${modulePath} printed no model description (last line: ${last.slice(0, 200)})`);
+    throw new PythonWorkerError(
+      'python_protocol_error',
+      `describe of ${modulePath} printed no model description (last line: ${last.slice(0, 200)})`,
+    );
   }
 }

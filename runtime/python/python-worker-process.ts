@@ -13,7 +13,13 @@ import { ControlChannel } from './control-channel.ts';
 import type { FrameRing } from './frame-ring.ts';
 import { pythonEnvironment } from './python-environment.ts';
 import { PythonWorkerError } from './python-worker-error.ts';
-import { WORKER_PROTOCOL_VERSION, type ModelDescription, type SuccessfulReply, type WorkerMessage, type WorkerRequest } from './worker-protocol.ts';
+import {
+  WORKER_PROTOCOL_VERSION,
+  type ModelDescription,
+  type SuccessfulReply,
+  type WorkerMessage,
+  type WorkerRequest,
+} from './worker-protocol.ts';
 
 export interface PythonWorkerProcessOptions {
   readonly python: string;
@@ -90,7 +96,13 @@ export class PythonWorkerProcess {
     this.#pid = this.#child.pid;
     this.#channel = new ControlChannel(this.#child.stdio[4] as Duplex, {
       onMessage: (message) => this.#onMessage(message),
-      onInvalid: (line) => this.#fail(new PythonWorkerError('python_protocol_error', `Python worker (rank ${this.rank}) sent a line that is not a control message: ${line.slice(0, 200)}`)),
+      onInvalid: (line) =>
+        this.#fail(
+          new PythonWorkerError(
+            'python_protocol_error',
+            `Python worker (rank ${this.rank}) sent a line that is not a control message: ${line.slice(0, 200)}`,
+          ),
+        ),
       onClose: () => {
         this.#channelClosed = true;
       },
@@ -105,27 +117,43 @@ export class PythonWorkerProcess {
       });
     }
     this.#child.on('error', (error) => {
-      this.#fail(new PythonWorkerError('python_unavailable', `Cannot start the Python worker "${options.python}": ${error.message}. Set ARCLIGHT_PYTHON to a Python with numpy.`));
+      this.#fail(
+        new PythonWorkerError(
+          'python_unavailable',
+          `Cannot start the Python worker "${options.python}": ${error.message}. Set ARCLIGHT_PYTHON to a Python with numpy.`,
+        ),
+      );
     });
     this.#child.on('exit', (code, signal) => {
       this.#exited = true;
       // Its last words (a `fatal`, a traceback on stderr) may still be in flight: read them first.
       const report = (): void => {
         const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
-        this.#fail(new PythonWorkerError('python_worker_crashed', `Python worker (rank ${this.rank}, pid ${this.#pid}) ${how}`, this.tail()));
+        this.#fail(
+          new PythonWorkerError('python_worker_crashed', `Python worker (rank ${this.rank}, pid ${this.#pid}) ${how}`, this.tail()),
+        );
       };
       if (this.#channelClosed) report();
       else setTimeout(report, 300).unref();
     });
-    this.#watchdog = setInterval(() => {
-      // Loading (import + @model.load) is bounded by the group's start timeout instead: a loader
-      // in native code may hold the GIL, and with it the heartbeat thread, for a long time.
-      if (!this.#ready) return;
-      const silentMs = performance.now() - this.#lastSeen;
-      if (silentMs > options.heartbeatTimeoutMs) {
-        this.#fail(new PythonWorkerError('python_worker_timeout', `Python worker (rank ${this.rank}, pid ${this.#pid}) sent no heartbeat for ${Math.round(silentMs)} ms (limit ${options.heartbeatTimeoutMs} ms); it was killed`, this.tail()));
-      }
-    }, Math.min(1_000, Math.max(50, options.heartbeatTimeoutMs / 4)));
+    this.#watchdog = setInterval(
+      () => {
+        // Loading (import + @model.load) is bounded by the group's start timeout instead: a loader
+        // in native code may hold the GIL, and with it the heartbeat thread, for a long time.
+        if (!this.#ready) return;
+        const silentMs = performance.now() - this.#lastSeen;
+        if (silentMs > options.heartbeatTimeoutMs) {
+          this.#fail(
+            new PythonWorkerError(
+              'python_worker_timeout',
+              `Python worker (rank ${this.rank}, pid ${this.#pid}) sent no heartbeat for ${Math.round(silentMs)} ms (limit ${options.heartbeatTimeoutMs} ms); it was killed`,
+              this.tail(),
+            ),
+          );
+        }
+      },
+      Math.min(1_000, Math.max(50, options.heartbeatTimeoutMs / 4)),
+    );
     this.#watchdog.unref();
   }
 
@@ -152,9 +180,18 @@ export class PythonWorkerProcess {
     if (this.#failure) return Promise.reject(this.#failure);
     const id = this.#nextId++;
     return new Promise<SuccessfulReply>((resolve, reject) => {
-      const timer = timeoutMs === undefined ? undefined : setTimeout(() => {
-        this.#fail(new PythonWorkerError('python_worker_timeout', `Python worker (rank ${this.rank}, pid ${this.#pid}) did not answer ${what} within ${timeoutMs} ms; it was killed`, this.tail()));
-      }, timeoutMs);
+      const timer =
+        timeoutMs === undefined
+          ? undefined
+          : setTimeout(() => {
+              this.#fail(
+                new PythonWorkerError(
+                  'python_worker_timeout',
+                  `Python worker (rank ${this.rank}, pid ${this.#pid}) did not answer ${what} within ${timeoutMs} ms; it was killed`,
+                  this.tail(),
+                ),
+              );
+            }, timeoutMs);
       this.#pending.set(id, { resolve, reject, what, timer });
       this.#channel.send({ ...body, id });
     });
@@ -193,7 +230,12 @@ export class PythonWorkerProcess {
     switch (message.type) {
       case 'hello':
         if (message.protocol !== WORKER_PROTOCOL_VERSION) {
-          this.#fail(new PythonWorkerError('python_protocol_error', `the arclight_worker package speaks protocol ${message.protocol}; this runtime speaks ${WORKER_PROTOCOL_VERSION}`));
+          this.#fail(
+            new PythonWorkerError(
+              'python_protocol_error',
+              `the arclight_worker package speaks protocol ${message.protocol}; this runtime speaks ${WORKER_PROTOCOL_VERSION}`,
+            ),
+          );
         }
         return;
       case 'progress':
@@ -204,7 +246,13 @@ export class PythonWorkerProcess {
         this.#resolveReady({ commands: message.commands, has_generate: message.has_generate });
         return;
       case 'fatal':
-        this.#fail(new PythonWorkerError('python_load_failed', `The Python model failed to load (rank ${this.rank}): ${message.message}`, message.traceback));
+        this.#fail(
+          new PythonWorkerError(
+            'python_load_failed',
+            `The Python model failed to load (rank ${this.rank}): ${message.message}`,
+            message.traceback,
+          ),
+        );
         return;
       case 'heartbeat':
         return;
@@ -221,9 +269,11 @@ export class PythonWorkerProcess {
           pending.resolve(message);
         } else {
           const { error } = message;
-          pending.reject(error.command_error && error.code && /^[a-z][a-z0-9_]{0,63}$/.test(error.code)
-            ? new PythonCommandError(error.code, error.message)
-            : new PythonWorkerError('python_error', `Python ${pending.what} raised ${error.message}`, error.traceback));
+          pending.reject(
+            error.command_error && error.code && /^[a-z][a-z0-9_]{0,63}$/.test(error.code)
+              ? new PythonCommandError(error.code, error.message)
+              : new PythonWorkerError('python_error', `Python ${pending.what} raised ${error.message}`, error.traceback),
+          );
         }
         return;
       }

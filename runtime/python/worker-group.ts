@@ -59,7 +59,8 @@ export class PythonWorkerGroup {
   constructor(options: PythonWorkerGroupOptions) {
     this.#options = options;
     this.worldSize = options.ranks ?? 1;
-    if (!Number.isInteger(this.worldSize) || this.worldSize < 1) throw new RangeError(`ranks must be a positive integer, got ${options.ranks}`);
+    if (!Number.isInteger(this.worldSize) || this.worldSize < 1)
+      throw new RangeError(`ranks must be a positive integer, got ${options.ranks}`);
     liveGroups.add(this);
     if (!exitHandlerInstalled) {
       exitHandlerInstalled = true;
@@ -132,14 +133,33 @@ export class PythonWorkerGroup {
     return this.#enqueue(async () => {
       const generation = this.#checkSession(session);
       const { inputSlots } = this.#options;
-      const inputs = writeInputs(generation.ring, Array.from({ length: inputSlots }, (_, i) => i));
+      const inputs = writeInputs(
+        generation.ring,
+        Array.from({ length: inputSlots }, (_, i) => i),
+      );
       const outputs = Array.from({ length: Math.min(maxChunk, this.#options.outputSlots) }, (_, i) => inputSlots + i);
-      const replies = await Promise.all(generation.ranks.map((rank) =>
-        rank.request({ type: 'step', session, index, width: size.width, height: size.height, inputs, outputs: rank.rank === 0 || slices ? outputs : [], slices }, timeoutMs, `step ${index}`),
-      ));
+      const replies = await Promise.all(
+        generation.ranks.map((rank) =>
+          rank.request(
+            {
+              type: 'step',
+              session,
+              index,
+              width: size.width,
+              height: size.height,
+              inputs,
+              outputs: rank.rank === 0 || slices ? outputs : [],
+              slices,
+            },
+            timeoutMs,
+            `step ${index}`,
+          ),
+        ),
+      );
       const leader = replies[0]!;
       for (const frame of leader.frames ?? []) {
-        if (!outputs.includes(frame.slot)) throw new PythonWorkerError('python_protocol_error', `the worker named slot ${frame.slot}, which this step did not give it`);
+        if (!outputs.includes(frame.slot))
+          throw new PythonWorkerError('python_protocol_error', `the worker named slot ${frame.slot}, which this step did not give it`);
       }
       return readOutputs(generation.ring, leader);
     }).catch((error: unknown) => this.#sessionFailure(session, error));
@@ -163,43 +183,67 @@ export class PythonWorkerGroup {
     const number = ++this.#count;
     const env: Record<string, string> = { ...o.env };
     const ranks: PythonWorkerProcess[] = [];
-    const generation: Generation = { number, ring, ranks, ready: Promise.resolve({ commands: {}, has_generate: false }), failure: undefined, loaded: false };
+    const generation: Generation = {
+      number,
+      ring,
+      ranks,
+      ready: Promise.resolve({ commands: {}, has_generate: false }),
+      failure: undefined,
+      loaded: false,
+    };
     const masterPort = this.worldSize > 1 ? freePortHint() : undefined;
     for (let rank = 0; rank < this.worldSize; rank++) {
-      ranks.push(new PythonWorkerProcess({
-        python: o.python,
-        modulePath: o.modulePath,
-        ring,
-        rank,
-        worldSize: this.worldSize,
-        env: {
-          ...env,
-          RANK: String(rank),
-          LOCAL_RANK: String(rank),
-          WORLD_SIZE: String(this.worldSize),
-          ...(masterPort ? { MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(masterPort) } : {}),
-        },
-        heartbeatMs: o.heartbeatMs ?? 1_000,
-        heartbeatTimeoutMs: o.heartbeatTimeoutMs ?? 10_000,
-        onProgress: rank === 0 ? (fraction, message) => this.#progress?.(fraction, message) : undefined,
-        onSessionMessage: rank === 0 ? o.onSessionMessage : (m) => { if (m.type === 'log') o.onSessionMessage?.(m); },
-        onOutput: (line, stream) => o.onOutput?.(line, stream, rank),
-        onFailure: (error) => this.#generationFailed(generation, error),
-      }));
+      ranks.push(
+        new PythonWorkerProcess({
+          python: o.python,
+          modulePath: o.modulePath,
+          ring,
+          rank,
+          worldSize: this.worldSize,
+          env: {
+            ...env,
+            RANK: String(rank),
+            LOCAL_RANK: String(rank),
+            WORLD_SIZE: String(this.worldSize),
+            ...(masterPort ? { MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(masterPort) } : {}),
+          },
+          heartbeatMs: o.heartbeatMs ?? 1_000,
+          heartbeatTimeoutMs: o.heartbeatTimeoutMs ?? 10_000,
+          onProgress: rank === 0 ? (fraction, message) => this.#progress?.(fraction, message) : undefined,
+          onSessionMessage:
+            rank === 0
+              ? o.onSessionMessage
+              : (m) => {
+                  if (m.type === 'log') o.onSessionMessage?.(m);
+                },
+          onOutput: (line, stream) => o.onOutput?.(line, stream, rank),
+          onFailure: (error) => this.#generationFailed(generation, error),
+        }),
+      );
     }
     const startTimeoutMs = o.startTimeoutMs ?? 600_000;
     let timer: NodeJS.Timeout | undefined;
     const ready = Promise.race([
       Promise.all(ranks.map((r) => r.ready)).then((all) => all[0]!),
       new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new PythonWorkerError('python_worker_timeout', `the Python workers were not ready within ${startTimeoutMs} ms`)), startTimeoutMs);
+        timer = setTimeout(
+          () => reject(new PythonWorkerError('python_worker_timeout', `the Python workers were not ready within ${startTimeoutMs} ms`)),
+          startTimeoutMs,
+        );
         timer.unref();
       }),
-    ]).then((description) => {
-      generation.loaded = true;
-      return description;
-    }).finally(() => clearTimeout(timer));
-    ready.catch((error: unknown) => this.#generationFailed(generation, error instanceof PythonWorkerError ? error : new PythonWorkerError('python_load_failed', String(error))));
+    ])
+      .then((description) => {
+        generation.loaded = true;
+        return description;
+      })
+      .finally(() => clearTimeout(timer));
+    ready.catch((error: unknown) =>
+      this.#generationFailed(
+        generation,
+        error instanceof PythonWorkerError ? error : new PythonWorkerError('python_load_failed', String(error)),
+      ),
+    );
     (generation as { ready: Promise<ModelDescription> }).ready = ready;
     this.#generation = generation;
     return generation;
@@ -232,7 +276,8 @@ export class PythonWorkerGroup {
     if (!entry) throw new PythonWorkerError('python_protocol_error', `session ${session} was not started on the Python workers`);
     if (entry.failure) throw entry.failure;
     const generation = this.#generation;
-    if (!generation || generation.number !== entry.generation) throw new PythonWorkerError('python_worker_crashed', `the Python workers serving session ${session} are gone`);
+    if (!generation || generation.number !== entry.generation)
+      throw new PythonWorkerError('python_worker_crashed', `the Python workers serving session ${session} are gone`);
     if (generation.failure) throw generation.failure;
     return generation;
   }
@@ -246,7 +291,8 @@ export class PythonWorkerGroup {
 
   async #all(body: WorkerRequest, timeoutMs: number, what: string): Promise<SuccessfulReply> {
     const generation = this.#generation;
-    if (!generation || generation.failure) throw generation?.failure ?? new PythonWorkerError('python_worker_crashed', 'no Python worker is running');
+    if (!generation || generation.failure)
+      throw generation?.failure ?? new PythonWorkerError('python_worker_crashed', 'no Python worker is running');
     const replies = await Promise.all(generation.ranks.map((rank) => rank.request(body, timeoutMs, what)));
     return replies[0]!;
   }

@@ -54,14 +54,34 @@ export type WorkerRequest =
 
 // Worker → runtime.
 export type WorkerMessage =
-  | { readonly type: 'hello'; readonly protocol: number; readonly pid: number; readonly rank: number; readonly python: string; readonly numpy: string }
+  | {
+      readonly type: 'hello';
+      readonly protocol: number;
+      readonly pid: number;
+      readonly rank: number;
+      readonly python: string;
+      readonly numpy: string;
+    }
   | { readonly type: 'progress'; readonly fraction: number; readonly message?: string | null }
   | ({ readonly type: 'ready' } & ModelDescription)
   | { readonly type: 'fatal'; readonly message: string; readonly traceback?: string }
   | { readonly type: 'heartbeat' }
-  | { readonly type: 'reply'; readonly id: number; readonly ok: true; readonly result?: JsonValue; readonly frames?: readonly SlotFrame[]; readonly metadata?: JsonValue }
+  | {
+      readonly type: 'reply';
+      readonly id: number;
+      readonly ok: true;
+      readonly result?: JsonValue;
+      readonly frames?: readonly SlotFrame[];
+      readonly metadata?: JsonValue;
+    }
   | { readonly type: 'reply'; readonly id: number; readonly ok: false; readonly error: WorkerFailure }
-  | { readonly type: 'log'; readonly session: string; readonly level: 'info' | 'warn' | 'error'; readonly message: string; readonly fields?: Record<string, unknown> }
+  | {
+      readonly type: 'log';
+      readonly session: string;
+      readonly level: 'info' | 'warn' | 'error';
+      readonly message: string;
+      readonly fields?: Record<string, unknown>;
+    }
   | { readonly type: 'broadcast'; readonly session: string; readonly message_type: string; readonly data?: JsonValue };
 
 export interface WorkerFailure {

@@ -22,7 +22,9 @@ function fakeSender(ssrc: number) {
     getStats: async () =>
       new Map<string, object>([
         ['out', { type: 'outbound-rtp', packetsSent: sender.packetsSent }],
-        ...(sender.rttSeconds === undefined ? [] : [['remote', { type: 'remote-inbound-rtp', roundTripTime: sender.rttSeconds }] as [string, object]]),
+        ...(sender.rttSeconds === undefined
+          ? []
+          : [['remote', { type: 'remote-inbound-rtp', roundTripTime: sender.rttSeconds }] as [string, object]]),
         ['pair', { type: 'candidate-pair', id: 'pair', nominated: true, currentRoundTripTime: 0.004 }],
       ]),
     rtcp: (packet: RtcpLike) => listeners.forEach((fn) => fn(packet)),
@@ -41,7 +43,8 @@ function setup(options: { declaredFps?: number; paused?: string[]; playout?: Out
   const reporter = new MediaStatsReporter({
     senders: [{ track: 'main_video', sender: sender as unknown as RTCRtpSender }],
     declaredFps: options.declaredFps ?? 30,
-    trackCounters: (track) => (track === 'main_video' ? { framesEmitted: emitted, framesDropped: trackDropped, playout: current.playout } : undefined),
+    trackCounters: (track) =>
+      track === 'main_video' ? { framesEmitted: emitted, framesDropped: trackDropped, playout: current.playout } : undefined,
     pausedTracks: options.paused ?? [],
     send: (data) => sent.push(data),
     intervalMs: 60_000, // reports are triggered by hand
@@ -57,13 +60,24 @@ function setup(options: { declaredFps?: number; paused?: string[]; playout?: Out
     }
   };
   return {
-    reporter, sender, sent, stream,
-    advance: (ms: number) => { now += ms; },
-    emit: (n: number) => { emitted += n; },
+    reporter,
+    sender,
+    sent,
+    stream,
+    advance: (ms: number) => {
+      now += ms;
+    },
+    emit: (n: number) => {
+      emitted += n;
+    },
     /** The track drops `n` frames (for every viewer). */
-    drop: (n: number) => { trackDropped += n; },
+    drop: (n: number) => {
+      trackDropped += n;
+    },
     /** The track's playout changes (the adaptive pacer picked another rate). */
-    setPlayout: (playout: OutputTrackCounters['playout']) => { current.playout = playout; },
+    setPlayout: (playout: OutputTrackCounters['playout']) => {
+      current.playout = playout;
+    },
   };
 }
 
@@ -89,7 +103,10 @@ describe('MediaStatsReporter', () => {
     const fixed = setup({ playout: { mode: 'fixed', fps: 30 } });
     fixed.stream(60);
     expect((await fixed.reporter.report())?.tracks['main_video']).toEqual({
-      frames_sent: 60, frames_dropped: 0, fps: 30, playout: { mode: 'fixed', fps: 30, production_fps: null },
+      frames_sent: 60,
+      frames_dropped: 0,
+      fps: 30,
+      playout: { mode: 'fixed', fps: 30, production_fps: null },
     });
 
     const adaptive = setup({ declaredFps: 24, playout: { mode: 'adaptive', fps: 24, productionFps: undefined } });
@@ -97,7 +114,11 @@ describe('MediaStatsReporter', () => {
     expect((await adaptive.reporter.report())?.tracks['main_video']?.playout).toEqual({ mode: 'adaptive', fps: 24, production_fps: null });
     adaptive.setPlayout({ mode: 'adaptive', fps: 16.1234, productionFps: 16.0789 });
     adaptive.stream(32, 16);
-    expect((await adaptive.reporter.report())?.tracks['main_video']?.playout).toEqual({ mode: 'adaptive', fps: 16.1, production_fps: 16.1 });
+    expect((await adaptive.reporter.report())?.tracks['main_video']?.playout).toEqual({
+      mode: 'adaptive',
+      fps: 16.1,
+      production_fps: 16.1,
+    });
   });
 
   it('measures loss from NACKs (before recovery) and from receiver reports, jitter and RTCP RTT', async () => {
@@ -107,7 +128,11 @@ describe('MediaStatsReporter', () => {
     t.sender.packetsSent = 200;
     t.sender.rttSeconds = 0.25;
     // 10 distinct packets NACKed, one of them twice.
-    t.sender.rtcp({ type: 205, header: { length: 4 }, feedback: { count: 1, mediaSourceSsrc: 1234, lost: [100, 101, 102, 103, 104, 500, 501, 502, 503, 504] } });
+    t.sender.rtcp({
+      type: 205,
+      header: { length: 4 },
+      feedback: { count: 1, mediaSourceSsrc: 1234, lost: [100, 101, 102, 103, 104, 500, 501, 502, 503, 504] },
+    });
     t.sender.rtcp({ type: 205, header: { length: 3 }, feedback: { count: 1, mediaSourceSsrc: 1234, lost: [100] } });
     t.sender.rtcp({ type: 205, header: { length: 3 }, feedback: { count: 1, mediaSourceSsrc: 999, lost: [1, 2, 3] } }); // another stream
     t.sender.rtcp({ type: 201, reports: [{ ssrc: 1234, packetsLost: 0, highestSequence: 1000, jitter: 900 }] });
@@ -165,7 +190,7 @@ describe('MediaStatsReporter', () => {
     expect(slow!.score).toBeLessThan(5);
   });
 
-  it('counts the track\'s drops while this connection has it unpaused', async () => {
+  it("counts the track's drops while this connection has it unpaused", async () => {
     const t = setup();
     t.drop(2);
     t.stream(60);
@@ -214,7 +239,9 @@ describe('nackedSequenceNumbers', () => {
   });
 
   it('wraps PID + n at 65536, which werift does not', () => {
-    expect(nackedSequenceNumbers({ header: { length: 3 }, feedback: { lost: [65534, 65535, 65536, 65537] } })).toEqual([65534, 65535, 0, 1]);
+    expect(nackedSequenceNumbers({ header: { length: 3 }, feedback: { lost: [65534, 65535, 65536, 65537] } })).toEqual([
+      65534, 65535, 0, 1,
+    ]);
   });
 
   it('takes every entry when the header length is unknown', () => {

@@ -277,7 +277,15 @@ export class MediaStatsReporter {
         frames_sent: state.framesSent,
         frames_dropped: dropped,
         fps: round(fps, 1),
-        ...(playout ? { playout: { mode: playout.mode, fps: round(playout.fps, 1), production_fps: playout.productionFps === undefined ? null : round(playout.productionFps, 1) } } : {}),
+        ...(playout
+          ? {
+              playout: {
+                mode: playout.mode,
+                fps: round(playout.fps, 1),
+                production_fps: playout.productionFps === undefined ? null : round(playout.productionFps, 1),
+              },
+            }
+          : {}),
       };
       if (!state.paused && !state.pausedInInterval) {
         // What could have been sent: the declared rate, or what the model emitted if less.
@@ -289,7 +297,8 @@ export class MediaStatsReporter {
       const stats = senderStats.get(state);
       let trackLoss: number | undefined;
       const [from, to] = [state.reportAtReport, state.lastReport];
-      if (from && to && to.highest > from.highest) trackLoss = Math.max(0, Math.min(1, (to.lost - from.lost) / (to.highest - from.highest)));
+      if (from && to && to.highest > from.highest)
+        trackLoss = Math.max(0, Math.min(1, (to.lost - from.lost) / (to.highest - from.highest)));
       if (stats?.packetsSent !== undefined && state.packetsSentAtReport !== undefined) {
         const packets = stats.packetsSent - state.packetsSentAtReport;
         if (packets > 0) trackLoss = Math.max(trackLoss ?? 0, Math.min(1, state.nacked.size / packets));
@@ -335,13 +344,15 @@ export class MediaStatsReporter {
 
   async #readSenderStats(): Promise<Map<TrackState, SenderStats>> {
     const result = new Map<TrackState, SenderStats>();
-    await Promise.all([...this.#tracks.values()].map(async (state) => {
-      try {
-        result.set(state, senderStatsOf(await state.sender.getStats()));
-      } catch {
-        // not negotiated or closing: nothing measured for this sender
-      }
-    }));
+    await Promise.all(
+      [...this.#tracks.values()].map(async (state) => {
+        try {
+          result.set(state, senderStatsOf(await state.sender.getStats()));
+        } catch {
+          // not negotiated or closing: nothing measured for this sender
+        }
+      }),
+    );
     return result;
   }
 }
@@ -371,7 +382,8 @@ function senderStatsOf(report: ReadonlyMap<string, object>): SenderStats {
         break;
       case 'candidate-pair':
         if (typeof entry['currentRoundTripTime'] === 'number') pairs.set(entry['id'] as string, entry['currentRoundTripTime'] * 1000);
-        if (entry['nominated'] === true && typeof entry['currentRoundTripTime'] === 'number') iceRtt ??= entry['currentRoundTripTime'] * 1000;
+        if (entry['nominated'] === true && typeof entry['currentRoundTripTime'] === 'number')
+          iceRtt ??= entry['currentRoundTripTime'] * 1000;
         break;
     }
   });

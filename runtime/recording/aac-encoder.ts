@@ -6,7 +6,14 @@
  */
 
 import { Codec, CodecContext, FFmpegError, Frame, Packet, Rational } from 'node-av/lib';
-import { AV_CHANNEL_LAYOUT_MONO, AV_CHANNEL_LAYOUT_STEREO, AV_SAMPLE_FMT_FLTP, AVERROR_EAGAIN, AVERROR_EOF, FF_ENCODER_AAC } from 'node-av/constants';
+import {
+  AV_CHANNEL_LAYOUT_MONO,
+  AV_CHANNEL_LAYOUT_STEREO,
+  AV_SAMPLE_FMT_FLTP,
+  AVERROR_EAGAIN,
+  AVERROR_EOF,
+  FF_ENCODER_AAC,
+} from 'node-av/constants';
 
 export interface AacPacket {
   readonly data: Buffer;

@@ -32,23 +32,28 @@ describe('clipSegments', () => {
   it('holds for any recording, ask and cap: a suffix, at least min(asked, cap − segment, recorded), under one segment over, at most the cap', () => {
     const recording = fc.array(fc.integer({ min: 1, max: 4_000 }), { minLength: 1, maxLength: 80 });
     fc.assert(
-      fc.property(recording, fc.integer({ min: 1, max: 400_000 }), fc.integer({ min: 4_000, max: 300_000 }), (durations, askedMs, capMs) => {
-        const all = durations.map((durationMs) => ({ durationMs }));
-        const clip = clipSegments(all, askedMs / 1000, capMs / 1000);
-        expect(clip.length).toBeGreaterThan(0);
-        expect(clip).toEqual(all.slice(all.length - clip.length)); // the newest segments
-        const covered = total(clip);
-        const oldest = clip[0]!.durationMs;
-        expect(covered).toBeLessThanOrEqual(capMs);
-        const wanted = Math.min(askedMs, capMs);
-        if (clip.length < all.length) {
-          // Stopped early: either it covers the ask (with less than its oldest segment to spare),
-          // or one more segment would have passed the cap.
-          const covers = covered >= wanted && covered - oldest < wanted;
-          const capped = covered + all[all.length - clip.length - 1]!.durationMs > capMs;
-          expect(covers || capped).toBe(true);
-        }
-      }),
+      fc.property(
+        recording,
+        fc.integer({ min: 1, max: 400_000 }),
+        fc.integer({ min: 4_000, max: 300_000 }),
+        (durations, askedMs, capMs) => {
+          const all = durations.map((durationMs) => ({ durationMs }));
+          const clip = clipSegments(all, askedMs / 1000, capMs / 1000);
+          expect(clip.length).toBeGreaterThan(0);
+          expect(clip).toEqual(all.slice(all.length - clip.length)); // the newest segments
+          const covered = total(clip);
+          const oldest = clip[0]!.durationMs;
+          expect(covered).toBeLessThanOrEqual(capMs);
+          const wanted = Math.min(askedMs, capMs);
+          if (clip.length < all.length) {
+            // Stopped early: either it covers the ask (with less than its oldest segment to spare),
+            // or one more segment would have passed the cap.
+            const covers = covered >= wanted && covered - oldest < wanted;
+            const capped = covered + all[all.length - clip.length - 1]!.durationMs > capMs;
+            expect(covers || capped).toBe(true);
+          }
+        },
+      ),
       { numRuns: 2_000 },
     );
   });

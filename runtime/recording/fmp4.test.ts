@@ -21,7 +21,11 @@ const FPS = 30;
 describe('fMP4 (H.264)', () => {
   it('splits Annex-B with 3- and 4-byte start codes', () => {
     const au = Buffer.from([0, 0, 0, 1, 0x67, 1, 2, 0, 0, 1, 0x68, 3, 0, 0, 0, 1, 0x65, 4, 5, 6]);
-    expect(splitAnnexB(au).map((u) => [...u])).toEqual([[0x67, 1, 2], [0x68, 3], [0x65, 4, 5, 6]]);
+    expect(splitAnnexB(au).map((u) => [...u])).toEqual([
+      [0x67, 1, 2],
+      [0x68, 3],
+      [0x65, 4, 5, 6],
+    ]);
   });
 
   it('init + segments (H.264 and AAC) form an MP4 that FFmpeg demuxes at the right times and decodes', async () => {
@@ -51,9 +55,17 @@ describe('fMP4 (H.264)', () => {
     const first = audio[0]!.position;
     const audioOf = (from: number, to: number) => {
       const picked = audio.filter((p) => p.position - first >= from && p.position - first < to);
-      return { trackId: AUDIO_TRACK_ID, time: picked[0]!.position - first, samples: picked.map((p) => ({ data: p.data, duration: 1024, keyframe: true })) };
+      return {
+        trackId: AUDIO_TRACK_ID,
+        time: picked[0]!.position - first,
+        samples: picked.map((p) => ({ data: p.data, duration: 1024, keyframe: true })),
+      };
     };
-    const videoOf = (from: number, to: number) => ({ trackId: VIDEO_TRACK_ID, time: samples[from]!.time, samples: samples.slice(from, to) });
+    const videoOf = (from: number, to: number) => ({
+      trackId: VIDEO_TRACK_ID,
+      time: samples[from]!.time,
+      samples: samples.slice(from, to),
+    });
     const file = Buffer.concat([
       initSegment({ video: { width: W, height: H, ...sets }, audio: { sampleRate: 48_000, channels: 1, config: aac.config } }),
       mediaSegment(1, [videoOf(0, FPS), audioOf(0, 48_000)]),
@@ -82,7 +94,7 @@ describe('fMP4 (H.264)', () => {
         packet.free();
         continue;
       }
-      times.push(Number(packet.pts) * stream.timeBase.num / stream.timeBase.den);
+      times.push((Number(packet.pts) * stream.timeBase.num) / stream.timeBase.den);
       for (const frame of await decoder.decodeAll(packet)) {
         decoded++;
         frame.free();

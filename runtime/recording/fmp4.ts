@@ -119,24 +119,47 @@ function track(id: number, timescale: number, handler: 'vide' | 'soun', header: 
   const mdia = box(
     'mdia',
     fullBox('mdhd', 0, 0, u32(0, 0, timescale, 0), u16(0x55c4, 0)), // language "und"
-    fullBox('hdlr', 0, 0, u32(0), Buffer.from(handler), u32(0, 0, 0), Buffer.from(handler === 'vide' ? 'Arclight video\0' : 'Arclight audio\0')),
+    fullBox(
+      'hdlr',
+      0,
+      0,
+      u32(0),
+      Buffer.from(handler),
+      u32(0, 0, 0),
+      Buffer.from(handler === 'vide' ? 'Arclight video\0' : 'Arclight audio\0'),
+    ),
     minf,
   );
   const volume = handler === 'soun' ? 0x0100 : 0;
-  return box('trak', fullBox('tkhd', 0, 3, u32(0, 0, id, 0, 0), u32(0, 0), u16(0, 0, volume, 0), MATRIX, u32(width << 16, height << 16)), mdia);
+  return box(
+    'trak',
+    fullBox('tkhd', 0, 3, u32(0, 0, id, 0, 0), u32(0, 0), u16(0, 0, volume, 0), MATRIX, u32(width << 16, height << 16)),
+    mdia,
+  );
 }
 
 /** An MPEG-4 descriptor: tag, a 4-byte length, payload. */
 function descriptor(tag: number, ...payload: Buffer[]): Buffer {
   const body = Buffer.concat(payload);
   const n = body.length;
-  return Buffer.concat([Buffer.from([tag, 0x80 | ((n >> 21) & 0x7f), 0x80 | ((n >> 14) & 0x7f), 0x80 | ((n >> 7) & 0x7f), n & 0x7f]), body]);
+  return Buffer.concat([
+    Buffer.from([tag, 0x80 | ((n >> 21) & 0x7f), 0x80 | ((n >> 14) & 0x7f), 0x80 | ((n >> 7) & 0x7f), n & 0x7f]),
+    body,
+  ]);
 }
 
 /** ftyp + moov: the tracks' configurations (video from its SPS/PPS, audio from its AudioSpecificConfig). */
 export function initSegment(tracks: Fmp4Tracks): Buffer {
   const { width, height, sps, pps } = tracks.video;
-  const avcC = box('avcC', Buffer.from([1, sps[1]!, sps[2]!, sps[3]!, 0xff, 0xe1]), u16(sps.length), sps, Buffer.from([1]), u16(pps.length), pps);
+  const avcC = box(
+    'avcC',
+    Buffer.from([1, sps[1]!, sps[2]!, sps[3]!, 0xff, 0xe1]),
+    u16(sps.length),
+    sps,
+    Buffer.from([1]),
+    u16(pps.length),
+    pps,
+  );
   const avc1 = box(
     'avc1',
     Buffer.alloc(6), // reserved
@@ -165,7 +188,15 @@ export function initSegment(tracks: Fmp4Tracks): Buffer {
         descriptor(0x06, Buffer.from([0x02])), // SL config: predefined
       ),
     );
-    const mp4a = box('mp4a', Buffer.alloc(6), u16(1), u32(0, 0), u16(channels, 16, 0, 0), u32(sampleRate * 65536 > 0xffffffff ? 0 : sampleRate * 65536), esds);
+    const mp4a = box(
+      'mp4a',
+      Buffer.alloc(6),
+      u16(1),
+      u32(0, 0),
+      u16(channels, 16, 0, 0),
+      u32(sampleRate * 65536 > 0xffffffff ? 0 : sampleRate * 65536),
+      esds,
+    );
     traks.push(track(AUDIO_TRACK_ID, sampleRate, 'soun', fullBox('smhd', 0, 0, u16(0, 0)), mp4a));
     trexes.push(fullBox('trex', 0, 0, u32(AUDIO_TRACK_ID, 1, 0, 0, 0)));
   }

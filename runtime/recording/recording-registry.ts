@@ -128,14 +128,19 @@ export class RecordingRegistry {
     const clip = entry.recording.clipById(clipId);
     if (!clip) throw new ArclightError('not_found', `No clip ${clipId} in this session.`);
     const expiresAt = expiresAtSeconds * 1000;
-    const url = (key: string) => this.#signer.sign('GET', `/sessions/${encodeURIComponent(sessionId)}/recording/${key.split('/').slice(1).join('/')}`, expiresAt);
-    return clipPlaylist(url(clip.initKey), clip.segments.map((s) => ({ ...s, url: url(s.key) })));
+    const url = (key: string) =>
+      this.#signer.sign('GET', `/sessions/${encodeURIComponent(sessionId)}/recording/${key.split('/').slice(1).join('/')}`, expiresAt);
+    return clipPlaylist(
+      url(clip.initKey),
+      clip.segments.map((s) => ({ ...s, url: url(s.key) })),
+    );
   }
 
   /** A recording file (`<track>/<file>`) of the session. */
   async file(sessionId: string, track: string, file: string): Promise<Buffer> {
     this.#available(sessionId);
-    if (!/^[\w-]+$/.test(track) || !/^(init\.mp4|seg-\d{5}\.m4s)$/.test(file)) throw new ArclightError('not_found', 'No such recording file.');
+    if (!/^[\w-]+$/.test(track) || !/^(init\.mp4|seg-\d{5}\.m4s)$/.test(file))
+      throw new ArclightError('not_found', 'No such recording file.');
     return this.#settings.storage.read(`${sessionId}/${track}/${file}`);
   }
 
@@ -161,6 +166,8 @@ export class RecordingRegistry {
   async #remove(sessionId: string): Promise<void> {
     this.#entries.delete(sessionId);
     this.#gone.add(sessionId);
-    await this.#settings.storage.removePrefix(sessionId).catch((error: unknown) => this.#log.warn('deleting a recording failed', { error }));
+    await this.#settings.storage
+      .removePrefix(sessionId)
+      .catch((error: unknown) => this.#log.warn('deleting a recording failed', { error }));
   }
 }

@@ -22,7 +22,13 @@ export interface Clip {
 export interface SessionRecordingOptions {
   readonly sessionId: string;
   readonly storage: RecordingStorage;
-  readonly track: { readonly name: string; readonly width: number; readonly height: number; readonly fps: number; readonly bitrateKbps?: number };
+  readonly track: {
+    readonly name: string;
+    readonly width: number;
+    readonly height: number;
+    readonly fps: number;
+    readonly bitrateKbps?: number;
+  };
   /** The session's first output audio track, recorded alongside (AAC). */
   readonly audio?: { readonly channels: 1 | 2 };
   readonly segmentSeconds?: number;
@@ -74,7 +80,10 @@ export class SessionRecording {
     const all = this.recorder.segments;
     const initKey = this.recorder.initKey;
     if (!initKey || all.length === 0) {
-      throw new ArclightError('recording_error', 'Nothing has been recorded yet: the recording starts with the first frame a client receives.');
+      throw new ArclightError(
+        'recording_error',
+        'Nothing has been recorded yet: the recording starts with the first frame a client receives.',
+      );
     }
     const segments = durationSeconds === undefined ? all : clipSegments(all, durationSeconds, this.maxClipSeconds);
     const clip: Clip = {
@@ -103,7 +112,11 @@ export class SessionRecording {
  * less than one segment short of the cap. Only a newest segment longer than the cap on its own is
  * returned over it (the cap is at least the segment length, so only by a frame).
  */
-export function clipSegments<S extends { readonly durationMs: number }>(all: readonly S[], askedSeconds: number, capSeconds: number): readonly S[] {
+export function clipSegments<S extends { readonly durationMs: number }>(
+  all: readonly S[],
+  askedSeconds: number,
+  capSeconds: number,
+): readonly S[] {
   // Whole milliseconds, as segment durations are: 4.012 × 1000 is 4011.999…, which would refuse
   // a segment that fits the cap exactly.
   const capMs = Math.round(capSeconds * 1000);

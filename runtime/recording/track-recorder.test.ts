@@ -36,7 +36,15 @@ function grey(shade: number): VideoFrame {
 describe('TrackRecorder.cut', () => {
   it('includes every frame taken before it, also those still waiting for the encoder', async () => {
     const segments: RecordedSegment[] = [];
-    const recorder = new TrackRecorder({ storage: new MemoryStorage(), prefix: 's/main_video', width: 64, height: 64, fps: FPS, log: createLogger({}, 'silent'), onSegment: (s) => segments.push(s) });
+    const recorder = new TrackRecorder({
+      storage: new MemoryStorage(),
+      prefix: 's/main_video',
+      width: 64,
+      height: 64,
+      fps: FPS,
+      log: createLogger({}, 'silent'),
+      onSegment: (s) => segments.push(s),
+    });
     const start = 1_000_000;
     // 30 frames at once: the encoder has taken at most the first when the cut is asked for.
     for (let i = 0; i < 30; i++) recorder.push(grey(16 + i), start + i * FRAME_MS);

@@ -17,7 +17,6 @@ import { AacEncoder, type AacPacket } from './aac-encoder.ts';
 import { AUDIO_TRACK_ID, TIMESCALE, VIDEO_TRACK_ID, initSegment, mediaSegment, parameterSets, type TrackFragment } from './fmp4.ts';
 import type { RecordingStorage } from './recording-storage.ts';
 
-
 /**
  * Target segment length. A clip starts at a segment boundary, so it holds up to one segment more
  * than asked: 2 s keeps that excess under 2 s, where 4 s (the first default) let requestClip(5)
@@ -120,7 +119,11 @@ export class TrackRecorder {
       this.#dropped++;
       return;
     }
-    this.#backlog.push({ frame: { width: frame.width, height: frame.height, format: frame.format, data: new Uint8Array(frame.data) }, timeMs, index: ++this.#taken });
+    this.#backlog.push({
+      frame: { width: frame.width, height: frame.height, format: frame.format, data: new Uint8Array(frame.data) },
+      timeMs,
+      index: ++this.#taken,
+    });
     if (!this.#pumping) {
       this.#pumping = true;
       this.#working = this.#pump().finally(() => (this.#pumping = false));
@@ -193,7 +196,15 @@ export class TrackRecorder {
     const { width, height, fps, bitrateKbps } = this.#options;
     // Always on node-av's thread pool (syncBelowMs 0): the archive can wait a frame, the live
     // path's event loop should not wait for the archive.
-    this.#encoder ??= VideoEncoder.create({ codec: 'h264', width, height, fps, profile: 'high', syncBelowMs: 0, ...(bitrateKbps ? { bitrateKbps } : {}) });
+    this.#encoder ??= VideoEncoder.create({
+      codec: 'h264',
+      width,
+      height,
+      fps,
+      profile: 'high',
+      syncBelowMs: 0,
+      ...(bitrateKbps ? { bitrateKbps } : {}),
+    });
     const encoder = await this.#encoder;
     this.#firstFrameMs ??= timeMs;
     const cutDue = this.#cutAfter !== undefined && index > this.#cutAfter;

@@ -44,7 +44,9 @@ export class ConnectTimings {
   /** `{offer_at}` (wall clock) and each recorded step as milliseconds after the offer, rounded to 0.1 ms. */
   toFields(): { offer_at: number } & Partial<Record<Exclude<ConnectStep, 'offer'>, number>> {
     const offerAt = this.#at.get('offer')!;
-    const fields: { offer_at: number } & Partial<Record<Exclude<ConnectStep, 'offer'>, number>> = { offer_at: Math.round(offerAt * 10) / 10 };
+    const fields: { offer_at: number } & Partial<Record<Exclude<ConnectStep, 'offer'>, number>> = {
+      offer_at: Math.round(offerAt * 10) / 10,
+    };
     for (const [step, at] of this.#at) {
       if (step !== 'offer') fields[step] = Math.round((at - offerAt) * 10) / 10;
     }

@@ -23,7 +23,12 @@ import { offerOrigin } from '../transport/signalling/offer-origin.ts';
 import { FrameTimesReporter } from './frame-times.ts';
 import { ConnectTimings } from './connect-timings.ts';
 import type { MediaStatsReporter, OutputTrackCounters } from '../quality/media-stats-reporter.ts';
-import { assertTrickledCandidate, isStaleCandidate, offerIceSections, type OfferIceSections } from '../transport/signalling/trickle-candidates.ts';
+import {
+  assertTrickledCandidate,
+  isStaleCandidate,
+  offerIceSections,
+  type OfferIceSections,
+} from '../transport/signalling/trickle-candidates.ts';
 import type { TrackCapability } from '../../protocol/capabilities.ts';
 import type { DataChannel, MediaBinding, PeerConnection } from '../transport/peer-connection.ts';
 import type { MediaSender, MediaSenderOptions, MediaTransceiver } from '../transport/media-transceiver.ts';
@@ -245,7 +250,10 @@ export class Connection {
       }
       this.#answeredOffer = offer.sdp_offer;
       this.#bindings = result.bindings;
-      this.#owner.unbindMedia(this, result.detached.map((b) => b.track.name));
+      this.#owner.unbindMedia(
+        this,
+        result.detached.map((b) => b.track.name),
+      );
       for (const { transceiver } of result.detached) this.#videoOutputs.delete(transceiver);
       for (const { transceiver, track } of result.attached) {
         if (track.kind === 'video' && track.direction === 'recvonly') this.#videoOutputs.set(transceiver, track.name);
@@ -281,7 +289,10 @@ export class Connection {
     if (this.#state === 'closed') throw new ArclightError('connection_closed', `Connection ${this.id} is closed.`);
     const target = this.#offer;
     if (!target) {
-      throw new ArclightError('not_ready', `Connection ${this.id} has no offer being answered; POST one to sdp_params, then trickle its candidates.`);
+      throw new ArclightError(
+        'not_ready',
+        `Connection ${this.id} has no offer being answered; POST one to sdp_params, then trickle its candidates.`,
+      );
     }
     request.candidates.forEach((entry, index) => assertTrickledCandidate(entry, index, target.sections));
     const fresh = request.candidates.filter((entry) => !isStaleCandidate(entry, target.sections));
@@ -293,7 +304,13 @@ export class Connection {
   }
 
   /** Makes a peer that has answered the connection's peer, retiring the one before it. */
-  #install(pc: PeerConnection, bindings: readonly MediaBinding[], offer: SdpOfferRequest, receivedAt: number, timings: ConnectTimings): void {
+  #install(
+    pc: PeerConnection,
+    bindings: readonly MediaBinding[],
+    offer: SdpOfferRequest,
+    receivedAt: number,
+    timings: ConnectTimings,
+  ): void {
     const wasReady = this.#state === 'ready';
     if (wasReady) this.#tellPeerClosed();
     this.#teardownPeer();
@@ -317,9 +334,9 @@ export class Connection {
     if (pc.iceConnectionState === 'connected') iceConnected();
     else pc.onIceConnectionStateChange((state) => state === 'connected' && iceConnected());
     pc.prepareInstalled();
-    this.#videoOutputs = new Map(bindings
-      .filter((b) => b.track.kind === 'video' && b.track.direction === 'recvonly')
-      .map((b) => [b.transceiver, b.track.name]));
+    this.#videoOutputs = new Map(
+      bindings.filter((b) => b.track.kind === 'video' && b.track.direction === 'recvonly').map((b) => [b.transceiver, b.track.name]),
+    );
     this.#pausedTracks.clear();
     for (const name of offer.paused_tracks ?? []) this.#pausedTracks.add(name);
     this.#owner.bindMedia(this, bindings, new Set(offer.paused_tracks ?? []));
@@ -420,7 +437,8 @@ export class Connection {
       this.#log.warn('ignoring a second data channel', { label: channel.label, serving: this.#channel.label });
       return;
     }
-    if (channel.label !== DATA_CHANNEL_LABEL) this.#log.info('serving on a data channel labelled other than "data"', { label: channel.label });
+    if (channel.label !== DATA_CHANNEL_LABEL)
+      this.#log.info('serving on a data channel labelled other than "data"', { label: channel.label });
     this.#channel = channel;
     this.#channelGeneration = generation;
     channel.onMessage((raw) => {

@@ -134,7 +134,10 @@ export class LocalSessionHost {
     }
     if (existing && !existing.ended) {
       if (existing.liveConnections.length > 0) {
-        throw new ArclightError('session_conflict', `Session ${existing.id} is open with connected clients. Stop it first (POST /stop_session) or attach to it with its session id.`);
+        throw new ArclightError(
+          'session_conflict',
+          `Session ${existing.id} is open with connected clients. Stop it first (POST /stop_session) or attach to it with its session id.`,
+        );
       }
       await existing.end('replaced');
     }

@@ -135,16 +135,23 @@ export class MediaBindings {
     const output = this.#attachments.get(connection)?.tracks.get(trackName);
     if (!output?.sink) {
       const known = this.#options.capabilities.some((t) => t.name === trackName && t.direction === 'recvonly');
-      throw new ArclightError('unknown_track', known
-        ? `Output track "${trackName}" is not negotiated on this connection.`
-        : `The model has no output track "${trackName}".`);
+      throw new ArclightError(
+        'unknown_track',
+        known ? `Output track "${trackName}" is not negotiated on this connection.` : `The model has no output track "${trackName}".`,
+      );
     }
     this.#tracks.outputVideo.get(trackName)?.setPaused(output.sink as VideoSink, !subscribed);
     this.#tracks.outputAudio.get(trackName)?.setPaused(output.sink as AudioSink, !subscribed);
   }
 
   /** Attaches an output; returns what to call when the client reports picture loss (video only). */
-  #bindOutput(connection: Connection, bound: TrackAttachment, transceiver: MediaTransceiver, track: TrackCapability, paused: boolean): (() => void) | undefined {
+  #bindOutput(
+    connection: Connection,
+    bound: TrackAttachment,
+    transceiver: MediaTransceiver,
+    track: TrackCapability,
+    paused: boolean,
+  ): (() => void) | undefined {
     const { metrics, log } = this.#options;
     const sender = connection.createTrackSender(transceiver, {
       latencyMode: this.#options.latencyMode,

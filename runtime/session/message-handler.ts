@@ -110,12 +110,25 @@ export class MessageHandler {
     // Size first: an oversized message is refused as such whatever its content. It is still
     // parsed (SCTP bounds it at 1 MiB) so the refusal can carry its request_id.
     if (bytes > this.#maxBytes) {
-      this.#session.recordEvent('warn', `message refused: message_too_large (${bytes} bytes)`, { connection: connection.id, code: 'message_too_large', bytes });
-      this.#fail(connection, extractRequestId(parsed), extractType(parsed), 'message_too_large', `The message is ${bytes} bytes; the limit is ${this.#maxBytes}.`);
+      this.#session.recordEvent('warn', `message refused: message_too_large (${bytes} bytes)`, {
+        connection: connection.id,
+        code: 'message_too_large',
+        bytes,
+      });
+      this.#fail(
+        connection,
+        extractRequestId(parsed),
+        extractType(parsed),
+        'message_too_large',
+        `The message is ${bytes} bytes; the limit is ${this.#maxBytes}.`,
+      );
       return;
     }
     if (parseFailed) {
-      this.#session.recordEvent('warn', 'message refused: invalid_message (not JSON)', { connection: connection.id, code: 'invalid_message' });
+      this.#session.recordEvent('warn', 'message refused: invalid_message (not JSON)', {
+        connection: connection.id,
+        code: 'invalid_message',
+      });
       this.#fail(connection, undefined, '', 'invalid_message', 'The message is not valid JSON.');
       return;
     }
@@ -123,7 +136,10 @@ export class MessageHandler {
     const type = extractType(parsed);
     if (!validateEnvelope(parsed)) {
       const { message } = describeSchemaError(validateEnvelope.errors, 'the message');
-      this.#session.recordEvent('warn', 'message refused: invalid_message (not an envelope)', { connection: connection.id, code: 'invalid_message' });
+      this.#session.recordEvent('warn', 'message refused: invalid_message (not an envelope)', {
+        connection: connection.id,
+        code: 'invalid_message',
+      });
       this.#fail(connection, requestId, type, 'invalid_message', `Not a valid envelope {scope, data: {type, data}}: ${message}.`);
       return;
     }
@@ -131,7 +147,8 @@ export class MessageHandler {
     this.#receivedAt.set(envelope.data, received);
     if (envelope.scope === 'application') await this.#command(connection, envelope.data);
     else if (envelope.data.type === FILE_UPLOADED_MESSAGE) await this.#fileUploaded(connection, envelope.data);
-    else if (envelope.data.type === 'request_clip' || envelope.data.type === 'request_recording') await this.#clip(connection, envelope.data);
+    else if (envelope.data.type === 'request_clip' || envelope.data.type === 'request_recording')
+      await this.#clip(connection, envelope.data);
     else if (envelope.data.type === 'request_schema') this.#schema(connection, envelope.data);
     else this.#runtime(connection, envelope.data);
   }
@@ -146,7 +163,12 @@ export class MessageHandler {
         files = this.#resolveUploads(body.uploads);
       } catch (error) {
         const e = error instanceof ArclightError ? error : new ArclightError('invalid_params', 'Bad uploads section.');
-        this.#send(connection, body, { kind: 'failed', code: 'invalid_params', message: e.message, ...(e.field ? { field: e.field } : {}) });
+        this.#send(connection, body, {
+          kind: 'failed',
+          code: 'invalid_params',
+          message: e.message,
+          ...(e.field ? { field: e.field } : {}),
+        });
         return;
       }
       data = { ...(typeof data === 'object' && data !== null && !Array.isArray(data) ? data : {}), ...body.uploads };
@@ -166,7 +188,8 @@ export class MessageHandler {
     const files: Record<string, UploadedFile> = {};
     for (const [key, reference] of Object.entries(uploads)) {
       const uploadId = typeof reference === 'object' && reference !== null ? (reference as { upload_id?: unknown }).upload_id : undefined;
-      if (typeof uploadId !== 'string') throw new ArclightError('invalid_params', `uploads.${key} must be a file reference {upload_id, …}.`, { field: `/${key}` });
+      if (typeof uploadId !== 'string')
+        throw new ArclightError('invalid_params', `uploads.${key} must be a file reference {upload_id, …}.`, { field: `/${key}` });
       try {
         files[key] = this.#session.uploadedFile(uploadId);
       } catch (error) {
@@ -181,9 +204,12 @@ export class MessageHandler {
     try {
       let duration: number | undefined;
       if (body.type === 'request_clip') {
-        const value = typeof body.data === 'object' && body.data !== null ? (body.data as { duration_seconds?: unknown }).duration_seconds : undefined;
+        const value =
+          typeof body.data === 'object' && body.data !== null ? (body.data as { duration_seconds?: unknown }).duration_seconds : undefined;
         if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
-          throw new ArclightError('recording_error', 'duration_seconds must be a positive number of seconds.', { field: '/duration_seconds' });
+          throw new ArclightError('recording_error', 'duration_seconds must be a positive number of seconds.', {
+            field: '/duration_seconds',
+          });
         }
         duration = value;
       }
@@ -201,7 +227,11 @@ export class MessageHandler {
    * the data channel, for a client that has no HTTP route to the runtime of its own.
    */
   #schema(connection: Connection, body: EnvelopeBody): void {
-    this.#send(connection, body, { kind: 'reply', type: 'schema', data: { capabilities: this.#session.capabilities as unknown as JsonValue } });
+    this.#send(connection, body, {
+      kind: 'reply',
+      type: 'schema',
+      data: { capabilities: this.#session.capabilities as unknown as JsonValue },
+    });
   }
 
   /** A correlated failure for `error`: its own code when it is an ArclightError, else `fallback` (logged). */
@@ -214,7 +244,8 @@ export class MessageHandler {
   async #fileUploaded(connection: Connection, body: EnvelopeBody): Promise<void> {
     const uploadId = typeof body.data === 'object' && body.data !== null ? (body.data as { upload_id?: unknown }).upload_id : undefined;
     try {
-      if (typeof uploadId !== 'string') throw new ArclightError('invalid_message', `${FILE_UPLOADED_MESSAGE} needs data.upload_id.`, { field: '/upload_id' });
+      if (typeof uploadId !== 'string')
+        throw new ArclightError('invalid_message', `${FILE_UPLOADED_MESSAGE} needs data.upload_id.`, { field: '/upload_id' });
       await this.#session.fileUploaded(connection, this.#session.uploadedFile(uploadId));
       this.#send(connection, body, { kind: 'ack' });
     } catch (error) {
@@ -263,7 +294,8 @@ export class MessageHandler {
         }
         case 'subscribe_frame_times': {
           const data = this.#checked(validateSubscribeFrameTimes, body) as { track: string; subscribed: boolean };
-          if (!this.#session.outputVideoTrack(data.track)) throw new ArclightError('unknown_track', `The model has no output video track "${data.track}".`);
+          if (!this.#session.outputVideoTrack(data.track))
+            throw new ArclightError('unknown_track', `The model has no output video track "${data.track}".`);
           connection.frameTimes.setSubscribed(data.track, data.subscribed);
           break;
         }
@@ -278,7 +310,12 @@ export class MessageHandler {
       this.#send(connection, body, { kind: 'ack' });
     } catch (error) {
       if (error instanceof ArclightError) {
-        this.#send(connection, body, { kind: 'failed', code: error.code, message: error.message, ...(error.field ? { field: error.field } : {}) });
+        this.#send(connection, body, {
+          kind: 'failed',
+          code: error.code,
+          message: error.message,
+          ...(error.field ? { field: error.field } : {}),
+        });
       } else {
         this.#log.error('runtime message failed', { error, type: body.type });
         this.#send(connection, body, { kind: 'failed', code: 'internal_error', message: 'The runtime failed to handle the message.' });
@@ -325,7 +362,9 @@ export class MessageHandler {
         connection: connection.id,
         outcome: outcome.kind,
         latency_ms: latencyMs,
-        ...(outcome.kind === 'failed' ? { code: outcome.code, error: outcome.message, ...(outcome.field ? { field: outcome.field } : {}) } : {}),
+        ...(outcome.kind === 'failed'
+          ? { code: outcome.code, error: outcome.message, ...(outcome.field ? { field: outcome.field } : {}) }
+          : {}),
         ...(request.request_id !== undefined ? { request_id: request.request_id } : {}),
       },
     );

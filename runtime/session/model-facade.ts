@@ -34,64 +34,70 @@ export interface FacadeSession {
  * A facade for model code. `signal`: the session's, or (a run loop's facade) one that also
  * aborts when that run is restarted. `log`: the model's logger (its lines are `model` lines).
  */
-export function createModelFacade(session: FacadeSession, fps: number, state: unknown, signal: AbortSignal, log: Logger): ModelSession<unknown> {
+export function createModelFacade(
+  session: FacadeSession,
+  fps: number,
+  state: unknown,
+  signal: AbortSignal,
+  log: Logger,
+): ModelSession<unknown> {
   const { outputVideo, outputAudio, inputVideo, inputAudio } = session.tracks;
-  return bindSessionSettings(Object.freeze({
-    id: session.id,
-    signal,
-    state,
-    get settings(): Readonly<Record<string, unknown>> {
-      return session.settings.current;
-    },
-    fps,
-    log: { info: log.info, warn: log.warn, error: log.error },
-    get connections(): readonly ConnectionHandle[] {
-      return session.readyConnections();
-    },
-    emit: async (
-      track: string,
-      frames: EmitFrames,
-      options?: EmitOptions,
-    ): Promise<void> => {
-      // Rejecting (rather than resolving at once) stops a loop paced only by emit() from
-      // spinning; the runtime treats this rejection as a normal end.
-      if (session.ended) throw emitAfterEndError(session.id);
-      // A run loop replaced by a new version of the model stops here, like one whose session ended.
-      if (signal.aborted) throw new ArclightError('session_ended', 'This run loop was restarted on a new version of the model; emit() is closed to it.');
-      const video = outputVideo.get(track);
-      if (video) return video.emit(videoBatch(track, frames), options?.dropPolicy, options?.metadata);
-      const audio = outputAudio.get(track);
-      if (audio) {
-        for (const frame of audioBatch(track, frames)) await audio.emit(frame);
-        return;
-      }
-      throw unknownOutputTrackError(track);
-    },
-    flush: async (track?: string): Promise<void> => {
-      if (track !== undefined && !outputVideo.has(track)) {
-        throw new TypeError(`flush("${track}"): the model declares no output video track "${track}"`);
-      }
-      for (const [name, video] of outputVideo) if (track === undefined || name === track) video.flush();
-    },
-    inputVideo: (track: string): InputVideo => {
-      const input = inputVideo.get(track);
-      if (!input) throw new TypeError(`inputVideo("${track}"): the model declares no input video track "${track}"`);
-      return input;
-    },
-    inputAudio: (track: string): InputAudio => {
-      const input = inputAudio.get(track);
-      if (!input) throw new TypeError(`inputAudio("${track}"): the model declares no input audio track "${track}"`);
-      return input;
-    },
-    broadcast: (type: string, data?: JsonValue): void => {
-      session.modelMessageSent(type);
-      session.broadcast({ type, ...(data === undefined ? {} : { data }) });
-    },
-    ticks: (rate?: number): AsyncIterable<number> => new FrameClock(rate ?? fps, signal),
-    sleep: async (ms: number): Promise<void> => {
-      await systemClock.sleep(ms, signal);
-    },
-  }), session.settings);
+  return bindSessionSettings(
+    Object.freeze({
+      id: session.id,
+      signal,
+      state,
+      get settings(): Readonly<Record<string, unknown>> {
+        return session.settings.current;
+      },
+      fps,
+      log: { info: log.info, warn: log.warn, error: log.error },
+      get connections(): readonly ConnectionHandle[] {
+        return session.readyConnections();
+      },
+      emit: async (track: string, frames: EmitFrames, options?: EmitOptions): Promise<void> => {
+        // Rejecting (rather than resolving at once) stops a loop paced only by emit() from
+        // spinning; the runtime treats this rejection as a normal end.
+        if (session.ended) throw emitAfterEndError(session.id);
+        // A run loop replaced by a new version of the model stops here, like one whose session ended.
+        if (signal.aborted)
+          throw new ArclightError('session_ended', 'This run loop was restarted on a new version of the model; emit() is closed to it.');
+        const video = outputVideo.get(track);
+        if (video) return video.emit(videoBatch(track, frames), options?.dropPolicy, options?.metadata);
+        const audio = outputAudio.get(track);
+        if (audio) {
+          for (const frame of audioBatch(track, frames)) await audio.emit(frame);
+          return;
+        }
+        throw unknownOutputTrackError(track);
+      },
+      flush: async (track?: string): Promise<void> => {
+        if (track !== undefined && !outputVideo.has(track)) {
+          throw new TypeError(`flush("${track}"): the model declares no output video track "${track}"`);
+        }
+        for (const [name, video] of outputVideo) if (track === undefined || name === track) video.flush();
+      },
+      inputVideo: (track: string): InputVideo => {
+        const input = inputVideo.get(track);
+        if (!input) throw new TypeError(`inputVideo("${track}"): the model declares no input video track "${track}"`);
+        return input;
+      },
+      inputAudio: (track: string): InputAudio => {
+        const input = inputAudio.get(track);
+        if (!input) throw new TypeError(`inputAudio("${track}"): the model declares no input audio track "${track}"`);
+        return input;
+      },
+      broadcast: (type: string, data?: JsonValue): void => {
+        session.modelMessageSent(type);
+        session.broadcast({ type, ...(data === undefined ? {} : { data }) });
+      },
+      ticks: (rate?: number): AsyncIterable<number> => new FrameClock(rate ?? fps, signal),
+      sleep: async (ms: number): Promise<void> => {
+        await systemClock.sleep(ms, signal);
+      },
+    }),
+    session.settings,
+  );
 }
 
 /**

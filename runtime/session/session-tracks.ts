@@ -39,7 +39,14 @@ export class SessionTracks {
   /** Per input track, connections that unpublished it explicitly: their late packets claim nothing. */
   readonly #unpublished = new Map<string, Set<number>>();
 
-  constructor(specs: readonly TrackSpec[], fps: number, log: Logger, metrics: RuntimeMetrics | undefined, reports: SessionReports, encoderBackends?: EncoderBackendRegistry) {
+  constructor(
+    specs: readonly TrackSpec[],
+    fps: number,
+    log: Logger,
+    metrics: RuntimeMetrics | undefined,
+    reports: SessionReports,
+    encoderBackends?: EncoderBackendRegistry,
+  ) {
     for (const spec of specs) {
       if (spec.kind === 'video' && spec.direction === 'recvonly') {
         this.outputVideo.set(spec.name, new OutputVideoTrack(spec, fps, log, metrics, encoderEvents(spec.name, reports), encoderBackends));
@@ -59,7 +66,9 @@ export class SessionTracks {
    */
   record(recordings: RecordingRegistry, model: ModelDefinition<unknown>, publicUrl: string, log: Logger, reports: SessionReports): void {
     const wanted = recordings.trackName;
-    const recorded = model.tracks.find((t): t is OutputVideoTrackSpec => t.kind === 'video' && t.direction === 'recvonly' && (wanted === undefined || t.name === wanted));
+    const recorded = model.tracks.find(
+      (t): t is OutputVideoTrackSpec => t.kind === 'video' && t.direction === 'recvonly' && (wanted === undefined || t.name === wanted),
+    );
     if (wanted !== undefined && !recorded) {
       log.warn(`recording.track "${wanted}" is not an output video track of this model; the session is not recorded`);
     }
@@ -67,12 +76,28 @@ export class SessionTracks {
     if (!recorded) return;
     const recording = recordings.begin(
       reports.sessionId,
-      { name: recorded.name, width: recorded.width, height: recorded.height, fps: model.fps, ...(recorded.bitrateKbps ? { bitrateKbps: recorded.bitrateKbps } : {}) },
+      {
+        name: recorded.name,
+        width: recorded.width,
+        height: recorded.height,
+        fps: model.fps,
+        ...(recorded.bitrateKbps ? { bitrateKbps: recorded.bitrateKbps } : {}),
+      },
       publicUrl,
       heard ? { channels: heard.channels ?? 1 } : undefined,
       (segment) => {
-        reports.recordEvent('info', 'recording segment written', { track: recorded.name, sequence: segment.sequence, duration_ms: Math.round(segment.durationMs) });
-        reports.runtimeEvents?.publish({ type: 'recording_segment', session_id: reports.sessionId, track: recorded.name, sequence: segment.sequence, duration_ms: Math.round(segment.durationMs) });
+        reports.recordEvent('info', 'recording segment written', {
+          track: recorded.name,
+          sequence: segment.sequence,
+          duration_ms: Math.round(segment.durationMs),
+        });
+        reports.runtimeEvents?.publish({
+          type: 'recording_segment',
+          session_id: reports.sessionId,
+          track: recorded.name,
+          sequence: segment.sequence,
+          duration_ms: Math.round(segment.durationMs),
+        });
       },
     );
     this.outputVideo.get(recorded.name)?.setFrameTap((frame, wallTimeMs) => recording.recorder.push(frame, wallTimeMs));
@@ -92,7 +117,9 @@ export class SessionTracks {
     const track = this.input(trackName);
     if (!track) throw new ArclightError('unknown_track', `The model has no input track "${trackName}".`);
     if (frameMetadata && !(track instanceof InputVideoTrack)) {
-      throw new ArclightError('invalid_params', `Frame metadata is carried on input video tracks; "${trackName}" is audio.`, { field: '/frame_metadata' });
+      throw new ArclightError('invalid_params', `Frame metadata is carried on input video tracks; "${trackName}" is audio.`, {
+        field: '/frame_metadata',
+      });
     }
     const holder = track.publisher;
     if (holder !== undefined && holder !== connectionId && holderIsLive(holder)) {
@@ -165,7 +192,14 @@ function encoderEvents(track: string, reports: SessionReports): VideoEncoderEven
   return {
     opened: (stream, backend) => {
       reports.recordEvent('info', 'video encoder opened', { track, stream, backend: backend.name, hardware: backend.hardware });
-      reports.runtimeEvents?.publish({ type: 'encoder_opened', session_id: reports.sessionId, track, codec: stream, backend: backend.name, hardware: backend.hardware });
+      reports.runtimeEvents?.publish({
+        type: 'encoder_opened',
+        session_id: reports.sessionId,
+        track,
+        codec: stream,
+        backend: backend.name,
+        hardware: backend.hardware,
+      });
     },
     failed: (stream, backend, phase, action, reason) => {
       if (action === 'restart') {
@@ -178,8 +212,21 @@ function encoderEvents(track: string, reports: SessionReports): VideoEncoderEven
         if (restartsUnreported > 0) reason = `${reason} (${restartsUnreported} more restarts since the last report)`;
         restartsUnreported = 0;
       }
-      reports.recordEvent(action === 'fallback' ? 'error' : 'warn', `video encoder failed (${phase}); ${action === 'fallback' ? 'its backend is demoted' : 'a fresh one follows'}`, { track, stream, backend: backend.name, phase, action, reason });
-      reports.runtimeEvents?.publish({ type: 'encoder_failed', session_id: reports.sessionId, track, codec: stream, backend: backend.name, phase, action, reason });
+      reports.recordEvent(
+        action === 'fallback' ? 'error' : 'warn',
+        `video encoder failed (${phase}); ${action === 'fallback' ? 'its backend is demoted' : 'a fresh one follows'}`,
+        { track, stream, backend: backend.name, phase, action, reason },
+      );
+      reports.runtimeEvents?.publish({
+        type: 'encoder_failed',
+        session_id: reports.sessionId,
+        track,
+        codec: stream,
+        backend: backend.name,
+        phase,
+        action,
+        reason,
+      });
     },
   };
 }

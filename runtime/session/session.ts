@@ -178,7 +178,12 @@ export class Session implements ConnectionOwner {
       ended: () => this.ended,
     });
     if (options.recordings) this.#tracks.record(options.recordings, options.model, options.publicUrl ?? '', this.log, reports);
-    this.#deadlines = new SessionDeadlines(options, (reason) => void this.end(reason), () => this.liveConnections.length, () => this.ended);
+    this.#deadlines = new SessionDeadlines(
+      options,
+      (reason) => void this.end(reason),
+      () => this.liveConnections.length,
+      () => this.ended,
+    );
     const session = this;
     this.#runLoop = new SessionRunLoop({
       log: this.log,
@@ -192,7 +197,9 @@ export class Session implements ConnectionOwner {
     });
     this.#messages = new MessageHandler(this, options.router, options.maxMessageBytes, this.log);
     this.#settings = new SessionSettings(options.model.settings);
-    this.#facade = this.#inLogContext(() => this.#createFacade(options.model.createSessionState?.() ?? ({} as unknown), this.#abort.signal));
+    this.#facade = this.#inLogContext(() =>
+      this.#createFacade(options.model.createSessionState?.() ?? ({} as unknown), this.#abort.signal),
+    );
   }
 
   get ended(): boolean {
@@ -361,7 +368,9 @@ export class Session implements ConnectionOwner {
       await callAuthorCode(this.log, 'hook session_ended', () => hooks.session_ended!(this.#facade, reason), DEFAULT_HOOK_DEADLINE_MS);
     }
     await this.#options.recordings?.ended(this.id);
-    await this.#options.uploads?.dropSession(this.id).catch((error: unknown) => this.log.warn('deleting the session\'s uploads failed', { error }));
+    await this.#options.uploads
+      ?.dropSession(this.id)
+      .catch((error: unknown) => this.log.warn("deleting the session's uploads failed", { error }));
     this.#options.metrics?.sessions.dec();
     this.recordEvent('info', 'session ended', { reason });
     this.#options.sessionLogs?.ended(this.id, reason);
@@ -384,7 +393,12 @@ export class Session implements ConnectionOwner {
   /** A client announced a finished upload: the model's `file_uploaded` hook runs (isolated, bounded). */
   async fileUploaded(connection: Connection, file: UploadedFile): Promise<void> {
     const hook = this.#model.hooks?.file_uploaded;
-    if (hook) await this.#inLogContext(() => this.betweenSteps(() => callAuthorCode(this.log, 'hook file_uploaded', () => hook(this.#facade, file, connection.handle), DEFAULT_HOOK_DEADLINE_MS)));
+    if (hook)
+      await this.#inLogContext(() =>
+        this.betweenSteps(() =>
+          callAuthorCode(this.log, 'hook file_uploaded', () => hook(this.#facade, file, connection.handle), DEFAULT_HOOK_DEADLINE_MS),
+        ),
+      );
   }
 
   // ---- ConnectionOwner ----
@@ -398,12 +412,21 @@ export class Session implements ConnectionOwner {
     this.#media.connectionReady(connection);
     connection.sendMessage('runtime', { type: 'connection_info', data: { session_id: this.id, connection_id: connection.id } });
     const steps = connection.connectSteps;
-    this.recordEvent('info', 'connection ready', { connection: connection.id, connect_ms: Math.round(connection.connectSeconds * 1000), ...(steps ? { steps } : {}) });
+    this.recordEvent('info', 'connection ready', {
+      connection: connection.id,
+      connect_ms: Math.round(connection.connectSeconds * 1000),
+      ...(steps ? { steps } : {}),
+    });
     this.#options.runtimeEvents?.publish({ type: 'connection_ready', session_id: this.id, connection_id: connection.id });
     this.#options.onConnectionReady?.(this);
     this.#runLoop.gate.nudge(); // a step model waiting for a viewer starts
     const hook = this.#model.hooks?.connected;
-    if (hook) void this.#inLogContext(() => this.betweenSteps(() => callAuthorCode(this.log, 'hook connected', () => hook(this.#facade, connection.handle), DEFAULT_HOOK_DEADLINE_MS)));
+    if (hook)
+      void this.#inLogContext(() =>
+        this.betweenSteps(() =>
+          callAuthorCode(this.log, 'hook connected', () => hook(this.#facade, connection.handle), DEFAULT_HOOK_DEADLINE_MS),
+        ),
+      );
   }
 
   connectionLost(connection: Connection): void {
@@ -416,7 +439,12 @@ export class Session implements ConnectionOwner {
     this.#deadlines.armIdle();
     this.#runLoop.gate.nudge();
     const hook = this.#model.hooks?.disconnected;
-    if (hook) void this.#inLogContext(() => this.betweenSteps(() => callAuthorCode(this.log, 'hook disconnected', () => hook(this.#facade, connection.handle), DEFAULT_HOOK_DEADLINE_MS)));
+    if (hook)
+      void this.#inLogContext(() =>
+        this.betweenSteps(() =>
+          callAuthorCode(this.log, 'hook disconnected', () => hook(this.#facade, connection.handle), DEFAULT_HOOK_DEADLINE_MS),
+        ),
+      );
   }
 
   messageReceived(connection: Connection, raw: string | Buffer): void {

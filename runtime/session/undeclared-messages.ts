@@ -17,6 +17,9 @@ export class UndeclaredMessageWarner {
   check(declared: MessageMap | undefined, type: string, warn: (message: string, fields: JsonObject) => void): void {
     if (declared === undefined || Object.hasOwn(declared, type) || this.#warned.has(type) || this.#warned.size >= MAX_WARNED_TYPES) return;
     this.#warned.add(type);
-    warn('the model sent a message type it does not declare in `messages` (typed clients do not know it)', { type, declared: Object.keys(declared) });
+    warn('the model sent a message type it does not declare in `messages` (typed clients do not know it)', {
+      type,
+      declared: Object.keys(declared),
+    });
   }
 }

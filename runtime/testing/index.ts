@@ -22,4 +22,11 @@
  * ```
  */
 export { createTestSession, TestSession, DEFAULT_END_REASON } from './test-session.ts';
-export type { TestSessionOptions, TestMessage, TestLogRecord, TestCommandReply, SendCommandOptions, WaitForOptions } from './test-session.ts';
+export type {
+  TestSessionOptions,
+  TestMessage,
+  TestLogRecord,
+  TestCommandReply,
+  SendCommandOptions,
+  WaitForOptions,
+} from './test-session.ts';

@@ -62,7 +62,13 @@ describe('createTestSession and a real runtime end commands the same way', () =>
       logger: messageLogger(runtimeLog),
     });
     await runtime.loaded;
-    client = new ArclightClient({ modelName: 'faulty', local: true, localRuntimeUrl: runtime.url, commandTimeoutMs: 20_000, connectTimeoutMs: 20_000 });
+    client = new ArclightClient({
+      modelName: 'faulty',
+      local: true,
+      localRuntimeUrl: runtime.url,
+      commandTimeoutMs: 20_000,
+      connectTimeoutMs: 20_000,
+    });
     await client.connect(undefined, { maxAttempts: 10 });
     harness = await createTestSession(faultyModel);
   });
@@ -82,8 +88,11 @@ describe('createTestSession and a real runtime end commands the same way', () =>
   }
 
   it('logs the failing hooks under the same words', async () => {
-    const hookFailures = (messages: readonly string[]) => [...new Set(messages.filter((m) => /^model hook (session_started|connected) failed$/.test(m)))].sort();
-    await expect.poll(() => hookFailures(runtimeLog), { timeout: 10_000 }).toEqual(['model hook connected failed', 'model hook session_started failed']);
+    const hookFailures = (messages: readonly string[]) =>
+      [...new Set(messages.filter((m) => /^model hook (session_started|connected) failed$/.test(m)))].sort();
+    await expect
+      .poll(() => hookFailures(runtimeLog), { timeout: 10_000 })
+      .toEqual(['model hook connected failed', 'model hook session_started failed']);
     expect(hookFailures(harness.logs.map((l) => l.message))).toEqual(hookFailures(runtimeLog));
   });
 });

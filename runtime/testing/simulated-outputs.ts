@@ -75,7 +75,12 @@ export class SimulatedVideoOutput {
   }
 
   /** The track's half of `session.emit()`: checks, copies and queues as OutputVideoTrack.emit does. */
-  async emit(frames: readonly (VideoFrame | CudaVideoFrame)[], dropPolicy: DropPolicy = this.#dropPolicy, batchMetadata?: FrameMetadata, productionMs?: number): Promise<void> {
+  async emit(
+    frames: readonly (VideoFrame | CudaVideoFrame)[],
+    dropPolicy: DropPolicy = this.#dropPolicy,
+    batchMetadata?: FrameMetadata,
+    productionMs?: number,
+  ): Promise<void> {
     const calledAt = this.#clock.now();
     let batch = frames;
     assertEmittableVideo(this.name, batch, batch.length > 0 ? batchMetadata : undefined);
@@ -87,9 +92,13 @@ export class SimulatedVideoOutput {
       if (pacer && batch.length > 0) {
         // As OutputVideoTrack.#handOver: a blocking producer waits while a batch is ahead.
         if (dropPolicy === 'block') {
-          while (!this.#queue.closed && pacer.full(this.#clock.now(), this.#buffered)) await new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
+          while (!this.#queue.closed && pacer.full(this.#clock.now(), this.#buffered))
+            await new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
         }
-        const gap = this.#lastEmitReturnAt !== undefined && this.#lastEmitEpoch === this.#watchEpoch && this.#watched ? calledAt - this.#lastEmitReturnAt : undefined;
+        const gap =
+          this.#lastEmitReturnAt !== undefined && this.#lastEmitEpoch === this.#watchEpoch && this.#watched
+            ? calledAt - this.#lastEmitReturnAt
+            : undefined;
         pacer.produced(batch.length, productionMs ?? gap, this.#clock.now(), this.#buffered);
       }
       await this.#queueBatch(batch, dropPolicy);

@@ -38,7 +38,12 @@ function counterModel(events: string[] = []): ModelDefinition<CounterState> {
     createSessionState: () => ({ step: 1, ticks: [] }),
     commands: {
       set_step: command({
-        params: { type: 'object', properties: { step: { type: 'integer', minimum: 1, maximum: 10 } }, required: ['step'], additionalProperties: false },
+        params: {
+          type: 'object',
+          properties: { step: { type: 'integer', minimum: 1, maximum: 10 } },
+          required: ['step'],
+          additionalProperties: false,
+        },
         reply: { type: 'step_changed', schema: { type: 'object', properties: { step: { type: 'integer' } }, required: ['step'] } },
         handler: ({ step }, { session }) => {
           if (step === 7) throw new CommandError('unlucky_step', 'Any step but 7.');
@@ -233,7 +238,10 @@ describe('createTestSession: commands', () => {
     expect(t.state.step).toBe(2);
     expect(await t.sendCommand('reset', {})).toBeUndefined();
     const when = new Date(0);
-    expect(await t.sendCommand('echo_options', { when, dropped: undefined })).toEqual({ type: 'echo_options_result', data: { when: when.toISOString(), volume: 0.5 } });
+    expect(await t.sendCommand('echo_options', { when, dropped: undefined })).toEqual({
+      type: 'echo_options_result',
+      data: { when: when.toISOString(), volume: 0.5 },
+    });
     // Replies are messages to the caller, as a client's `message` event sees them.
     expect(t.messages.filter((m) => m.type === 'step_changed')).toEqual([{ type: 'step_changed', data: { step: 2 }, to: 1 }]);
     await t.end();
@@ -303,7 +311,16 @@ describe('createTestSession: hooks, connections, end', () => {
     expect(t.session.connections.map((c) => c.id)).toEqual([2, 3]);
     await t.end('bye');
     // No per-client disconnected at session end; run has returned before session_ended fires.
-    expect(events).toEqual(['session_started s-1', 'run', 'connected 1', 'connected 2', 'connected 3', 'disconnected 1', 'run ended', 'session_ended bye true']);
+    expect(events).toEqual([
+      'session_started s-1',
+      'run',
+      'connected 1',
+      'connected 2',
+      'connected 3',
+      'disconnected 1',
+      'run ended',
+      'session_ended bye true',
+    ]);
   });
 
   it('end(): aborts the signal, awaits run, fires session_ended once; emit and commands then reject with session_ended', async () => {
@@ -365,7 +382,12 @@ describe('createTestSession: set-up', () => {
       },
     });
     const first = await createTestSession(model);
-    expect(first.logs).toContainEqual({ level: 'info', message: 'model load progress', fields: { fraction: 0.5, message: 'weights' }, source: 'runtime' });
+    expect(first.logs).toContainEqual({
+      level: 'info',
+      message: 'model load progress',
+      fields: { fraction: 0.5, message: 'weights' },
+      source: 'runtime',
+    });
     await first.end();
     await (await createTestSession(model)).end();
     expect(loads).toBe(1);
@@ -385,7 +407,9 @@ describe('createTestSession: set-up', () => {
 
   it('validates the definition as the runtime does', async () => {
     const invalid = { name: 'Bad Name', fps: 0, tracks: [{ name: 'v', kind: 'video', direction: 'recvonly', width: 15, height: 16 }] };
-    await expect(createTestSession(invalid as unknown as ModelDefinition)).rejects.toThrow(/name must be a slug[\s\S]*fps must be[\s\S]*width must be an even integer/);
+    await expect(createTestSession(invalid as unknown as ModelDefinition)).rejects.toThrow(
+      /name must be a slug[\s\S]*fps must be[\s\S]*width must be an even integer/,
+    );
   });
 
   it('takes state overrides: merged over createSessionState, or a factory instead of it', async () => {

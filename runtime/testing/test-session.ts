@@ -5,6 +5,9 @@
  * runtime's author-code guard, and `emit()` through the runtime's checks; what differs is the clock
  * (it moves only when the test advances it) and the far side of the tracks (lists of frames
  * instead of encoders and peers).
+ *
+ * Longer than ~400 lines: it is the whole `ModelSession` a model sees, member for member with the
+ * runtime's facade (runtime/session/model-facade.ts), plus the test's view of each track.
  */
 
 import { ArclightError } from '../../protocol/errors.ts';
@@ -128,11 +131,15 @@ const FRAME_STEP_SLACK_MS = 1e-6;
  * await t.end();
  * ```
  */
-export async function createTestSession<State>(model: ModelDefinition<State>, options: TestSessionOptions<State> = {}): Promise<TestSession<State>> {
+export async function createTestSession<State>(
+  model: ModelDefinition<State>,
+  options: TestSessionOptions<State> = {},
+): Promise<TestSession<State>> {
   // The validated definition: `settings` have their `set_<name>` commands.
   model = validateModelDefinition(model, `model "${String((model as { name?: unknown }).name)}"`) as ModelDefinition<State>;
   const connections = options.connections ?? 1;
-  if (!(Number.isInteger(connections) && connections >= 0)) throw new RangeError(`connections must be a whole number ≥ 0; got ${connections}`);
+  if (!(Number.isInteger(connections) && connections >= 0))
+    throw new RangeError(`connections must be a whole number ≥ 0; got ${connections}`);
   const fps = options.fps ?? model.fps;
   if (!(fps > 0 && fps <= 1000)) throw new RangeError(`fps must be in (0, 1000]; got ${fps}`);
   const session = new TestSession<State>(model, options, fps, await loadOnce(model, model.load));
@@ -146,15 +153,21 @@ async function loadOnce(model: object, load: ModelDefinition<unknown>['load']): 
   let pending = loads.get(model);
   if (!pending) {
     const log = recordingLogger(records, 'runtime');
-    const context: ModelLoadContext = { progress: (fraction, message) => log.info('model load progress', { fraction, ...(message === undefined ? {} : { message }) }) };
+    const context: ModelLoadContext = {
+      progress: (fraction, message) => log.info('model load progress', { fraction, ...(message === undefined ? {} : { message }) }),
+    };
     pending = load
-      ? callAuthorCode(log, 'load', () => load(context)).then((outcome) => (outcome.ok ? { ok: true as const } : { ok: false as const, error: outcome.error }))
+      ? callAuthorCode(log, 'load', () => load(context)).then((outcome) =>
+          outcome.ok ? { ok: true as const } : { ok: false as const, error: outcome.error },
+        )
       : Promise.resolve({ ok: true as const });
     loads.set(model, pending);
   }
   const outcome = await pending;
   if (!outcome.ok) {
-    throw new ArclightError('model_not_ready', `The model failed to load: ${(outcome.error as Error)?.message ?? String(outcome.error)}`, { cause: outcome.error });
+    throw new ArclightError('model_not_ready', `The model failed to load: ${(outcome.error as Error)?.message ?? String(outcome.error)}`, {
+      cause: outcome.error,
+    });
   }
   return records;
 }
@@ -272,7 +285,14 @@ export class TestSession<State> implements AsyncDisposable {
     const connection = this.#sender(options.connection);
     // What a client sends travels as JSON: the handler sees what survives that, defaults filled in.
     const data = params === undefined ? undefined : (JSON.parse(JSON.stringify(params)) as unknown);
-    const dispatched = this.#router.dispatch(name, data, { session: this.session, connection, requestId: `test-${this.#nextRequestId++}` }, undefined, this.#log, this.#betweenSteps);
+    const dispatched = this.#router.dispatch(
+      name,
+      data,
+      { session: this.session, connection, requestId: `test-${this.#nextRequestId++}` },
+      undefined,
+      this.#log,
+      this.#betweenSteps,
+    );
     const outcome = await this.#untilSettled(dispatched);
     await this.settle();
     switch (outcome.kind) {
@@ -315,7 +335,9 @@ export class TestSession<State> implements AsyncDisposable {
     const input = this.#inputAudio.get(track);
     if (!input) throw new TypeError(`pushAudio("${track}"): the model declares no input audio track "${track}"`);
     if (frame.sampleRate !== AUDIO_SAMPLE_RATE || frame.channels !== input.channels || !(frame.samples instanceof Int16Array)) {
-      throw new RangeError(`pushAudio("${track}"): the runtime delivers ${AUDIO_SAMPLE_RATE} Hz, ${input.channels}-channel Int16Array samples on this track`);
+      throw new RangeError(
+        `pushAudio("${track}"): the runtime delivers ${AUDIO_SAMPLE_RATE} Hz, ${input.channels}-channel Int16Array samples on this track`,
+      );
     }
     input.track.deliver({ ...frame, samples: frame.samples.slice() });
   }
@@ -387,7 +409,11 @@ export class TestSession<State> implements AsyncDisposable {
   frames(track: string): readonly VideoFrame[] {
     const output = this.#outputVideo.get(track);
     if (!output) {
-      throw new TypeError(this.#outputAudio.has(track) ? `frames("${track}"): "${track}" is an audio track; use audioFrames()` : `frames("${track}"): the model declares no output video track "${track}"`);
+      throw new TypeError(
+        this.#outputAudio.has(track)
+          ? `frames("${track}"): "${track}" is an audio track; use audioFrames()`
+          : `frames("${track}"): the model declares no output video track "${track}"`,
+      );
     }
     return output.sent;
   }
@@ -419,7 +445,11 @@ export class TestSession<State> implements AsyncDisposable {
   audioFrames(track: string): readonly AudioFrame[] {
     const output = this.#outputAudio.get(track);
     if (!output) {
-      throw new TypeError(this.#outputVideo.has(track) ? `audioFrames("${track}"): "${track}" is a video track; use frames()` : `audioFrames("${track}"): the model declares no output audio track "${track}"`);
+      throw new TypeError(
+        this.#outputVideo.has(track)
+          ? `audioFrames("${track}"): "${track}" is a video track; use frames()`
+          : `audioFrames("${track}"): the model declares no output audio track "${track}"`,
+      );
     }
     return output.emitted;
   }
@@ -438,7 +468,10 @@ export class TestSession<State> implements AsyncDisposable {
     for (const output of this.#outputVideo.values()) output.setWatched(true);
     this.#gate.nudge(); // a step model waiting for a viewer starts
     const hook = this.#model.hooks?.connected;
-    if (hook) await this.#untilSettled(this.#betweenSteps(() => callAuthorCode(this.#log, 'hook connected', () => hook(this.session, handle), DEFAULT_HOOK_DEADLINE_MS)));
+    if (hook)
+      await this.#untilSettled(
+        this.#betweenSteps(() => callAuthorCode(this.#log, 'hook connected', () => hook(this.session, handle), DEFAULT_HOOK_DEADLINE_MS)),
+      );
     await this.settle();
     return id;
   }
@@ -447,12 +480,18 @@ export class TestSession<State> implements AsyncDisposable {
   async disconnect(id: number): Promise<void> {
     this.#assertLive(`disconnect(${id})`);
     const handle = this.#connections.get(id);
-    if (!handle) throw new ArclightError('connection_not_found', `No live connection ${id}; live: ${this.connections.join(', ') || '(none)'}.`);
+    if (!handle)
+      throw new ArclightError('connection_not_found', `No live connection ${id}; live: ${this.connections.join(', ') || '(none)'}.`);
     this.#connections.delete(id);
     if (this.#connections.size === 0) for (const output of this.#outputVideo.values()) output.setWatched(false);
     this.#gate.nudge();
     const hook = this.#model.hooks?.disconnected;
-    if (hook) await this.#untilSettled(this.#betweenSteps(() => callAuthorCode(this.#log, 'hook disconnected', () => hook(this.session, handle), DEFAULT_HOOK_DEADLINE_MS)));
+    if (hook)
+      await this.#untilSettled(
+        this.#betweenSteps(() =>
+          callAuthorCode(this.#log, 'hook disconnected', () => hook(this.session, handle), DEFAULT_HOOK_DEADLINE_MS),
+        ),
+      );
     await this.settle();
   }
 
@@ -532,9 +571,12 @@ export class TestSession<State> implements AsyncDisposable {
   }
 
   #createTrack(spec: TrackSpec): void {
-    if (spec.kind === 'video' && spec.direction === 'recvonly') this.#outputVideo.set(spec.name, new SimulatedVideoOutput(spec, this.#fps, this.#clock));
-    else if (spec.kind === 'audio' && spec.direction === 'recvonly') this.#outputAudio.set(spec.name, new SimulatedAudioOutput(spec, this.#clock));
-    else if (spec.kind === 'video') this.#inputVideo.set(spec.name, { track: new InputVideoTrack(spec.name), format: spec.format ?? 'i420' });
+    if (spec.kind === 'video' && spec.direction === 'recvonly')
+      this.#outputVideo.set(spec.name, new SimulatedVideoOutput(spec, this.#fps, this.#clock));
+    else if (spec.kind === 'audio' && spec.direction === 'recvonly')
+      this.#outputAudio.set(spec.name, new SimulatedAudioOutput(spec, this.#clock));
+    else if (spec.kind === 'video')
+      this.#inputVideo.set(spec.name, { track: new InputVideoTrack(spec.name), format: spec.format ?? 'i420' });
     else this.#inputAudio.set(spec.name, { track: new InputAudioTrack(spec.name), channels: spec.channels ?? 1 });
   }
 
@@ -543,51 +585,55 @@ export class TestSession<State> implements AsyncDisposable {
     const harness = this;
     const signal = this.#abort.signal;
     const log = recordingLogger(this.logs, 'model');
-    return bindSessionSettings(Object.freeze({
-      id,
-      signal,
-      state,
-      get settings(): Readonly<Record<string, unknown>> {
-        return harness.#settings.current;
-      },
-      fps: this.#fps,
-      log: { info: log.info, warn: log.warn, error: log.error },
-      get connections(): readonly ConnectionHandle[] {
-        return [...harness.#connections.values()];
-      },
-      emit: async (track: string, frames: EmitFrames, options?: EmitOptions): Promise<void> => {
-        if (harness.#endReason !== undefined) throw emitAfterEndError(id);
-        const video = harness.#outputVideo.get(track);
-        if (video) return video.emit(videoBatch(track, frames), options?.dropPolicy, options?.metadata);
-        const audio = harness.#outputAudio.get(track);
-        if (audio) {
-          for (const frame of audioBatch(track, frames)) await audio.emit(frame);
-          return;
-        }
-        throw unknownOutputTrackError(track);
-      },
-      flush: async (track?: string): Promise<void> => {
-        if (track !== undefined && !harness.#outputVideo.has(track)) {
-          throw new TypeError(`flush("${track}"): the model declares no output video track "${track}"`);
-        }
-        for (const [name, video] of harness.#outputVideo) if (track === undefined || name === track) video.flush();
-      },
-      inputVideo: (track: string): InputVideo => {
-        const input = harness.#inputVideo.get(track);
-        if (!input) throw new TypeError(`inputVideo("${track}"): the model declares no input video track "${track}"`);
-        return input.track;
-      },
-      inputAudio: (track: string): InputAudio => {
-        const input = harness.#inputAudio.get(track);
-        if (!input) throw new TypeError(`inputAudio("${track}"): the model declares no input audio track "${track}"`);
-        return input.track;
-      },
-      broadcast: (type: string, data?: JsonValue): void => harness.#record(type, data, 'all'),
-      ticks: (rate?: number): AsyncIterable<number> => ticksAfterOneInterval(new FrameClock(rate ?? harness.#fps, signal, harness.#clock), rate ?? harness.#fps, signal, harness.#clock),
-      sleep: async (ms: number): Promise<void> => {
-        await harness.#clock.sleep(ms, signal);
-      },
-    }), this.#settings);
+    return bindSessionSettings(
+      Object.freeze({
+        id,
+        signal,
+        state,
+        get settings(): Readonly<Record<string, unknown>> {
+          return harness.#settings.current;
+        },
+        fps: this.#fps,
+        log: { info: log.info, warn: log.warn, error: log.error },
+        get connections(): readonly ConnectionHandle[] {
+          return [...harness.#connections.values()];
+        },
+        emit: async (track: string, frames: EmitFrames, options?: EmitOptions): Promise<void> => {
+          if (harness.#endReason !== undefined) throw emitAfterEndError(id);
+          const video = harness.#outputVideo.get(track);
+          if (video) return video.emit(videoBatch(track, frames), options?.dropPolicy, options?.metadata);
+          const audio = harness.#outputAudio.get(track);
+          if (audio) {
+            for (const frame of audioBatch(track, frames)) await audio.emit(frame);
+            return;
+          }
+          throw unknownOutputTrackError(track);
+        },
+        flush: async (track?: string): Promise<void> => {
+          if (track !== undefined && !harness.#outputVideo.has(track)) {
+            throw new TypeError(`flush("${track}"): the model declares no output video track "${track}"`);
+          }
+          for (const [name, video] of harness.#outputVideo) if (track === undefined || name === track) video.flush();
+        },
+        inputVideo: (track: string): InputVideo => {
+          const input = harness.#inputVideo.get(track);
+          if (!input) throw new TypeError(`inputVideo("${track}"): the model declares no input video track "${track}"`);
+          return input.track;
+        },
+        inputAudio: (track: string): InputAudio => {
+          const input = harness.#inputAudio.get(track);
+          if (!input) throw new TypeError(`inputAudio("${track}"): the model declares no input audio track "${track}"`);
+          return input.track;
+        },
+        broadcast: (type: string, data?: JsonValue): void => harness.#record(type, data, 'all'),
+        ticks: (rate?: number): AsyncIterable<number> =>
+          ticksAfterOneInterval(new FrameClock(rate ?? harness.#fps, signal, harness.#clock), rate ?? harness.#fps, signal, harness.#clock),
+        sleep: async (ms: number): Promise<void> => {
+          await harness.#clock.sleep(ms, signal);
+        },
+      }),
+      this.#settings,
+    );
   }
 
   /** Records a message as its recipients would get it; one that cannot be serialized is lost, as on the data channel. */
@@ -610,7 +656,8 @@ export class TestSession<State> implements AsyncDisposable {
       return first.value;
     }
     const handle = this.#connections.get(id);
-    if (!handle) throw new ArclightError('connection_not_found', `No live connection ${id}; live: ${this.connections.join(', ') || '(none)'}.`);
+    if (!handle)
+      throw new ArclightError('connection_not_found', `No live connection ${id}; live: ${this.connections.join(', ') || '(none)'}.`);
     return handle;
   }
 

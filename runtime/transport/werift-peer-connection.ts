@@ -166,7 +166,8 @@ class WeriftPeerConnection implements PeerConnection {
   }
 
   #werift(transceiver: MediaTransceiver): RTCRtpTransceiver {
-    if (!(transceiver instanceof WeriftMediaTransceiver)) throw new TypeError('A werift peer was given a transceiver of another transport.');
+    if (!(transceiver instanceof WeriftMediaTransceiver))
+      throw new TypeError('A werift peer was given a transceiver of another transport.');
     return transceiver.werift;
   }
 

@@ -61,9 +61,14 @@ export class UploadStore {
   /** Reserves a slot for `request` (an unchecked body); throws 400/413/415 ArclightErrors. */
   reserve(sessionId: string, request: unknown): UploadReference {
     const { name, size, mime_type: mimeType } = parseRequest(request);
-    if (size > this.#maxBytes) throw new ArclightError('payload_too_large', `The file is ${size} bytes; uploads are at most ${this.#maxBytes}.`, { field: '/size' });
+    if (size > this.#maxBytes)
+      throw new ArclightError('payload_too_large', `The file is ${size} bytes; uploads are at most ${this.#maxBytes}.`, { field: '/size' });
     if (this.#mimeTypes && !this.#mimeTypes.some((accepted) => mimeMatches(accepted, mimeType))) {
-      throw new ArclightError('unsupported_media_type', `Files of type ${mimeType} are not accepted; accepted: ${this.#mimeTypes.join(', ')}.`, { field: '/mime_type' });
+      throw new ArclightError(
+        'unsupported_media_type',
+        `Files of type ${mimeType} are not accepted; accepted: ${this.#mimeTypes.join(', ')}.`,
+        { field: '/mime_type' },
+      );
     }
     let slots = this.#sessions.get(sessionId);
     if (!slots) this.#sessions.set(sessionId, (slots = new Map()));
@@ -86,13 +91,15 @@ export class UploadStore {
     const limit = new Transform({
       transform(chunk: Buffer, _encoding, done) {
         received += chunk.length;
-        if (received > slot.size) done(new ArclightError('payload_too_large', `The upload carries more than the ${slot.size} bytes reserved.`));
+        if (received > slot.size)
+          done(new ArclightError('payload_too_large', `The upload carries more than the ${slot.size} bytes reserved.`));
         else done(null, chunk);
       },
     });
     try {
       await pipeline(body ? Readable.fromWeb(body) : Readable.from([]), limit, createWriteStream(slot.path));
-      if (received !== slot.size) throw new ArclightError('invalid_request', `The upload carried ${received} bytes; ${slot.size} were reserved.`);
+      if (received !== slot.size)
+        throw new ArclightError('invalid_request', `The upload carried ${received} bytes; ${slot.size} were reserved.`);
     } catch (error) {
       await rm(slot.path, { force: true });
       throw error instanceof ArclightError ? error : new ArclightError('invalid_request', 'The upload was interrupted.', { cause: error });
@@ -134,10 +141,16 @@ function parseRequest(body: unknown): CreateUploadRequest {
   const b = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
   const { name, size, mime_type: mimeType } = b;
   if (typeof name !== 'string' || name.length === 0 || name.length > MAX_NAME_LENGTH || /[\u0000-\u001f/\\]/.test(name)) {
-    throw new ArclightError('invalid_request', `name must be a file name of 1–${MAX_NAME_LENGTH} characters, without slashes or control characters.`, { field: '/name' });
+    throw new ArclightError(
+      'invalid_request',
+      `name must be a file name of 1–${MAX_NAME_LENGTH} characters, without slashes or control characters.`,
+      { field: '/name' },
+    );
   }
   if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 1) {
-    throw new ArclightError('invalid_request', 'size must be the file size in bytes (a positive integer; empty files are refused).', { field: '/size' });
+    throw new ArclightError('invalid_request', 'size must be the file size in bytes (a positive integer; empty files are refused).', {
+      field: '/size',
+    });
   }
   if (typeof mimeType !== 'string' || !/^[\w.+-]+\/[\w.+-]+$/.test(mimeType)) {
     throw new ArclightError('invalid_request', 'mime_type must be a MIME type such as image/png.', { field: '/mime_type' });

@@ -28,7 +28,8 @@ export class UrlSigner {
 
   /** Checks a request's `expires` and `signature` query values against its method and path. */
   check(method: string, path: string, expires: string | undefined, signature: string | undefined): SignatureCheck {
-    if (expires === undefined || signature === undefined || !/^\d{1,12}$/.test(expires) || !/^[0-9a-f]{64}$/.test(signature)) return 'forged';
+    if (expires === undefined || signature === undefined || !/^\d{1,12}$/.test(expires) || !/^[0-9a-f]{64}$/.test(signature))
+      return 'forged';
     const expected = this.#mac(method, path, Number(expires));
     if (!timingSafeEqual(expected, Buffer.from(signature, 'hex'))) return 'forged';
     // Checked after the signature, so an expired URL is told apart only when it was genuine.
@@ -42,7 +43,12 @@ export class UrlSigner {
 
 /** Throws the HTTP answer for a request URL that is not validly signed for `method`: 403 forbidden or url_expired. */
 export function requireSignature(signer: UrlSigner, method: 'GET' | 'PUT', url: URL): void {
-  const verdict = signer.check(method, url.pathname, url.searchParams.get('expires') ?? undefined, url.searchParams.get('signature') ?? undefined);
+  const verdict = signer.check(
+    method,
+    url.pathname,
+    url.searchParams.get('expires') ?? undefined,
+    url.searchParams.get('signature') ?? undefined,
+  );
   if (verdict === 'expired') throw new ArclightError('url_expired', 'This presigned URL has expired; request a new one.');
   if (verdict === 'forged') throw new ArclightError('forbidden', 'This URL is not a valid presigned URL.');
 }

@@ -28,7 +28,11 @@ interface CrossImport {
 }
 
 function sourceFiles(folder: string): string[] {
-  const listed = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard', '--', `${folder}/*.ts`, `${folder}/*.tsx`], { cwd: root, encoding: 'utf8' });
+  const listed = execFileSync(
+    'git',
+    ['ls-files', '--cached', '--others', '--exclude-standard', '--', `${folder}/*.ts`, `${folder}/*.tsx`],
+    { cwd: root, encoding: 'utf8' },
+  );
   return listed.split('\n').filter((file) => file !== '' && !/\.test\.tsx?$/.test(file) && !file.endsWith('.d.ts'));
 }
 

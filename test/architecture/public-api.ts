@@ -18,10 +18,19 @@ interface ExportEntry {
 export function describePublicApi(): string {
   const root = packageRoot();
   const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { exports: Record<string, ExportEntry | string> };
-  const entries = Object.entries(manifest.exports).flatMap(([name, entry]) => (typeof entry === 'object' && entry.types ? [[name, join(root, entry.types)] as const] : []));
-  const config = ts.getParsedCommandLineOfConfigFile(join(root, 'tsconfig.json'), {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => undefined });
+  const entries = Object.entries(manifest.exports).flatMap(([name, entry]) =>
+    typeof entry === 'object' && entry.types ? [[name, join(root, entry.types)] as const] : [],
+  );
+  const config = ts.getParsedCommandLineOfConfigFile(
+    join(root, 'tsconfig.json'),
+    {},
+    { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => undefined },
+  );
   if (!config) throw new Error('tsconfig.json could not be read');
-  const program = ts.createProgram(entries.map(([, file]) => file), { ...config.options, noEmit: true });
+  const program = ts.createProgram(
+    entries.map(([, file]) => file),
+    { ...config.options, noEmit: true },
+  );
   const checker = program.getTypeChecker();
   const flags = ts.TypeFormatFlags.NoTruncation | ts.TypeFormatFlags.UseFullyQualifiedType | ts.TypeFormatFlags.WriteArrowStyleSignature;
   const lines: string[] = [];
@@ -35,7 +44,8 @@ export function describePublicApi(): string {
     for (const symbol of exported) {
       const target = symbol.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(symbol) : symbol;
       const kinds: string[] = [];
-      if (target.flags & (ts.SymbolFlags.Value)) kinds.push(`value: ${checker.typeToString(checker.getTypeOfSymbol(target), undefined, flags)}`);
+      if (target.flags & ts.SymbolFlags.Value)
+        kinds.push(`value: ${checker.typeToString(checker.getTypeOfSymbol(target), undefined, flags)}`);
       if (target.flags & ts.SymbolFlags.Type) {
         const declared = checker.getDeclaredTypeOfSymbol(target);
         kinds.push(`type: ${checker.typeToString(declared, undefined, flags)}`);
@@ -55,7 +65,10 @@ export function describePublicApi(): string {
     }
   }
   // Fully qualified names print the declaring file's path: keep only the name.
-  return `${lines.join('\n').replace(/import\("[^"]+"(?:, \{ with: \{ "resolution-mode": "import" \} \})?\)\./g, '').replace(/import\("[^"]*node_modules\/([^"]+)"\)/g, 'import("$1")')}\n`;
+  return `${lines
+    .join('\n')
+    .replace(/import\("[^"]+"(?:, \{ with: \{ "resolution-mode": "import" \} \})?\)\./g, '')
+    .replace(/import\("[^"]*node_modules\/([^"]+)"\)/g, 'import("$1")')}\n`;
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) process.stdout.write(describePublicApi());

@@ -27,11 +27,15 @@ async function startFlakyProxy(target: string): Promise<FlakyProxy> {
   const creations: string[] = [];
   let armed: Fault | undefined;
   const forward = (incoming: IncomingMessage, body: Buffer, onAnswer: (answer: IncomingMessage, body: Buffer) => void) => {
-    const outgoing = request(target + incoming.url, { method: incoming.method, headers: { ...incoming.headers, host: new URL(target).host } }, (answer) => {
-      const chunks: Buffer[] = [];
-      answer.on('data', (chunk: Buffer) => chunks.push(chunk));
-      answer.on('end', () => onAnswer(answer, Buffer.concat(chunks)));
-    });
+    const outgoing = request(
+      target + incoming.url,
+      { method: incoming.method, headers: { ...incoming.headers, host: new URL(target).host } },
+      (answer) => {
+        const chunks: Buffer[] = [];
+        answer.on('data', (chunk: Buffer) => chunks.push(chunk));
+        answer.on('end', () => onAnswer(answer, Buffer.concat(chunks)));
+      },
+    );
     outgoing.end(body);
   };
   const server: Server = createServer((incoming: IncomingMessage, response: ServerResponse) => {
@@ -44,7 +48,9 @@ async function startFlakyProxy(target: string): Promise<FlakyProxy> {
       const fault = creation ? armed : undefined;
       if (creation) armed = undefined;
       if (fault === 'answer-503') {
-        response.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ code: 'unavailable', message: 'proxy says no' }));
+        response
+          .writeHead(503, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ code: 'unavailable', message: 'proxy says no' }));
         return;
       }
       forward(incoming, body, (answer, answerBody) => {
@@ -78,7 +84,11 @@ describe('client: POST /sessions retried with its Idempotency-Key', () => {
   });
 
   const sessionsOfAccount = async () =>
-    stack.coordinator.storage.db.selectFrom('sessions').select(['id', 'idempotency_key']).where('account_id', '=', stack.accountId).execute();
+    stack.coordinator.storage.db
+      .selectFrom('sessions')
+      .select(['id', 'idempotency_key'])
+      .where('account_id', '=', stack.accountId)
+      .execute();
 
   for (const fault of ['cut-after-forwarding', 'answer-503'] as const) {
     it(`${fault}: the retry gets one session, ready, and only one exists`, async () => {

@@ -23,7 +23,14 @@ describe('connect() maxAttempts', () => {
   const polls: number[] = [];
 
   beforeAll(async () => {
-    runtime = await startRuntime({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, reconnectGraceSeconds: 1 });
+    runtime = await startRuntime({
+      model: pattern as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+      reconnectGraceSeconds: 1,
+    });
     const target = new URL(runtime.url);
     proxy = createServer((incoming: IncomingMessage, response: ServerResponse) => {
       if (incoming.method === 'GET' && /\/sdp_params$/.test(incoming.url ?? '')) {
@@ -33,20 +40,23 @@ describe('connect() maxAttempts', () => {
         return;
       }
       const holdsAnswer = incoming.method !== 'GET' && /\/sdp_params$/.test(incoming.url ?? '');
-      const outgoing = request({ host: target.hostname, port: target.port, path: incoming.url, method: incoming.method, headers: incoming.headers }, (answer) => {
-        if (!holdsAnswer || answer.statusCode !== 202) {
-          response.writeHead(answer.statusCode ?? 502, answer.headers);
-          answer.pipe(response);
-          return;
-        }
-        const chunks: Buffer[] = [];
-        answer.on('data', (chunk: Buffer) => chunks.push(chunk));
-        answer.on('end', () => {
-          // A runtime that has not answered yet: the 202 names the connection only.
-          const { connection_id } = JSON.parse(Buffer.concat(chunks).toString()) as { connection_id: number };
-          response.writeHead(202, { 'content-type': 'application/json' }).end(JSON.stringify({ connection_id }));
-        });
-      });
+      const outgoing = request(
+        { host: target.hostname, port: target.port, path: incoming.url, method: incoming.method, headers: incoming.headers },
+        (answer) => {
+          if (!holdsAnswer || answer.statusCode !== 202) {
+            response.writeHead(answer.statusCode ?? 502, answer.headers);
+            answer.pipe(response);
+            return;
+          }
+          const chunks: Buffer[] = [];
+          answer.on('data', (chunk: Buffer) => chunks.push(chunk));
+          answer.on('end', () => {
+            // A runtime that has not answered yet: the 202 names the connection only.
+            const { connection_id } = JSON.parse(Buffer.concat(chunks).toString()) as { connection_id: number };
+            response.writeHead(202, { 'content-type': 'application/json' }).end(JSON.stringify({ connection_id }));
+          });
+        },
+      );
       incoming.pipe(outgoing);
     });
     await new Promise<void>((resolve) => proxy.listen(0, LOOPBACK, resolve));
@@ -61,7 +71,10 @@ describe('connect() maxAttempts', () => {
     polls.length = 0;
     await fetch(`${runtime.url}/stop_session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     const client = new ArclightClient({ modelName: 'pattern', local: true, localRuntimeUrl: proxyUrl });
-    const error = await client.connect(undefined, maxAttempts === undefined ? {} : { maxAttempts }).then(() => undefined, (e: unknown) => e);
+    const error = await client.connect(undefined, maxAttempts === undefined ? {} : { maxAttempts }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     return { polls: [...polls], error, client };
   }
 

@@ -35,19 +35,32 @@ describe('mintToken', () => {
 
   /** The rejection of `promise`, which must be an ArclightError. */
   async function refusal(promise: Promise<unknown>): Promise<ArclightError> {
-    const error = await promise.then(() => undefined, (e: unknown) => e);
+    const error = await promise.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(error).toBeInstanceOf(ArclightError);
     return error as ArclightError;
   }
 
   it('mints a session-scoped token: the RFC 9396 entry echoed with defaults, expiresAt in ms', async () => {
     const before = Date.now();
-    const minted = await mintToken({ coordinatorUrl: `${coordinator.url}/`, apiKey, models: ['pattern'], maxSessionDurationSeconds: 600, expiresAfter: 120 });
+    const minted = await mintToken({
+      coordinatorUrl: `${coordinator.url}/`,
+      apiKey,
+      models: ['pattern'],
+      maxSessionDurationSeconds: 600,
+      expiresAfter: 120,
+    });
     expect(minted.token.split('.')).toHaveLength(3); // a JWT
     expect(minted.expiresAt).toBeGreaterThanOrEqual(Math.floor(before / 1000) * 1000 + 120_000);
     expect(minted.expiresAt).toBeLessThanOrEqual(Date.now() + 121_000);
     expect(minted.authorizationDetails).toEqual([
-      { type: 'session', resources: { models: { match: ['pattern'] } }, constraints: { max_sessions: 5, max_session_duration_seconds: 600 } },
+      {
+        type: 'session',
+        resources: { models: { match: ['pattern'] } },
+        constraints: { max_sessions: 5, max_session_duration_seconds: 600 },
+      },
     ]);
     const verified = await coordinator.tokens.verify(minted.token);
     expect(verified).toBeDefined();

@@ -46,7 +46,14 @@ describe('schema drift warning', () => {
   }
 
   const connect = async (schemaHash: string): Promise<Connected> => {
-    const client = new ArclightClient<PatternModel>({ modelName: 'pattern', local: true, localRuntimeUrl: runtime.url, schemaHash, connectTimeoutMs: 20_000, commandTimeoutMs: 20_000 });
+    const client = new ArclightClient<PatternModel>({
+      modelName: 'pattern',
+      local: true,
+      localRuntimeUrl: runtime.url,
+      schemaHash,
+      connectTimeoutMs: 20_000,
+      commandTimeoutMs: 20_000,
+    });
     clients.push(client);
     const warnings: ClientWarning[] = [];
     const capabilities: Capabilities[] = [];
@@ -91,7 +98,9 @@ describe('schema drift warning', () => {
     const stale = '0'.repeat(64);
     const { client, warnings, consoleWarnings } = await connect(stale);
     expect(client.getState().status).toBe('ready');
-    expect(warnings).toEqual([{ code: 'schema_drift', message: expect.stringContaining('arclight types'), expected: stale, actual: moduleHash }]);
+    expect(warnings).toEqual([
+      { code: 'schema_drift', message: expect.stringContaining('arclight types'), expected: stale, actual: moduleHash },
+    ]);
     expect(consoleWarnings).toHaveLength(1);
     // Commands still work: the warning is advice, not a failure.
     await client.sendCommand('set_speed', { speed: 2 });

@@ -214,43 +214,84 @@ describe('@reactor-team/js-sdk@2.9.0 (Node + wrtc) against the runtime in local 
     const { reactor } = h;
 
     await reactor.connect();
-    await waitFor(() => reactor.getStatus() === 'ready', 20_000, 'status ready', () => ({ statuses: h.statuses, errors: h.errors }));
+    await waitFor(
+      () => reactor.getStatus() === 'ready',
+      20_000,
+      'status ready',
+      () => ({ statuses: h.statuses, errors: h.errors }),
+    );
     expect(h.statuses).toEqual(['connecting', 'waiting', 'ready']);
     expect(h.errors).toEqual([]);
     expect(reactor.getSessionId()).toMatch(/\S/);
     expect(reactor.getCapabilities()?.tracks.map((t) => t.name)).toEqual(['main_video', 'tone']);
 
     // Both output tracks arrive, named by the SDK from its transceiver map.
-    await waitFor(() => h.tracks.length >= 2, 10_000, 'both tracks', () => h.tracks);
-    expect(h.tracks).toEqual(expect.arrayContaining([{ name: 'main_video', kind: 'video' }, { name: 'tone', kind: 'audio' }]));
+    await waitFor(
+      () => h.tracks.length >= 2,
+      10_000,
+      'both tracks',
+      () => h.tracks,
+    );
+    expect(h.tracks).toEqual(
+      expect.arrayContaining([
+        { name: 'main_video', kind: 'video' },
+        { name: 'tone', kind: 'audio' },
+      ]),
+    );
 
     // Decoded frames of main_video, the patch in its default colour.
     const video = h.watchers.get('main_video')!;
-    await waitFor(() => video.frames > 10, 20_000, 'more than 10 decoded frames', () => ({ frames: video.frames }));
+    await waitFor(
+      () => video.frames > 10,
+      20_000,
+      'more than 10 decoded frames',
+      () => ({ frames: video.frames }),
+    );
     expect(video.latest?.width).toBe(1280);
     expect(video.latest?.height).toBe(720);
-    await waitFor(() => near(video.sample(PATCH_CENTRE.x, PATCH_CENTRE.y), RED, TOLERANCE), 10_000, 'the red patch', () =>
-      video.sample(PATCH_CENTRE.x, PATCH_CENTRE.y),
+    await waitFor(
+      () => near(video.sample(PATCH_CENTRE.x, PATCH_CENTRE.y), RED, TOLERANCE),
+      10_000,
+      'the red patch',
+      () => video.sample(PATCH_CENTRE.x, PATCH_CENTRE.y),
     );
 
     // The model greets each connection; the SDK emits application-scope payloads as {type, data}.
-    await waitFor(() => h.messages.some((m) => m.type === 'welcome'), 10_000, 'the welcome message', () => h.messages);
+    await waitFor(
+      () => h.messages.some((m) => m.type === 'welcome'),
+      10_000,
+      'the welcome message',
+      () => h.messages,
+    );
     const welcome = h.messages.find((m) => m.type === 'welcome')!;
     expect(welcome.data).toMatchObject({ model: 'pattern' });
     expect(typeof (welcome.data as { frame: unknown }).frame).toBe('number');
 
     // A command with a reply: no request_id on the wire from 2.9.0, the reply comes back as an application message.
     await reactor.sendCommand('set_color', { color: '#00ff00' });
-    await waitFor(() => h.messages.some((m) => m.type === 'color_changed'), 10_000, 'color_changed', () => h.messages);
+    await waitFor(
+      () => h.messages.some((m) => m.type === 'color_changed'),
+      10_000,
+      'color_changed',
+      () => h.messages,
+    );
     expect(h.messages.find((m) => m.type === 'color_changed')).toEqual({ type: 'color_changed', data: { color: '#00ff00' } });
-    await waitFor(() => near(video.sample(PATCH_CENTRE.x, PATCH_CENTRE.y), GREEN, TOLERANCE), 10_000, 'the green patch', () =>
-      video.sample(PATCH_CENTRE.x, PATCH_CENTRE.y),
+    await waitFor(
+      () => near(video.sample(PATCH_CENTRE.x, PATCH_CENTRE.y), GREEN, TOLERANCE),
+      10_000,
+      'the green patch',
+      () => video.sample(PATCH_CENTRE.x, PATCH_CENTRE.y),
     );
     // Nothing the runtime sent was a failure.
     expect(h.runtimeMessages.filter((m) => m.type === 'command_failed')).toEqual([]);
 
     // Liveness: 2.9.0 pings on the runtime scope every 5 s; the runtime answers with a pong.
-    await waitFor(() => h.runtimeMessages.some((m) => m.type === 'pong'), 15_000, 'a pong', () => h.runtimeMessages);
+    await waitFor(
+      () => h.runtimeMessages.some((m) => m.type === 'pong'),
+      15_000,
+      'a pong',
+      () => h.runtimeMessages,
+    );
 
     const session = await getSession();
     expect(session.status).toBe(200);
@@ -276,13 +317,21 @@ describe('@reactor-team/js-sdk@2.9.0 (Node + wrtc) against the runtime in local 
     expect(calls.at(-1)).toBe('POST /stop_session 200');
 
     const start = wire[0]!;
-    expect(start.headers).toMatchObject({ 'reactor-api-version': '1', 'reactor-api-accept-version': '1', 'content-type': 'application/json' });
+    expect(start.headers).toMatchObject({
+      'reactor-api-version': '1',
+      'reactor-api-accept-version': '1',
+      'content-type': 'application/json',
+    });
     expect(start.headers.authorization).toBeUndefined();
     expect(start.body).toEqual({});
     const ice = wire[1]!;
     expect(ice.headers).toEqual({ authorization: 'Bearer local', 'reactor-webrtc-version': '1.0' });
     const offer = wire[2]!;
-    expect(offer.headers).toMatchObject({ authorization: 'Bearer local', 'reactor-webrtc-version': '1.0', 'content-type': 'application/json' });
+    expect(offer.headers).toMatchObject({
+      authorization: 'Bearer local',
+      'reactor-webrtc-version': '1.0',
+      'content-type': 'application/json',
+    });
     expect(offer.body).toMatchObject({
       sdp_offer: expect.stringContaining('v=0'),
       client_info: { sdk_version: '2.9.0', sdk_type: 'js' },
@@ -296,53 +345,80 @@ describe('@reactor-team/js-sdk@2.9.0 (Node + wrtc) against the runtime in local 
     expect(stop.headers).toEqual({ 'reactor-api-version': '1', 'reactor-api-accept-version': '1' });
   });
 
-  it('reconnect() after a recoverable transport drop renegotiates with PUT sdp_params on the same session', { timeout: 90_000 }, async () => {
-    wire.length = 0;
-    const h = newHarness();
-    const { reactor } = h;
-    await reactor.connect();
-    await waitFor(() => reactor.getStatus() === 'ready', 20_000, 'status ready', () => ({ statuses: h.statuses, errors: h.errors }));
-    const sessionId = reactor.getSessionId();
-    const session = runtime.sessions.current!;
-    expect(session.id).toBe(sessionId);
-    const firstConnection = session.legacyConnectionId!;
-    expect(firstConnection).toBeDefined();
-    await waitFor(() => (h.watchers.get('main_video')?.frames ?? 0) > 3, 20_000, 'first frames');
+  it(
+    'reconnect() after a recoverable transport drop renegotiates with PUT sdp_params on the same session',
+    { timeout: 90_000 },
+    async () => {
+      wire.length = 0;
+      const h = newHarness();
+      const { reactor } = h;
+      await reactor.connect();
+      await waitFor(
+        () => reactor.getStatus() === 'ready',
+        20_000,
+        'status ready',
+        () => ({ statuses: h.statuses, errors: h.errors }),
+      );
+      const sessionId = reactor.getSessionId();
+      const session = runtime.sessions.current!;
+      expect(session.id).toBe(sessionId);
+      const firstConnection = session.legacyConnectionId!;
+      expect(firstConnection).toBeDefined();
+      await waitFor(() => (h.watchers.get('main_video')?.frames ?? 0) > 3, 20_000, 'first frames');
 
-    // Break the network between runtime and client: the runtime's peer goes silent. 2.9.0 treats
-    // a peer that goes 'disconnected'/'closed' as recoverable: status goes to 'disconnected' but
-    // the session id is kept for reconnect(). (Closing the runtime's peer instead was flaky: the
-    // client's packets to the closed port draw ICMP errors and libwebrtc sometimes reports
-    // 'failed', which 2.9.0 treats as fatal.)
-    session.connection(firstConnection)!.simulateNetworkLoss();
-    await waitFor(() => reactor.getStatus() === 'disconnected', 30_000, 'the SDK to notice the drop', () => ({
-      statuses: h.statuses,
-      errors: h.errors,
-    }));
-    expect(reactor.getSessionId()).toBe(sessionId);
-    expect(runtime.sessions.current?.id).toBe(sessionId);
+      // Break the network between runtime and client: the runtime's peer goes silent. 2.9.0 treats
+      // a peer that goes 'disconnected'/'closed' as recoverable: status goes to 'disconnected' but
+      // the session id is kept for reconnect(). (Closing the runtime's peer instead was flaky: the
+      // client's packets to the closed port draw ICMP errors and libwebrtc sometimes reports
+      // 'failed', which 2.9.0 treats as fatal.)
+      session.connection(firstConnection)!.simulateNetworkLoss();
+      await waitFor(
+        () => reactor.getStatus() === 'disconnected',
+        30_000,
+        'the SDK to notice the drop',
+        () => ({
+          statuses: h.statuses,
+          errors: h.errors,
+        }),
+      );
+      expect(reactor.getSessionId()).toBe(sessionId);
+      expect(runtime.sessions.current?.id).toBe(sessionId);
 
-    const before = wire.length;
-    h.messages.length = 0;
-    await reactor.reconnect();
-    await waitFor(() => reactor.getStatus() === 'ready', 20_000, 'ready again', () => ({ statuses: h.statuses, errors: h.errors }));
-    const reconnectCalls = wire.slice(before).map((c) => `${c.method} ${c.path.split('/').at(-1)} ${c.status}`);
-    expect(reconnectCalls.slice(0, 2)).toEqual(['GET ice_servers 200', 'PUT sdp_params 202']);
-    expect(reconnectCalls.at(-1)).toBe('GET sdp_params 200');
-    expect(runtime.sessions.current?.id).toBe(sessionId);
+      const before = wire.length;
+      h.messages.length = 0;
+      await reactor.reconnect();
+      await waitFor(
+        () => reactor.getStatus() === 'ready',
+        20_000,
+        'ready again',
+        () => ({ statuses: h.statuses, errors: h.errors }),
+      );
+      const reconnectCalls = wire.slice(before).map((c) => `${c.method} ${c.path.split('/').at(-1)} ${c.status}`);
+      expect(reconnectCalls.slice(0, 2)).toEqual(['GET ice_servers 200', 'PUT sdp_params 202']);
+      expect(reconnectCalls.at(-1)).toBe('GET sdp_params 200');
+      expect(runtime.sessions.current?.id).toBe(sessionId);
 
-    // Media and commands flow on the new transport.
-    await waitFor(() => (h.watchers.get('main_video')?.frames ?? 0) > 5, 20_000, 'frames after reconnect');
-    await reactor.sendCommand('set_color', { color: '#00ff00' });
-    await waitFor(() => h.messages.some((m) => m.type === 'color_changed'), 10_000, 'color_changed after reconnect', () => h.messages);
-    const video = h.watchers.get('main_video')!;
-    await waitFor(() => near(video.sample(PATCH_CENTRE.x, PATCH_CENTRE.y), GREEN, TOLERANCE), 10_000, 'the green patch after reconnect', () =>
-      video.sample(PATCH_CENTRE.x, PATCH_CENTRE.y),
-    );
+      // Media and commands flow on the new transport.
+      await waitFor(() => (h.watchers.get('main_video')?.frames ?? 0) > 5, 20_000, 'frames after reconnect');
+      await reactor.sendCommand('set_color', { color: '#00ff00' });
+      await waitFor(
+        () => h.messages.some((m) => m.type === 'color_changed'),
+        10_000,
+        'color_changed after reconnect',
+        () => h.messages,
+      );
+      const video = h.watchers.get('main_video')!;
+      await waitFor(
+        () => near(video.sample(PATCH_CENTRE.x, PATCH_CENTRE.y), GREEN, TOLERANCE),
+        10_000,
+        'the green patch after reconnect',
+        () => video.sample(PATCH_CENTRE.x, PATCH_CENTRE.y),
+      );
 
-    await reactor.disconnect();
-    await waitFor(async () => (await getSession()).status === 404, 10_000, 'GET /session to answer 404');
-  });
+      await reactor.disconnect();
+      await waitFor(async () => (await getSession()).status === 404, 10_000, 'GET /session to answer 404');
+    },
+  );
 });
 
 describe('@reactor-team/js-sdk@2.9.0 (Node + wrtc) uploads in local mode', () => {
@@ -350,7 +426,13 @@ describe('@reactor-team/js-sdk@2.9.0 (Node + wrtc) uploads in local mode', () =>
   let Reactor: typeof ReactorType;
 
   beforeAll(async () => {
-    runtime = await startRuntime({ model: uploadModel as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false });
+    runtime = await startRuntime({
+      model: uploadModel as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+    });
     await runtime.loaded;
     ({ Reactor } = await import('@reactor-team/js-sdk'));
   });
@@ -370,9 +452,22 @@ describe('@reactor-team/js-sdk@2.9.0 (Node + wrtc) uploads in local mode', () =>
       expect(ref).toMatchObject({ name: 'sdk.png', mimeType: 'image/png', size: 50_000 });
       await waitFor(() => uploadedFiles.some((f) => f.name === 'sdk.png'), 10_000, 'the file_uploaded hook');
       await reactor.sendCommand('inspect', { file: ref, label: 'sdk' });
-      await waitFor(() => messages.some((m) => m.type === 'inspect_result'), 10_000, 'the reply', () => ({ messages, runtimeMessages }));
+      await waitFor(
+        () => messages.some((m) => m.type === 'inspect_result'),
+        10_000,
+        'the reply',
+        () => ({ messages, runtimeMessages }),
+      );
       const sha = createHash('sha256').update(bytes).digest('hex');
-      expect(messages.find((m) => m.type === 'inspect_result')?.data).toEqual({ label: 'sdk', name: 'sdk.png', mime_type: 'image/png', size: 50_000, sha256: sha, stream_sha256: sha, path_sha256: sha });
+      expect(messages.find((m) => m.type === 'inspect_result')?.data).toEqual({
+        label: 'sdk',
+        name: 'sdk.png',
+        mime_type: 'image/png',
+        size: 50_000,
+        sha256: sha,
+        stream_sha256: sha,
+        path_sha256: sha,
+      });
       expect(runtimeMessages.filter((m) => m.type === 'command_failed')).toEqual([]);
     } finally {
       await reactor.disconnect().catch(() => {});
@@ -406,7 +501,12 @@ describe('@reactor-team/js-sdk@2.9.0 (Node + wrtc) through the coordinator (host
     });
     try {
       await reactor.connect(token);
-      await waitFor(() => reactor.getStatus() === 'ready', 30_000, 'status ready', () => ({ statuses, errors }));
+      await waitFor(
+        () => reactor.getStatus() === 'ready',
+        30_000,
+        'status ready',
+        () => ({ statuses, errors }),
+      );
       const sessionId = reactor.getSessionId()!;
       expect(runtime.sessions.current?.id).toBe(sessionId);
       await waitFor(() => (watcher?.frames ?? 0) > 5, 20_000, 'frames through the coordinator');
@@ -414,7 +514,11 @@ describe('@reactor-team/js-sdk@2.9.0 (Node + wrtc) through the coordinator (host
       await reactor.sendCommand('set_color', { color: '#00ff00' });
       await waitFor(() => messages.some((m) => m.type === 'color_changed'), 10_000, 'color_changed');
       await reactor.disconnect();
-      await waitFor(async () => (await coordinator.sessions.get(sessionId))?.status === 'ended', 10_000, 'the coordinator to end the session');
+      await waitFor(
+        async () => (await coordinator.sessions.get(sessionId))?.status === 'ended',
+        10_000,
+        'the coordinator to end the session',
+      );
       await waitFor(() => runtime.sessions.current === undefined, 10_000, 'the runtime to end the session');
       expect(errors).toEqual([]);
     } finally {

@@ -144,7 +144,11 @@ describe('@reactor-team/js-sdk@2.9.0 in Chromium against the runtime in local mo
 
   const state = (): Promise<CompatState> => page.evaluate('window.compat') as Promise<CompatState>;
   const diagnostics = async (): Promise<string> =>
-    JSON.stringify({ compat: await state().catch((e: unknown) => String(e)), lastPatchSample, console: consoleLines.slice(-40), pageErrors }, null, 1);
+    JSON.stringify(
+      { compat: await state().catch((e: unknown) => String(e)), lastPatchSample, console: consoleLines.slice(-40), pageErrors },
+      null,
+      1,
+    );
   /** A check that samples the patch centre from the <video> through a canvas. */
   const patchIs = (expected: Rgb) => async (): Promise<boolean> => {
     lastPatchSample = (await page.evaluate(`window.samplePixel(${PATCH_CENTRE.x}, ${PATCH_CENTRE.y})`)) as Rgb | null;
@@ -183,7 +187,8 @@ describe('@reactor-team/js-sdk@2.9.0 in Chromium against the runtime in local mo
     pageServer = createServer((req, res) => {
       if (req.url === '/sdk.js') res.writeHead(200, { 'content-type': 'text/javascript; charset=utf-8' }).end(sdkJs);
       else if (req.url === '/') res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(pageHtml(runtimeUrl));
-      else if (req.url === '/favicon.ico') res.writeHead(204).end(); // keep the console free of unrelated 404s
+      else if (req.url === '/favicon.ico')
+        res.writeHead(204).end(); // keep the console free of unrelated 404s
       else res.writeHead(404).end();
     });
     const port = await listen(pageServer, host);
@@ -208,15 +213,24 @@ describe('@reactor-team/js-sdk@2.9.0 in Chromium against the runtime in local mo
   it('connects, plays main_video, exchanges messages and commands, and stops the session', { timeout: 150_000 }, async () => {
     await page.goto(`${pageOrigin}/`);
 
-    await waitFor(async () => {
-      const s = await state();
-      return s.statuses.includes('ready') || s.connectError !== null || s.errors.length > 0;
-    }, 45_000, 'status ready');
+    await waitFor(
+      async () => {
+        const s = await state();
+        return s.statuses.includes('ready') || s.connectError !== null || s.errors.length > 0;
+      },
+      45_000,
+      'status ready',
+    );
     let s = await state();
     expect(s.connectError, await diagnostics()).toBeNull();
     expect(s.errors, await diagnostics()).toEqual([]);
     expect(s.statuses).toEqual(['connecting', 'waiting', 'ready']);
-    expect(s.tracks).toEqual(expect.arrayContaining([{ name: 'main_video', kind: 'video' }, { name: 'tone', kind: 'audio' }]));
+    expect(s.tracks).toEqual(
+      expect.arrayContaining([
+        { name: 'main_video', kind: 'video' },
+        { name: 'tone', kind: 'audio' },
+      ]),
+    );
 
     // Every HTTP call went through CORS and got the status the SDK requires.
     const calls = s.wire.map((c) => `${c.method} ${c.path.replace(/\/sessions\/[^/]+\//, '/sessions/{sid}/')} ${c.status}`);
@@ -228,10 +242,14 @@ describe('@reactor-team/js-sdk@2.9.0 in Chromium against the runtime in local mo
     expect(calls.at(-1)).toBe('GET /sessions/{sid}/transport/webrtc/sdp_params 200');
 
     // Decoded frames, at the model's size.
-    await waitFor(async () => {
-      const info = (await page.evaluate('window.videoInfo()')) as { totalVideoFrames: number; frameCallbacks: number };
-      return info.totalVideoFrames > 10 && info.frameCallbacks > 10;
-    }, 30_000, 'decoded video frames');
+    await waitFor(
+      async () => {
+        const info = (await page.evaluate('window.videoInfo()')) as { totalVideoFrames: number; frameCallbacks: number };
+        return info.totalVideoFrames > 10 && info.frameCallbacks > 10;
+      },
+      30_000,
+      'decoded video frames',
+    );
     const info = (await page.evaluate('window.videoInfo()')) as { width: number; height: number };
     expect(info).toMatchObject({ width: 1280, height: 720 });
 

@@ -26,7 +26,11 @@ function env(): NodeJS.ProcessEnv {
 }
 
 function start(args: readonly string[]): ChildProcess & { stdout: NodeJS.ReadableStream } {
-  const child = spawn(process.execPath, [...NODE_FLAGS, 'bin/arclight.js', ...args], { cwd: ROOT, env: env(), stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...NODE_FLAGS, 'bin/arclight.js', ...args], {
+    cwd: ROOT,
+    env: env(),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   children.add(child);
   child.once('exit', () => children.delete(child));
   return child as ChildProcess & { stdout: NodeJS.ReadableStream };
@@ -79,12 +83,19 @@ describe('arclight admin / arclight coordinator', () => {
   it('sets up an account, key and models that a served coordinator then honours', async () => {
     const database = await freshDatabase('sqlite');
     const account = await admin(database, 'create-account', 'Acme', '--concurrent-sessions', '7');
-    expect(account).toMatchObject({ name: 'Acme', quotas: { concurrentSessions: 7, sessionsPerMinute: 50, maxSessionDurationSeconds: 1200 } });
+    expect(account).toMatchObject({
+      name: 'Acme',
+      quotas: { concurrentSessions: 7, sessionsPerMinute: 50, maxSessionDurationSeconds: 1200 },
+    });
     // Every new account gets the signup credits (100,000 by default), before anything is granted by hand.
     expect(account.signupGrant).toMatchObject({ kind: 'promotional', credits: 100_000, withheld: 0 });
     const issued = await admin(database, 'create-key', account.id);
     expect(issued.key).toMatch(/^rk_/);
-    expect(await admin(database, 'add-model', 'pattern', '--rate', '5')).toMatchObject({ name: 'pattern', rateCreditsPerSecond: 5, public: true });
+    expect(await admin(database, 'add-model', 'pattern', '--rate', '5')).toMatchObject({
+      name: 'pattern',
+      rateCreditsPerSecond: 5,
+      public: true,
+    });
     expect(await admin(database, 'add-model', 'secret', '--rate', '9', '--private')).toMatchObject({ public: false });
     expect(await admin(database, 'grant-model', account.id, 'secret')).toMatchObject({ granted: true });
     expect((await admin(database, 'set-quotas', account.id, '--sessions-per-minute', '9')).quotas.sessionsPerMinute).toBe(9);
@@ -131,7 +142,9 @@ describe('arclight admin / arclight coordinator', () => {
     const database = await freshDatabase('postgres');
     const account = await admin(database, 'create-account', 'Pg');
     expect((await admin(database, 'create-key', account.id)).key).toMatch(/^rk_/);
-    expect((await admin(database, 'balance', account.id)).grants).toEqual([expect.objectContaining({ kind: 'promotional', credits: 100_000, remaining: 100_000 })]);
+    expect((await admin(database, 'balance', account.id)).grants).toEqual([
+      expect.objectContaining({ kind: 'promotional', credits: 100_000, remaining: 100_000 }),
+    ]);
     // The ceiling (100,000,000 credits) bounds promotional grants: the rest is withheld, and said so.
     expect(await admin(database, 'grant-credits', account.id, '99950000')).toMatchObject({ credits: 99_900_000, withheld: 50_000 });
     expect((await admin(database, 'balance', account.id)).credits).toBe(100_000_000);
@@ -177,8 +190,13 @@ describe('arclight admin / arclight coordinator', () => {
     // The binary's exit status is main's return value: checked once through the real binary,
     // the other cases in process.
     const usageErrors = [
-      ['admin'], ['admin', 'frobnicate'], ['admin', 'create-key'], ['admin', 'add-model', 'x'],
-      ['admin', 'retire-signing-key'], ['admin', 'rotate-signing-key', 'extra'], ['coordinator', '--port', '0', '--signing-key-refresh-ms', '50'],
+      ['admin'],
+      ['admin', 'frobnicate'],
+      ['admin', 'create-key'],
+      ['admin', 'add-model', 'x'],
+      ['admin', 'retire-signing-key'],
+      ['admin', 'rotate-signing-key', 'extra'],
+      ['coordinator', '--port', '0', '--signing-key-refresh-ms', '50'],
     ];
     for (const [index, args] of usageErrors.entries()) {
       const result = await (index === 0 ? run : inProcess)([...args, '--database', database]);
@@ -192,7 +210,14 @@ describe('arclight admin / arclight coordinator', () => {
     const tooMuch = await inProcess(['admin', 'buy-credits', account.id, '5000', '--database', database]);
     expect(tooMuch.code).toBe(1);
     expect(tooMuch.stderr).toMatch(/1 to 1000 whole US dollars/);
-    const missingFile = await inProcess(['admin', 'rotate-signing-key', '--signing-key-secret-file', '/nonexistent/secret', '--database', database]);
+    const missingFile = await inProcess([
+      'admin',
+      'rotate-signing-key',
+      '--signing-key-secret-file',
+      '/nonexistent/secret',
+      '--database',
+      database,
+    ]);
     expect(missingFile.code).toBe(1);
     expect(missingFile.stderr).toMatch(/cannot read the signing-key secret file \/nonexistent\/secret/);
   }, 120_000);

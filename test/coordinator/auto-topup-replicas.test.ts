@@ -36,7 +36,14 @@ describe.each(ENGINES)('automatic top-up across two coordinator processes on %s'
     // Seeded in-process, its clock two minutes back: the sessions have been ready that long when
     // the processes (on the real clock) end them, so every end charges about 120 s.
     const clock = Date.now() - 120_000;
-    const seed = await startCoordinator({ database, port: 0, meterFlushMs: 0, signupCredits: 0, now: () => clock, paymentProvider: new TestPaymentProvider() });
+    const seed = await startCoordinator({
+      database,
+      port: 0,
+      meterFlushMs: 0,
+      signupCredits: 0,
+      now: () => clock,
+      paymentProvider: new TestPaymentProvider(),
+    });
     try {
       await seed.catalog.add('pattern', 5);
       const account = await seed.accounts.create('Racer', { concurrentSessions: SESSIONS, sessionsPerMinute: 1_000 }, clock);
@@ -46,7 +53,11 @@ describe.each(ENGINES)('automatic top-up across two coordinator processes on %s'
       const minted = await fetch(`${seed.url}/tokens`, {
         method: 'POST',
         headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
-        body: JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } }, constraints: { max_sessions: SESSIONS } }] }),
+        body: JSON.stringify({
+          authorization_details: [
+            { type: 'session', resources: { models: { match: ['pattern'] } }, constraints: { max_sessions: SESSIONS } },
+          ],
+        }),
       });
       const { token } = (await minted.json()) as { token: string };
       for (let i = 0; i < SESSIONS; i++) {
@@ -69,7 +80,15 @@ describe.each(ENGINES)('automatic top-up across two coordinator processes on %s'
     } finally {
       await seed.close();
     }
-    replicas = await Promise.all([0, 1].map(async () => startCoordinatorProcess({ database, port: await freePort(), extraArgs: ['--payment-provider', 'test', '--meter-flush-ms', '1000'] })));
+    replicas = await Promise.all(
+      [0, 1].map(async () =>
+        startCoordinatorProcess({
+          database,
+          port: await freePort(),
+          extraArgs: ['--payment-provider', 'test', '--meter-flush-ms', '1000'],
+        }),
+      ),
+    );
     storage = await openStorage(database);
   }, 120_000);
 
@@ -87,7 +106,10 @@ describe.each(ENGINES)('automatic top-up across two coordinator processes on %s'
   it(`${SESSIONS} concurrent charges below the threshold, on both processes, make exactly one top-up purchase`, async () => {
     const answers = await Promise.all(
       sessionIds.map((id, i) =>
-        fetch(`${replicas[i % replicas.length]!.url}/sessions/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } }).then(async (r) => {
+        fetch(`${replicas[i % replicas.length]!.url}/sessions/${id}`, {
+          method: 'DELETE',
+          headers: { authorization: `Bearer ${key}` },
+        }).then(async (r) => {
           await r.arrayBuffer();
           return r.status;
         }),
@@ -98,9 +120,20 @@ describe.each(ENGINES)('automatic top-up across two coordinator processes on %s'
     await pollUntil(
       'every session charged to its end and no purchase pending',
       async () => {
-        const sessions = await storage.db.selectFrom('sessions').select(['status', 'ready_at', 'ended_at', 'billed_seconds']).where('account_id', '=', accountId).execute();
-        const due = sessions.filter((r) => r.status !== 'ended' || Number(r.billed_seconds) < Math.floor((Number(r.ended_at) - Number(r.ready_at)) / 1000));
-        const pending = await storage.db.selectFrom('purchases').select('id').where('account_id', '=', accountId).where('status', '=', 'pending').execute();
+        const sessions = await storage.db
+          .selectFrom('sessions')
+          .select(['status', 'ready_at', 'ended_at', 'billed_seconds'])
+          .where('account_id', '=', accountId)
+          .execute();
+        const due = sessions.filter(
+          (r) => r.status !== 'ended' || Number(r.billed_seconds) < Math.floor((Number(r.ended_at) - Number(r.ready_at)) / 1000),
+        );
+        const pending = await storage.db
+          .selectFrom('purchases')
+          .select('id')
+          .where('account_id', '=', accountId)
+          .where('status', '=', 'pending')
+          .execute();
         return due.length === 0 && pending.length === 0;
       },
       {
@@ -111,13 +144,26 @@ describe.each(ENGINES)('automatic top-up across two coordinator processes on %s'
       },
     );
     const purchases = await storage.db.selectFrom('purchases').selectAll().where('account_id', '=', accountId).execute();
-    expect(purchases.map((p) => [p.kind, p.status, Number(p.dollars), Number(p.credits)])).toEqual([['auto_topup', 'confirmed', 10, 100_000]]);
-    const grants = await storage.db.selectFrom('credit_grants').select(['id', 'credits']).where('account_id', '=', accountId).where('kind', '=', 'purchased').execute();
+    expect(purchases.map((p) => [p.kind, p.status, Number(p.dollars), Number(p.credits)])).toEqual([
+      ['auto_topup', 'confirmed', 10, 100_000],
+    ]);
+    const grants = await storage.db
+      .selectFrom('credit_grants')
+      .select(['id', 'credits'])
+      .where('account_id', '=', accountId)
+      .where('kind', '=', 'purchased')
+      .execute();
     expect(grants.map((g) => [g.id, Number(g.credits)])).toEqual([[purchases[0]!.grant_id, 100_000]]);
     // Still below the threshold (about 540,000): disarmed, and the top-up is shown on either process.
-    const shown = await fetch(`${replicas[1]!.url}/platform/auto-topup`, { headers: { authorization: `Bearer ${key}` } }).then((r) => r.json() as Promise<Record<string, any>>);
+    const shown = await fetch(`${replicas[1]!.url}/platform/auto-topup`, { headers: { authorization: `Bearer ${key}` } }).then(
+      (r) => r.json() as Promise<Record<string, any>>,
+    );
     expect(shown).toMatchObject({ enabled: true, armed: false, last_topup: { id: purchases[0]!.id, status: 'confirmed' } });
-    const charged = await storage.db.selectFrom('meter_ticks').select((eb) => eb.fn.sum<number | string>('credits').as('credits')).where('account_id', '=', accountId).executeTakeFirstOrThrow();
+    const charged = await storage.db
+      .selectFrom('meter_ticks')
+      .select((eb) => eb.fn.sum<number | string>('credits').as('credits'))
+      .where('account_id', '=', accountId)
+      .executeTakeFirstOrThrow();
     const balance = await new CreditLedger(storage.db, storage.engine, DEFAULT_PRICING).balance(accountId);
     expect(balance.credits).toBe(START_CREDITS + 100_000 - Number(charged.credits));
     expect(balance.credits).toBeLessThan(THRESHOLD);

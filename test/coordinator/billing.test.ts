@@ -25,7 +25,9 @@ describe.each(ENGINES)('billing on %s', (engine) => {
     const response = await fetch(`${coordinator.url}/tokens`, {
       method: 'POST',
       headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
-      body: JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } }, constraints: { max_sessions: 50 } }] }),
+      body: JSON.stringify({
+        authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } }, constraints: { max_sessions: 50 } }],
+      }),
     });
     const { token } = (await response.json()) as { token: string };
     return { id: account.id, key, token };
@@ -39,7 +41,12 @@ describe.each(ENGINES)('billing on %s', (engine) => {
     return { status: response.status, body: (await response.json()) as Record<string, any> };
   };
   const ticks = (sessionId: string) =>
-    coordinator.storage.db.selectFrom('meter_ticks').select(['seq', 'seconds', 'credits']).where('session_id', '=', sessionId).orderBy('seq').execute();
+    coordinator.storage.db
+      .selectFrom('meter_ticks')
+      .select(['seq', 'seconds', 'credits'])
+      .where('session_id', '=', sessionId)
+      .orderBy('seq')
+      .execute();
 
   beforeAll(async () => {
     database = await freshDatabase(engine);
@@ -70,7 +77,8 @@ describe.each(ENGINES)('billing on %s', (engine) => {
 
   it('bounds purchases to 1–1,000 whole dollars and the balance to 10,000 dollars of credits', async () => {
     const { id } = await customer('Purchases');
-    for (const dollars of [0, 1001, 2.5, -1]) await expect(coordinator.ledger.purchase(id, dollars)).rejects.toMatchObject({ code: 'invalid_request' });
+    for (const dollars of [0, 1001, 2.5, -1])
+      await expect(coordinator.ledger.purchase(id, dollars)).rejects.toMatchObject({ code: 'invalid_request' });
     for (let i = 0; i < 10; i++) await coordinator.ledger.purchase(id, 1_000);
     expect((await coordinator.ledger.balance(id)).credits).toBe(100_000_000);
     await expect(coordinator.ledger.purchase(id, 1)).rejects.toThrow(/ceiling/);
@@ -104,7 +112,10 @@ describe.each(ENGINES)('billing on %s', (engine) => {
       { seq: 10, seconds: 2, credits: 10 },
     ]);
     now = readyAt + 15_200;
-    const ended = await fetch(`${coordinator.url}/sessions/${sessionId}`, { method: 'DELETE', headers: { authorization: `Bearer ${token}` } });
+    const ended = await fetch(`${coordinator.url}/sessions/${sessionId}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${token}` },
+    });
     expect(ended.status).toBe(200);
     expect((await ticks(sessionId)).at(-1)).toEqual({ seq: 12, seconds: 3, credits: 15 }); // charged at termination
     now = readyAt + 60_000;
@@ -142,7 +153,11 @@ describe.each(ENGINES)('billing on %s', (engine) => {
     await coordinator.meter.flushSession(body.session_id, id); // a retry
     const written = await ticks(body.session_id);
     expect(written.reduce((sum, t) => sum + Number(t.seconds), 0)).toBe(20);
-    const draws = await coordinator.storage.db.selectFrom('grant_draws').select('credits').where('session_id', '=', body.session_id).execute();
+    const draws = await coordinator.storage.db
+      .selectFrom('grant_draws')
+      .select('credits')
+      .where('session_id', '=', body.session_id)
+      .execute();
     expect(draws.reduce((sum, d) => sum + Number(d.credits), 0)).toBe(100);
     now = START;
   });
@@ -155,7 +170,12 @@ describe.each(ENGINES)('billing on %s', (engine) => {
     now += 10_000;
     const { mustEnd } = await coordinator.meter.flush();
     expect(mustEnd).toContainEqual({ sessionId: body.session_id, accountId: id, stop: 'out_of_credits' });
-    const unpaid = await coordinator.storage.db.selectFrom('grant_draws').select('credits').where('session_id', '=', body.session_id).where('grant_id', 'is', null).execute();
+    const unpaid = await coordinator.storage.db
+      .selectFrom('grant_draws')
+      .select('credits')
+      .where('session_id', '=', body.session_id)
+      .where('grant_id', 'is', null)
+      .execute();
     expect(unpaid.map((d) => Number(d.credits))).toEqual([30]);
     expect((await coordinator.ledger.balance(id)).credits).toBe(0);
     now += 3_600_000; // far past the 1,200 s maximum
@@ -171,7 +191,11 @@ describe.each(ENGINES)('billing on %s', (engine) => {
     const readyAt = now;
     try {
       // Ended well past its 1,200 s maximum, as a reap at a late heartbeat records it.
-      await coordinator.storage.db.updateTable('sessions').set({ status: 'ended', ended_at: readyAt + 1_500_000, end_reason: 'reaped' }).where('id', '=', body.session_id).execute();
+      await coordinator.storage.db
+        .updateTable('sessions')
+        .set({ status: 'ended', ended_at: readyAt + 1_500_000, end_reason: 'reaped' })
+        .where('id', '=', body.session_id)
+        .execute();
       now = readyAt + 1_600_000;
       await coordinator.meter.flush();
       expect((await ticks(body.session_id)).reduce((sum, t) => sum + Number(t.seconds), 0)).toBe(1200);
@@ -185,7 +209,7 @@ describe.each(ENGINES)('billing on %s', (engine) => {
     }
   });
 
-  it('reconciles: grants\' running spend equals their draws, ticks are paid exactly, billed seconds are ticked — and a tampered row shows', async () => {
+  it("reconciles: grants' running spend equals their draws, ticks are paid exactly, billed seconds are ticked — and a tampered row shows", async () => {
     const { id, token } = await customer('Reconciled');
     await coordinator.ledger.grantPromotional(id, 100_000);
     const sessions = [(await createSession(token)).body, (await createSession(token)).body];
@@ -194,11 +218,25 @@ describe.each(ENGINES)('billing on %s', (engine) => {
       now += 7_000;
       await coordinator.meter.flush(); // both sessions of the account in one charge
       expect(await coordinator.ledger.reconcile(id)).toEqual([]);
-      const grant = await coordinator.storage.db.selectFrom('credit_grants').select(['id', 'spent']).where('account_id', '=', id).executeTakeFirstOrThrow();
+      const grant = await coordinator.storage.db
+        .selectFrom('credit_grants')
+        .select(['id', 'spent'])
+        .where('account_id', '=', id)
+        .executeTakeFirstOrThrow();
       expect(Number(grant.spent)).toBe(2 * 7 * 5);
-      await coordinator.storage.db.updateTable('credit_grants').set({ spent: Number(grant.spent) + 1 }).where('id', '=', grant.id).execute();
-      expect(await coordinator.ledger.reconcile(id)).toEqual([`grant ${grant.id}: spent ${2 * 7 * 5 + 1} but its draws sum to ${2 * 7 * 5}`]);
-      await coordinator.storage.db.updateTable('credit_grants').set({ spent: Number(grant.spent) }).where('id', '=', grant.id).execute();
+      await coordinator.storage.db
+        .updateTable('credit_grants')
+        .set({ spent: Number(grant.spent) + 1 })
+        .where('id', '=', grant.id)
+        .execute();
+      expect(await coordinator.ledger.reconcile(id)).toEqual([
+        `grant ${grant.id}: spent ${2 * 7 * 5 + 1} but its draws sum to ${2 * 7 * 5}`,
+      ]);
+      await coordinator.storage.db
+        .updateTable('credit_grants')
+        .set({ spent: Number(grant.spent) })
+        .where('id', '=', grant.id)
+        .execute();
       await coordinator.storage.db.updateTable('sessions').set({ billed_seconds: 8 }).where('id', '=', sessions[0]!.session_id).execute();
       expect(await coordinator.ledger.reconcile(id)).toEqual([`session ${sessions[0]!.session_id}: billed 8 s but its ticks cover 7 s`]);
       await coordinator.storage.db.updateTable('sessions').set({ billed_seconds: 7 }).where('id', '=', sessions[0]!.session_id).execute();
@@ -207,7 +245,7 @@ describe.each(ENGINES)('billing on %s', (engine) => {
     }
   });
 
-  it('a monthly billing cap: a running session ends when the month\'s spend reaches it, then 402 billing_cap_reached until next month', async () => {
+  it("a monthly billing cap: a running session ends when the month's spend reaches it, then 402 billing_cap_reached until next month", async () => {
     const { id, key, token } = await customer('Cap');
     await coordinator.ledger.grantPromotional(id, 100_000);
     await coordinator.accounts.setQuotas(id, { monthlyCreditCap: 100 }); // 20 seconds of pattern
@@ -237,7 +275,10 @@ describe.each(ENGINES)('billing on %s', (engine) => {
       const admitted = await createSession(fresh.token);
       expect(admitted.status, JSON.stringify(admitted.body)).toBe(200);
       await coordinator.accounts.setQuotas(id, { monthlyCreditCap: 0 }); // no cap
-      await fetch(`${coordinator.url}/sessions/${admitted.body.session_id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } });
+      await fetch(`${coordinator.url}/sessions/${admitted.body.session_id}`, {
+        method: 'DELETE',
+        headers: { authorization: `Bearer ${key}` },
+      });
     } finally {
       now = START;
     }
@@ -250,7 +291,11 @@ describe.each(ENGINES)('billing on %s', (engine) => {
     const minted = await fetch(`${coordinator.url}/tokens`, {
       method: 'POST',
       headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
-      body: JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } }, constraints: { max_session_duration_seconds: 90 } }] }),
+      body: JSON.stringify({
+        authorization_details: [
+          { type: 'session', resources: { models: { match: ['pattern'] } }, constraints: { max_session_duration_seconds: 90 } },
+        ],
+      }),
     });
     const { token } = (await minted.json()) as { token: string };
     const { body } = await createSession(token);
@@ -263,22 +308,32 @@ describe.each(ENGINES)('billing on %s', (engine) => {
     expect(((await running.json()) as { status: string }).status).toBe('ready');
     now = readyAt + 95_000;
     await coordinator.housekeeping();
-    const ended = (await (await fetch(`${coordinator.url}/sessions/${body.session_id}`, { headers: { authorization: `Bearer ${token}` } })).json()) as Record<string, any>;
-    expect(ended).toMatchObject({ state: 'CLOSED', ended_at: readyAt + 90_000, end_reason: expect.stringMatching(/maximum duration \(90 s\)/) });
+    const ended = (await (
+      await fetch(`${coordinator.url}/sessions/${body.session_id}`, { headers: { authorization: `Bearer ${token}` } })
+    ).json()) as Record<string, any>;
+    expect(ended).toMatchObject({
+      state: 'CLOSED',
+      ended_at: readyAt + 90_000,
+      end_reason: expect.stringMatching(/maximum duration \(90 s\)/),
+    });
     expect((await ticks(body.session_id)).reduce((sum, t) => sum + Number(t.seconds), 0)).toBe(90);
     now = START;
   });
 
   // A hosted runtime ends a session at its maximum duration by itself and reports it a moment
   // after the deadline; any end that comes after the deadline is recorded as the deadline's.
-  it('an end reported after the maximum duration (the runtime\'s own, a late DELETE) is recorded at the deadline, with its reason', async () => {
+  it("an end reported after the maximum duration (the runtime's own, a late DELETE) is recorded at the deadline, with its reason", async () => {
     const account = await coordinator.accounts.create('Late end');
     const { key } = await coordinator.apiKeys.create(account.id);
     await coordinator.ledger.grantPromotional(account.id, 100_000);
     const minted = await fetch(`${coordinator.url}/tokens`, {
       method: 'POST',
       headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
-      body: JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } }, constraints: { max_session_duration_seconds: 30 } }] }),
+      body: JSON.stringify({
+        authorization_details: [
+          { type: 'session', resources: { models: { match: ['pattern'] } }, constraints: { max_session_duration_seconds: 30 } },
+        ],
+      }),
     });
     const { token } = (await minted.json()) as { token: string };
     const late = (await createSession(token)).body;
@@ -288,10 +343,22 @@ describe.each(ENGINES)('billing on %s', (engine) => {
     const readyAt = now;
     try {
       now = readyAt + 12_300; // before its maximum: ends now, with the reason given
-      await fetch(`${coordinator.url}/sessions/${early.session_id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ reason: 'done' }) });
-      expect(await coordinator.sessions.get(early.session_id)).toMatchObject({ status: 'ended', ended_at: readyAt + 12_300, end_reason: 'done' });
+      await fetch(`${coordinator.url}/sessions/${early.session_id}`, {
+        method: 'DELETE',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ reason: 'done' }),
+      });
+      expect(await coordinator.sessions.get(early.session_id)).toMatchObject({
+        status: 'ended',
+        ended_at: readyAt + 12_300,
+        end_reason: 'done',
+      });
       now = readyAt + 30_250; // no housekeeping ran at the deadline
-      const ended = await fetch(`${coordinator.url}/sessions/${late.session_id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ reason: 'idle_timeout' }) });
+      const ended = await fetch(`${coordinator.url}/sessions/${late.session_id}`, {
+        method: 'DELETE',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ reason: 'idle_timeout' }),
+      });
       expect(ended.status).toBe(200);
       expect(await coordinator.sessions.get(late.session_id)).toMatchObject({
         status: 'ended',
@@ -308,36 +375,43 @@ describe.each(ENGINES)('billing on %s', (engine) => {
   // The other two sides of "the lower of token and account wins": the account's maximum lower
   // than the token's, and no token maximum at all (the account's applies alone).
   it.each([
-    { name: 'the account maximum is lower than the token\'s', account: 60, token: 90 as number | undefined, expected: 60 },
+    { name: "the account maximum is lower than the token's", account: 60, token: 90 as number | undefined, expected: 60 },
     { name: 'the token sets none', account: 60, token: undefined, expected: 60 },
-  ])('maximum duration when $name: ends at $expected s and bills exactly that long', async ({ account: accountMax, token: tokenMax, expected }) => {
-    const account = await coordinator.accounts.create(`Duration ${accountMax}/${tokenMax ?? 'none'}`, { maxSessionDurationSeconds: accountMax });
-    const { key } = await coordinator.apiKeys.create(account.id);
-    await coordinator.ledger.grantPromotional(account.id, 100_000);
-    const constraints = tokenMax === undefined ? {} : { constraints: { max_session_duration_seconds: tokenMax } };
-    const minted = await fetch(`${coordinator.url}/tokens`, {
-      method: 'POST',
-      headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
-      body: JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } }, ...constraints }] }),
-    });
-    const { token } = (await minted.json()) as { token: string };
-    const { body } = await createSession(token);
-    expect(body.max_duration_seconds).toBe(expected);
-    await coordinator.sessions.markReady(body.session_id);
-    const readyAt = now;
-    now = readyAt + (expected - 1) * 1000;
-    await coordinator.housekeeping();
-    expect((await coordinator.sessions.get(body.session_id))?.status).toBe('ready');
-    now = readyAt + (expected + 20) * 1000; // past the account's 60 s, short of the token's 90 s
-    await coordinator.housekeeping();
-    expect(await coordinator.sessions.get(body.session_id)).toMatchObject({
-      status: 'ended',
-      ended_at: readyAt + expected * 1000,
-      end_reason: expect.stringMatching(new RegExp(`maximum duration \\(${expected} s\\)`)),
-    });
-    expect((await ticks(body.session_id)).reduce((sum, t) => sum + Number(t.seconds), 0)).toBe(expected);
-    now = START;
-  });
+  ])(
+    'maximum duration when $name: ends at $expected s and bills exactly that long',
+    async ({ account: accountMax, token: tokenMax, expected }) => {
+      const account = await coordinator.accounts.create(`Duration ${accountMax}/${tokenMax ?? 'none'}`, {
+        maxSessionDurationSeconds: accountMax,
+      });
+      const { key } = await coordinator.apiKeys.create(account.id);
+      await coordinator.ledger.grantPromotional(account.id, 100_000);
+      const constraints = tokenMax === undefined ? {} : { constraints: { max_session_duration_seconds: tokenMax } };
+      const minted = await fetch(`${coordinator.url}/tokens`, {
+        method: 'POST',
+        headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } }, ...constraints }],
+        }),
+      });
+      const { token } = (await minted.json()) as { token: string };
+      const { body } = await createSession(token);
+      expect(body.max_duration_seconds).toBe(expected);
+      await coordinator.sessions.markReady(body.session_id);
+      const readyAt = now;
+      now = readyAt + (expected - 1) * 1000;
+      await coordinator.housekeeping();
+      expect((await coordinator.sessions.get(body.session_id))?.status).toBe('ready');
+      now = readyAt + (expected + 20) * 1000; // past the account's 60 s, short of the token's 90 s
+      await coordinator.housekeeping();
+      expect(await coordinator.sessions.get(body.session_id)).toMatchObject({
+        status: 'ended',
+        ended_at: readyAt + expected * 1000,
+        end_reason: expect.stringMatching(new RegExp(`maximum duration \\(${expected} s\\)`)),
+      });
+      expect((await ticks(body.session_id)).reduce((sum, t) => sum + Number(t.seconds), 0)).toBe(expected);
+      now = START;
+    },
+  );
 
   describe('platform API', () => {
     const read = (path: string, credential?: string) =>
@@ -363,7 +437,9 @@ describe.each(ENGINES)('billing on %s', (engine) => {
       expect(balance.body.credits).toBe(1_000 - 35);
       expect(balance.body.grants[0]).toMatchObject({ kind: 'promotional', credits: 1_000, remaining: 965 });
       const usage = await read(`/platform/usage?since=${START}`, key);
-      expect(usage.body.sessions).toEqual([expect.objectContaining({ session_id: body.session_id, model: 'pattern', billed_seconds: 7, credits: 35 })]);
+      expect(usage.body.sessions).toEqual([
+        expect.objectContaining({ session_id: body.session_id, model: 'pattern', billed_seconds: 7, credits: 35 }),
+      ]);
       expect(usage.body.total).toEqual({ billed_seconds: 7, credits: 35 });
 
       for (const path of ['/platform/models', '/platform/balance', '/platform/usage']) {
@@ -386,7 +462,7 @@ describe.each(ENGINES)('billing on %s', (engine) => {
       }
     });
 
-    it('arclight admin usage reports the charged seconds and credits, and this month\'s spend', async () => {
+    it("arclight admin usage reports the charged seconds and credits, and this month's spend", async () => {
       const { id, token } = await customer('Admin usage');
       await coordinator.ledger.grantPromotional(id, 1_000);
       await coordinator.accounts.setQuotas(id, { monthlyCreditCap: 5_000 });
@@ -405,7 +481,9 @@ describe.each(ENGINES)('billing on %s', (engine) => {
       }
       expect(code).toBe(0);
       const report = JSON.parse(stdout) as Record<string, any>;
-      expect(report.sessions).toEqual([expect.objectContaining({ session_id: body.session_id, model: 'pattern', status: 'ready', billed_seconds: 12, credits: 60 })]);
+      expect(report.sessions).toEqual([
+        expect.objectContaining({ session_id: body.session_id, model: 'pattern', status: 'ready', billed_seconds: 12, credits: 60 }),
+      ]);
       expect(report.total).toEqual({ billed_seconds: 12, credits: 60 });
       // The CLI takes the month from the real clock while the ticks carry this test's clock (START):
       // the spend counts them only while the calendar is still in START's month.
@@ -434,7 +512,12 @@ describe.each(ENGINES)('signup credits and the balance ceiling on %s', (engine) 
     return coordinator;
   };
   const grantRows = (coordinator: Coordinator, accountId: string) =>
-    coordinator.storage.db.selectFrom('credit_grants').select(['kind', 'credits', 'withheld_credits']).where('account_id', '=', accountId).orderBy('created_at').execute();
+    coordinator.storage.db
+      .selectFrom('credit_grants')
+      .select(['kind', 'credits', 'withheld_credits'])
+      .where('account_id', '=', accountId)
+      .orderBy('created_at')
+      .execute();
   afterAll(async () => {
     for (const coordinator of coordinators) await coordinator.close();
   });
@@ -485,9 +568,13 @@ describe.each(ENGINES)('signup credits and the balance ceiling on %s', (engine) 
 
   it('refuses a signupCredits that is not a whole number of credits, or above the balance ceiling', async () => {
     for (const signupCredits of [-1, 2.5, Number.NaN]) {
-      await expect(startCoordinator({ database: ':memory:', port: 0, signupCredits })).rejects.toThrow(/signupCredits must be a whole number/);
+      await expect(startCoordinator({ database: ':memory:', port: 0, signupCredits })).rejects.toThrow(
+        /signupCredits must be a whole number/,
+      );
     }
-    await expect(startCoordinator({ database: ':memory:', port: 0, signupCredits: 5_001, pricing: { maxAccountCredits: 5_000 } })).rejects.toThrow(/above the balance ceiling of 5000/);
+    await expect(
+      startCoordinator({ database: ':memory:', port: 0, signupCredits: 5_001, pricing: { maxAccountCredits: 5_000 } }),
+    ).rejects.toThrow(/above the balance ceiling of 5000/);
   });
 
   it('a promotional grant past the balance ceiling is made up to it; the rest is withheld and recorded', async () => {

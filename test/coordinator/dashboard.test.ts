@@ -95,7 +95,14 @@ describe.each(ENGINES)('the account dashboard on %s', (engine) => {
 
   beforeAll(async () => {
     database = await freshDatabase(engine);
-    coordinator = await startCoordinator({ database, port: 0, now: () => now, meterFlushMs: 0, signupCredits: 0, paymentProvider: provider });
+    coordinator = await startCoordinator({
+      database,
+      port: 0,
+      now: () => now,
+      meterFlushMs: 0,
+      signupCredits: 0,
+      paymentProvider: provider,
+    });
     await coordinator.catalog.add('pattern', 5);
   });
   afterAll(async () => coordinator?.close());
@@ -144,11 +151,21 @@ describe.each(ENGINES)('the account dashboard on %s', (engine) => {
     const balance = await call('GET', '/platform/balance', { cookie });
     expect(balance.status).toBe(200);
     expect(balance.body.credits).toBe(100_000);
-    for (const path of ['/platform/account', '/platform/models', '/platform/sessions', '/platform/usage', '/platform/keys', '/platform/purchases', '/platform/auto-topup']) {
+    for (const path of [
+      '/platform/account',
+      '/platform/models',
+      '/platform/sessions',
+      '/platform/usage',
+      '/platform/keys',
+      '/platform/purchases',
+      '/platform/auto-topup',
+    ]) {
       expect((await call('GET', path, { cookie })).status, path).toBe(200);
     }
     // The key this session signed in with is `current`.
-    expect((await call('GET', '/platform/keys', { cookie })).body.keys).toEqual([expect.objectContaining({ id: acme.keyId, current: true })]);
+    expect((await call('GET', '/platform/keys', { cookie })).body.keys).toEqual([
+      expect.objectContaining({ id: acme.keyId, current: true }),
+    ]);
     // Behind TLS (a proxy saying so), the cookie is Secure too.
     const secure = await signIn({ api_key: acme.key }, { 'x-forwarded-proto': 'https' });
     expect(secure.headers.get('set-cookie')).toContain('; Secure');
@@ -179,13 +196,20 @@ describe.each(ENGINES)('the account dashboard on %s', (engine) => {
       expect(created.status, what).toBe(403);
       expect(created.body.code, what).toBe('csrf_check_failed');
       expect((await call('POST', '/platform/purchases', caller, { dollars: 5 })).body.code, what).toBe('csrf_check_failed');
-      expect((await call('PUT', '/platform/auto-topup', caller, { threshold_credits: 1000, amount_dollars: 10 })).body.code, what).toBe('csrf_check_failed');
+      expect((await call('PUT', '/platform/auto-topup', caller, { threshold_credits: 1000, amount_dollars: 10 })).body.code, what).toBe(
+        'csrf_check_failed',
+      );
       expect((await call('POST', '/platform/dashboard/sign-out', caller)).body.code, what).toBe('csrf_check_failed');
     }
     // A cross-site HTML form: text/plain, the cookie (were SameSite ignored), no custom header.
     const form = await fetch(`${coordinator.url}/platform/purchases`, {
       method: 'POST',
-      headers: { cookie: `arclight_dashboard=${mine.cookie}`, 'content-type': 'text/plain', origin: 'https://evil.example', 'sec-fetch-site': 'cross-site' },
+      headers: {
+        cookie: `arclight_dashboard=${mine.cookie}`,
+        'content-type': 'text/plain',
+        origin: 'https://evil.example',
+        'sec-fetch-site': 'cross-site',
+      },
       body: '{"dollars":5}',
     });
     expect(form.status).toBe(403);
@@ -199,12 +223,21 @@ describe.each(ENGINES)('the account dashboard on %s', (engine) => {
     // The platform API answers no preflight: a cross-site page cannot even ask to send the header.
     const preflight = await fetch(`${coordinator.url}/platform/keys`, {
       method: 'OPTIONS',
-      headers: { origin: 'https://evil.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'x-arclight-csrf' },
+      headers: {
+        origin: 'https://evil.example',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'x-arclight-csrf',
+      },
     });
     expect(preflight.headers.get('access-control-allow-origin')).toBeNull();
 
     // The same request, same-origin with the header: made.
-    const made = await call('POST', '/platform/keys', { ...mine, origin: new URL(coordinator.url).origin, headers: { 'sec-fetch-site': 'same-origin' } }, { name: 'from the dashboard' });
+    const made = await call(
+      'POST',
+      '/platform/keys',
+      { ...mine, origin: new URL(coordinator.url).origin, headers: { 'sec-fetch-site': 'same-origin' } },
+      { name: 'from the dashboard' },
+    );
     expect(made.status).toBe(201);
     expect(made.body).toMatchObject({ name: 'from the dashboard', key: expect.stringMatching(/^rk_/), current: false });
 
@@ -213,7 +246,12 @@ describe.each(ENGINES)('the account dashboard on %s', (engine) => {
     expect(crossSignIn.status).toBe(403);
     expect(crossSignIn.body.code).toBe('csrf_check_failed');
     expect(cookieOf(crossSignIn.headers)).toBeUndefined();
-    const formSignIn = await call('POST', '/platform/dashboard/sign-in', { headers: { 'content-type': 'application/x-www-form-urlencoded' } }, `api_key=${beta.key}`);
+    const formSignIn = await call(
+      'POST',
+      '/platform/dashboard/sign-in',
+      { headers: { 'content-type': 'application/x-www-form-urlencoded' } },
+      `api_key=${beta.key}`,
+    );
     expect(formSignIn.status).toBe(400);
     expect(formSignIn.body.field).toBe('Content-Type');
   });
@@ -236,7 +274,12 @@ describe.each(ENGINES)('the account dashboard on %s', (engine) => {
     const mixed = await call('GET', '/platform/balance', { cookie: mine.cookie, headers: { authorization: `Bearer ${scoped}` } });
     expect(mixed.status).toBe(403);
     expect(mixed.body.code).toBe('forbidden');
-    const mixedChange = await call('POST', '/platform/purchases', { ...mine, headers: { authorization: `Bearer ${scoped}` } }, { dollars: 5 });
+    const mixedChange = await call(
+      'POST',
+      '/platform/purchases',
+      { ...mine, headers: { authorization: `Bearer ${scoped}` } },
+      { dollars: 5 },
+    );
     expect(mixedChange.status).toBe(403);
     expect((await coordinator.purchases.list(gamma.id)).purchases).toEqual([]);
   });
@@ -283,24 +326,34 @@ describe.each(ENGINES)('the account dashboard on %s', (engine) => {
       expect((await signIn({ api_key: delta.key })).status).toBe(401);
       // Housekeeping tidies what ended.
       await coordinator.housekeeping();
-      const left = await coordinator.storage.db.selectFrom('dashboard_sessions').select('id_hash').where('account_id', '=', delta.id).execute();
+      const left = await coordinator.storage.db
+        .selectFrom('dashboard_sessions')
+        .select('id_hash')
+        .where('account_id', '=', delta.id)
+        .execute();
       expect(left).toHaveLength(1);
     } finally {
       now = start;
     }
   });
 
-  it('signs in with an operator\'s link: once, within 15 minutes, stored hashed (arclight admin dashboard-link)', async () => {
+  it("signs in with an operator's link: once, within 15 minutes, stored hashed (arclight admin dashboard-link)", async () => {
     const epsilon = await customer('Epsilon');
     const start = now;
     try {
       now = Date.now();
       const issued = await cli('dashboard-link', epsilon.id, '--base-url', 'https://api.example.com/');
       expect(issued.code).toBe(0);
-      expect(issued.out).toMatchObject({ account_id: epsilon.id, url: expect.stringMatching(/^https:\/\/api\.example\.com\/dashboard\/#link=dl_[A-Za-z0-9_-]{43}$/), single_use: true });
+      expect(issued.out).toMatchObject({
+        account_id: epsilon.id,
+        url: expect.stringMatching(/^https:\/\/api\.example\.com\/dashboard\/#link=dl_[A-Za-z0-9_-]{43}$/),
+        single_use: true,
+      });
       expect(issued.out.expires_at).toBeGreaterThan(now + SIGN_IN_LINK_MS - 60_000);
       const token = /#link=(.+)$/.exec(issued.out.url as string)![1]!;
-      expect(await coordinator.storage.db.selectFrom('dashboard_links').select('token_hash').where('token_hash', '=', token).execute()).toEqual([]);
+      expect(
+        await coordinator.storage.db.selectFrom('dashboard_links').select('token_hash').where('token_hash', '=', token).execute(),
+      ).toEqual([]);
 
       const [first, second] = await Promise.all([signIn({ link: token }), signIn({ link: token })]);
       const statuses = [first.status, second.status].sort();
@@ -319,7 +372,8 @@ describe.each(ENGINES)('the account dashboard on %s', (engine) => {
       const expired = await signIn({ link: /#link=(.+)$/.exec(late.out.url as string)![1] });
       expect(expired.status).toBe(401);
       expect(expired.body.code).toBe('sign_in_link_invalid');
-      for (const bad of ['dl_nope', 'x'.repeat(300), 'ds_' + 'A'.repeat(43)]) expect((await signIn({ link: bad })).body.code).toBe('sign_in_link_invalid');
+      for (const bad of ['dl_nope', 'x'.repeat(300), 'ds_' + 'A'.repeat(43)])
+        expect((await signIn({ link: bad })).body.code).toBe('sign_in_link_invalid');
       expect((await cli('dashboard-link', 'no-such-account')).code).toBe(1);
       expect((await cli('dashboard-link', epsilon.id, '--base-url', 'https://x.example/path')).code).toBe(2);
     } finally {
@@ -354,12 +408,22 @@ describe.each(ENGINES)('the account dashboard on %s', (engine) => {
     expectRefused(await call('POST', '/platform/purchases', mine, {}), 400, 'invalid_request', '/dollars');
     expectRefused(await call('POST', '/platform/purchases', mine, { dollars: 10, cents: 5 }), 400, 'invalid_request', '/cents');
     expectRefused(await call('POST', '/platform/purchases', mine, '{"dollars": 10'), 400, 'invalid_json');
-    expectRefused(await call('POST', '/platform/purchases', { ...mine, headers: { 'idempotency-key': 'has space' } }, { dollars: 10 }), 400, 'invalid_request', 'Idempotency-Key');
+    expectRefused(
+      await call('POST', '/platform/purchases', { ...mine, headers: { 'idempotency-key': 'has space' } }, { dollars: 10 }),
+      400,
+      'invalid_request',
+      'Idempotency-Key',
+    );
     const declined = await call('POST', '/platform/purchases', mine, { dollars: provider.declineDollars });
     expectRefused(declined, 402, 'payment_failed');
     expect((await coordinator.ledger.balance(zeta.id)).credits).toBe(100_000);
-    const purchases = (await call('GET', '/platform/purchases', { cookie: mine.cookie })).body.purchases as { status: string; grant_id: string | null }[];
-    expect(purchases).toEqual([expect.objectContaining({ status: 'failed', grant_id: null, failure: expect.stringContaining('declined') })]);
+    const purchases = (await call('GET', '/platform/purchases', { cookie: mine.cookie })).body.purchases as {
+      status: string;
+      grant_id: string | null;
+    }[];
+    expect(purchases).toEqual([
+      expect.objectContaining({ status: 'failed', grant_id: null, failure: expect.stringContaining('declined') }),
+    ]);
     expect(provider.checkouts.filter((c) => c.accountId === zeta.id)).toHaveLength(1); // only the declined one reached the provider
 
     // Automatic top-up.
@@ -379,7 +443,8 @@ describe.each(ENGINES)('the account dashboard on %s', (engine) => {
     expect((await coordinator.purchases.autoTopup(zeta.id)).enabled).toBe(false);
 
     // Keys.
-    for (const name of ['', '   ', 'x'.repeat(65), 'tab\there', 42]) expectRefused(await call('POST', '/platform/keys', mine, { name }), 400, 'invalid_request', '/name');
+    for (const name of ['', '   ', 'x'.repeat(65), 'tab\there', 42])
+      expectRefused(await call('POST', '/platform/keys', mine, { name }), 400, 'invalid_request', '/name');
     expectRefused(await call('POST', '/platform/keys', mine, { label: 'x' }), 400, 'invalid_request', '/label');
     expectRefused(await call('POST', `/platform/keys/${zeta.keyId}/rotate`, mine, { name: 'x' }), 400, 'invalid_request', '/name');
     expectRefused(await call('POST', '/platform/keys/no-such-key/rotate', mine), 404, 'api_key_not_found');
@@ -401,7 +466,7 @@ describe.each(ENGINES)('the account dashboard on %s', (engine) => {
     expect((await coordinator.purchases.list(zeta.id)).purchases).toHaveLength(1);
   });
 
-  it('buys credits, sets automatic top-up and ends a session with the cookie; other accounts\' sessions are not found', async () => {
+  it("buys credits, sets automatic top-up and ends a session with the cookie; other accounts' sessions are not found", async () => {
     const eta = await customer('Eta');
     const theta = await customer('Theta');
     const mine = await session(eta.key);
@@ -419,14 +484,21 @@ describe.each(ENGINES)('the account dashboard on %s', (engine) => {
       body: JSON.stringify({ model: { name: 'pattern' } }),
     });
     const sessionId = ((await created.json()) as { session_id: string }).session_id;
-    expect((await call('GET', '/platform/sessions', { cookie: mine.cookie })).body.sessions.map((s: { session_id: string }) => s.session_id)).toEqual([sessionId]);
+    expect(
+      (await call('GET', '/platform/sessions', { cookie: mine.cookie })).body.sessions.map((s: { session_id: string }) => s.session_id),
+    ).toEqual([sessionId]);
     // Another account's dashboard cannot see or end it.
     const theirs = await session(theta.key);
     expect((await call('DELETE', `/platform/sessions/${sessionId}`, theirs)).body.code).toBe('session_not_found');
     expect((await call('DELETE', `/platform/sessions/${sessionId}`, mine, { reason: 'x'.repeat(257) })).body.field).toBe('/reason');
     const ended = await call('DELETE', `/platform/sessions/${sessionId}`, mine);
     expect(ended.status).toBe(200);
-    expect(ended.body).toMatchObject({ session_id: sessionId, model: 'pattern', status: 'ended', end_reason: expect.stringContaining('dashboard') });
+    expect(ended.body).toMatchObject({
+      session_id: sessionId,
+      model: 'pattern',
+      status: 'ended',
+      end_reason: expect.stringContaining('dashboard'),
+    });
     expect((await coordinator.sessions.get(sessionId))?.status).toBe('ended');
     // Idempotent; and the API key may do the same from a server.
     expect((await call('DELETE', `/platform/sessions/${sessionId}`, mine)).status).toBe(200);
@@ -443,7 +515,15 @@ describe.each(ENGINES)('the account dashboard on %s', (engine) => {
     const mine = await session(iota.key);
     const listed = await call('GET', '/platform/purchases', { cookie: mine.cookie });
     expect(listed.body.purchases).toEqual([
-      expect.objectContaining({ id: bought.out.purchase_id, kind: 'operator', provider: 'operator', status: 'confirmed', dollars: 7, credits: 70_000, grant_id: bought.out.id }),
+      expect.objectContaining({
+        id: bought.out.purchase_id,
+        kind: 'operator',
+        provider: 'operator',
+        status: 'confirmed',
+        dollars: 7,
+        credits: 70_000,
+        grant_id: bought.out.id,
+      }),
     ]);
     expect((await cli('buy-credits', iota.id, '0')).code).toBe(2);
     expect((await cli('buy-credits', iota.id, '1001')).code).toBe(1);

@@ -110,6 +110,9 @@ describe.each(ENGINES)('draining a hosted runtime on %s', (engine) => {
     expect(session.status).toBe('ended');
     expect(session.ended_at! - signalledAt).toBeGreaterThanOrEqual(DRAIN_SECONDS * 1000 - 500);
     await client.disconnect().catch(() => undefined);
-    await fetch(`${stack.coordinator.url}/sessions/${waiting.session_id}`, { method: 'DELETE', headers: { authorization: `Bearer ${stack.key}` } });
+    await fetch(`${stack.coordinator.url}/sessions/${waiting.session_id}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${stack.key}` },
+    });
   }, 120_000);
 });

@@ -47,20 +47,44 @@ describe('housekeeping on three replicas over PostgreSQL', () => {
     const { key } = await seed.apiKeys.create(account.id);
     const ports = [await freePort(), await freePort(), await freePort()];
     replicas = await Promise.all(
-      ports.map((port) => startCoordinatorProcess({ database, port, runtimeSecret: SECRET, extraArgs: ['--meter-flush-ms', String(FLUSH_MS), '--heartbeat-ms', '1000'] })),
+      ports.map((port) =>
+        startCoordinatorProcess({
+          database,
+          port,
+          runtimeSecret: SECRET,
+          extraArgs: ['--meter-flush-ms', String(FLUSH_MS), '--heartbeat-ms', '1000'],
+        }),
+      ),
     );
     const live = () => replicas.filter((r) => r.child.exitCode === null && r.child.signalCode === null).map((r) => r.url);
-    runtime = new StubRuntime({ id: 'gpu-a', replicas: live, secret: SECRET, slots: SESSIONS, observed: newObservations(), reportReady: true });
+    runtime = new StubRuntime({
+      id: 'gpu-a',
+      replicas: live,
+      secret: SECRET,
+      slots: SESSIONS,
+      observed: newObservations(),
+      reportReady: true,
+    });
     await runtime.start();
-    const { token } = (await (await fetch(`${replicas[0]!.url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': key } })).json()) as { token: string };
+    const { token } = (await (
+      await fetch(`${replicas[0]!.url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': key } })
+    ).json()) as { token: string };
     for (let i = 0; i < SESSIONS; i++) {
-      const created = await fetch(`${replicas[i]!.url}/sessions`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: { name: 'pattern' } }) });
+      const created = await fetch(`${replicas[i]!.url}/sessions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: { name: 'pattern' } }),
+      });
       expect(created.status).toBe(200);
     }
     const db = seed.storage.db;
     const sessions = () => db.selectFrom('sessions').selectAll().orderBy('created_at').execute();
     const lease = () => db.selectFrom('leases').selectAll().where('name', '=', HOUSEKEEPING_LEASE).executeTakeFirstOrThrow();
-    await waitUntil(async () => (await sessions()).every((s) => s.status === 'ready' && Number(s.billed_seconds) >= 1), 30_000, 'every session ready and billed');
+    await waitUntil(
+      async () => (await sessions()).every((s) => s.status === 'ready' && Number(s.billed_seconds) >= 1),
+      30_000,
+      'every session ready and billed',
+    );
 
     // One holder; only it writes ticks.
     const before = await lease();
@@ -84,7 +108,11 @@ describe('housekeeping on three replicas over PostgreSQL', () => {
     // Never taken while the dead holder's last renewal was still valid.
     expect(Number(after.acquired_at)).toBeGreaterThanOrEqual(Number(lastRenewal));
     // Billing goes on under the new holder.
-    await waitUntil(async () => (await sessions()).every((s, i) => Number(s.billed_seconds) >= billedAtKill[i]! + 2), 30_000, 'billing to go on after the takeover');
+    await waitUntil(
+      async () => (await sessions()).every((s, i) => Number(s.billed_seconds) >= billedAtKill[i]! + 2),
+      30_000,
+      'billing to go on after the takeover',
+    );
 
     // End them through a live replica; the final charge happens at once.
     for (const session of await sessions()) {

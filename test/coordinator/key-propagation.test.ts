@@ -37,7 +37,10 @@ const REFRESH_MS = 500;
 const DEADLINE_MS = 20_000;
 
 /** `arclight admin …` in this process (coordinator/cli.ts's main, as bin/arclight.js runs it), its JSON output. */
-async function admin(database: string, ...args: string[]): Promise<{ code: number; json: Record<string, any> | undefined; stderr: string }> {
+async function admin(
+  database: string,
+  ...args: string[]
+): Promise<{ code: number; json: Record<string, any> | undefined; stderr: string }> {
   let stdout = '';
   let stderr = '';
   const write = { out: process.stdout.write.bind(process.stdout), err: process.stderr.write.bind(process.stderr) };
@@ -53,14 +56,29 @@ async function admin(database: string, ...args: string[]): Promise<{ code: numbe
 }
 
 /** `arclight coordinator` that is expected to refuse to start: its exit code and stderr. */
-async function refusedStart(database: string, env: Record<string, string | undefined>, extraArgs: readonly string[] = []): Promise<{ code: number | null; stderr: string }> {
+async function refusedStart(
+  database: string,
+  env: Record<string, string | undefined>,
+  extraArgs: readonly string[] = [],
+): Promise<{ code: number | null; stderr: string }> {
   const childEnv: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('VITEST') && k !== 'DATABASE_URL') childEnv[k] = v;
   for (const [k, v] of Object.entries(env)) {
     if (v === undefined) delete childEnv[k];
     else childEnv[k] = v;
   }
-  const args = ['--conditions=source', '--import', 'tsx', 'bin/arclight.js', 'coordinator', '--port', '0', '--database', database, ...extraArgs];
+  const args = [
+    '--conditions=source',
+    '--import',
+    'tsx',
+    'bin/arclight.js',
+    'coordinator',
+    '--port',
+    '0',
+    '--database',
+    database,
+    ...extraArgs,
+  ];
   const child = spawn(process.execPath, args, { cwd: ROOT, env: childEnv, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
@@ -95,7 +113,9 @@ describe.each(ENGINES)('keys that propagate between coordinator processes on %s'
     const flags = ['--signing-key-refresh-ms', String(REFRESH_MS)];
     [a, b] = await Promise.all([
       freePort().then((port) => startCoordinatorProcess({ database, port, extraArgs: flags })),
-      freePort().then((port) => startCoordinatorProcess({ database, port, extraArgs: [...flags, '--signing-key-secret-file', secretFile] })),
+      freePort().then((port) =>
+        startCoordinatorProcess({ database, port, extraArgs: [...flags, '--signing-key-secret-file', secretFile] }),
+      ),
     ]);
   }, 90_000);
   afterAll(async () => {
@@ -105,7 +125,11 @@ describe.each(ENGINES)('keys that propagate between coordinator processes on %s'
 
   const mint = async (replica: CoordinatorProcess, key: string, scoped = false): Promise<string> => {
     const body = scoped ? { authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } } }] } : {};
-    const response = await fetch(`${replica.url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': key, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const response = await fetch(`${replica.url}/tokens`, {
+      method: 'POST',
+      headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     expect(response.status).toBe(200);
     return ((await response.json()) as { token: string }).token;
   };
@@ -131,9 +155,16 @@ describe.each(ENGINES)('keys that propagate between coordinator processes on %s'
     expect((await call(b, 'GET', '/platform/models', routine)).status).toBe(200);
 
     expect((await call(a, 'POST', `/platform/keys/${keys.routine.id}/rotate`, keys.spare.key)).status).toBe(201);
-    expect((await call(a, 'DELETE', `/platform/keys/${keys.leaked.id}`, keys.spare.key)).body).toMatchObject({ id: keys.leaked.id, status: 'revoked' });
+    expect((await call(a, 'DELETE', `/platform/keys/${keys.leaked.id}`, keys.spare.key)).body).toMatchObject({
+      id: keys.leaked.id,
+      status: 'revoked',
+    });
 
-    await waitUntil(async () => (await call(b, 'GET', `/sessions/${sessionId}`, leakedScoped)).status === 401, DEADLINE_MS, 'B to refuse the revoked key’s session token');
+    await waitUntil(
+      async () => (await call(b, 'GET', `/sessions/${sessionId}`, leakedScoped)).status === 401,
+      DEADLINE_MS,
+      'B to refuse the revoked key’s session token',
+    );
     for (const token of [leakedScoped, leakedUnscoped]) {
       for (const replica of [a, b]) {
         const answer = await call(replica, 'GET', token === leakedScoped ? `/sessions/${sessionId}` : '/platform/models', token);
@@ -168,12 +199,19 @@ describe.each(ENGINES)('keys that propagate between coordinator processes on %s'
     expect(retired.code, retired.stderr).toBe(0);
     expect(retired.json).toMatchObject({ kid: oldKid, retired: true });
     for (const replica of [a, b]) {
-      await waitUntil(async () => (await call(replica, 'GET', '/platform/models', before)).status === 401, DEADLINE_MS, 'the replica to refuse the retired key');
+      await waitUntil(
+        async () => (await call(replica, 'GET', '/platform/models', before)).status === 401,
+        DEADLINE_MS,
+        'the replica to refuse the retired key',
+      );
       expect((await call(replica, 'GET', '/platform/models', fromA)).status).toBe(200);
       const jwks = (await (await fetch(`${replica.url}/.well-known/jwks.json`)).json()) as { keys: Array<{ kid: string }> };
       expect(jwks.keys.map((k) => k.kid)).toEqual([newKid]);
     }
-    expect((await admin(database, 'list-signing-keys')).json).toEqual({ keys: [expect.objectContaining({ kid: newKid, current: true, superseded_at: null })], encrypted: true });
+    expect((await admin(database, 'list-signing-keys')).json).toEqual({
+      keys: [expect.objectContaining({ kid: newKid, current: true, superseded_at: null })],
+      encrypted: true,
+    });
   }, 90_000);
 
   it('keeps the private signing keys encrypted in the database: no private JWK member', async () => {

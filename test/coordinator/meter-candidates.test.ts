@@ -18,7 +18,13 @@ describe.each(ENGINES)('meter candidates on %s', (engine) => {
   let now = START;
 
   beforeAll(async () => {
-    coordinator = await startCoordinator({ database: await freshDatabase(engine), port: 0, now: () => now, meterFlushMs: 0, signupCredits: 0 });
+    coordinator = await startCoordinator({
+      database: await freshDatabase(engine),
+      port: 0,
+      now: () => now,
+      meterFlushMs: 0,
+      signupCredits: 0,
+    });
     await coordinator.catalog.add('pattern', 5);
   });
   afterAll(async () => coordinator?.close());
@@ -37,7 +43,10 @@ describe.each(ENGINES)('meter candidates on %s', (engine) => {
     const { session_id: sessionId } = (await created.json()) as { session_id: string };
     await coordinator.sessions.markReady(sessionId);
     now = START + 10_900;
-    const ended = await fetch(`${coordinator.url}/sessions/${sessionId}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } });
+    const ended = await fetch(`${coordinator.url}/sessions/${sessionId}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${key}` },
+    });
     expect(ended.status).toBe(200);
     expect((await coordinator.sessions.get(sessionId))?.billed_seconds).toBe(10);
     // A flush locks (and charges) the accounts of its candidates: this one is not among them any more.

@@ -23,7 +23,13 @@ describe.each(ENGINES)('meter and runtime heartbeats on %s', (engine) => {
   let modelId = '';
 
   beforeAll(async () => {
-    coordinator = await startCoordinator({ database: await freshDatabase(engine), port: 0, now: () => now, meterFlushMs: 0, heartbeatIntervalMs: HEARTBEAT_MS });
+    coordinator = await startCoordinator({
+      database: await freshDatabase(engine),
+      port: 0,
+      now: () => now,
+      meterFlushMs: 0,
+      heartbeatIntervalMs: HEARTBEAT_MS,
+    });
     modelId = (await coordinator.catalog.add('pattern', RATE)).id;
   });
   afterAll(async () => coordinator?.close());
@@ -48,7 +54,13 @@ describe.each(ENGINES)('meter and runtime heartbeats on %s', (engine) => {
     const sessionId = ((await created.json()) as { session_id: string }).session_id;
     // Registered after the session was created, so POST /sessions placed nothing on it (the URL
     // is never called); the assignment is written as placement would.
-    await coordinator.registry.register({ id: runtimeId, url: 'http://127.0.0.1:9', modelId, slots: 1, capabilities: { protocol_version: '1.0', tracks: [] } });
+    await coordinator.registry.register({
+      id: runtimeId,
+      url: 'http://127.0.0.1:9',
+      modelId,
+      slots: 1,
+      capabilities: { protocol_version: '1.0', tracks: [] },
+    });
     await coordinator.storage.db.updateTable('sessions').set({ runtime_id: runtimeId }).where('id', '=', sessionId).execute();
     await coordinator.sessions.markReady(sessionId);
     return { sessionId, accountId: account.id, readyAt: now };
@@ -57,9 +69,10 @@ describe.each(ENGINES)('meter and runtime heartbeats on %s', (engine) => {
     const ticks = await coordinator.storage.db.selectFrom('meter_ticks').select('seconds').where('session_id', '=', sessionId).execute();
     return ticks.reduce((sum, tick) => sum + Number(tick.seconds), 0);
   };
-  const row = (sessionId: string) => coordinator.storage.db.selectFrom('sessions').selectAll().where('id', '=', sessionId).executeTakeFirstOrThrow();
+  const row = (sessionId: string) =>
+    coordinator.storage.db.selectFrom('sessions').selectAll().where('id', '=', sessionId).executeTakeFirstOrThrow();
 
-  it('bills a running session up to its runtime\'s last heartbeat, and catches up at the next one', async () => {
+  it("bills a running session up to its runtime's last heartbeat, and catches up at the next one", async () => {
     now = START;
     const { sessionId, readyAt } = await readySessionOn(`alive-${engine}`);
     now = readyAt + 4_000;

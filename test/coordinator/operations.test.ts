@@ -63,7 +63,6 @@ describe.each(ENGINES)('coordinator health and metrics on %s', (engine) => {
     expect(sample(text, 'arclight_coordinator_process_resident_memory_bytes')).toBeGreaterThan(0);
     expect(sample(text, 'arclight_coordinator_nodejs_heap_size_used_bytes')).toBeGreaterThan(0);
   });
-
 });
 
 // PostgreSQL only: a database server can go away under a running coordinator; an open SQLite file cannot.

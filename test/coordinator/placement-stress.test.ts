@@ -51,7 +51,14 @@ describe.each(ENGINES)('placement on %s: three replicas, six runtimes, 500 sessi
     for (let i = 0; i < REPLICAS; i++) ports.push(await freePort());
     replicas.push(
       ...(await Promise.all(
-        ports.map((port) => startCoordinatorProcess({ database, port, runtimeSecret: SECRET, extraArgs: ['--meter-flush-ms', '200', '--heartbeat-ms', '1000'] })),
+        ports.map((port) =>
+          startCoordinatorProcess({
+            database,
+            port,
+            runtimeSecret: SECRET,
+            extraArgs: ['--meter-flush-ms', '200', '--heartbeat-ms', '1000'],
+          }),
+        ),
       )),
     );
     const urls = replicas.map((r) => r.url);
@@ -60,7 +67,15 @@ describe.each(ENGINES)('placement on %s: three replicas, six runtimes, 500 sessi
     const observed = newObservations();
     for (let i = 0; i < RUNTIMES; i++) {
       // Three quarters of its sessions end here after a short life; the rest wait for their client.
-      const runtime = new StubRuntime({ id: `stub-${i}`, replicas: () => urls, secret: SECRET, slots: SLOTS, observed, selfEndShare: 0.75, lifeMs: [20, 250] });
+      const runtime = new StubRuntime({
+        id: `stub-${i}`,
+        replicas: () => urls,
+        secret: SECRET,
+        slots: SLOTS,
+        observed,
+        selfEndShare: 0.75,
+        lifeMs: [20, 250],
+      });
       runtimes.push(runtime);
       await runtime.start();
     }
@@ -82,7 +97,10 @@ describe.each(ENGINES)('placement on %s: three replicas, six runtimes, 500 sessi
         created.push(sessionId);
         if (Math.random() < 0.25) {
           await sleep(between(0, 200));
-          const ended = await fetch(`${pick(urls)}/sessions/${sessionId}`, { method: 'DELETE', headers: { authorization: `Bearer ${token}` } });
+          const ended = await fetch(`${pick(urls)}/sessions/${sessionId}`, {
+            method: 'DELETE',
+            headers: { authorization: `Bearer ${token}` },
+          });
           await ended.arrayBuffer();
         }
       }
@@ -93,8 +111,7 @@ describe.each(ENGINES)('placement on %s: three replicas, six runtimes, 500 sessi
     // DELETE, which only a quarter send) would hold slots for good: end every session still open
     // once all were created, as their clients would in the end, and let placement drain the rest.
     const db = seed.storage.db;
-    const openSessions = async () =>
-      (await db.selectFrom('sessions').select(['id', 'runtime_id']).where('status', '!=', 'ended').execute());
+    const openSessions = async () => await db.selectFrom('sessions').select(['id', 'runtime_id']).where('status', '!=', 'ended').execute();
     const deadline = Date.now() + 240_000;
     for (;;) {
       const open = await openSessions();
@@ -102,7 +119,9 @@ describe.each(ENGINES)('placement on %s: three replicas, six runtimes, 500 sessi
       if (Date.now() > deadline) throw new Error(`${open.length} sessions still open after 240 s`);
       // Placed sessions the runtime keeps: their client ends them.
       for (const session of open.filter((s) => s.runtime_id !== null)) {
-        await (await fetch(`${pick(urls)}/sessions/${session.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${token}` } })).arrayBuffer();
+        await (
+          await fetch(`${pick(urls)}/sessions/${session.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${token}` } })
+        ).arrayBuffer();
       }
       await sleep(500);
     }

@@ -30,14 +30,18 @@ describe.each(ENGINES)('platform keys and usage on %s', (engine) => {
   const call = async (method: string, path: string, credential?: string, body?: unknown): Promise<Answer> => {
     const response = await fetch(`${coordinator.url}${path}`, {
       method,
-      headers: { ...(credential ? { authorization: `Bearer ${credential}` } : {}), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      headers: {
+        ...(credential ? { authorization: `Bearer ${credential}` } : {}),
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
       ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
     });
     return { status: response.status, body: (await response.json()) as Record<string, any>, headers: response.headers };
   };
   const list = (credential: string) => call('GET', '/platform/keys', credential);
   const create = (credential: string, body?: unknown) => call('POST', '/platform/keys', credential, body);
-  const rotate = (credential: string, id: string, body?: unknown) => call('POST', `/platform/keys/${encodeURIComponent(id)}/rotate`, credential, body);
+  const rotate = (credential: string, id: string, body?: unknown) =>
+    call('POST', `/platform/keys/${encodeURIComponent(id)}/rotate`, credential, body);
   const revoke = (credential: string, id: string) => call('DELETE', `/platform/keys/${encodeURIComponent(id)}`, credential);
 
   /** POST /tokens with `key`: unscoped without `models`, else scoped to them. */
@@ -45,7 +49,11 @@ describe.each(ENGINES)('platform keys and usage on %s', (engine) => {
     fetch(`${coordinator.url}/tokens`, {
       method: 'POST',
       headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
-      body: JSON.stringify(models ? { authorization_details: [{ type: 'session', resources: { models: { match: models } }, constraints: { max_sessions: 50 } }] } : {}),
+      body: JSON.stringify(
+        models
+          ? { authorization_details: [{ type: 'session', resources: { models: { match: models } }, constraints: { max_sessions: 50 } }] }
+          : {},
+      ),
     });
   const mint = async (key: string, models?: readonly string[]) => {
     const response = await mintRaw(key, models);
@@ -68,7 +76,8 @@ describe.each(ENGINES)('platform keys and usage on %s', (engine) => {
     expect(response.status).toBe(200);
     return ((await response.json()) as { session_id: string }).session_id;
   };
-  const activeKeys = async (accountId: string) => (await coordinator.apiKeys.list(accountId)).filter((k) => k.revokedAt === null).map((k) => k.id);
+  const activeKeys = async (accountId: string) =>
+    (await coordinator.apiKeys.list(accountId)).filter((k) => k.revokedAt === null).map((k) => k.id);
 
   beforeAll(async () => {
     database = await freshDatabase(engine);
@@ -82,7 +91,18 @@ describe.each(ENGINES)('platform keys and usage on %s', (engine) => {
     const listed = await list(acme.key);
     expect(listed.status).toBe(200);
     expect(listed.body).toEqual({
-      keys: [{ id: acme.keyId, name: null, prefix: acme.key.slice(0, 10), status: 'active', created_at: START, revoked_at: null, tokens_revoked_at: null, current: true }],
+      keys: [
+        {
+          id: acme.keyId,
+          name: null,
+          prefix: acme.key.slice(0, 10),
+          status: 'active',
+          created_at: START,
+          revoked_at: null,
+          tokens_revoked_at: null,
+          current: true,
+        },
+      ],
     });
 
     now = START + 1_000;
@@ -111,7 +131,13 @@ describe.each(ENGINES)('platform keys and usage on %s', (engine) => {
     expect(rotated.status).toBe(201);
     expect(rotated.headers.get('cache-control')).toBe('no-store');
     // The CLI's rotation: a new key (new id and secret) for the same account — and name — and the old one revoked at once.
-    expect(rotated.body).toMatchObject({ name: 'staging', status: 'active', created_at: START + 2_000, replaces: staging.id, current: false });
+    expect(rotated.body).toMatchObject({
+      name: 'staging',
+      status: 'active',
+      created_at: START + 2_000,
+      replaces: staging.id,
+      current: false,
+    });
     expect(rotated.body.id).not.toBe(staging.id);
     expect((await mintRaw(staging.key)).status).toBe(401);
     expect((await mintRaw(rotated.body.key)).status).toBe(200);
@@ -133,7 +159,16 @@ describe.each(ENGINES)('platform keys and usage on %s', (engine) => {
     now = START + 3_000;
     const revoked = await revoke(acme.key, rotated.body.id);
     expect(revoked.status).toBe(200);
-    expect(revoked.body).toEqual({ id: rotated.body.id, name: 'staging', prefix: rotated.body.prefix, status: 'revoked', created_at: START + 2_000, revoked_at: START + 3_000, tokens_revoked_at: START + 3_000, current: false });
+    expect(revoked.body).toEqual({
+      id: rotated.body.id,
+      name: 'staging',
+      prefix: rotated.body.prefix,
+      status: 'revoked',
+      created_at: START + 2_000,
+      revoked_at: START + 3_000,
+      tokens_revoked_at: START + 3_000,
+      current: false,
+    });
     // A revoked key's POST /tokens fails 401, as does every use of it.
     expect((await mintRaw(rotated.body.key)).status).toBe(401);
     expect((await list(rotated.body.key)).status).toBe(401);
@@ -186,7 +221,7 @@ describe.each(ENGINES)('platform keys and usage on %s', (engine) => {
       expect(answer.body.code).toBe('unauthorized');
     }
     expect(await activeKeys(gamma.id)).toEqual([gamma.keyId]);
-    expect((await coordinator.apiKeys.list(gamma.id))).toHaveLength(1);
+    expect(await coordinator.apiKeys.list(gamma.id)).toHaveLength(1);
   });
 
   it("answers another account's key id exactly like an unknown id (404 api_key_not_found), and changes nothing", async () => {
@@ -194,7 +229,11 @@ describe.each(ENGINES)('platform keys and usage on %s', (engine) => {
     const theirs = await customer('Theirs');
     const { key: theirSecond, record: theirSecondRecord } = await coordinator.apiKeys.create(theirs.id);
     const unknown = randomUUID();
-    const answers = async (id: string) => ({ rotate: await rotate(mine.key, id), revoke: await revoke(mine.key, id), usage: await call('GET', `/platform/usage?key_id=${encodeURIComponent(id)}`, mine.key) });
+    const answers = async (id: string) => ({
+      rotate: await rotate(mine.key, id),
+      revoke: await revoke(mine.key, id),
+      usage: await call('GET', `/platform/usage?key_id=${encodeURIComponent(id)}`, mine.key),
+    });
     const foreign = await answers(theirSecondRecord.id);
     const missing = await answers(unknown);
     for (const [what, answer] of Object.entries(foreign)) {
@@ -202,7 +241,9 @@ describe.each(ENGINES)('platform keys and usage on %s', (engine) => {
       expect(answer.status, what).toBe(404);
       expect(answer.body.code, what).toBe('api_key_not_found');
       // The same body but for the id itself.
-      expect(JSON.stringify(answer.body).replaceAll(theirSecondRecord.id, '<id>'), what).toBe(JSON.stringify(twin.body).replaceAll(unknown, '<id>'));
+      expect(JSON.stringify(answer.body).replaceAll(theirSecondRecord.id, '<id>'), what).toBe(
+        JSON.stringify(twin.body).replaceAll(unknown, '<id>'),
+      );
     }
     expect((await revoke(mine.key, 'x'.repeat(500))).body.code).toBe('api_key_not_found');
     expect((await rotate(mine.key, "1' or '1'='1")).body.code).toBe('api_key_not_found');
@@ -233,7 +274,9 @@ describe.each(ENGINES)('platform keys and usage on %s', (engine) => {
     expect(self.status).toBe(200);
     expect(self.body).toMatchObject({ id: rotated.body.id, status: 'revoked', current: true });
     expect((await list(successor)).status).toBe(401);
-    expect((await list(second.body.key)).body.keys.filter((k: { status: string }) => k.status === 'active').map((k: { id: string }) => k.id)).toEqual([second.body.id]);
+    expect(
+      (await list(second.body.key)).body.keys.filter((k: { status: string }) => k.status === 'active').map((k: { id: string }) => k.id),
+    ).toEqual([second.body.id]);
     expect((await revoke(second.body.key, second.body.id)).body.code).toBe('last_api_key');
   });
 
@@ -278,9 +321,16 @@ describe.each(ENGINES)('platform keys and usage on %s', (engine) => {
     const sessionId = await createSession(sessionToken);
     const revoked = await revoke(spare.body.key, iota.keyId);
     expect(revoked.body).toMatchObject({ id: iota.keyId, status: 'revoked' });
-    for (const answer of [await call('GET', '/platform/balance', token), await call('GET', `/sessions/${sessionId}`, sessionToken), await call('GET', `/sessions/${sessionId}`, token)]) {
+    for (const answer of [
+      await call('GET', '/platform/balance', token),
+      await call('GET', `/sessions/${sessionId}`, sessionToken),
+      await call('GET', `/sessions/${sessionId}`, token),
+    ]) {
       expect(answer.status).toBe(401);
-      expect(answer.body).toEqual({ code: 'token_revoked', message: expect.stringMatching(/has been revoked; mint a new token with an active key/) });
+      expect(answer.body).toEqual({
+        code: 'token_revoked',
+        message: expect.stringMatching(/has been revoked; mint a new token with an active key/),
+      });
     }
     // The session itself goes on: only the tokens are dead (the account's other key reaches it).
     expect((await call('GET', `/sessions/${sessionId}`, spare.body.key)).status).toBe(202);
@@ -413,7 +463,11 @@ describe.each(ENGINES)('platform keys and usage on %s', (engine) => {
       end_reason: 'bulk',
       max_duration_seconds: 1200,
     }));
-    for (let i = 0; i < rows.length; i += 100) await coordinator.storage.db.insertInto('sessions').values(rows.slice(i, i + 100)).execute();
+    for (let i = 0; i < rows.length; i += 100)
+      await coordinator.storage.db
+        .insertInto('sessions')
+        .values(rows.slice(i, i + 100))
+        .execute();
     const cut = await call('GET', `/platform/usage?since=${START}`, theta.key);
     expect(cut.body.sessions).toHaveLength(MAX_USAGE_ROWS);
     expect(cut.body.truncated).toBe(true);
@@ -430,7 +484,9 @@ describe.each(ENGINES)('platform keys and usage on %s', (engine) => {
     await revoke(iota.key, randomUUID());
     const text = await (await fetch(`${coordinator.url}/metrics`)).text();
     expect(text).toMatch(/arclight_coordinator_http_requests_total\{method="POST",route="\/platform\/keys",status="201"\} \d+/);
-    expect(text).toMatch(/arclight_coordinator_http_requests_total\{method="POST",route="\/platform\/keys\/:id\/rotate",status="201"\} \d+/);
+    expect(text).toMatch(
+      /arclight_coordinator_http_requests_total\{method="POST",route="\/platform\/keys\/:id\/rotate",status="201"\} \d+/,
+    );
     expect(text).toMatch(/arclight_coordinator_http_requests_total\{method="DELETE",route="\/platform\/keys\/:id",status="404"\} \d+/);
     expect(text).not.toContain(created.body.id);
   });

@@ -29,30 +29,50 @@ describe.each(ENGINES)('purchases and automatic top-up on %s', (engine) => {
   let now = START;
   const provider = new TestPaymentProvider({ webhookSecret: 'whsec_test_secret' });
 
-  const call = async (method: string, path: string, credential?: string, body?: unknown, headers: Record<string, string> = {}): Promise<Answer> => {
+  const call = async (
+    method: string,
+    path: string,
+    credential?: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+  ): Promise<Answer> => {
     const response = await fetch(`${coordinator.url}${path}`, {
       method,
-      headers: { ...(credential ? { authorization: `Bearer ${credential}` } : {}), ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+      headers: {
+        ...(credential ? { authorization: `Bearer ${credential}` } : {}),
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...headers,
+      },
       ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
     });
     return { status: response.status, body: (await response.json()) as Record<string, any> };
   };
-  const buy = (key: string, dollars: unknown, headers: Record<string, string> = {}) => call('POST', '/platform/purchases', key, { dollars }, headers);
+  const buy = (key: string, dollars: unknown, headers: Record<string, string> = {}) =>
+    call('POST', '/platform/purchases', key, { dollars }, headers);
   const webhook = async (body: string, headers: Record<string, string>): Promise<Answer> => {
     const response = await fetch(`${coordinator.url}/platform/payments/webhook`, { method: 'POST', headers, body });
     return { status: response.status, body: (await response.json()) as Record<string, any> };
   };
-  const event = (type: string, data: Record<string, unknown>, id?: string) => provider.signedEvent({ ...(id ? { id } : {}), type, data }, now);
+  const event = (type: string, data: Record<string, unknown>, id?: string) =>
+    provider.signedEvent({ ...(id ? { id } : {}), type, data }, now);
 
   /** A fresh account (no credits), its API key, a scoped token for both models and an unscoped one. */
   const customer = async (name: string, quotas: { concurrentSessions?: number } = {}) => {
     const account = await coordinator.accounts.create(name, quotas, now);
     const { key } = await coordinator.apiKeys.create(account.id, { now });
     const mint = async (body: unknown) => {
-      const response = await fetch(`${coordinator.url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': key, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const response = await fetch(`${coordinator.url}/tokens`, {
+        method: 'POST',
+        headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
       return ((await response.json()) as { token: string }).token;
     };
-    const token = await mint({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern', 'pricey'] } }, constraints: { max_sessions: 50 } }] });
+    const token = await mint({
+      authorization_details: [
+        { type: 'session', resources: { models: { match: ['pattern', 'pricey'] } }, constraints: { max_sessions: 50 } },
+      ],
+    });
     return { id: account.id, key, token, unscoped: await mint({}) };
   };
   const startSession = async (token: string, model = 'pricey') => {
@@ -67,8 +87,10 @@ describe.each(ENGINES)('purchases and automatic top-up on %s', (engine) => {
     return body.session_id;
   };
   const balance = async (id: string) => (await coordinator.ledger.balance(id)).credits;
-  const purchasesOf = (id: string) => coordinator.storage.db.selectFrom('purchases').selectAll().where('account_id', '=', id).orderBy('created_at').execute();
-  const purchasedGrants = (id: string) => coordinator.storage.db.selectFrom('credit_grants').selectAll().where('account_id', '=', id).where('kind', '=', 'purchased').execute();
+  const purchasesOf = (id: string) =>
+    coordinator.storage.db.selectFrom('purchases').selectAll().where('account_id', '=', id).orderBy('created_at').execute();
+  const purchasedGrants = (id: string) =>
+    coordinator.storage.db.selectFrom('credit_grants').selectAll().where('account_id', '=', id).where('kind', '=', 'purchased').execute();
   const checkoutsOf = (id: string) => provider.checkouts.filter((c) => c.accountId === id);
   /** One meter flush, then the payments it started. */
   const flush = async () => {
@@ -79,7 +101,14 @@ describe.each(ENGINES)('purchases and automatic top-up on %s', (engine) => {
 
   beforeAll(async () => {
     database = await freshDatabase(engine);
-    coordinator = await startCoordinator({ database, port: 0, now: () => now, meterFlushMs: 0, signupCredits: 0, paymentProvider: provider });
+    coordinator = await startCoordinator({
+      database,
+      port: 0,
+      now: () => now,
+      meterFlushMs: 0,
+      signupCredits: 0,
+      paymentProvider: provider,
+    });
     await coordinator.catalog.add('pattern', 5);
     await coordinator.catalog.add('pricey', 1_000);
   });
@@ -91,7 +120,11 @@ describe.each(ENGINES)('purchases and automatic top-up on %s', (engine) => {
     await coordinator.purchases.settled();
     await coordinator.storage.db
       .updateTable('sessions')
-      .set({ status: 'ended', ended_at: sql<number>`coalesce(ready_at + billed_seconds * 1000, created_at)`, slot_released_at: sql<number>`created_at` })
+      .set({
+        status: 'ended',
+        ended_at: sql<number>`coalesce(ready_at + billed_seconds * 1000, created_at)`,
+        slot_released_at: sql<number>`created_at`,
+      })
       .where('status', '!=', 'ended')
       .execute();
     now = START;
@@ -124,10 +157,20 @@ describe.each(ENGINES)('purchases and automatic top-up on %s', (engine) => {
       confirmed_at: START,
     });
     expect(checkoutsOf(acme.id)).toEqual([
-      expect.objectContaining({ purchaseId: bought.body.id, kind: 'manual', dollars: 25, amountCents: 2_500, credits: 250_000, description: expect.stringContaining('250,000') }),
+      expect.objectContaining({
+        purchaseId: bought.body.id,
+        kind: 'manual',
+        dollars: 25,
+        amountCents: 2_500,
+        credits: 250_000,
+        description: expect.stringContaining('250,000'),
+      }),
     ]);
     const platformBalance = await call('GET', '/platform/balance', acme.key);
-    expect(platformBalance.body).toEqual({ credits: 250_000, grants: [{ id: bought.body.grant_id, kind: 'purchased', credits: 250_000, remaining: 250_000, expires_at: START + 365 * DAY }] });
+    expect(platformBalance.body).toEqual({
+      credits: 250_000,
+      grants: [{ id: bought.body.grant_id, kind: 'purchased', credits: 250_000, remaining: 250_000, expires_at: START + 365 * DAY }],
+    });
     expect((await call('GET', `/platform/purchases/${bought.body.id}`, acme.key)).body).toEqual(bought.body);
     // An unscoped token reads them too.
     expect((await call('GET', '/platform/purchases', acme.unscoped)).body).toEqual({ purchases: [bought.body], next_cursor: null });
@@ -168,8 +211,14 @@ describe.each(ENGINES)('purchases and automatic top-up on %s', (engine) => {
       const answer = await call('POST', '/platform/purchases', gamma.key, body);
       expect(answer, JSON.stringify(body)).toMatchObject({ status: 400, body: { code: 'invalid_request', field } });
     }
-    expect(await call('POST', '/platform/purchases', gamma.key, '{"dollars": 1')).toMatchObject({ status: 400, body: { code: 'invalid_json' } });
-    expect(await buy(gamma.key, 5, { 'Idempotency-Key': 'has a space' })).toMatchObject({ status: 400, body: { field: 'Idempotency-Key' } });
+    expect(await call('POST', '/platform/purchases', gamma.key, '{"dollars": 1')).toMatchObject({
+      status: 400,
+      body: { code: 'invalid_json' },
+    });
+    expect(await buy(gamma.key, 5, { 'Idempotency-Key': 'has a space' })).toMatchObject({
+      status: 400,
+      body: { field: 'Idempotency-Key' },
+    });
     // Credentials: as on the rest of the platform API.
     expect(await buy(gamma.token, 5)).toMatchObject({ status: 403, body: { code: 'forbidden' } });
     expect(await buy('', 5)).toMatchObject({ status: 401, body: { code: 'unauthorized' } });
@@ -181,10 +230,17 @@ describe.each(ENGINES)('purchases and automatic top-up on %s', (engine) => {
     expect((await call('PUT', '/platform/auto-topup', gamma.token, { threshold_credits: 1_000, amount_dollars: 10 })).status).toBe(403);
     expect((await call('DELETE', '/platform/auto-topup', gamma.token)).status).toBe(403);
     // Reads: unknown and other accounts' purchases are the same 404; bad pages are 400.
-    expect(await call('GET', `/platform/purchases/${otherPurchase}`, gamma.key)).toMatchObject({ status: 404, body: { code: 'purchase_not_found' } });
+    expect(await call('GET', `/platform/purchases/${otherPurchase}`, gamma.key)).toMatchObject({
+      status: 404,
+      body: { code: 'purchase_not_found' },
+    });
     expect(await call('GET', '/platform/purchases/nope', gamma.key)).toMatchObject({ status: 404, body: { code: 'purchase_not_found' } });
-    expect(await call('GET', `/platform/purchases?cursor=${otherPurchase}`, gamma.key)).toMatchObject({ status: 400, body: { field: 'cursor' } });
-    for (const limit of ['0', '101', 'ten', '-1', '2.5']) expect(await call('GET', `/platform/purchases?limit=${limit}`, gamma.key)).toMatchObject({ status: 400, body: { field: 'limit' } });
+    expect(await call('GET', `/platform/purchases?cursor=${otherPurchase}`, gamma.key)).toMatchObject({
+      status: 400,
+      body: { field: 'cursor' },
+    });
+    for (const limit of ['0', '101', 'ten', '-1', '2.5'])
+      expect(await call('GET', `/platform/purchases?limit=${limit}`, gamma.key)).toMatchObject({ status: 400, body: { field: 'limit' } });
 
     expect(checkoutsOf(gamma.id)).toEqual([]);
     expect(await purchasesOf(gamma.id)).toEqual([]);
@@ -196,10 +252,16 @@ describe.each(ENGINES)('purchases and automatic top-up on %s', (engine) => {
     await coordinator.ledger.grantPromotional(delta.id, CEILING - 100_000);
     expect((await buy(delta.key, 5)).status).toBe(200); // 50,000 credits: room 50,000 left
     const refused = await buy(delta.key, 6);
-    expect(refused).toMatchObject({ status: 409, body: { code: 'balance_ceiling_exceeded', message: expect.stringContaining(String(CEILING)) } });
+    expect(refused).toMatchObject({
+      status: 409,
+      body: { code: 'balance_ceiling_exceeded', message: expect.stringContaining(String(CEILING)) },
+    });
     provider.mode = 'pending';
     const pending = await buy(delta.key, 5); // exactly the room left, awaiting its webhook
-    expect(pending).toMatchObject({ status: 202, body: { status: 'pending', checkout_url: expect.stringContaining(pending.body.provider_ref), grant_id: null } });
+    expect(pending).toMatchObject({
+      status: 202,
+      body: { status: 'pending', checkout_url: expect.stringContaining(pending.body.provider_ref), grant_id: null },
+    });
     // The pending purchase holds its room: even $1 more does not fit, nor does a promotion.
     expect((await buy(delta.key, 1)).body.code).toBe('balance_ceiling_exceeded');
     expect((await coordinator.ledger.grantPromotional(delta.id, 1_000)).withheld).toBe(1_000);
@@ -247,7 +309,10 @@ describe.each(ENGINES)('purchases and automatic top-up on %s', (engine) => {
     const ref = pending.body.provider_ref as string;
     const succeeded = event('payment.succeeded', { provider_ref: ref, purchase_id: pending.body.id }, 'evt_1');
     now = START + 30_000; // within the five-minute tolerance
-    expect(await webhook(succeeded.body, succeeded.headers)).toEqual({ status: 200, body: { received: true, event_id: 'evt_1', outcome: 'applied', purchase_id: pending.body.id } });
+    expect(await webhook(succeeded.body, succeeded.headers)).toEqual({
+      status: 200,
+      body: { received: true, event_id: 'evt_1', outcome: 'applied', purchase_id: pending.body.id },
+    });
     expect(await balance(eta.id)).toBe(120_000);
     // The same event again, and 20 at once, and the same payment under another event id.
     expect((await webhook(succeeded.body, succeeded.headers)).body.outcome).toBe('duplicate');
@@ -260,7 +325,10 @@ describe.each(ENGINES)('purchases and automatic top-up on %s', (engine) => {
     expect((await webhook(failedLate.body, failedLate.headers)).body.outcome).toBe('duplicate');
     expect(await purchasedGrants(eta.id)).toHaveLength(1);
     expect(await balance(eta.id)).toBe(120_000);
-    expect((await call('GET', `/platform/purchases/${pending.body.id}`, eta.key)).body).toMatchObject({ status: 'confirmed', confirmed_at: START + 30_000 });
+    expect((await call('GET', `/platform/purchases/${pending.body.id}`, eta.key)).body).toMatchObject({
+      status: 'confirmed',
+      confirmed_at: START + 30_000,
+    });
   });
 
   it('concurrent first deliveries of one confirmation grant once', async () => {
@@ -268,7 +336,9 @@ describe.each(ENGINES)('purchases and automatic top-up on %s', (engine) => {
     provider.mode = 'pending';
     const pending = await buy(theta.key, 3);
     const succeeded = event('payment.succeeded', { provider_ref: pending.body.provider_ref });
-    const outcomes = (await Promise.all(Array.from({ length: 20 }, () => webhook(succeeded.body, succeeded.headers)))).map((a) => a.body.outcome);
+    const outcomes = (await Promise.all(Array.from({ length: 20 }, () => webhook(succeeded.body, succeeded.headers)))).map(
+      (a) => a.body.outcome,
+    );
     expect(outcomes.filter((o) => o === 'applied')).toHaveLength(1);
     expect(outcomes.filter((o) => o === 'duplicate')).toHaveLength(19);
     expect(await purchasedGrants(theta.id)).toHaveLength(1);
@@ -302,7 +372,10 @@ describe.each(ENGINES)('purchases and automatic top-up on %s', (engine) => {
     now = START;
     // A signed body that is not an event: 400, named.
     const notEvent = '{"id": 5}';
-    expect(await webhook(notEvent, { [WEBHOOK_SIGNATURE_HEADER]: signWebhook(notEvent, provider.webhookSecret, t) })).toMatchObject({ status: 400, body: { code: 'invalid_request', field: '/id' } });
+    expect(await webhook(notEvent, { [WEBHOOK_SIGNATURE_HEADER]: signWebhook(notEvent, provider.webhookSecret, t) })).toMatchObject({
+      status: 400,
+      body: { code: 'invalid_request', field: '/id' },
+    });
     expect(await balance(iota.id)).toBe(0);
     expect((await call('GET', `/platform/purchases/${pending.body.id}`, iota.key)).body.status).toBe('pending');
     // Rotating secrets: a header with an old and a new v1 verifies.
@@ -317,7 +390,10 @@ describe.each(ENGINES)('purchases and automatic top-up on %s', (engine) => {
     const pending = await buy(kappa.key, 9);
     const failed = event('payment.failed', { provider_ref: pending.body.provider_ref, failure: 'insufficient_funds' });
     expect((await webhook(failed.body, failed.headers)).body.outcome).toBe('applied');
-    expect((await call('GET', `/platform/purchases/${pending.body.id}`, kappa.key)).body).toMatchObject({ status: 'failed', failure: 'insufficient_funds' });
+    expect((await call('GET', `/platform/purchases/${pending.body.id}`, kappa.key)).body).toMatchObject({
+      status: 'failed',
+      failure: 'insufficient_funds',
+    });
     const unknown = event('payment.succeeded', { provider_ref: 'test_nobody' });
     expect((await webhook(unknown.body, unknown.headers)).body).toMatchObject({ received: true, outcome: 'ignored', purchase_id: null });
     const other = event('customer.updated', {});
@@ -344,14 +420,26 @@ describe.each(ENGINES)('purchases and automatic top-up on %s', (engine) => {
     expect(await balance(lambda.id)).toBe(100_000 - 50 - 40_000);
     expect((await webhook(partial.body, partial.headers)).body.outcome).toBe('duplicate');
     expect(await balance(lambda.id)).toBe(100_000 - 50 - 40_000);
-    expect((await call('GET', `/platform/purchases/${bought.body.id}`, lambda.key)).body).toMatchObject({ status: 'confirmed', refunded_cents: 400 });
+    expect((await call('GET', `/platform/purchases/${bought.body.id}`, lambda.key)).body).toMatchObject({
+      status: 'confirmed',
+      refunded_cents: 400,
+    });
 
     // The rest (and more than was paid): what is left is taken, the 50 credits spent are unrecovered.
     const rest = event('refund.created', { provider_ref: ref, refund_id: 're_2', amount_cents: 700 });
     expect((await webhook(rest.body, rest.headers)).body.outcome).toBe('applied');
     expect(await balance(lambda.id)).toBe(0);
-    expect((await call('GET', `/platform/purchases/${bought.body.id}`, lambda.key)).body).toMatchObject({ status: 'refunded', refunded_cents: 1_000 });
-    const refunds = await coordinator.storage.db.selectFrom('refunds').select(['provider_ref', 'cents', 'credits', 'unrecovered_credits']).where('purchase_id', '=', bought.body.id).orderBy('created_at').orderBy('provider_ref').execute();
+    expect((await call('GET', `/platform/purchases/${bought.body.id}`, lambda.key)).body).toMatchObject({
+      status: 'refunded',
+      refunded_cents: 1_000,
+    });
+    const refunds = await coordinator.storage.db
+      .selectFrom('refunds')
+      .select(['provider_ref', 'cents', 'credits', 'unrecovered_credits'])
+      .where('purchase_id', '=', bought.body.id)
+      .orderBy('created_at')
+      .orderBy('provider_ref')
+      .execute();
     expect(refunds.map((r) => [r.provider_ref, Number(r.cents), Number(r.credits), Number(r.unrecovered_credits)])).toEqual([
       ['re_1', 400, 40_000, 0],
       ['re_2', 600, 59_950, 50],
@@ -394,17 +482,31 @@ describe.each(ENGINES)('purchases and automatic top-up on %s', (engine) => {
         [{ threshold_credits: 1_000, amount_dollars: 10, enabled: true }, '/enabled'],
         [[1_000, 10], ''],
       ];
-      for (const [body, field] of refused) expect(await settings(mu.key, body), JSON.stringify(body)).toMatchObject({ status: 400, body: { code: 'invalid_request', field } });
+      for (const [body, field] of refused)
+        expect(await settings(mu.key, body), JSON.stringify(body)).toMatchObject({ status: 400, body: { code: 'invalid_request', field } });
       expect((await call('GET', '/platform/auto-topup', mu.key)).body.enabled).toBe(false);
 
       now = START + 5_000;
       expect(await settings(mu.key, { threshold_credits: maxThreshold, amount_dollars: minDollars })).toEqual({
         status: 200,
-        body: { enabled: true, threshold_credits: maxThreshold, amount_dollars: minDollars, armed: true, updated_at: START + 5_000, last_topup: null },
+        body: {
+          enabled: true,
+          threshold_credits: maxThreshold,
+          amount_dollars: minDollars,
+          armed: true,
+          updated_at: START + 5_000,
+          last_topup: null,
+        },
       });
-      expect((await settings(mu.unscoped, { threshold_credits: 50_000, amount_dollars: 20 })).body).toMatchObject({ threshold_credits: 50_000, amount_dollars: 20 });
+      expect((await settings(mu.unscoped, { threshold_credits: 50_000, amount_dollars: 20 })).body).toMatchObject({
+        threshold_credits: 50_000,
+        amount_dollars: 20,
+      });
       now = START + 6_000;
-      expect(await call('DELETE', '/platform/auto-topup', mu.key)).toMatchObject({ status: 200, body: { enabled: false, threshold_credits: null, amount_dollars: null, armed: false, updated_at: START + 6_000 } });
+      expect(await call('DELETE', '/platform/auto-topup', mu.key)).toMatchObject({
+        status: 200,
+        body: { enabled: false, threshold_credits: null, amount_dollars: null, armed: false, updated_at: START + 6_000 },
+      });
       expect((await call('DELETE', '/platform/auto-topup', mu.key)).status).toBe(200); // idempotent
       expect(checkoutsOf(mu.id)).toEqual([]);
     });
@@ -427,7 +529,11 @@ describe.each(ENGINES)('purchases and automatic top-up on %s', (engine) => {
       expect(Number(first!.credits)).toBe(100_000);
       expect(await balance(nu.id)).toBe(140_000 + 100_000);
       const shown = (await call('GET', '/platform/auto-topup', nu.key)).body;
-      expect(shown).toMatchObject({ enabled: true, armed: true, last_topup: { id: first!.id, kind: 'auto_topup', status: 'confirmed', dollars: 10 } });
+      expect(shown).toMatchObject({
+        enabled: true,
+        armed: true,
+        last_topup: { id: first!.id, kind: 'auto_topup', status: 'confirmed', dollars: 10 },
+      });
       expect(checkoutsOf(nu.id)).toEqual([expect.objectContaining({ purchaseId: first!.id, kind: 'auto_topup', dollars: 10 })]);
 
       now = START + 151_000; // 91 s more: 149,000, below again
@@ -484,7 +590,11 @@ describe.each(ENGINES)('purchases and automatic top-up on %s', (engine) => {
       now = START + 20_000;
       await flush(); // 30,000 left: below, and the payment is declined
       const shown = (await call('GET', '/platform/auto-topup', omicron.key)).body;
-      expect(shown).toMatchObject({ enabled: true, armed: false, last_topup: { kind: 'auto_topup', status: 'failed', failure: expect.stringMatching(/declined/), grant_id: null } });
+      expect(shown).toMatchObject({
+        enabled: true,
+        armed: false,
+        last_topup: { kind: 'auto_topup', status: 'failed', failure: expect.stringMatching(/declined/), grant_id: null },
+      });
       expect((await call('GET', '/platform/purchases', omicron.key)).body.purchases).toEqual([shown.last_topup]);
       expect(await balance(omicron.id)).toBe(30_000);
       // Then as without a top-up: the account runs dry, the session ends; no second attempt.
@@ -512,7 +622,10 @@ describe.each(ENGINES)('purchases and automatic top-up on %s', (engine) => {
       now = START + 25_000;
       await flush();
       expect(await purchasesOf(pi.id)).toHaveLength(1);
-      expect((await settings(pi.key, { threshold_credits: 40_000, amount_dollars: 10 })).body).toMatchObject({ armed: true, last_topup: { status: 'pending' } });
+      expect((await settings(pi.key, { threshold_credits: 40_000, amount_dollars: 10 })).body).toMatchObject({
+        armed: true,
+        last_topup: { status: 'pending' },
+      });
       now = START + 30_000;
       await flush();
       expect(await purchasesOf(pi.id)).toHaveLength(1);
@@ -531,12 +644,15 @@ describe.each(ENGINES)('purchases and automatic top-up on %s', (engine) => {
       const pending = await buy(rho.key, 2);
       now = START + DAY + 1;
       await coordinator.housekeeping();
-      expect((await call('GET', `/platform/purchases/${pending.body.id}`, rho.key)).body).toMatchObject({ status: 'failed', failure: expect.stringMatching(/24 hours/) });
+      expect((await call('GET', `/platform/purchases/${pending.body.id}`, rho.key)).body).toMatchObject({
+        status: 'failed',
+        failure: expect.stringMatching(/24 hours/),
+      });
       expect(await balance(rho.id)).toBe(0);
     });
   });
 
-  it('the dashboard\'s reads: the account and its quotas, open sessions, and usage by model and by day', async () => {
+  it("the dashboard's reads: the account and its quotas, open sessions, and usage by model and by day", async () => {
     const sigma = await customer('Sigma');
     await coordinator.ledger.grantPromotional(sigma.id, 1_000_000);
     const a = await startSession(sigma.token, 'pattern');
@@ -557,15 +673,28 @@ describe.each(ENGINES)('purchases and automatic top-up on %s', (engine) => {
     });
     const open = await call('GET', '/platform/sessions', sigma.key);
     expect(open.body.truncated).toBe(false);
-    expect(open.body.sessions.map((s: { session_id: string; model: string; status: string; billed_seconds: number }) => [s.session_id, s.model, s.status, s.billed_seconds]).sort()).toEqual(
+    expect(
+      open.body.sessions
+        .map((s: { session_id: string; model: string; status: string; billed_seconds: number }) => [
+          s.session_id,
+          s.model,
+          s.status,
+          s.billed_seconds,
+        ])
+        .sort(),
+    ).toEqual(
       [
         [a, 'pattern', 'ready', 10],
         [b, 'pricey', 'ready', 10],
       ].sort(),
     );
     // Ending one with the API key (the existing DELETE /sessions/{id}) takes it off the list.
-    expect((await fetch(`${coordinator.url}/sessions/${a}`, { method: 'DELETE', headers: { authorization: `Bearer ${sigma.key}` } })).status).toBe(200);
-    expect((await call('GET', '/platform/sessions', sigma.key)).body.sessions.map((s: { session_id: string }) => s.session_id)).toEqual([b]);
+    expect(
+      (await fetch(`${coordinator.url}/sessions/${a}`, { method: 'DELETE', headers: { authorization: `Bearer ${sigma.key}` } })).status,
+    ).toBe(200);
+    expect((await call('GET', '/platform/sessions', sigma.key)).body.sessions.map((s: { session_id: string }) => s.session_id)).toEqual([
+      b,
+    ]);
     now = START + DAY + 5_000; // the next day: b is billed up to its maximum (1,200 s)
     await flush();
     const usage = await call('GET', `/platform/usage?since=${START}`, sigma.key);
@@ -594,13 +723,25 @@ describe.each(ENGINES)('without a payment provider on %s', (engine) => {
     const account = await coordinator.accounts.create('Offline');
     const { key } = await coordinator.apiKeys.create(account.id);
     const send = (method: string, path: string, body?: unknown, headers: Record<string, string> = { authorization: `Bearer ${key}` }) =>
-      fetch(`${coordinator.url}${path}`, { method, headers: { ...headers, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) }).then(async (r) => ({
+      fetch(`${coordinator.url}${path}`, {
+        method,
+        headers: { ...headers, 'content-type': 'application/json' },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      }).then(async (r) => ({
         status: r.status,
         body: (await r.json()) as Record<string, any>,
       }));
-    expect(await send('POST', '/platform/purchases', { dollars: 10 })).toMatchObject({ status: 501, body: { code: 'payments_not_configured' } });
-    expect(await send('PUT', '/platform/auto-topup', { threshold_credits: 1_000, amount_dollars: 10 })).toMatchObject({ status: 501, body: { code: 'payments_not_configured' } });
-    expect(await send('POST', '/platform/payments/webhook', { id: 'evt', type: 'payment.succeeded', data: { provider_ref: 'x' } }, {})).toMatchObject({ status: 501 });
+    expect(await send('POST', '/platform/purchases', { dollars: 10 })).toMatchObject({
+      status: 501,
+      body: { code: 'payments_not_configured' },
+    });
+    expect(await send('PUT', '/platform/auto-topup', { threshold_credits: 1_000, amount_dollars: 10 })).toMatchObject({
+      status: 501,
+      body: { code: 'payments_not_configured' },
+    });
+    expect(
+      await send('POST', '/platform/payments/webhook', { id: 'evt', type: 'payment.succeeded', data: { provider_ref: 'x' } }, {}),
+    ).toMatchObject({ status: 501 });
     expect(await send('GET', '/platform/auto-topup')).toMatchObject({ status: 200, body: { enabled: false } });
     expect(await send('GET', '/platform/purchases')).toEqual({ status: 200, body: { purchases: [], next_cursor: null } });
     expect(await send('DELETE', '/platform/auto-topup')).toMatchObject({ status: 200, body: { enabled: false } });

@@ -54,7 +54,12 @@ class RecordingRuntime {
 }
 
 /** Registers `runtime` at `coordinatorUrl`, opens one session there and returns the body the runtime got. */
-async function openedBody(coordinatorUrl: string, token: string, runtime: RecordingRuntime, runtimeId: string): Promise<Record<string, unknown>> {
+async function openedBody(
+  coordinatorUrl: string,
+  token: string,
+  runtime: RecordingRuntime,
+  runtimeId: string,
+): Promise<Record<string, unknown>> {
   const registered = await fetch(`${coordinatorUrl}/runtimes`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'Arclight-Runtime-Secret': SECRET },
@@ -68,7 +73,11 @@ async function openedBody(coordinatorUrl: string, token: string, runtime: Record
   });
   expect(created.status).toBe(200);
   const { session_id: sessionId } = (await created.json()) as { session_id: string };
-  await waitUntil(() => runtime.opened.some((b) => b['session_id'] === sessionId), 10_000, 'the coordinator to open the session on the runtime');
+  await waitUntil(
+    () => runtime.opened.some((b) => b['session_id'] === sessionId),
+    10_000,
+    'the coordinator to open the session on the runtime',
+  );
   return runtime.opened.find((b) => b['session_id'] === sessionId)!;
 }
 
@@ -110,7 +119,12 @@ describe.each(ENGINES)('reconnect window on %s', (engine) => {
   it('sends what `arclight coordinator --reconnect-window` was given', async () => {
     const database = await freshDatabase(engine);
     const token = await prepare(database);
-    const started = await startCoordinatorProcess({ database, port: await freePort(), runtimeSecret: SECRET, extraArgs: ['--reconnect-window', '45'] });
+    const started = await startCoordinatorProcess({
+      database,
+      port: await freePort(),
+      runtimeSecret: SECRET,
+      extraArgs: ['--reconnect-window', '45'],
+    });
     try {
       const body = await openedBody(started.url, token, runtime, 'standin-cli');
       expect(body['reconnect_window_seconds']).toBe(45);
@@ -125,7 +139,8 @@ describe.each(ENGINES)('reconnect window on %s', (engine) => {
       await expect(startCoordinator({ database, port: 0, reconnectWindowSeconds: seconds }), String(seconds)).rejects.toThrow(RangeError);
     }
     // Both ends of the range are accepted.
-    for (const seconds of [1, 3600]) await (await startCoordinator({ database, port: 0, meterFlushMs: 0, reconnectWindowSeconds: seconds })).close();
+    for (const seconds of [1, 3600])
+      await (await startCoordinator({ database, port: 0, meterFlushMs: 0, reconnectWindowSeconds: seconds })).close();
     // The CLI refuses before starting anything: a usage error, exit 2.
     const stderr = process.stderr.write;
     process.stderr.write = (() => true) as typeof process.stderr.write;

@@ -67,7 +67,11 @@ describe.each(SETUPS)('$name', ({ engine, workers }) => {
     const response = await fetch(`${replicas[0]!.url}/tokens`, {
       method: 'POST',
       headers: { 'Service-API-Key': apiKey, 'content-type': 'application/json' },
-      body: JSON.stringify({ authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } }, constraints: { max_sessions: maxSessions } }] }),
+      body: JSON.stringify({
+        authorization_details: [
+          { type: 'session', resources: { models: { match: ['pattern'] } }, constraints: { max_sessions: maxSessions } },
+        ],
+      }),
     });
     return ((await response.json()) as { token: string }).token;
   };
@@ -90,42 +94,65 @@ describe.each(SETUPS)('$name', ({ engine, workers }) => {
   /** Ends the quota account's open sessions (through the API, as a client would), so the next race starts from zero. */
   const endAll = async (answers: ReadonlyArray<{ status: number; id?: string }>) => {
     for (const { id } of answers.filter((a) => a.status === 200)) {
-      await fetch(`${replicas[0]!.url}/sessions/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${quotaKey}` } }).then((r) => r.arrayBuffer());
+      await fetch(`${replicas[0]!.url}/sessions/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${quotaKey}` } }).then((r) =>
+        r.arrayBuffer(),
+      );
     }
   };
   const report = (what: string, started: number) =>
     console.log(`${what}: ${REPETITIONS} × ${REQUESTS} concurrent requests in ${((performance.now() - started) / 1000).toFixed(1)} s`);
 
-  it(`admit exactly max_sessions of ${REQUESTS} concurrent creations on one token (× ${REPETITIONS})`, async () => {
-    const started = performance.now();
-    for (let repetition = 0; repetition < REPETITIONS; repetition++) {
-      const answers = statuses(await stampede([await mint(key, 7)]));
-      expect(answers.filter((s) => s === 200), `repetition ${repetition + 1}`).toHaveLength(7);
-      expect(answers.filter((s) => s !== 200 && s !== 403)).toEqual([]);
-    }
-    report('max_sessions race', started);
-  }, TIMEOUT_MS);
+  it(
+    `admit exactly max_sessions of ${REQUESTS} concurrent creations on one token (× ${REPETITIONS})`,
+    async () => {
+      const started = performance.now();
+      for (let repetition = 0; repetition < REPETITIONS; repetition++) {
+        const answers = statuses(await stampede([await mint(key, 7)]));
+        expect(
+          answers.filter((s) => s === 200),
+          `repetition ${repetition + 1}`,
+        ).toHaveLength(7);
+        expect(answers.filter((s) => s !== 200 && s !== 403)).toEqual([]);
+      }
+      report('max_sessions race', started);
+    },
+    TIMEOUT_MS,
+  );
 
-  it(`never admit past the account's concurrency quota (5), whatever the tokens (× ${REPETITIONS})`, async () => {
-    const started = performance.now();
-    for (let repetition = 0; repetition < REPETITIONS; repetition++) {
-      const tokens = await Promise.all(Array.from({ length: 20 }, () => mint(quotaKey, 100)));
-      const answers = await stampede(tokens);
-      expect(statuses(answers).filter((s) => s === 200), `repetition ${repetition + 1}`).toHaveLength(5);
-      expect(statuses(answers).filter((s) => s !== 200 && s !== 429)).toEqual([]);
-      await endAll(answers);
-    }
-    report('concurrency quota race', started);
-  }, TIMEOUT_MS);
+  it(
+    `never admit past the account's concurrency quota (5), whatever the tokens (× ${REPETITIONS})`,
+    async () => {
+      const started = performance.now();
+      for (let repetition = 0; repetition < REPETITIONS; repetition++) {
+        const tokens = await Promise.all(Array.from({ length: 20 }, () => mint(quotaKey, 100)));
+        const answers = await stampede(tokens);
+        expect(
+          statuses(answers).filter((s) => s === 200),
+          `repetition ${repetition + 1}`,
+        ).toHaveLength(5);
+        expect(statuses(answers).filter((s) => s !== 200 && s !== 429)).toEqual([]);
+        await endAll(answers);
+      }
+      report('concurrency quota race', started);
+    },
+    TIMEOUT_MS,
+  );
 
-  it(`${REQUESTS} concurrent retries of one request (one Idempotency-Key) create one session (× ${REPETITIONS})`, async () => {
-    const started = performance.now();
-    for (let repetition = 0; repetition < REPETITIONS; repetition++) {
-      const token = await mint(key, 2);
-      const answers = await stampede([token], `retry-${repetition}`);
-      expect(answers.filter((a) => a.status !== 200), `repetition ${repetition + 1}`).toEqual([]);
-      expect(new Set(answers.map((a) => a.id)).size).toBe(1);
-    }
-    report('idempotent retry race', started);
-  }, TIMEOUT_MS);
+  it(
+    `${REQUESTS} concurrent retries of one request (one Idempotency-Key) create one session (× ${REPETITIONS})`,
+    async () => {
+      const started = performance.now();
+      for (let repetition = 0; repetition < REPETITIONS; repetition++) {
+        const token = await mint(key, 2);
+        const answers = await stampede([token], `retry-${repetition}`);
+        expect(
+          answers.filter((a) => a.status !== 200),
+          `repetition ${repetition + 1}`,
+        ).toEqual([]);
+        expect(new Set(answers.map((a) => a.id)).size).toBe(1);
+      }
+      report('idempotent retry race', started);
+    },
+    TIMEOUT_MS,
+  );
 });

@@ -47,15 +47,21 @@ describe.each(ENGINES)('runtime registry on %s', (engine) => {
       body: JSON.stringify({ draining }),
     }).then(json);
   const create = () =>
-    fetch(`${coordinator.url}/sessions`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: { name: 'pattern' } }) }).then(json);
+    fetch(`${coordinator.url}/sessions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: { name: 'pattern' } }),
+    }).then(json);
   const get = (id: string) => fetch(`${coordinator.url}/sessions/${id}`, { headers: { authorization: `Bearer ${token}` } }).then(json);
-  const end = (id: string) => fetch(`${coordinator.url}/sessions/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${token}` } }).then(json);
+  const end = (id: string) =>
+    fetch(`${coordinator.url}/sessions/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${token}` } }).then(json);
   /** Slot placement alone (these runtimes cannot open sessions): every waiting session, oldest first. */
   const placeWaiting = async () => {
     for (const id of await coordinator.registry.unplaced()) await coordinator.registry.assign(id);
   };
   const runtimeOf = async (sessionId: string) =>
-    (await coordinator.storage.db.selectFrom('sessions').select('runtime_id').where('id', '=', sessionId).executeTakeFirstOrThrow()).runtime_id;
+    (await coordinator.storage.db.selectFrom('sessions').select('runtime_id').where('id', '=', sessionId).executeTakeFirstOrThrow())
+      .runtime_id;
 
   beforeAll(async () => {
     database = await freshDatabase(engine);
@@ -88,7 +94,11 @@ describe.each(ENGINES)('runtime registry on %s', (engine) => {
     await placeWaiting();
     const placed = await get(first.body.session_id);
     expect(placed.status).toBe(200);
-    expect(placed.body).toMatchObject({ state: 'WAITING', selected_transport: { protocol: 'webrtc', version: '1.0' }, capabilities: CAPABILITIES });
+    expect(placed.body).toMatchObject({
+      state: 'WAITING',
+      selected_transport: { protocol: 'webrtc', version: '1.0' },
+      capabilities: CAPABILITIES,
+    });
     expect(await runtimeOf(first.body.session_id)).toBe('r-1');
 
     const second = await create(); // r-1 is full
@@ -138,8 +148,16 @@ describe.each(ENGINES)('runtime registry on %s', (engine) => {
     now += 16_000; // three 5 s intervals missed
     await coordinator.housekeeping();
     const ended = await get(body.session_id);
-    expect(ended.body).toMatchObject({ state: 'CLOSED', ended_at: lastHeartbeat, end_reason: 'The GPU serving this session stopped responding.' });
-    const billed = await coordinator.storage.db.selectFrom('sessions').select('billed_seconds').where('id', '=', body.session_id).executeTakeFirstOrThrow();
+    expect(ended.body).toMatchObject({
+      state: 'CLOSED',
+      ended_at: lastHeartbeat,
+      end_reason: 'The GPU serving this session stopped responding.',
+    });
+    const billed = await coordinator.storage.db
+      .selectFrom('sessions')
+      .select('billed_seconds')
+      .where('id', '=', body.session_id)
+      .executeTakeFirstOrThrow();
     expect(Number(billed.billed_seconds)).toBe(4); // billed up to the last heartbeat, not beyond
     expect((await heartbeat('r-3')).status).toBe(404); // gone: it must register again
     expect((await register('r-3')).status).toBe(200);
@@ -170,11 +188,28 @@ describe.each(ENGINES)('runtime registry on %s', (engine) => {
 
   it('a configured heartbeat interval is what runtimes are told, and three of it missed is gone', async () => {
     let later = START + 120_000;
-    const quick = await startCoordinator({ database, port: 0, now: () => later, meterFlushMs: 0, runtimeSecret: SECRET, heartbeatIntervalMs: 1_000 });
+    const quick = await startCoordinator({
+      database,
+      port: 0,
+      now: () => later,
+      meterFlushMs: 0,
+      runtimeSecret: SECRET,
+      heartbeatIntervalMs: 1_000,
+    });
     try {
       const post = (path: string, body: object) =>
-        fetch(`${quick.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'Arclight-Runtime-Secret': SECRET }, body: JSON.stringify(body) }).then(json);
-      const registered = await post('/runtimes', { id: 'r-quick', url: 'http://127.0.0.1:9/r-quick', model: 'pattern', slots: 1, capabilities: CAPABILITIES });
+        fetch(`${quick.url}${path}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'Arclight-Runtime-Secret': SECRET },
+          body: JSON.stringify(body),
+        }).then(json);
+      const registered = await post('/runtimes', {
+        id: 'r-quick',
+        url: 'http://127.0.0.1:9/r-quick',
+        model: 'pattern',
+        slots: 1,
+        capabilities: CAPABILITIES,
+      });
       expect(registered.body.heartbeat_interval_ms).toBe(1_000);
       expect((await post('/runtimes/r-quick/heartbeat', {})).body.heartbeat_interval_ms).toBe(1_000);
       later += 2_900; // not yet three intervals
@@ -212,13 +247,18 @@ describe('two coordinators on one PostgreSQL place sessions', () => {
       const account = await a.accounts.create('Raced', { concurrentSessions: 1000, sessionsPerMinute: 1000 });
       await a.ledger.grantPromotional(account.id, 1_000_000);
       const { key } = await a.apiKeys.create(account.id);
-      const { token } = (await (await fetch(`${a.url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': key } })).json()) as { token: string };
+      const { token } = (await (await fetch(`${a.url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': key } })).json()) as {
+        token: string;
+      };
       // Sixty sessions wait (no runtime yet); then both coordinators place them all at once.
       const urls = [a.url, b.url];
       const created = await Promise.all(
         Array.from({ length: 60 }, (_, i) =>
-          fetch(`${urls[i % 2]}/sessions`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: { name: 'pattern' } }) })
-            .then((r) => r.json() as Promise<{ session_id: string }>),
+          fetch(`${urls[i % 2]}/sessions`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ model: { name: 'pattern' } }),
+          }).then((r) => r.json() as Promise<{ session_id: string }>),
         ),
       );
       for (const id of ['s-1', 's-2']) {

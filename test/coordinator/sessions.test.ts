@@ -19,7 +19,13 @@ interface Answer {
   headers: Headers;
 }
 
-async function call(url: string, method: string, credential?: string, body?: unknown, extraHeaders: Record<string, string> = {}): Promise<Answer> {
+async function call(
+  url: string,
+  method: string,
+  credential?: string,
+  body?: unknown,
+  extraHeaders: Record<string, string> = {},
+): Promise<Answer> {
   const response = await fetch(url, {
     method,
     headers: {
@@ -135,7 +141,21 @@ describe.each(ENGINES)('sessions on %s', (engine) => {
       const late = await createWithKey(token, 'retry-1');
       expect(late.status).toBe(200);
       expect(late.body).toMatchObject({ session_id: first.body.session_id, status: 'ended', end_reason: 'finished' });
-      const rows = await coordinator.storage.db.selectFrom('sessions').select('id').where('token_id', '=', (await coordinator.storage.db.selectFrom('sessions').select('token_id').where('id', '=', first.body.session_id).executeTakeFirstOrThrow()).token_id).execute();
+      const rows = await coordinator.storage.db
+        .selectFrom('sessions')
+        .select('id')
+        .where(
+          'token_id',
+          '=',
+          (
+            await coordinator.storage.db
+              .selectFrom('sessions')
+              .select('token_id')
+              .where('id', '=', first.body.session_id)
+              .executeTakeFirstOrThrow()
+          ).token_id,
+        )
+        .execute();
       expect(rows).toHaveLength(2);
     });
 
@@ -161,7 +181,11 @@ describe.each(ENGINES)('sessions on %s', (engine) => {
       }
       const preflight = await fetch(`${coordinator.url}/sessions`, {
         method: 'OPTIONS',
-        headers: { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type,idempotency-key' },
+        headers: {
+          origin: 'https://app.example',
+          'access-control-request-method': 'POST',
+          'access-control-request-headers': 'authorization,content-type,idempotency-key',
+        },
       });
       expect(preflight.headers.get('access-control-allow-headers')).toMatch(/Idempotency-Key/i);
     });
@@ -182,7 +206,10 @@ describe.each(ENGINES)('sessions on %s', (engine) => {
     const bound = await mint({ resources: { models: { match: ['pattern'] }, sessions: { bind: [created.session_id] } } });
     expect((await create(bound)).body.code).toBe('token_exhausted');
     expect((await get(created.session_id, bound)).status).toBe(202);
-    const roomy = await mint({ resources: { models: { match: ['pattern'] }, sessions: { bind: [created.session_id] } }, constraints: { max_sessions: 2 } });
+    const roomy = await mint({
+      resources: { models: { match: ['pattern'] }, sessions: { bind: [created.session_id] } },
+      constraints: { max_sessions: 2 },
+    });
     expect((await create(roomy)).status).toBe(200);
     expect((await create(roomy)).status).toBe(403);
   });
@@ -207,21 +234,31 @@ describe.each(ENGINES)('sessions on %s', (engine) => {
     const preflight = (path: string, method: string) =>
       fetch(`${coordinator.url}${path}`, {
         method: 'OPTIONS',
-        headers: { origin: 'https://app.example', 'access-control-request-method': method, 'access-control-request-headers': 'authorization,content-type' },
+        headers: {
+          origin: 'https://app.example',
+          'access-control-request-method': method,
+          'access-control-request-headers': 'authorization,content-type',
+        },
       });
     const sessionsPreflight = await preflight('/sessions', 'POST');
     expect(sessionsPreflight.status).toBe(204);
     expect(sessionsPreflight.headers.get('access-control-allow-origin')).toBe('*');
     expect(sessionsPreflight.headers.get('access-control-allow-headers')).toMatch(/Authorization/);
-    expect((await preflight(`/sessions/${randomUUID()}/transport/webrtc/sdp_params`, 'POST')).headers.get('access-control-allow-origin')).toBe('*');
-    expect((await fetch(`${coordinator.url}/pricing`, { headers: { origin: 'https://app.example' } })).headers.get('access-control-allow-origin')).toBe('*');
+    expect(
+      (await preflight(`/sessions/${randomUUID()}/transport/webrtc/sdp_params`, 'POST')).headers.get('access-control-allow-origin'),
+    ).toBe('*');
+    expect(
+      (await fetch(`${coordinator.url}/pricing`, { headers: { origin: 'https://app.example' } })).headers.get(
+        'access-control-allow-origin',
+      ),
+    ).toBe('*');
     const tokens = await preflight('/tokens', 'POST');
     expect(tokens.headers.get('access-control-allow-origin')).toBeNull();
     const answer = await fetch(`${coordinator.url}/sessions/${randomUUID()}`, { headers: { origin: 'https://app.example' } });
     expect(answer.headers.get('access-control-expose-headers')).toMatch(/Retry-After/); // 429s tell browsers when to retry
   });
 
-  it('refuses a model outside the token\'s match, and unknown models, with 403', async () => {
+  it("refuses a model outside the token's match, and unknown models, with 403", async () => {
     const token = await mint(models('pattern'));
     const outside = await create(token, 'webcam-fx');
     expect(outside.status).toBe(403);
@@ -265,7 +302,11 @@ describe.each(ENGINES)('sessions on %s', (engine) => {
     const post = (version: string | undefined) =>
       fetch(`${coordinator.url}/sessions`, {
         method: 'POST',
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...(version ? { 'Reactor-API-Version': version } : {}) },
+        headers: {
+          authorization: `Bearer ${token}`,
+          'content-type': 'application/json',
+          ...(version ? { 'Reactor-API-Version': version } : {}),
+        },
         body: JSON.stringify(createBody('pattern')),
       });
     expect((await post('2')).status).toBe(501);
@@ -309,11 +350,17 @@ describe.each(ENGINES)('sessions on %s', (engine) => {
       expect((await create(token)).status).toBe(200);
     });
 
-    it('the concurrency quota is the account\'s, shared by all its API keys', async () => {
+    it("the concurrency quota is the account's, shared by all its API keys", async () => {
       const account = await coordinator.accounts.create('Two keys', { concurrentSessions: 2 });
       await coordinator.ledger.grantPromotional(account.id, 1_000_000);
-      const first = await mint({ ...models('pattern'), constraints: { max_sessions: 10 } }, (await coordinator.apiKeys.create(account.id)).key);
-      const second = await mint({ ...models('pattern'), constraints: { max_sessions: 10 } }, (await coordinator.apiKeys.create(account.id)).key);
+      const first = await mint(
+        { ...models('pattern'), constraints: { max_sessions: 10 } },
+        (await coordinator.apiKeys.create(account.id)).key,
+      );
+      const second = await mint(
+        { ...models('pattern'), constraints: { max_sessions: 10 } },
+        (await coordinator.apiKeys.create(account.id)).key,
+      );
       const a = await create(first);
       expect(a.status).toBe(200);
       expect((await create(second)).status).toBe(200);
@@ -354,7 +401,6 @@ describe.each(ENGINES)('sessions on %s', (engine) => {
     expect(answers.filter((s) => s === 200)).toHaveLength(37);
     expect(answers.filter((s) => s === 403)).toHaveLength(963);
   }, 120_000);
-
 });
 
 /** Two replicas: two coordinators, each with its own connection pool, on one PostgreSQL database. */
@@ -386,14 +432,22 @@ describe('two coordinators on one PostgreSQL', () => {
       await coordinator.ledger.grantPromotional(account.id, 1_000_000);
       const raced = (await coordinator.apiKeys.create(account.id)).key;
       // Twenty tokens, so no single token row serializes the requests: only the account lock can.
-      const tokens = await Promise.all(Array.from({ length: 20 }, () => mint({ ...models('pattern'), constraints: { max_sessions: 40 } }, raced)));
+      const tokens = await Promise.all(
+        Array.from({ length: 20 }, () => mint({ ...models('pattern'), constraints: { max_sessions: 40 } }, raced)),
+      );
       const urls = [coordinator.url, second.url];
       const answers = await Promise.all(
-        Array.from({ length: 400 }, (_, i) => call(`${urls[i % 2]}/sessions`, 'POST', tokens[i % 20], createBody('pattern')).then((a) => a.status)),
+        Array.from({ length: 400 }, (_, i) =>
+          call(`${urls[i % 2]}/sessions`, 'POST', tokens[i % 20], createBody('pattern')).then((a) => a.status),
+        ),
       );
       // 25 open at most (the account's concurrency quota), whichever replica admitted them.
       expect(answers.filter((s) => s === 200)).toHaveLength(25);
-      const open = await coordinator.storage.db.selectFrom('sessions').select((eb) => eb.fn.countAll<number>().as('n')).where('account_id', '=', account.id).executeTakeFirstOrThrow();
+      const open = await coordinator.storage.db
+        .selectFrom('sessions')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('account_id', '=', account.id)
+        .executeTakeFirstOrThrow();
       expect(Number(open.n)).toBe(25);
     } finally {
       await second.close();

@@ -70,7 +70,11 @@ describe.each(ENGINES)('keys that propagate on %s', (engine) => {
   });
 
   const mint = async (coordinator: Coordinator, key: string, body: unknown = {}) => {
-    const response = await fetch(`${coordinator.url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': key, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const response = await fetch(`${coordinator.url}/tokens`, {
+      method: 'POST',
+      headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     expect(response.status).toBe(200);
     return ((await response.json()) as { token: string }).token;
   };
@@ -213,7 +217,8 @@ describe.each(ENGINES)('keys that propagate on %s', (engine) => {
       const { key } = await plain.apiKeys.create(account.id);
       const token = await mint(plain, key);
       await plain.keyring.rotate();
-      const rows = (coordinator: Coordinator) => coordinator.storage.db.selectFrom('signing_keys').select(['kid', 'private_jwk']).orderBy('kid').execute();
+      const rows = (coordinator: Coordinator) =>
+        coordinator.storage.db.selectFrom('signing_keys').select(['kid', 'private_jwk']).orderBy('kid').execute();
       expect((await rows(plain)).every((r) => r.private_jwk.includes('"d":'))).toBe(true);
       await plain.close();
       open.splice(0);

@@ -134,10 +134,11 @@ describe('hosted: clips past retention, and connections against the concurrency 
       // A clip as soon as something is recorded (the recording starts with the first frame received).
       let clip: Clip | undefined;
       await waitUntil(
-        async () => (clip = await client.requestClip(2).catch((error: { code?: string }) => {
-          if (error.code === 'recording_error') return undefined;
-          throw error;
-        })) !== undefined,
+        async () =>
+          (clip = await client.requestClip(2).catch((error: { code?: string }) => {
+            if (error.code === 'recording_error') return undefined;
+            throw error;
+          })) !== undefined,
         30_000,
         'a clip of the running session',
       );
@@ -155,7 +156,11 @@ describe('hosted: clips past retention, and connections against the concurrency 
       const sessionId = client.getSessionId()!;
       await client.disconnect(); // the creator ends the session
       await waitUntil(() => runtime.sessions.current === undefined, 10_000, 'the runtime to end the session');
-      await waitUntil(async () => (await coordinator.sessions.get(sessionId))?.status === 'ended', 5_000, 'the coordinator to record the end');
+      await waitUntil(
+        async () => (await coordinator.sessions.get(sessionId))?.status === 'ended',
+        5_000,
+        'the coordinator to record the end',
+      );
 
       // Exactly five minutes after the end: still there ("more than five minutes" is the rule).
       recordingNow += 5 * 60_000;
@@ -184,7 +189,10 @@ describe('hosted: clips past retention, and connections against the concurrency 
     const { key } = await coordinator.apiKeys.create(account.id);
     const create = async () => call(`${coordinator.url}/sessions`, 'POST', await mint(coordinator.url, key), createBody);
     const creator = new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url });
-    const adopters = [new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url }), new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url })];
+    const adopters = [
+      new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url }),
+      new ArclightClient({ modelName: 'pattern', apiUrl: coordinator.url }),
+    ];
     const others: string[] = [];
     try {
       await creator.connect(await mint(coordinator.url, key));
@@ -194,7 +202,8 @@ describe('hosted: clips past retention, and connections against the concurrency 
         expect(adopter.getSessionId()).toBe(shared);
       }
       await waitUntil(
-        () => runtime.sessions.current?.id === shared && runtime.sessions.current.connections.filter((c) => c.state === 'ready').length === 3,
+        () =>
+          runtime.sessions.current?.id === shared && runtime.sessions.current.connections.filter((c) => c.state === 'ready').length === 3,
         15_000,
         'three connections ready on the one session',
       );

@@ -29,7 +29,8 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
     });
     return { status: response.status, body: (await response.json()) as Record<string, any>, headers: response.headers };
   };
-  const scoped = (entry: Record<string, unknown>, extra: Record<string, unknown> = {}) => post({ authorization_details: [{ type: 'session', ...entry }], ...extra });
+  const scoped = (entry: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+    post({ authorization_details: [{ type: 'session', ...entry }], ...extra });
   const match = (...names: string[]) => ({ resources: { models: { match: names } } });
 
   /** A session row as the session endpoints (a later step) will create them. */
@@ -37,7 +38,18 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
     const id = randomUUID();
     await coordinator.storage.db
       .insertInto('sessions')
-      .values({ id, account_id: account, model_id: models[model]!.id, token_id: null, status, created_at: now, ready_at: null, ended_at: null, end_reason: null, max_duration_seconds: 1200 })
+      .values({
+        id,
+        account_id: account,
+        model_id: models[model]!.id,
+        token_id: null,
+        status,
+        created_at: now,
+        ready_at: null,
+        ended_at: null,
+        end_reason: null,
+        max_duration_seconds: 1200,
+      })
       .execute();
     return id;
   };
@@ -48,7 +60,10 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
     const other = await coordinator.accounts.create('Other');
     accountId = account.id;
     otherAccountId = other.id;
-    ({ key, record: { id: keyId } } = await coordinator.apiKeys.create(account.id));
+    ({
+      key,
+      record: { id: keyId },
+    } = await coordinator.apiKeys.create(account.id));
     models['pattern'] = await coordinator.catalog.add('pattern', 5);
     models['webcam-fx'] = await coordinator.catalog.add('webcam-fx', 12);
     models['secret'] = await coordinator.catalog.add('secret', 40, { public: false });
@@ -107,7 +122,10 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
 
     it('rotated then revoked: the rotation leaves its tokens alive; revoking the rotated key kills them', async () => {
       const { record } = await coordinator.apiKeys.create(accountId);
-      const { key: before, record: { id: beforeId } } = await coordinator.apiKeys.create(accountId);
+      const {
+        key: before,
+        record: { id: beforeId },
+      } = await coordinator.apiKeys.create(accountId);
       const token = (await post({}, before)).body.token as string;
       await coordinator.apiKeys.rotate(beforeId);
       await expect(coordinator.tokens.verify(token)).resolves.toMatchObject({ apiKeyId: beforeId });
@@ -184,7 +202,9 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
       for (const details of [{ type: 'session', ...match('pattern') }, [{ type: 'session', ...match('pattern') }]]) {
         const { status, body } = await post({ authorization_details: details });
         expect(status).toBe(200);
-        expect(body.authorization_details).toEqual([{ type: 'session', resources: { models: { match: ['pattern'] } }, constraints: { max_sessions: 5 } }]);
+        expect(body.authorization_details).toEqual([
+          { type: 'session', resources: { models: { match: ['pattern'] } }, constraints: { max_sessions: 5 } },
+        ]);
         expect(body.expires_at).toBe(START / 1000 + 3600);
         expect(decodeJwt(body.token)['scp']).toBe('session');
         expect(await coordinator.tokens.verify(body.token)).toMatchObject({ scoped: true, models: ['pattern'], maxSessions: 5 });
@@ -194,7 +214,13 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
     it('checks the entry: one entry, type session, a non-empty match without wildcards', async () => {
       const cases: Array<[unknown, string]> = [
         [[], '/authorization_details'],
-        [[{ type: 'session', ...match('pattern') }, { type: 'session', ...match('pattern') }], '/authorization_details'],
+        [
+          [
+            { type: 'session', ...match('pattern') },
+            { type: 'session', ...match('pattern') },
+          ],
+          '/authorization_details',
+        ],
         [[{ type: 'account', ...match('pattern') }], '/authorization_details/0/type'],
         [[{ type: 'session' }], '/authorization_details/0/resources'],
         [[{ type: 'session', resources: { models: { match: [] } } }], '/authorization_details/0/resources/models/match'],
@@ -233,7 +259,10 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
         expect(status, JSON.stringify(constraints)).toBe(400);
         expect(body.field).toBe(`/authorization_details/0/constraints/${field}`);
       }
-      const { status, body } = await scoped({ ...match('pattern'), constraints: { max_sessions: 500, max_session_duration_seconds: 86_400 } });
+      const { status, body } = await scoped({
+        ...match('pattern'),
+        constraints: { max_sessions: 500, max_session_duration_seconds: 86_400 },
+      });
       expect(status).toBe(200);
       expect(body.authorization_details[0].constraints).toEqual({ max_sessions: 500, max_session_duration_seconds: 86_400 });
       expect(await coordinator.tokens.verify(body.token)).toMatchObject({ maxSessions: 500, maxSessionDurationSeconds: 86_400 });
@@ -255,9 +284,17 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
       expect(claims).not.toContain(a);
       expect(claims).not.toContain(b);
       const verified = await coordinator.tokens.verify(body.token);
-      const bound = await coordinator.storage.db.selectFrom('token_bindings').select('session_id').where('token_id', '=', verified.tokenId).execute();
+      const bound = await coordinator.storage.db
+        .selectFrom('token_bindings')
+        .select('session_id')
+        .where('token_id', '=', verified.tokenId)
+        .execute();
       expect(bound.map((r) => r.session_id).sort()).toEqual([a, b].sort());
-      const row = await coordinator.storage.db.selectFrom('tokens').select(['bound_sessions', 'max_sessions']).where('id', '=', verified.tokenId).executeTakeFirstOrThrow();
+      const row = await coordinator.storage.db
+        .selectFrom('tokens')
+        .select(['bound_sessions', 'max_sessions'])
+        .where('id', '=', verified.tokenId)
+        .executeTakeFirstOrThrow();
       expect(row).toEqual({ bound_sessions: 2, max_sessions: 2 }); // no room to create
     });
 
@@ -279,10 +316,16 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
     it('refuses a max_sessions below the number of bound sessions', async () => {
       const a = await insertSession(accountId, 'pattern');
       const b = await insertSession(accountId, 'pattern');
-      const { status, body } = await scoped({ resources: { models: { match: ['pattern'] }, sessions: { bind: [a, b] } }, constraints: { max_sessions: 1 } });
+      const { status, body } = await scoped({
+        resources: { models: { match: ['pattern'] }, sessions: { bind: [a, b] } },
+        constraints: { max_sessions: 1 },
+      });
       expect(status).toBe(400);
       expect(body.field).toBe('/authorization_details/0/constraints/max_sessions');
-      const roomy = await scoped({ resources: { models: { match: ['pattern'] }, sessions: { bind: [a, b] } }, constraints: { max_sessions: 3 } });
+      const roomy = await scoped({
+        resources: { models: { match: ['pattern'] }, sessions: { bind: [a, b] } },
+        constraints: { max_sessions: 3 },
+      });
       expect(roomy.body.authorization_details[0].constraints.max_sessions).toBe(3);
     });
   });
@@ -365,7 +408,12 @@ describe.each(ENGINES)('tokens on %s', (engine) => {
     });
 
     it('omits auto_topup.max_threshold_credits when max_account_credits is 0 (no cap), as the spec says', async () => {
-      const uncapped = await startCoordinator({ database: await freshDatabase(engine), port: 0, meterFlushMs: 0, pricing: { maxAccountCredits: 0 } });
+      const uncapped = await startCoordinator({
+        database: await freshDatabase(engine),
+        port: 0,
+        meterFlushMs: 0,
+        pricing: { maxAccountCredits: 0 },
+      });
       try {
         const body = (await (await fetch(`${uncapped.url}/pricing`)).json()) as Record<string, any>;
         expect(body.settings).toEqual({

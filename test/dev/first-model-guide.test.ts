@@ -65,8 +65,16 @@ function authorEnv(): NodeJS.ProcessEnv {
     if (/^(VITEST|npm_)/i.test(key) || ['NODE_OPTIONS', 'INIT_CWD', 'NODE_ENV', 'TEST'].includes(key)) continue;
     env[key] = value;
   }
-  env['PATH'] = (process.env['PATH'] ?? '').split(delimiter).filter((entry) => !/node_modules[\\/]\.bin[\\/]?$/.test(entry)).join(delimiter);
-  Object.assign(env, { npm_config_offline: 'true', npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false' });
+  env['PATH'] = (process.env['PATH'] ?? '')
+    .split(delimiter)
+    .filter((entry) => !/node_modules[\\/]\.bin[\\/]?$/.test(entry))
+    .join(delimiter);
+  Object.assign(env, {
+    npm_config_offline: 'true',
+    npm_config_audit: 'false',
+    npm_config_fund: 'false',
+    npm_config_update_notifier: 'false',
+  });
   return env;
 }
 
@@ -128,7 +136,8 @@ async function poll<T>(what: string, attempt: () => Promise<T | undefined>, serv
   for (;;) {
     const value = await attempt().catch(() => undefined);
     if (value !== undefined) return value;
-    if (server.child.exitCode !== null || server.child.signalCode !== null) throw new Error(`${what}: npm start exited while serving:\n${server.output()}`);
+    if (server.child.exitCode !== null || server.child.signalCode !== null)
+      throw new Error(`${what}: npm start exited while serving:\n${server.output()}`);
     if (Date.now() > deadline) throw new Error(`${what}: gave up after ${STEP_MS / 1000} s\n${server.output()}`);
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
@@ -155,7 +164,10 @@ async function serveAndStop(argv: readonly string[], cwd: string, model: string)
   } finally {
     killGroup(server.child, 'SIGTERM');
     const stopped = await Promise.race([
-      server.exited.then(() => true, () => true),
+      server.exited.then(
+        () => true,
+        () => true,
+      ),
       new Promise<false>((resolve) => setTimeout(() => resolve(false), 30_000)),
     ]);
     if (!stopped) {
@@ -171,45 +183,52 @@ describe('docs/first-model.md, run as written', () => {
   const make = shellBlock('## 1. Make a project');
   const test = shellBlock('## 4. Test it');
 
-  it('its commands scaffold a project beside the checkout that depends on it, and it installs, serves and passes its tests offline', async () => {
-    // The guide's shape: init from the checkout into a folder outside it, cd there, then npm.
-    const init = /^npx arclight init (\S+)$/.exec(make[0] ?? '');
-    expect(init, `section 1 starts with \`npx arclight init <folder>\`: ${make.join(' | ')}`).not.toBeNull();
-    const target = init![1]!;
-    expect(relative(ROOT, resolve(ROOT, target)).startsWith('..'), `${target} is outside the checkout`).toBe(true);
-    expect(make.slice(1)).toEqual([`cd ${target}`, 'npm install', 'npm start']);
-    expect(test).toEqual(['npm test']);
+  it(
+    'its commands scaffold a project beside the checkout that depends on it, and it installs, serves and passes its tests offline',
+    async () => {
+      // The guide's shape: init from the checkout into a folder outside it, cd there, then npm.
+      const init = /^npx arclight init (\S+)$/.exec(make[0] ?? '');
+      expect(init, `section 1 starts with \`npx arclight init <folder>\`: ${make.join(' | ')}`).not.toBeNull();
+      const target = init![1]!;
+      expect(relative(ROOT, resolve(ROOT, target)).startsWith('..'), `${target} is outside the checkout`).toBe(true);
+      expect(make.slice(1)).toEqual([`cd ${target}`, 'npm install', 'npm start']);
+      expect(test).toEqual(['npm test']);
 
-    const model = basename(target);
-    const project = join(folder, model);
-    const local = (arg: string): string => (arg === target ? project : arg);
-    let cwd = ROOT;
-    for (const line of [...make, ...test]) {
-      const argv = line.split(/\s+/).map(local);
-      if (argv[0] === 'cd') {
-        cwd = resolve(cwd, argv[1]!);
-      } else if (argv[0] === 'npx') {
-        const output = await run(argv, cwd, fromSourceEnv());
-        // With no --arclight, from a checkout: this checkout, by its absolute path.
-        expect(output).toContain(`its arclight dependency: file:${ROOT}, this checkout`);
-        const manifest = JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')) as { name: string; devDependencies: Record<string, string> };
-        expect(manifest).toMatchObject({ name: model, devDependencies: { arclight: `file:${ROOT}` } });
-      } else if (line === 'npm install') {
-        const output = await run(argv, cwd, authorEnv());
-        // The template's allowScripts covers the checkout's scripts: npm has nothing to warn about.
-        expect(output).not.toMatch(/not yet covered by allowScripts/);
-        expect(lstatSync(join(project, 'node_modules', 'arclight')).isSymbolicLink()).toBe(true);
-        expect(realpathSync(join(project, 'node_modules', 'arclight'))).toBe(ROOT);
-      } else if (line === 'npm start') {
-        await serveAndStop(argv, cwd, model);
-      } else if (line === 'npm test') {
-        const output = await run(argv, cwd, authorEnv());
-        expect(output).toMatch(/# pass [1-9]/);
-        expect(output).toMatch(/# fail 0/);
-      } else {
-        throw new Error(`the test does not know how to run \`${line}\` from docs/first-model.md; teach it`);
+      const model = basename(target);
+      const project = join(folder, model);
+      const local = (arg: string): string => (arg === target ? project : arg);
+      let cwd = ROOT;
+      for (const line of [...make, ...test]) {
+        const argv = line.split(/\s+/).map(local);
+        if (argv[0] === 'cd') {
+          cwd = resolve(cwd, argv[1]!);
+        } else if (argv[0] === 'npx') {
+          const output = await run(argv, cwd, fromSourceEnv());
+          // With no --arclight, from a checkout: this checkout, by its absolute path.
+          expect(output).toContain(`its arclight dependency: file:${ROOT}, this checkout`);
+          const manifest = JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')) as {
+            name: string;
+            devDependencies: Record<string, string>;
+          };
+          expect(manifest).toMatchObject({ name: model, devDependencies: { arclight: `file:${ROOT}` } });
+        } else if (line === 'npm install') {
+          const output = await run(argv, cwd, authorEnv());
+          // The template's allowScripts covers the checkout's scripts: npm has nothing to warn about.
+          expect(output).not.toMatch(/not yet covered by allowScripts/);
+          expect(lstatSync(join(project, 'node_modules', 'arclight')).isSymbolicLink()).toBe(true);
+          expect(realpathSync(join(project, 'node_modules', 'arclight'))).toBe(ROOT);
+        } else if (line === 'npm start') {
+          await serveAndStop(argv, cwd, model);
+        } else if (line === 'npm test') {
+          const output = await run(argv, cwd, authorEnv());
+          expect(output).toMatch(/# pass [1-9]/);
+          expect(output).toMatch(/# fail 0/);
+        } else {
+          throw new Error(`the test does not know how to run \`${line}\` from docs/first-model.md; teach it`);
+        }
       }
-    }
-    expect(cwd).toBe(project);
-  }, TEST_MS);
+      expect(cwd).toBe(project);
+    },
+    TEST_MS,
+  );
 });

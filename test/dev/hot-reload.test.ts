@@ -63,14 +63,36 @@ describe('arclight dev', () => {
     await writeFile(join(folder, 'package.json'), JSON.stringify({ type: 'module' }));
     await writeFile(join(folder, 'version.ts'), versionSource('v1'));
     await writeFile(join(folder, 'index.ts'), modelSource(64));
-    child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', 'bin/arclight.js', 'dev', folder, '--port', '0', '--host', '127.0.0.1', '--ice-host', '127.0.0.1', '--no-recording'], {
-      cwd: ROOT,
-      env: cliEnv(),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    child = spawn(
+      process.execPath,
+      [
+        '--conditions=source',
+        '--import',
+        'tsx',
+        'bin/arclight.js',
+        'dev',
+        folder,
+        '--port',
+        '0',
+        '--host',
+        '127.0.0.1',
+        '--ice-host',
+        '127.0.0.1',
+        '--no-recording',
+      ],
+      {
+        cwd: ROOT,
+        env: cliEnv(),
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out.stdout += chunk));
     child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (out.stderr += chunk));
-    const match = await pollUntil('the dev server URL on stdout', async () => /on (http:\/\/\S+)/.exec(out.stdout), { timeoutMs: START_TIMEOUT_MS, intervalMs: 50, diagnostics });
+    const match = await pollUntil('the dev server URL on stdout', async () => /on (http:\/\/\S+)/.exec(out.stdout), {
+      timeoutMs: START_TIMEOUT_MS,
+      intervalMs: 50,
+      diagnostics,
+    });
     url = match[1]!.replace('localhost', '127.0.0.1');
     client = new ArclightClient({ modelName: 'hot', local: true, localRuntimeUrl: url, rtc: nodeWebRtc });
     await client.connect();
@@ -115,12 +137,21 @@ describe('arclight dev', () => {
 
   it('a syntax error is shown with file:line in the terminal and over HTTP; the old version keeps answering; the fix serves', async () => {
     await writeFile(join(folder, 'version.ts'), `export const VERSION: string = 'v3' +;\n`);
-    const status = await pollUntil('the load error at /dev/status', async () => {
-      const body = (await (await fetch(`${url}/dev/status`)).json()) as { error: { code: string; file?: string; line?: number; column?: number } | null };
-      return body.error;
-    }, { timeoutMs: 10_000, diagnostics });
+    const status = await pollUntil(
+      'the load error at /dev/status',
+      async () => {
+        const body = (await (await fetch(`${url}/dev/status`)).json()) as {
+          error: { code: string; file?: string; line?: number; column?: number } | null;
+        };
+        return body.error;
+      },
+      { timeoutMs: 10_000, diagnostics },
+    );
     expect(status).toMatchObject({ code: 'model_load_failed', file: join(folder, 'version.ts'), line: 1 });
-    await pollUntil('the error in the terminal', async () => out.stdout.includes(`${join(folder, 'version.ts')}:1:`), { timeoutMs: 5_000, diagnostics });
+    await pollUntil('the error in the terminal', async () => out.stdout.includes(`${join(folder, 'version.ts')}:1:`), {
+      timeoutMs: 5_000,
+      diagnostics,
+    });
     expect((await which()).version).toBe('v2');
 
     await writeFile(join(folder, 'version.ts'), versionSource('v3'));

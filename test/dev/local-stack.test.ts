@@ -27,7 +27,15 @@ const stacks: LocalStack[] = [];
 const probes: VideoProbe[] = [];
 
 function start(): Promise<LocalStack> {
-  return startLocalStack({ model: pattern as never, port: 0, coordinatorPort: 0, database, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, logger }).then((stack) => {
+  return startLocalStack({
+    model: pattern as never,
+    port: 0,
+    coordinatorPort: 0,
+    database,
+    host: LOOPBACK,
+    ice: { hostAddresses: [LOOPBACK] },
+    logger,
+  }).then((stack) => {
     stacks.push(stack);
     return stack;
   });
@@ -45,7 +53,8 @@ describe('the local stack', () => {
 
   it('streams from the hosted runtime to a Node client through the coordinator, with a token minted from the demo key', async () => {
     const stack = await start();
-    for (const url of [stack.playgroundUrl, stack.coordinatorUrl, stack.hostedRuntimeUrl]) expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    for (const url of [stack.playgroundUrl, stack.coordinatorUrl, stack.hostedRuntimeUrl])
+      expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect(stack.modelName).toBe('pattern');
     expect(stack.apiKey).toMatch(/^rk_/);
     firstKey = stack.apiKey;
@@ -95,7 +104,10 @@ describe('the local stack', () => {
     expect(verified.models).toEqual(['pattern']);
     expect(verified.maxSessions).toBe(1); // one session per Connect
 
-    const foreign = await fetch(`${stack.playgroundUrl}/playground/token`, { method: 'POST', headers: { origin: 'http://elsewhere.example' } });
+    const foreign = await fetch(`${stack.playgroundUrl}/playground/token`, {
+      method: 'POST',
+      headers: { origin: 'http://elsewhere.example' },
+    });
     expect(foreign.status).toBe(403);
     expect(((await foreign.json()) as { code: string }).code).toBe('forbidden');
   });
@@ -105,7 +117,9 @@ describe('the local stack', () => {
     const stack = await start();
     expect(stack.demoAccountId).toBe(accountId);
     expect(stack.apiKey).not.toBe(firstKey);
-    const refused = await mintToken({ coordinatorUrl: stack.coordinatorUrl, apiKey: firstKey, models: ['pattern'] }).catch((error: unknown) => error);
+    const refused = await mintToken({ coordinatorUrl: stack.coordinatorUrl, apiKey: firstKey, models: ['pattern'] }).catch(
+      (error: unknown) => error,
+    );
     expect(refused).toBeInstanceOf(ArclightError);
     expect((refused as ArclightError).code).toBe('unauthorized');
     expect((await mintToken({ coordinatorUrl: stack.coordinatorUrl, apiKey: stack.apiKey, models: ['pattern'] })).token).toBeTruthy();

@@ -25,7 +25,10 @@ interface State {
   hits: number;
 }
 
-function version(tag: string, options: { width?: number; load?: ModelDefinition<State>['load']; ballast?: Uint8Array } = {}): ModelDefinition<State> {
+function version(
+  tag: string,
+  options: { width?: number; load?: ModelDefinition<State>['load']; ballast?: Uint8Array } = {},
+): ModelDefinition<State> {
   const width = options.width ?? 64;
   const ballast = options.ballast;
   return {
@@ -61,7 +64,14 @@ describe('Runtime.reloadModel', () => {
   const clients: ArclightClient[] = [];
 
   beforeAll(async () => {
-    runtime = await startRuntime({ model: version('v1') as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, dev: true });
+    runtime = await startRuntime({
+      model: version('v1') as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+      dev: true,
+    });
     await runtime.loaded;
   });
 
@@ -113,14 +123,22 @@ describe('Runtime.reloadModel', () => {
       if (event.type === 'model_load' && event.phase === 'failed') failed.push(event);
     });
     try {
-      const outcome = await runtime.reloadModel(version('broken', { load: () => { throw new Error('weights missing'); } }) as never);
+      const outcome = await runtime.reloadModel(
+        version('broken', {
+          load: () => {
+            throw new Error('weights missing');
+          },
+        }) as never,
+      );
       expect(outcome.ok).toBe(false);
       expect(outcome.ok ? undefined : outcome.error).toMatchObject({ code: 'model_load_failed', message: 'weights missing' });
       // The first stack frame in the author's code: this file.
       expect(outcome.ok ? undefined : outcome.error.file).toMatch(/model-reload\.test\.ts$/);
       expect((await which(client)).tag).toBe(before);
       expect(runtime.lastLoadError?.message).toBe('weights missing');
-      const status = (await (await fetch(`${runtime.url}/dev/status`)).json()) as { error: { code: string; message: string; line?: number } | null };
+      const status = (await (await fetch(`${runtime.url}/dev/status`)).json()) as {
+        error: { code: string; message: string; line?: number } | null;
+      };
       expect(status.error).toMatchObject({ code: 'model_load_failed', message: 'weights missing' });
       expect(status.error?.line).toBeGreaterThan(0);
       expect(failed.length).toBe(1);
@@ -164,15 +182,17 @@ describe('Runtime.reloadModel', () => {
     const events: RuntimeEvent[] = [];
     const unsubscribe = runtime.events.subscribe((event) => events.push(event));
     try {
-      const outcome = await runtime.reloadModel(version('progress', {
-        width: 96,
-        async load({ progress }) {
-          for (let i = 1; i <= 4; i++) {
-            progress(i / 4, `step ${i}`);
-            await new Promise((resolve) => setTimeout(resolve, 120));
-          }
-        },
-      }) as never);
+      const outcome = await runtime.reloadModel(
+        version('progress', {
+          width: 96,
+          async load({ progress }) {
+            for (let i = 1; i <= 4; i++) {
+              progress(i / 4, `step ${i}`);
+              await new Promise((resolve) => setTimeout(resolve, 120));
+            }
+          },
+        }) as never,
+      );
       expect(outcome.ok).toBe(true);
     } finally {
       unsubscribe();

@@ -10,7 +10,11 @@ import { startRuntime, type ModelDefinition, type Runtime } from '../../runtime/
 
 const LOOPBACK = '127.0.0.1';
 
-function version(tag: string, unloaded: string[], options: { failLoad?: boolean; failUnload?: boolean } = {}): ModelDefinition<Record<string, never>> {
+function version(
+  tag: string,
+  unloaded: string[],
+  options: { failLoad?: boolean; failUnload?: boolean } = {},
+): ModelDefinition<Record<string, never>> {
   return {
     name: 'unloadable',
     fps: 10,
@@ -34,7 +38,14 @@ describe('a model version is unloaded once it stops serving', () => {
 
   it('on a reload, a failed load and close; a throwing unload is survived', async () => {
     const unloaded: string[] = [];
-    runtime = await startRuntime({ model: version('v1', unloaded) as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, dev: true });
+    runtime = await startRuntime({
+      model: version('v1', unloaded) as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+      dev: true,
+    });
     await runtime.loaded;
     expect(unloaded).toEqual([]);
 

@@ -36,7 +36,14 @@ describe('reloading a Python model', () => {
 
   it("stops the replaced version's workers, and the last version's at close", async () => {
     const first = version();
-    runtime = await startRuntime({ model: first as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, dev: true });
+    runtime = await startRuntime({
+      model: first as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+      dev: true,
+    });
     await runtime.loaded;
     const firstPids = first.python.pids.filter((pid): pid is number => pid !== undefined);
     expect(firstPids.length).toBeGreaterThan(0);

@@ -28,7 +28,11 @@ function spawnCli(args: readonly string[]): Cli {
   // A real invocation: not marked as running under vitest (the model loader registers tsx then).
   const env: NodeJS.ProcessEnv = { ARCLIGHT_LOG: 'warn' };
   for (const [key, value] of Object.entries(process.env)) if (!key.startsWith('VITEST') && key !== 'ARCLIGHT_LOG') env[key] = value;
-  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', 'bin/arclight.js', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', 'bin/arclight.js', ...args], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   children.add(child);
   const out = { stdout: '', stderr: '' };
   child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out.stdout += chunk));
@@ -43,7 +47,8 @@ async function waitForOutput(cli: Cli, pattern: RegExp): Promise<RegExpExecArray
   for (;;) {
     const match = pattern.exec(cli.out.stdout);
     if (match) return match;
-    if (cli.child.exitCode !== null || Date.now() > deadline) throw new Error(`no ${pattern} on stdout\nstdout: ${cli.out.stdout}\nstderr: ${cli.out.stderr}`);
+    if (cli.child.exitCode !== null || Date.now() > deadline)
+      throw new Error(`no ${pattern} on stdout\nstdout: ${cli.out.stdout}\nstderr: ${cli.out.stderr}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }

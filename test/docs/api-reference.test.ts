@@ -24,7 +24,11 @@ describe('API reference (TypeDoc)', () => {
 
   it('builds with no warnings', { timeout: 180_000 }, () => {
     const typedoc = `${ROOT}node_modules/typedoc/bin/typedoc`;
-    const result = spawnSync(process.execPath, [typedoc, '--emit', 'none', '--treatWarningsAsErrors'], { cwd: ROOT, encoding: 'utf8', timeout: 170_000 });
+    const result = spawnSync(process.execPath, [typedoc, '--emit', 'none', '--treatWarningsAsErrors'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      timeout: 170_000,
+    });
     expect(result.status, `${result.stdout}\n${result.stderr}`).toBe(0);
   });
 });

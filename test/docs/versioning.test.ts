@@ -30,7 +30,12 @@ describe('versioning', () => {
   let coordinator: Coordinator;
   beforeAll(async () => {
     runtime = await startRuntime({ model: pattern as never, port: 0, host: '127.0.0.1', playground: false });
-    coordinator = await startCoordinator({ database: await freshDatabase('sqlite'), port: 0, meterFlushMs: 0, runtimeSecret: 'versioning-test-secret' });
+    coordinator = await startCoordinator({
+      database: await freshDatabase('sqlite'),
+      port: 0,
+      meterFlushMs: 0,
+      runtimeSecret: 'versioning-test-secret',
+    });
   });
   afterAll(async () => {
     await runtime?.close();

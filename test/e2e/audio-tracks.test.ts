@@ -51,7 +51,14 @@ describe('two output audio tracks on the wire', () => {
       record(args[0]);
       return (originalSend as (...a: unknown[]) => void).apply(this, args);
     } as typeof dgram.Socket.prototype.send;
-    runtime = await startRuntime({ model: speakers as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, recording: undefined });
+    runtime = await startRuntime({
+      model: speakers as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+      recording: undefined,
+    });
     client = new ArclightClient({ modelName: 'two-speakers', local: true, localRuntimeUrl: runtime.url });
     client.on('trackReceived', (name, track) => {
       if (track.kind === 'audio') probes.set(name, new AudioProbe(track));
@@ -98,14 +105,18 @@ describe('two output audio tracks on the wire', () => {
     // machine would hold both back alike.
     let stopped: number | undefined;
     let other: number | undefined;
-    await waitUntil(() => {
-      for (const a of streams) {
-        const b = streams.find((ssrc) => ssrc !== a)!;
-        const lastA = sent.get(a)!.at(-1)![0];
-        if (sent.get(b)!.filter(([t]) => t > lastA).length >= 10) [stopped, other] = [a, b];
-      }
-      return stopped !== undefined;
-    }, 15_000, 'one stream to stop while the other goes on');
+    await waitUntil(
+      () => {
+        for (const a of streams) {
+          const b = streams.find((ssrc) => ssrc !== a)!;
+          const lastA = sent.get(a)!.at(-1)![0];
+          if (sent.get(b)!.filter(([t]) => t > lastA).length >= 10) [stopped, other] = [a, b];
+        }
+        return stopped !== undefined;
+      },
+      15_000,
+      'one stream to stop while the other goes on',
+    );
     const quietFrom = performance.now();
     await waitUntil(() => (countsSince(quietFrom).get(other!) ?? 0) >= 50, 15_000, 'the other stream to go on');
     const counts = countsSince(quietFrom);

@@ -71,11 +71,15 @@ describe('audio in: a published microphone reaches the model', () => {
     const sine = startSine(440, 8000);
     try {
       await client.publishTrack('mic', sine.track);
-      await waitUntil(async () => {
-        const reply = await client.sendCommand('get_level', {});
-        const level = reply?.data as { rms: number; frames: number };
-        return level.frames > 20 && level.rms > 2000;
-      }, 15_000, 'the model to hear the sine');
+      await waitUntil(
+        async () => {
+          const reply = await client.sendCommand('get_level', {});
+          const level = reply?.data as { rms: number; frames: number };
+          return level.frames > 20 && level.rms > 2000;
+        },
+        15_000,
+        'the model to hear the sine',
+      );
       await waitUntil(() => probe.level > 1500, 10_000, 'the loop back');
     } finally {
       sine.stop();

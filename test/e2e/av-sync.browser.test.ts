@@ -35,7 +35,10 @@ it('plays audio and video at the same sender time, steadily (estimatedPlayoutTim
     const out: Array<{ audio: number | null; video: number | null; at: number }> = [];
     const started = performance.now();
     const settled = () => {
-      const last = out.slice(-20).filter((s) => s.audio !== null && s.video !== null).map((s) => s.video! - s.audio!);
+      const last = out
+        .slice(-20)
+        .filter((s) => s.audio !== null && s.video !== null)
+        .map((s) => s.video! - s.audio!);
       return last.length === 20 && last.every((d) => Math.abs(d) < 80) && Math.max(...last) - Math.min(...last) < 40;
     };
     while (performance.now() - started < 40_000 && !(performance.now() - started > 8_000 && settled())) {

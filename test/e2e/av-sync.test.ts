@@ -21,7 +21,14 @@ describe('A/V sync through RTCP sender reports', () => {
   let runtime: Runtime;
   let peer: WeriftPeer | undefined;
   beforeAll(async () => {
-    runtime = await startRuntime({ model: model as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, logger: createLogger({ test: 'av-sync' }, 'error') });
+    runtime = await startRuntime({
+      model: model as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+      logger: createLogger({ test: 'av-sync' }, 'error'),
+    });
   });
   afterAll(async () => {
     await peer?.close();
@@ -59,19 +66,25 @@ describe('A/V sync through RTCP sender reports', () => {
     peer.onTrackRtp('main_audio', (rtp: RtpPacket) => {
       const { timestamp, ssrc } = rtp.header;
       const payload = rtp.payload;
-      audioChain = audioChain.then(async () => {
-        const frame = await audioDecoder.decode(payload);
-        let peak = 0;
-        for (const sample of frame.samples) peak = Math.max(peak, Math.abs(sample));
-        const loud = peak > 8_000;
-        const clock = clocks.get(ssrc);
-        if (loud && !lastLoud && clock) clicks.push(wallTime(clock, timestamp, 48_000));
-        lastLoud = loud;
-      }).catch(() => {});
+      audioChain = audioChain
+        .then(async () => {
+          const frame = await audioDecoder.decode(payload);
+          let peak = 0;
+          for (const sample of frame.samples) peak = Math.max(peak, Math.abs(sample));
+          const loud = peak > 8_000;
+          const clock = clocks.get(ssrc);
+          if (loud && !lastLoud && clock) clicks.push(wallTime(clock, timestamp, 48_000));
+          lastLoud = loud;
+        })
+        .catch(() => {});
     });
 
     try {
-      await waitUntil(() => flashes.length >= 4 && clicks.length >= 4, 25_000, 'four flashes and four clicks after the first sender reports');
+      await waitUntil(
+        () => flashes.length >= 4 && clicks.length >= 4,
+        25_000,
+        'four flashes and four clicks after the first sender reports',
+      );
     } finally {
       decoding.close();
       audioDecoder.close();
@@ -81,7 +94,11 @@ describe('A/V sync through RTCP sender reports', () => {
     const offsets = flashes
       .map((flash) => flash - clicks.reduce((best, click) => (Math.abs(click - flash) < Math.abs(best - flash) ? click : best)))
       .filter((offset) => Math.abs(offset) < 500);
-    const context = JSON.stringify({ offsets: offsets.map((o) => Math.round(o)), flashes: flashes.map(Math.round), clicks: clicks.map(Math.round) });
+    const context = JSON.stringify({
+      offsets: offsets.map((o) => Math.round(o)),
+      flashes: flashes.map(Math.round),
+      clicks: clicks.map(Math.round),
+    });
     expect(offsets.length, context).toBeGreaterThanOrEqual(3);
     // 0 ms here since audio is stamped with its emit time; 40 ms when both were stamped by send time
     // (the audio waits in its queue longer than the video for its pacer).

@@ -25,7 +25,13 @@ function captureLogger(records: LogRecord[], bindings: Record<string, unknown> =
   const at = (level: string) => (msg: string, fields?: Record<string, unknown>) => {
     records.push({ level, msg, fields: { ...bindings, ...fields } });
   };
-  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), child: (more) => captureLogger(records, { ...bindings, ...more }) };
+  return {
+    debug: at('debug'),
+    info: at('info'),
+    warn: at('warn'),
+    error: at('error'),
+    child: (more) => captureLogger(records, { ...bindings, ...more }),
+  };
 }
 
 interface HttpResult {
@@ -46,12 +52,17 @@ describe('bad input', () => {
   const peers: RawPeer[] = [];
   const extraPcs: RTCPeerConnection[] = [];
 
-  async function http(method: string, path: string, options: { body?: unknown; raw?: string; headers?: Record<string, string> } = {}): Promise<HttpResult> {
+  async function http(
+    method: string,
+    path: string,
+    options: { body?: unknown; raw?: string; headers?: Record<string, string> } = {},
+  ): Promise<HttpResult> {
     const headers: Record<string, string> = { ...options.headers };
     let body: string | undefined;
     if (options.raw !== undefined) body = options.raw;
     else if (options.body !== undefined) body = JSON.stringify(options.body);
-    if (body !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+    if (body !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type'))
+      headers['content-type'] = 'application/json';
     const response = await fetch(runtime.url + path, { method, headers, ...(body === undefined ? {} : { body }) });
     const text = await response.text();
     let parsed: Record<string, unknown> | undefined;
@@ -64,7 +75,12 @@ describe('bad input', () => {
   }
 
   /** Asserts an error response: status, JSON `{code, message, field?}`, and a message that says something. */
-  function expectError(result: HttpResult, status: number, code: string, options: { field?: string; mentions?: (string | RegExp)[] } = {}): void {
+  function expectError(
+    result: HttpResult,
+    status: number,
+    code: string,
+    options: { field?: string; mentions?: (string | RegExp)[] } = {},
+  ): void {
     const context = `HTTP ${result.status} ${result.text}`;
     expect(result.status, context).toBe(status);
     expect(result.contentType, context).toMatch(/application\/json/);
@@ -180,13 +196,17 @@ describe('bad input', () => {
       extraPcs.push(offer.pc);
       const mapping = offer.mapping.map((entry) => (entry.name === 'main_video' ? { ...entry, name: 'side_video' } : entry));
       const cid = await registerConnection();
-      const result = await http('POST', `${transport}/connections/${cid}/sdp_params`, { body: { sdp_offer: keepLoopbackCandidates(offer.sdp), track_mapping: mapping } });
+      const result = await http('POST', `${transport}/connections/${cid}/sdp_params`, {
+        body: { sdp_offer: keepLoopbackCandidates(offer.sdp), track_mapping: mapping },
+      });
       expectError(result, 404, 'unknown_track', { mentions: ['side_video'] });
     });
 
     it('a body over 256 KiB (with Content-Length) → 413 payload_too_large', async () => {
       const cid = await registerConnection();
-      const result = await http('POST', `${transport}/connections/${cid}/sdp_params`, { body: { sdp_offer: 'v=0\r\n' + 'a'.repeat(300 * 1024) } });
+      const result = await http('POST', `${transport}/connections/${cid}/sdp_params`, {
+        body: { sdp_offer: 'v=0\r\n' + 'a'.repeat(300 * 1024) },
+      });
       expectError(result, 413, 'payload_too_large', { mentions: [/262144|256/] });
     });
 
@@ -212,7 +232,16 @@ describe('bad input', () => {
         duplex: 'half',
       } as RequestInit);
       const text = await response.text();
-      expectError({ status: response.status, contentType: response.headers.get('content-type') ?? '', text, body: JSON.parse(text) as Record<string, unknown> }, 413, 'payload_too_large');
+      expectError(
+        {
+          status: response.status,
+          contentType: response.headers.get('content-type') ?? '',
+          text,
+          body: JSON.parse(text) as Record<string, unknown>,
+        },
+        413,
+        'payload_too_large',
+      );
     });
 
     it('unknown route → 404 not_found', async () => {
@@ -226,7 +255,11 @@ describe('bad input', () => {
       expectError(await http('DELETE', `/sessions/${unknown}`), 404, 'session_not_found');
       expectError(await http('POST', `/sessions/${unknown}/transport/webrtc/connections`), 404, 'session_not_found');
       expectError(await http('GET', `/sessions/${unknown}/transport/webrtc/ice_servers`), 404, 'session_not_found');
-      expectError(await http('POST', `/sessions/${unknown}/transport/webrtc/connections/1/sdp_params`, { body: { sdp_offer: 'hello' } }), 404, 'session_not_found');
+      expectError(
+        await http('POST', `/sessions/${unknown}/transport/webrtc/connections/1/sdp_params`, { body: { sdp_offer: 'hello' } }),
+        404,
+        'session_not_found',
+      );
       expectError(await http('POST', '/stop_session', { body: { session_id: unknown } }), 404, 'session_not_found');
     });
 
@@ -240,7 +273,12 @@ describe('bad input', () => {
     });
 
     it('unknown connection id → 404 connection_not_found', async () => {
-      expectError(await http('POST', `${transport}/connections/4242/sdp_params`, { body: { sdp_offer: 'hello' } }), 404, 'connection_not_found', { mentions: ['4242'] });
+      expectError(
+        await http('POST', `${transport}/connections/4242/sdp_params`, { body: { sdp_offer: 'hello' } }),
+        404,
+        'connection_not_found',
+        { mentions: ['4242'] },
+      );
       expectError(await http('GET', `${transport}/connections/4242/sdp_params`), 404, 'connection_not_found');
       expectError(await http('DELETE', `${transport}/connections/4242`), 404, 'connection_not_found');
     });
@@ -253,23 +291,58 @@ describe('bad input', () => {
     it('an offer on a closed connection → 410 connection_closed', async () => {
       const cid = await registerConnection();
       expect((await http('DELETE', `${transport}/connections/${cid}`)).status).toBe(200);
-      expectError(await http('POST', `${transport}/connections/${cid}/sdp_params`, { body: { sdp_offer: 'hello' } }), 410, 'connection_closed');
+      expectError(
+        await http('POST', `${transport}/connections/${cid}/sdp_params`, { body: { sdp_offer: 'hello' } }),
+        410,
+        'connection_closed',
+      );
     });
 
     it('Reactor-WebRTC-Version 2.0 → 501, 0.9 → 426, junk → 400', async () => {
-      expectError(await http('GET', `${transport}/ice_servers`, { headers: { 'Reactor-WebRTC-Version': '2.0' } }), 501, 'version_not_implemented', { mentions: ['2.0'] });
-      expectError(await http('POST', `${transport}/connections`, { headers: { 'Reactor-WebRTC-Version': '2.0' } }), 501, 'version_not_implemented');
-      expectError(await http('GET', `${transport}/ice_servers`, { headers: { 'Reactor-WebRTC-Version': '0.9' } }), 426, 'unsupported_version', { mentions: ['0.9'] });
-      expectError(await http('GET', `${transport}/ice_servers`, { headers: { 'Reactor-WebRTC-Version': 'banana' } }), 400, 'invalid_request');
+      expectError(
+        await http('GET', `${transport}/ice_servers`, { headers: { 'Reactor-WebRTC-Version': '2.0' } }),
+        501,
+        'version_not_implemented',
+        { mentions: ['2.0'] },
+      );
+      expectError(
+        await http('POST', `${transport}/connections`, { headers: { 'Reactor-WebRTC-Version': '2.0' } }),
+        501,
+        'version_not_implemented',
+      );
+      expectError(
+        await http('GET', `${transport}/ice_servers`, { headers: { 'Reactor-WebRTC-Version': '0.9' } }),
+        426,
+        'unsupported_version',
+        { mentions: ['0.9'] },
+      );
+      expectError(
+        await http('GET', `${transport}/ice_servers`, { headers: { 'Reactor-WebRTC-Version': 'banana' } }),
+        400,
+        'invalid_request',
+      );
       // The current version is accepted.
       expect((await http('GET', `${transport}/ice_servers`, { headers: { 'Reactor-WebRTC-Version': '1.0' } })).status).toBe(200);
     });
 
     it('Reactor-API-Version 99 → 501', async () => {
       const before = runtime.sessions.current?.id;
-      expectError(await http('POST', '/start_session', { body: {}, headers: { 'Reactor-API-Version': '99' } }), 501, 'version_not_implemented', { mentions: ['99'] });
-      expectError(await http('GET', `/sessions/${sessionId}`, { headers: { 'Reactor-API-Version': '99' } }), 501, 'version_not_implemented');
-      expectError(await http('POST', '/stop_session', { body: {}, headers: { 'Reactor-API-Version': '99' } }), 501, 'version_not_implemented');
+      expectError(
+        await http('POST', '/start_session', { body: {}, headers: { 'Reactor-API-Version': '99' } }),
+        501,
+        'version_not_implemented',
+        { mentions: ['99'] },
+      );
+      expectError(
+        await http('GET', `/sessions/${sessionId}`, { headers: { 'Reactor-API-Version': '99' } }),
+        501,
+        'version_not_implemented',
+      );
+      expectError(
+        await http('POST', '/stop_session', { body: {}, headers: { 'Reactor-API-Version': '99' } }),
+        501,
+        'version_not_implemented',
+      );
       // Refused before doing anything: the session is untouched.
       expect(runtime.sessions.current?.id).toBe(before);
       expect((await http('GET', `/sessions/${sessionId}`, { headers: { 'Reactor-API-Version': '1' } })).status).toBe(200);
@@ -281,7 +354,10 @@ describe('bad input', () => {
     const nextId = (prefix: string) => `${prefix}-${++rid}`;
 
     /** Sends `text` and waits for a `command_failed` that arrives after it (optionally with a request_id). */
-    async function sendAndExpectFailure(text: string, requestId?: string): Promise<{ command: string; code: string; message: string; field?: string; envelope: Envelope }> {
+    async function sendAndExpectFailure(
+      text: string,
+      requestId?: string,
+    ): Promise<{ command: string; code: string; message: string; field?: string; envelope: Envelope }> {
       const from = peer!.messages.length;
       peer!.sendRaw(text);
       const envelope = await peer!.waitFor(
@@ -315,7 +391,15 @@ describe('bad input', () => {
     });
 
     it('valid JSON but not an envelope → invalid_message', async () => {
-      for (const text of ['42', 'null', '"set_color"', '[]', '{"hello":"world"}', '{"scope":"application"}', '{"scope":"application","data":{"data":{}}}']) {
+      for (const text of [
+        '42',
+        'null',
+        '"set_color"',
+        '[]',
+        '{"hello":"world"}',
+        '{"scope":"application"}',
+        '{"scope":"application","data":{"data":{}}}',
+      ]) {
         const failure = await sendAndExpectFailure(text);
         expect(failure.code, text).toBe('invalid_message');
         expect(failure.message, text).toMatch(/envelope/);
@@ -324,14 +408,20 @@ describe('bad input', () => {
 
     it('a broken envelope with a readable request_id → invalid_message correlated', async () => {
       const id = nextId('bad-scope');
-      const failure = await sendAndExpectFailure(JSON.stringify({ scope: 'kernel', data: { type: 'set_color', data: { color: '#00ff00' }, request_id: id } }), id);
+      const failure = await sendAndExpectFailure(
+        JSON.stringify({ scope: 'kernel', data: { type: 'set_color', data: { color: '#00ff00' }, request_id: id } }),
+        id,
+      );
       expect(failure.code).toBe('invalid_message');
       expect(failure.command).toBe('set_color');
     });
 
     it('unknown command with request_id → unknown_command correlated', async () => {
       const id = nextId('unknown');
-      const failure = await sendAndExpectFailure(JSON.stringify({ scope: 'application', data: { type: 'launch_rockets', data: {}, request_id: id } }), id);
+      const failure = await sendAndExpectFailure(
+        JSON.stringify({ scope: 'application', data: { type: 'launch_rockets', data: {}, request_id: id } }),
+        id,
+      );
       expect(failure.code).toBe('unknown_command');
       expect(failure.command).toBe('launch_rockets');
       expect(failure.message).toContain('launch_rockets');
@@ -342,29 +432,44 @@ describe('bad input', () => {
 
     it('invalid params → invalid_params with field', async () => {
       const id = nextId('params');
-      const failure = await sendAndExpectFailure(JSON.stringify({ scope: 'application', data: { type: 'set_color', data: { color: 'red' }, request_id: id } }), id);
+      const failure = await sendAndExpectFailure(
+        JSON.stringify({ scope: 'application', data: { type: 'set_color', data: { color: 'red' }, request_id: id } }),
+        id,
+      );
       expect(failure.code).toBe('invalid_params');
       expect(failure.field).toBe('/color');
       expect(failure.command).toBe('set_color');
 
       const missing = nextId('params');
-      const failure2 = await sendAndExpectFailure(JSON.stringify({ scope: 'application', data: { type: 'set_color', data: {}, request_id: missing } }), missing);
+      const failure2 = await sendAndExpectFailure(
+        JSON.stringify({ scope: 'application', data: { type: 'set_color', data: {}, request_id: missing } }),
+        missing,
+      );
       expect(failure2.code).toBe('invalid_params');
       expect(failure2.field).toBe('/color');
 
       const extra = nextId('params');
-      const failure3 = await sendAndExpectFailure(JSON.stringify({ scope: 'application', data: { type: 'set_speed', data: { speed: 1, warp: 9 }, request_id: extra } }), extra);
+      const failure3 = await sendAndExpectFailure(
+        JSON.stringify({ scope: 'application', data: { type: 'set_speed', data: { speed: 1, warp: 9 }, request_id: extra } }),
+        extra,
+      );
       expect(failure3.code).toBe('invalid_params');
       expect(failure3.field).toBe('/warp');
 
       const notObject = nextId('params');
-      const failure4 = await sendAndExpectFailure(JSON.stringify({ scope: 'application', data: { type: 'set_speed', data: 'fast', request_id: notObject } }), notObject);
+      const failure4 = await sendAndExpectFailure(
+        JSON.stringify({ scope: 'application', data: { type: 'set_speed', data: 'fast', request_id: notObject } }),
+        notObject,
+      );
       expect(failure4.code).toBe('invalid_params');
     });
 
     it('oversized message (10 KB, limit 4 KiB) → message_too_large correlated', async () => {
       const id = nextId('big');
-      const text = JSON.stringify({ scope: 'application', data: { type: 'set_text', data: { text: 'x', padding: 'p'.repeat(10_000) }, request_id: id } });
+      const text = JSON.stringify({
+        scope: 'application',
+        data: { type: 'set_text', data: { text: 'x', padding: 'p'.repeat(10_000) }, request_id: id },
+      });
       expect(Buffer.byteLength(text)).toBeGreaterThan(10_000);
       const failure = await sendAndExpectFailure(text, id);
       expect(failure.code).toBe('message_too_large');
@@ -379,26 +484,41 @@ describe('bad input', () => {
 
     it('runtime-scope unknown type → unknown_command', async () => {
       const id = nextId('rt');
-      const failure = await sendAndExpectFailure(JSON.stringify({ scope: 'runtime', data: { type: 'self_destruct', data: {}, request_id: id } }), id);
+      const failure = await sendAndExpectFailure(
+        JSON.stringify({ scope: 'runtime', data: { type: 'self_destruct', data: {}, request_id: id } }),
+        id,
+      );
       expect(failure.code).toBe('unknown_command');
       expect(failure.message).toContain('self_destruct');
     });
 
     it('track_subscription naming an unknown track → unknown_track', async () => {
       const id = nextId('sub');
-      const failure = await sendAndExpectFailure(JSON.stringify({ scope: 'runtime', data: { type: 'track_subscription', data: { track: 'side_video', subscribed: false }, request_id: id } }), id);
+      const failure = await sendAndExpectFailure(
+        JSON.stringify({
+          scope: 'runtime',
+          data: { type: 'track_subscription', data: { track: 'side_video', subscribed: false }, request_id: id },
+        }),
+        id,
+      );
       expect(failure.code).toBe('unknown_track');
       expect(failure.message).toContain('side_video');
 
       const bad = nextId('sub');
-      const failure2 = await sendAndExpectFailure(JSON.stringify({ scope: 'runtime', data: { type: 'track_subscription', data: { track: 'main_video' }, request_id: bad } }), bad);
+      const failure2 = await sendAndExpectFailure(
+        JSON.stringify({ scope: 'runtime', data: { type: 'track_subscription', data: { track: 'main_video' }, request_id: bad } }),
+        bad,
+      );
       expect(failure2.code).toBe('invalid_params');
       expect(failure2.field).toBe('/subscribed');
     });
 
     it('publish_track naming an unknown input track → unknown_track', async () => {
       const id = nextId('pub');
-      const failure = await sendAndExpectFailure(JSON.stringify({ scope: 'runtime', data: { type: 'publish_track', data: { track: 'webcam' }, request_id: id } }), id);
+      const failure = await sendAndExpectFailure(
+        JSON.stringify({ scope: 'runtime', data: { type: 'publish_track', data: { track: 'webcam' }, request_id: id } }),
+        id,
+      );
       expect(failure.code).toBe('unknown_track');
     });
 
@@ -419,12 +539,16 @@ describe('bad input', () => {
 
       // A ping still gets its pong.
       const ping = nextId('ping');
-      const pong = await (peer!.sendRaw(JSON.stringify({ scope: 'runtime', data: { type: 'ping', request_id: ping } })), peer!.waitFor((m) => m.data.request_id === ping, 15_000));
+      const pong = await (peer!.sendRaw(JSON.stringify({ scope: 'runtime', data: { type: 'ping', request_id: ping } })),
+      peer!.waitFor((m) => m.data.request_id === ping, 15_000));
       expect(pong.data.type).toBe('pong');
 
       // Every message the runtime sent was an envelope; nothing went to the error log.
       expect(peer!.unparsed).toEqual([]);
-      expect(logs.filter((r) => r.level === 'error'), JSON.stringify(logs.filter((r) => r.level === 'error'))).toEqual([]);
+      expect(
+        logs.filter((r) => r.level === 'error'),
+        JSON.stringify(logs.filter((r) => r.level === 'error')),
+      ).toEqual([]);
     });
 
     it('an ended session id → 410 session_ended', async () => {

@@ -42,7 +42,15 @@ describe('bitrate adaptation', () => {
       while (bitsPerSecond >> BigInt(brExp) >= 1n << 18n) brExp++;
       const brMantissa = Number(bitsPerSecond >> BigInt(brExp));
       const report = new RtcpPayloadSpecificFeedback({
-        feedback: new ReceiverEstimatedMaxBitrate({ senderSsrc: 1, mediaSsrc: 0, brExp, brMantissa, bitrate: bitsPerSecond, ssrcNum: 1, ssrcFeedbacks: [mediaSsrc] }),
+        feedback: new ReceiverEstimatedMaxBitrate({
+          senderSsrc: 1,
+          mediaSsrc: 0,
+          brExp,
+          brMantissa,
+          bitrate: bitsPerSecond,
+          ssrcNum: 1,
+          ssrcFeedbacks: [mediaSsrc],
+        }),
       });
       void peer!.video.receiver.dtlsTransport.sendRtcp([report]);
     };

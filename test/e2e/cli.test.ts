@@ -33,8 +33,15 @@ function cliEnv(): NodeJS.ProcessEnv {
 
 const children = new Set<ChildProcess>();
 
-function spawnCli(args: readonly string[], env: Readonly<Record<string, string>> = {}): ChildProcess & { out: { stdout: string; stderr: string } } {
-  const child = spawn(process.execPath, [...NODE_FLAGS, 'bin/arclight.js', ...args], { cwd: ROOT, env: { ...cliEnv(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+function spawnCli(
+  args: readonly string[],
+  env: Readonly<Record<string, string>> = {},
+): ChildProcess & { out: { stdout: string; stderr: string } } {
+  const child = spawn(process.execPath, [...NODE_FLAGS, 'bin/arclight.js', ...args], {
+    cwd: ROOT,
+    env: { ...cliEnv(), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   children.add(child);
   const out = { stdout: '', stderr: '' };
   child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out.stdout += chunk));
@@ -74,9 +81,12 @@ async function waitForOutput(child: ReturnType<typeof spawnCli>, pattern: RegExp
     const match = pattern.exec(child.out.stdout);
     if (match) return match;
     if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`the CLI exited (${child.exitCode ?? child.signalCode}) before printing ${pattern}\nstdout: ${child.out.stdout}\nstderr: ${child.out.stderr}`);
+      throw new Error(
+        `the CLI exited (${child.exitCode ?? child.signalCode}) before printing ${pattern}\nstdout: ${child.out.stdout}\nstderr: ${child.out.stderr}`,
+      );
     }
-    if (Date.now() > deadline) throw new Error(`no ${pattern} on stdout within ${timeoutMs} ms\nstdout: ${child.out.stdout}\nstderr: ${child.out.stderr}`);
+    if (Date.now() > deadline)
+      throw new Error(`no ${pattern} on stdout within ${timeoutMs} ms\nstdout: ${child.out.stdout}\nstderr: ${child.out.stderr}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
@@ -122,14 +132,18 @@ describe('arclight serve: argument errors → exit 2', () => {
     expect(notUrl.stderr).toContain('--coordinator must be an http(s) URL');
   });
 
-  it('--turn-url without $ARCLIGHT_TURN_SECRET, or a --public-ip that is not an address → exit 2', { timeout: START_TIMEOUT_MS }, async () => {
-    const noSecret = await runCli(['serve', 'models/examples/pattern', '--turn-url', 'turn:127.0.0.1:3478']);
-    expect(noSecret.code, describeResult(noSecret)).toBe(2);
-    expect(noSecret.stderr).toContain('ARCLIGHT_TURN_SECRET');
-    const badIp = await runCli(['serve', 'models/examples/pattern', '--public-ip', 'gpu.example.com']);
-    expect(badIp.code, describeResult(badIp)).toBe(2);
-    expect(badIp.stderr).toContain('--public-ip must be an IPv4 or IPv6 address');
-  });
+  it(
+    '--turn-url without $ARCLIGHT_TURN_SECRET, or a --public-ip that is not an address → exit 2',
+    { timeout: START_TIMEOUT_MS },
+    async () => {
+      const noSecret = await runCli(['serve', 'models/examples/pattern', '--turn-url', 'turn:127.0.0.1:3478']);
+      expect(noSecret.code, describeResult(noSecret)).toBe(2);
+      expect(noSecret.stderr).toContain('ARCLIGHT_TURN_SECRET');
+      const badIp = await runCli(['serve', 'models/examples/pattern', '--public-ip', 'gpu.example.com']);
+      expect(badIp.code, describeResult(badIp)).toBe(2);
+      expect(badIp.stderr).toContain('--public-ip must be an IPv4 or IPv6 address');
+    },
+  );
 
   it('--moderator-url that is not an http(s) URL → exit 2', { timeout: START_TIMEOUT_MS }, async () => {
     const result = await runCli(['serve', 'models/examples/pattern', '--moderator-url', 'ftp://moderation.local/check']);
@@ -137,14 +151,18 @@ describe('arclight serve: argument errors → exit 2', () => {
     expect(result.stderr).toContain('--moderator-url must be an http(s) URL');
   });
 
-  it('upload and recording flags out of range, or recording flags with --no-recording → exit 2', { timeout: 2 * START_TIMEOUT_MS }, async () => {
-    const zero = await runCli(['serve', 'models/examples/pattern', '--upload-max-bytes', '10M', '--max-clip-seconds', '0']);
-    expect(zero.code, describeResult(zero)).toBe(2);
-    expect(zero.stderr).toContain('--max-clip-seconds must be a positive number of seconds');
-    const both = await runCli(['serve', 'models/examples/pattern', '--no-recording', '--recording-segment-seconds', '2']);
-    expect(both.code, describeResult(both)).toBe(2);
-    expect(both.stderr).toContain('--recording-segment-seconds configures the recording; it cannot be combined with --no-recording');
-  });
+  it(
+    'upload and recording flags out of range, or recording flags with --no-recording → exit 2',
+    { timeout: 2 * START_TIMEOUT_MS },
+    async () => {
+      const zero = await runCli(['serve', 'models/examples/pattern', '--upload-max-bytes', '10M', '--max-clip-seconds', '0']);
+      expect(zero.code, describeResult(zero)).toBe(2);
+      expect(zero.stderr).toContain('--max-clip-seconds must be a positive number of seconds');
+      const both = await runCli(['serve', 'models/examples/pattern', '--no-recording', '--recording-segment-seconds', '2']);
+      expect(both.code, describeResult(both)).toBe(2);
+      expect(both.stderr).toContain('--recording-segment-seconds configures the recording; it cannot be combined with --no-recording');
+    },
+  );
 
   it('--port abc → exit 2', { timeout: START_TIMEOUT_MS }, async () => {
     const result = await runCli(['serve', 'models/examples/pattern', '--port', 'abc']);
@@ -253,7 +271,7 @@ describe('arclight serve: a valid model', () => {
     }
     expect(health?.status).toBe(200);
     expect(await health!.json()).toMatchObject({ status: 'healthy', state: 'available' });
-    const capabilities = await (await fetch(`http://127.0.0.1:${port}/capabilities`)).json() as { tracks: { name: string }[] };
+    const capabilities = (await (await fetch(`http://127.0.0.1:${port}/capabilities`)).json()) as { tracks: { name: string }[] };
     expect(capabilities.tracks.map((t) => t.name)).toEqual(['main_video', 'tone']);
 
     const signalledAt = Date.now();
@@ -268,25 +286,46 @@ describe('arclight serve: a valid model', () => {
     await expect(fetch(`http://127.0.0.1:${port}/health`)).rejects.toThrow();
   });
 
-  it('--turn-url/--turn-ttl with $ARCLIGHT_TURN_SECRET: ice_servers carries a TURN credential, never the secret', { timeout: START_TIMEOUT_MS + 30_000 }, async () => {
-    const secret = 'cli-turn-secret-never-served';
-    const child = spawnCli(
-      ['serve', 'models/examples/pattern', '--port', '0', '--ice-host', '127.0.0.1', '--ice-port-range', '41990-41999', '--public-ip', '203.0.113.7', '--turn-url', 'turn:127.0.0.1:3478?transport=udp', '--turn-ttl', '120', '--no-playground', '--no-recording'],
-      { ARCLIGHT_TURN_SECRET: secret },
-    );
-    const match = await waitForOutput(child, /serving model "pattern" on http:\/\/localhost:(\d+)\b/, START_TIMEOUT_MS);
-    const url = `http://127.0.0.1:${match[1]}`;
-    const session = (await (await fetch(`${url}/start_session`, { method: 'POST', body: '{}' })).json()) as { session_id: string };
-    const text = await (await fetch(`${url}/sessions/${session.session_id}/transport/webrtc/ice_servers`)).text();
-    expect(text).not.toContain(secret);
-    const body = JSON.parse(text) as { ice_servers: { uris: string[]; credentials?: { username: string; password: string } }[] };
-    expect(body.ice_servers).toHaveLength(1);
-    expect(body.ice_servers[0]!.uris).toEqual(['turn:127.0.0.1:3478?transport=udp']);
-    const [expiry, id] = body.ice_servers[0]!.credentials!.username.split(':');
-    expect(id).toBe(session.session_id);
-    expect(Number(expiry) - Date.now() / 1000).toBeGreaterThan(110);
-    expect(Number(expiry) - Date.now() / 1000).toBeLessThanOrEqual(120);
-    child.kill('SIGTERM');
-    expect((await exited(child, 15_000)).code).toBe(0);
-  });
+  it(
+    '--turn-url/--turn-ttl with $ARCLIGHT_TURN_SECRET: ice_servers carries a TURN credential, never the secret',
+    { timeout: START_TIMEOUT_MS + 30_000 },
+    async () => {
+      const secret = 'cli-turn-secret-never-served';
+      const child = spawnCli(
+        [
+          'serve',
+          'models/examples/pattern',
+          '--port',
+          '0',
+          '--ice-host',
+          '127.0.0.1',
+          '--ice-port-range',
+          '41990-41999',
+          '--public-ip',
+          '203.0.113.7',
+          '--turn-url',
+          'turn:127.0.0.1:3478?transport=udp',
+          '--turn-ttl',
+          '120',
+          '--no-playground',
+          '--no-recording',
+        ],
+        { ARCLIGHT_TURN_SECRET: secret },
+      );
+      const match = await waitForOutput(child, /serving model "pattern" on http:\/\/localhost:(\d+)\b/, START_TIMEOUT_MS);
+      const url = `http://127.0.0.1:${match[1]}`;
+      const session = (await (await fetch(`${url}/start_session`, { method: 'POST', body: '{}' })).json()) as { session_id: string };
+      const text = await (await fetch(`${url}/sessions/${session.session_id}/transport/webrtc/ice_servers`)).text();
+      expect(text).not.toContain(secret);
+      const body = JSON.parse(text) as { ice_servers: { uris: string[]; credentials?: { username: string; password: string } }[] };
+      expect(body.ice_servers).toHaveLength(1);
+      expect(body.ice_servers[0]!.uris).toEqual(['turn:127.0.0.1:3478?transport=udp']);
+      const [expiry, id] = body.ice_servers[0]!.credentials!.username.split(':');
+      expect(id).toBe(session.session_id);
+      expect(Number(expiry) - Date.now() / 1000).toBeGreaterThan(110);
+      expect(Number(expiry) - Date.now() / 1000).toBeLessThanOrEqual(120);
+      child.kill('SIGTERM');
+      expect((await exited(child, 15_000)).code).toBe(0);
+    },
+  );
 });

@@ -149,7 +149,9 @@ describe('clip requests (custom storage, named track, capped clips)', () => {
     for (const [what, value] of bad) {
       const requestId = `bad-${what}`;
       const from = other!.messages.length;
-      other!.sendRaw(`{"scope":"runtime","data":{"type":"request_clip","data":{"duration_seconds":${value}},"request_id":${JSON.stringify(requestId)}}}`);
+      other!.sendRaw(
+        `{"scope":"runtime","data":{"type":"request_clip","data":{"duration_seconds":${value}},"request_id":${JSON.stringify(requestId)}}}`,
+      );
       const reply = await other!.waitFor((m) => m.data.request_id === requestId, 10_000, from);
       expect(reply.data.type, what).toBe('command_failed');
       expect(reply.data.data, what).toMatchObject({ code: 'recording_error', field: '/duration_seconds' });
@@ -181,15 +183,31 @@ const staller = defineModel({
 describe('recording.track naming no output video track', () => {
   it('fails the runtime’s start, naming the tracks there are', async () => {
     await expect(
-      startRuntime({ model: twoPictures as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, recording: { storage: new MemoryRecordingStorage(), track: 'no_such_track' } }),
-    ).rejects.toThrow(/recording\.track "no_such_track" is not an output video track of model "two-pictures" \(its output video tracks: .+\)/);
+      startRuntime({
+        model: twoPictures as never,
+        port: 0,
+        host: LOOPBACK,
+        ice: { hostAddresses: [LOOPBACK] },
+        playground: false,
+        recording: { storage: new MemoryRecordingStorage(), track: 'no_such_track' },
+      }),
+    ).rejects.toThrow(
+      /recording\.track "no_such_track" is not an output video track of model "two-pictures" \(its output video tracks: .+\)/,
+    );
   });
 });
 
 describe('a clip the runtime does not answer in time', () => {
   let runtime: Runtime;
   beforeAll(async () => {
-    runtime = await startRuntime({ model: staller as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, recording: {} });
+    runtime = await startRuntime({
+      model: staller as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+      recording: {},
+    });
   });
   afterAll(async () => runtime?.close());
 

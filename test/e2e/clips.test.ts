@@ -108,7 +108,10 @@ describe('recording and clips (local mode)', () => {
     // The runtime's sent-frame count as it goes, so the clip is judged against the frames sent in
     // its span (a loaded machine sends fewer than 30 a second), not against 30 fps.
     const sentLog: Array<{ at: number; sent: number }> = [];
-    const sampler = setInterval(() => void sentInProcess(runtime, 'main_video').then((sent) => sentLog.push({ at: Date.now(), sent })), 100);
+    const sampler = setInterval(
+      () => void sentInProcess(runtime, 'main_video').then((sent) => sentLog.push({ at: Date.now(), sent })),
+      100,
+    );
     const sentAt = (at: number) => sentLog.filter((s) => s.at <= at).at(-1)?.sent ?? 0;
     await new Promise((resolve) => setTimeout(resolve, 10_000));
 
@@ -125,7 +128,9 @@ describe('recording and clips (local mode)', () => {
     expect(five.seconds).toBeCloseTo(clip.durationSeconds, 0);
     // Most of what was sent in the clip's span is in it (it was 80 % of 30 fps).
     const sentInSpan = sentAt(clipAt) - sentAt(clipAt - clip.durationSeconds * 1000);
-    expect(five.frames, JSON.stringify({ frames: five.frames, sentInSpan, seconds: clip.durationSeconds })).toBeGreaterThanOrEqual(Math.floor(sentInSpan * 0.8));
+    expect(five.frames, JSON.stringify({ frames: five.frames, sentInSpan, seconds: clip.durationSeconds })).toBeGreaterThanOrEqual(
+      Math.floor(sentInSpan * 0.8),
+    );
     expect(sentInSpan).toBeGreaterThan(0);
     expect(five.playlist.segments.reduce((sum, s) => sum + s.duration, 0)).toBeCloseTo(clip.durationSeconds, 1);
     // They are the model's frames, in order: its shade steps by 2 a frame (mod 220).
@@ -158,11 +163,15 @@ describe('recording and clips (local mode)', () => {
     segments().forEach((e, i) => expect(e.duration_ms / 1000, `segment ${e.sequence}`).toBeCloseTo(all.playlist.segments[i]!.duration, 1));
     const log = (await (await fetch(`${runtime.url}/sessions/${sessionId}/logs?limit=1000`)).json()) as SessionLogPage;
     const written = log.lines.filter((l) => l.message === 'recording segment written');
-    expect(written.map((l) => ({ source: l.source, ...l.fields }))).toEqual(segments().map((e) => ({ source: 'runtime', track: e.track, sequence: e.sequence, duration_ms: e.duration_ms })));
+    expect(written.map((l) => ({ source: l.source, ...l.fields }))).toEqual(
+      segments().map((e) => ({ source: 'runtime', track: e.track, sequence: e.sequence, duration_ms: e.duration_ms })),
+    );
 
     // downloadClipAsFile: one MP4 that FFmpeg opens at the clip's duration; progress rises; abort works.
     const progress: Array<[number, number, number]> = [];
-    const blob = await client.downloadClipAsFile(clip, null, { onProgress: (fetched, total, bytes) => progress.push([fetched, total, bytes]) });
+    const blob = await client.downloadClipAsFile(clip, null, {
+      onProgress: (fetched, total, bytes) => progress.push([fetched, total, bytes]),
+    });
     expect(blob.type).toBe('video/mp4');
     const total = five.playlist.segments.length + 1;
     expect(progress.map(([fetched]) => fetched)).toEqual(Array.from({ length: total }, (_, i) => i + 1));
@@ -205,7 +214,14 @@ async function framesSent(runtime: Runtime, track: string): Promise<number> {
 describe('recording with sound (pattern: video + tone)', () => {
   let runtime: Runtime;
   beforeAll(async () => {
-    runtime = await startRuntime({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, recording: {} });
+    runtime = await startRuntime({
+      model: pattern as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+      recording: {},
+    });
   });
   afterAll(async () => runtime?.close());
 
@@ -267,4 +283,3 @@ describe('recording with sound (pattern: video + tone)', () => {
     await client.disconnect();
   }, 30_000);
 });
-

@@ -11,7 +11,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ArclightClient } from '../../client/node.ts';
-import { commandFor, defineModel, listEncoderBackends, nativeAddon, startRuntime, type CudaBuffer, type Runtime } from '../../runtime/index.ts';
+import {
+  commandFor,
+  defineModel,
+  listEncoderBackends,
+  nativeAddon,
+  startRuntime,
+  type CudaBuffer,
+  type Runtime,
+} from '../../runtime/index.ts';
 import { nativeAddonStatus } from '../../runtime/native/native-addon.ts';
 import { rgbToYuv } from '../../models/examples/shared/i420-canvas.ts';
 import { installFakeNvencDriver } from '../support/fake-nvenc-driver.ts';
@@ -52,7 +60,11 @@ const gpuModel = defineModel<GpuState>({
   commands: {
     set_color: command({
       description: 'Rewrites the GPU picture.',
-      params: { type: 'object', properties: { r: { type: 'number' }, g: { type: 'number' }, b: { type: 'number' } }, required: ['r', 'g', 'b'] },
+      params: {
+        type: 'object',
+        properties: { r: { type: 'number' }, g: { type: 'number' }, b: { type: 'number' } },
+        required: ['r', 'g', 'b'],
+      },
       handler: ({ r, g, b }, { session }) => {
         session.state.buffer?.upload(nv12(rgbToYuv(r, g, b)));
         return {};
@@ -65,7 +77,12 @@ const gpuModel = defineModel<GpuState>({
     buffer.upload(nv12(rgbToYuv(0xe0, 0x10, 0x10)));
     try {
       for await (const _tick of session.ticks()) {
-        await session.emit('main_video', { width: W, height: H, format: 'cuda', cuda: { devicePtr: buffer.devicePtr, pitch: PITCH, layout: 'nv12' } });
+        await session.emit('main_video', {
+          width: W,
+          height: H,
+          format: 'cuda',
+          cuda: { devicePtr: buffer.devicePtr, pitch: PITCH, layout: 'nv12' },
+        });
       }
     } finally {
       session.state.buffer = undefined;
@@ -81,7 +98,13 @@ describe.runIf(compiledIn)('CUDA frames → NVENC → WebRTC client (fake NVIDIA
 
   beforeAll(async () => {
     await installFakeNvencDriver(LOG);
-    runtime = await startRuntime({ model: gpuModel as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false });
+    runtime = await startRuntime({
+      model: gpuModel as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+    });
   }, 120_000);
 
   afterEach(async () => {
@@ -123,7 +146,10 @@ describe.runIf(compiledIn)('CUDA frames → NVENC → WebRTC client (fake NVIDIA
   }, 60_000);
 
   it('encodes it for an H.264 viewer with NVENC straight from GPU memory, and the viewer decodes the picture', async () => {
-    const peer = await openWeriftPeer(runtime.url, { videoMime: 'video/H264', videoParameters: 'level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f' });
+    const peer = await openWeriftPeer(runtime.url, {
+      videoMime: 'video/H264',
+      videoParameters: 'level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f',
+    });
     let decoded = 0;
     let centre: { y: number; u: number; v: number } | undefined;
     const decoding = await decodeTrack(peer, 'main_video', 'h264', (frame) => {
@@ -133,16 +159,25 @@ describe.runIf(compiledIn)('CUDA frames → NVENC → WebRTC client (fake NVIDIA
       centre = { y: frame.data[(H / 2) * W + W / 2]!, u: frame.data[luma + c]!, v: frame.data[luma * 1.25 + c]! };
     });
     try {
-      await waitUntil(() => decoded >= 10 && centre !== undefined && near(centre, rgbToYuv(0xe0, 0x10, 0x10), 3), 20_000, '10 decoded frames of the red picture');
+      await waitUntil(
+        () => decoded >= 10 && centre !== undefined && near(centre, rgbToYuv(0xe0, 0x10, 0x10), 3),
+        20_000,
+        '10 decoded frames of the red picture',
+      );
     } finally {
       decoding.close();
       await peer.close();
     }
-    const encodes = readFileSync(LOG, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; input?: string; bufferFormat?: string });
+    const encodes = readFileSync(LOG, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { event: string; input?: string; bufferFormat?: string });
     const fromGpu = encodes.filter((e) => e.event === 'encode' && e.input === 'cuda');
     expect(fromGpu.length).toBeGreaterThanOrEqual(10);
     expect(new Set(fromGpu.map((e) => e.bufferFormat))).toEqual(new Set(['NV12']));
     // Only the opening black frame (the runtime's own) went through host memory in this session.
-    expect(encodes.filter((e) => e.event === 'encode' && e.input === 'host' && (e as { frameIndex?: number }).frameIndex !== 0)).toEqual([]);
+    expect(encodes.filter((e) => e.event === 'encode' && e.input === 'host' && (e as { frameIndex?: number }).frameIndex !== 0)).toEqual(
+      [],
+    );
   }, 60_000);
 });

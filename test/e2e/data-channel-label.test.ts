@@ -15,7 +15,13 @@ describe('the data channel a client opens', () => {
   let runtime: Runtime;
   const peers: RawPeer[] = [];
   beforeAll(async () => {
-    runtime = await startRuntime({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false });
+    runtime = await startRuntime({
+      model: pattern as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+    });
     await runtime.loaded;
   });
   afterAll(async () => {
@@ -27,7 +33,11 @@ describe('the data channel a client opens', () => {
   async function startSession(): Promise<string> {
     for (const peer of peers.splice(0)) peer.close();
     await fetch(`${runtime.url}/stop_session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
-    const started = await fetch(`${runtime.url}/start_session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const started = await fetch(`${runtime.url}/start_session`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
     expect(started.status).toBe(200);
     return ((await started.json()) as { session_id: string }).session_id;
   }
@@ -49,7 +59,9 @@ describe('the data channel a client opens', () => {
   it('none at all: 400 invalid_sdp naming what is missing, and the connection can still be offered to properly', async () => {
     const sessionId = await startSession();
     const transport = `${runtime.url}/sessions/${sessionId}/transport/webrtc`;
-    const { connection_id: cid } = (await (await fetch(`${transport}/connections`, { method: 'POST' })).json()) as { connection_id: number };
+    const { connection_id: cid } = (await (await fetch(`${transport}/connections`, { method: 'POST' })).json()) as {
+      connection_id: number;
+    };
     const tracks = runtime.sessions.current!.tracks;
     const offer = await createWrtcOffer(tracks, null);
     try {

@@ -22,7 +22,14 @@ interface CapabilityCommand {
 describe('diffuse: settings as commands, served', () => {
   let runtime: Runtime;
   beforeAll(async () => {
-    runtime = await startRuntime({ model: diffuse as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, logger: createLogger({ test: 'diffuse-schema' }, 'error') });
+    runtime = await startRuntime({
+      model: diffuse as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+      logger: createLogger({ test: 'diffuse-schema' }, 'error'),
+    });
   });
   afterAll(async () => {
     await runtime?.close();
@@ -45,7 +52,10 @@ describe('diffuse: settings as commands, served', () => {
       required: ['value'],
       additionalProperties: false,
     });
-    expect(schema.commands.find((c) => c.name === 'set_paused')!.params).toMatchObject({ properties: { value: { type: 'boolean' } }, required: ['value'] });
+    expect(schema.commands.find((c) => c.name === 'set_paused')!.params).toMatchObject({
+      properties: { value: { type: 'boolean' } },
+      required: ['value'],
+    });
     expect(schema.commands.find((c) => c.name === 'reset')!.reply).toMatchObject({ type: 'scene_reset' });
   });
 });

@@ -23,7 +23,9 @@ const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[
 
 async function counter(runtime: Runtime, metric: 'framesSent' | 'framesDropped', labels: Record<string, string>): Promise<number> {
   const values = (await runtime.metrics[metric].get()).values;
-  return values.filter((v) => Object.entries(labels).every(([k, x]) => (v.labels as Record<string, unknown>)[k] === x)).reduce((sum, v) => sum + v.value, 0);
+  return values
+    .filter((v) => Object.entries(labels).every(([k, x]) => (v.labels as Record<string, unknown>)[k] === x))
+    .reduce((sum, v) => sum + v.value, 0);
 }
 
 describe('backpressured emission', () => {
@@ -137,7 +139,12 @@ describe('backpressured emission', () => {
       const before = await snapshot();
       await waitUntil(async () => (await snapshot()).queueFull - before.queueFull >= 60, 20_000, `60 ${mode} drops`);
       const after = await snapshot();
-      const [emitted, sent, dropped, queueFull] = [after.emitted - before.emitted, after.sent - before.sent, after.dropped - before.dropped, after.queueFull - before.queueFull];
+      const [emitted, sent, dropped, queueFull] = [
+        after.emitted - before.emitted,
+        after.sent - before.sent,
+        after.dropped - before.dropped,
+        after.queueFull - before.queueFull,
+      ];
       const detail = JSON.stringify({ mode, emitted, sent, dropped, queueFull, medianEmitMs: median(emission.dropEmitMs) });
       // Every frame emitted in the window was sent or dropped, bar those in flight at either end.
       expect(Math.abs(emitted - sent - dropped), detail).toBeLessThanOrEqual(IN_FLIGHT + 1);
@@ -173,7 +180,12 @@ describe('backpressured emission', () => {
     // the runtime's counts and the client's frames have stood still for a while, restarting the
     // wait whenever one moves.
     const track = { track: 'main_video' };
-    await waitUntilStill(async () => [await counter(runtime, 'framesSent', track), await counter(runtime, 'framesDropped', track), probe.frames], 500, 15_000, 'frames sent, dropped and received');
+    await waitUntilStill(
+      async () => [await counter(runtime, 'framesSent', track), await counter(runtime, 'framesDropped', track), probe.frames],
+      500,
+      15_000,
+      'frames sent, dropped and received',
+    );
     const sent = await counter(runtime, 'framesSent', track);
     const received = probe.frames;
     await sleep(1_000);
@@ -201,7 +213,11 @@ describe('backpressured emission', () => {
   it('shows exactly one black frame on flush, then the model picture again', async () => {
     const index = probe.centreLuma.length;
     await client.sendCommand('flush', {});
-    await waitUntil(() => probe.centreLuma.slice(index).some((y, i, all) => y < BLACK_MAX && (all[i + 1] ?? 0) > GREEN_MIN), 5_000, 'black then green');
+    await waitUntil(
+      () => probe.centreLuma.slice(index).some((y, i, all) => y < BLACK_MAX && (all[i + 1] ?? 0) > GREEN_MIN),
+      5_000,
+      'black then green',
+    );
     const after = probe.centreLuma.slice(index);
     const blackRun = after.filter((y) => y < BLACK_MAX);
     expect(blackRun).toHaveLength(1);

@@ -46,7 +46,14 @@ describe('a video encoder failing mid-stream (libx264, test fault injection)', (
   const faultsFired = (): boolean => faultsArmed && pendingVideoEncodeFaults() === 0;
 
   beforeAll(async () => {
-    runtime = await startRuntime({ model: solidColourModel as never, logger: captureLogger(logged), port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false });
+    runtime = await startRuntime({
+      model: solidColourModel as never,
+      logger: captureLogger(logged),
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+    });
   }, 60_000);
 
   afterEach(async () => {
@@ -80,7 +87,10 @@ describe('a video encoder failing mid-stream (libx264, test fault injection)', (
     expect(after.some((f) => f.keyframe)).toBe(true);
     expect(near(after.at(-1)!.centre, RED, 3)).toBe(true);
 
-    const session = (await (await fetch(`${runtime.url}/sessions/${v.peer.session.session_id}`)).json()) as { state: string; connections: number[] };
+    const session = (await (await fetch(`${runtime.url}/sessions/${v.peer.session.session_id}`)).json()) as {
+      state: string;
+      connections: number[];
+    };
     expect(session.state).toBe('ACTIVE');
     expect(session.connections).toHaveLength(1);
     await v.command('set_color', { r: 0x10, g: 0x20, b: 0xe0 });
@@ -99,15 +109,27 @@ describe('a video encoder failing mid-stream (libx264, test fault injection)', (
     try {
       await waitUntil(() => events.ofSession(sessionId).some((e) => e.type === 'encoder_failed'), 5_000, 'encoder_failed on /events');
       const ofSession = events.ofSession(sessionId);
-      expect(ofSession.filter((e) => e.type === 'encoder_failed')).toEqual([expect.objectContaining({ ...failed, session_id: sessionId, reason: expect.any(String) })]);
+      expect(ofSession.filter((e) => e.type === 'encoder_failed')).toEqual([
+        expect.objectContaining({ ...failed, session_id: sessionId, reason: expect.any(String) }),
+      ]);
       // Opened, failed, opened again (the fresh encoder).
-      expect(ofSession.filter((e) => e.type === 'encoder_opened' || e.type === 'encoder_failed').map((e) => e.type).slice(0, 3)).toEqual(['encoder_opened', 'encoder_failed', 'encoder_opened']);
+      expect(
+        ofSession
+          .filter((e) => e.type === 'encoder_opened' || e.type === 'encoder_failed')
+          .map((e) => e.type)
+          .slice(0, 3),
+      ).toEqual(['encoder_opened', 'encoder_failed', 'encoder_opened']);
     } finally {
       events.stop();
     }
     const log = (await (await fetch(`${runtime.url}/sessions/${sessionId}/logs?limit=1000`)).json()) as SessionLogPage;
     const line = log.lines.find((l) => l.message.startsWith('video encoder failed'));
-    expect(line).toMatchObject({ source: 'runtime', level: 'warn', message: 'video encoder failed (encode); a fresh one follows', fields: { track: 'main_video', stream: 'h264', backend: 'libx264', phase: 'encode', action: 'restart' } });
+    expect(line).toMatchObject({
+      source: 'runtime',
+      level: 'warn',
+      message: 'video encoder failed (encode); a fresh one follows',
+      fields: { track: 'main_video', stream: 'h264', backend: 'libx264', phase: 'encode', action: 'restart' },
+    });
   }, 30_000);
 
   it('restarts it 20 times in a row without leaking file descriptors, encoders or memory, and streams on', async () => {
@@ -133,7 +155,9 @@ describe('a video encoder failing mid-stream (libx264, test fault injection)', (
     expect(openFds()).toBeLessThanOrEqual(fdsBefore + 3);
     expect(process.memoryUsage().rss - rssBefore).toBeLessThan(150 * 1024 * 1024);
     const text = await metricsText(runtime);
-    expect(text).toMatch(/arclight_video_encoder_failures_total\{track="main_video",codec="h264",backend="libx264",action="restart"\} (2[01])\b/);
+    expect(text).toMatch(
+      /arclight_video_encoder_failures_total\{track="main_video",codec="h264",backend="libx264",action="restart"\} (2[01])\b/,
+    );
   }, 30_000);
 
   it('an encoder that fails every frame costs only the picture: frames are dropped, the error is logged at a bounded rate, commands work, and the picture returns once it recovers', async () => {

@@ -30,7 +30,13 @@ describe.runIf(compiledIn)('NVENC failing mid-stream falls back to libx264 (fake
 
   beforeAll(async () => {
     await installFakeNvencDriver(LOG);
-    runtime = await startRuntime({ model: solidColourModel as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false });
+    runtime = await startRuntime({
+      model: solidColourModel as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+    });
   }, 120_000);
 
   afterAll(async () => {
@@ -47,7 +53,11 @@ describe.runIf(compiledIn)('NVENC failing mid-stream falls back to libx264 (fake
 
     viewer = await openEncoderFailureViewer(runtime.url);
     const v = viewer;
-    await waitUntil(() => v.decoded.length >= 10 && near(v.decoded.at(-1)!.centre, RED, 3), 15_000, '10 decoded frames of the red picture from NVENC');
+    await waitUntil(
+      () => v.decoded.length >= 10 && near(v.decoded.at(-1)!.centre, RED, 3),
+      15_000,
+      '10 decoded frames of the red picture from NVENC',
+    );
     expect(await encodes()).toBeGreaterThanOrEqual(10);
 
     // The GPU goes away five pictures from now.
@@ -64,8 +74,12 @@ describe.runIf(compiledIn)('NVENC failing mid-stream falls back to libx264 (fake
 
     const text = await metrics();
     // Two restarts of the NVENC encoder, then the third failure within 30 s demotes the backend.
-    expect(text).toMatch(/arclight_video_encoder_failures_total\{track="main_video",codec="h264",backend="arclight_nvenc_h264",action="restart"\} 2\b/);
-    expect(text).toMatch(/arclight_video_encoder_failures_total\{track="main_video",codec="h264",backend="arclight_nvenc_h264",action="fallback"\} 1\b/);
+    expect(text).toMatch(
+      /arclight_video_encoder_failures_total\{track="main_video",codec="h264",backend="arclight_nvenc_h264",action="restart"\} 2\b/,
+    );
+    expect(text).toMatch(
+      /arclight_video_encoder_failures_total\{track="main_video",codec="h264",backend="arclight_nvenc_h264",action="fallback"\} 1\b/,
+    );
     expect(text).toContain('arclight_encoder_backend{codec="h264",backend="libx264",hardware="false"} 1');
     expect(text).not.toContain('arclight_encoder_backend{codec="h264",backend="arclight_nvenc_h264"');
 
@@ -73,7 +87,9 @@ describe.runIf(compiledIn)('NVENC failing mid-stream falls back to libx264 (fake
     expect(listing.backend?.name).toBe('libx264');
     expect(listing.candidates[0]).toMatchObject({
       name: 'arclight_nvenc_h264',
-      status: expect.stringMatching(/^unavailable: demoted after failing in use \(3 encode failures within 30 s, the last: .*NV_ENC_ERR_DEVICE_NOT_EXIST/),
+      status: expect.stringMatching(
+        /^unavailable: demoted after failing in use \(3 encode failures within 30 s, the last: .*NV_ENC_ERR_DEVICE_NOT_EXIST/,
+      ),
     });
     // Every NVENC session opened (probes, black frame, the three encoders) was destroyed: the
     // failed encoders were freed, not dropped.

@@ -26,7 +26,14 @@ describe('H.264 profile follows what the client offers', () => {
   let runtime: Runtime;
   let peer: WeriftPeer | undefined;
   beforeAll(async () => {
-    runtime = await startRuntime({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, logger: createLogger({ test: 'h264-profiles' }, 'error') });
+    runtime = await startRuntime({
+      model: pattern as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+      logger: createLogger({ test: 'h264-profiles' }, 'error'),
+    });
   });
   afterEach(async () => {
     await peer?.close();
@@ -36,7 +43,9 @@ describe('H.264 profile follows what the client offers', () => {
   });
   afterAll(async () => runtime?.close());
 
-  async function receive(parameters: string): Promise<{ profile: number | undefined; decoded: number; centre: { y: number; v: number } | undefined; answered: string | undefined }> {
+  async function receive(
+    parameters: string,
+  ): Promise<{ profile: number | undefined; decoded: number; centre: { y: number; v: number } | undefined; answered: string | undefined }> {
     let profile: number | undefined;
     let decoded = 0;
     let centre: { y: number; v: number } | undefined;

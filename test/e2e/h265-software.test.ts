@@ -32,8 +32,24 @@ describe('arclight serve --codecs h265,h264,vp8', () => {
     for (const key of Object.keys(env)) if (key.startsWith('VITEST')) delete env[key];
     child = spawn(
       process.execPath,
-      ['--conditions=source', '--import', 'tsx', 'bin/arclight.js', 'serve', 'test/fixtures/hd-model.ts',
-        '--codecs', 'h265,h264,vp8', '--port', '0', '--host', '127.0.0.1', '--ice-host', '127.0.0.1', '--no-playground', '--no-recording'],
+      [
+        '--conditions=source',
+        '--import',
+        'tsx',
+        'bin/arclight.js',
+        'serve',
+        'test/fixtures/hd-model.ts',
+        '--codecs',
+        'h265,h264,vp8',
+        '--port',
+        '0',
+        '--host',
+        '127.0.0.1',
+        '--ice-host',
+        '127.0.0.1',
+        '--no-playground',
+        '--no-recording',
+      ],
       { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let output = '';

@@ -16,7 +16,13 @@ describe('H.265 to a client that offers it', () => {
   let runtime: Runtime;
   let peer: WeriftPeer | undefined;
   beforeAll(async () => {
-    runtime = await startRuntime({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, videoCodecs: ['h265', 'h264', 'vp8'] });
+    runtime = await startRuntime({
+      model: pattern as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      videoCodecs: ['h265', 'h264', 'vp8'],
+    });
   });
   afterAll(async () => {
     await peer?.close();

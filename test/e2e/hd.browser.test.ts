@@ -33,16 +33,25 @@ interface InboundVideo {
 }
 
 /** Polls `probe` until it returns a truthy value; fails with the last value and the page's console. */
-function until<T>(page: Page, log: string[], what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
+function until<T>(
+  page: Page,
+  log: string[],
+  what: string,
+  probe: () => Promise<T | undefined | null | false>,
+  timeoutMs = 20_000,
+): Promise<T> {
   return pollUntil(what, probe, {
     timeoutMs,
-    diagnostics: async () => `; status ${await page.textContent('#status').catch(() => null)}\n--- console (last 40) ---\n${log.slice(-40).join('\n')}`,
+    diagnostics: async () =>
+      `; status ${await page.textContent('#status').catch(() => null)}\n--- console (last 40) ---\n${log.slice(-40).join('\n')}`,
   });
 }
 
 function inboundVideo(page: Page): Promise<InboundVideo | null> {
   return page.evaluate(async () => {
-    const pc = (window as unknown as { playground: { client: { getPeerConnection(): RTCPeerConnection | undefined } } }).playground.client.getPeerConnection();
+    const pc = (
+      window as unknown as { playground: { client: { getPeerConnection(): RTCPeerConnection | undefined } } }
+    ).playground.client.getPeerConnection();
     if (!pc) return null;
     const stats = [...(await pc.getStats()).values()] as Array<Record<string, unknown>>;
     const inbound = stats.find((s) => s['type'] === 'inbound-rtp' && s['kind'] === 'video');
@@ -91,7 +100,10 @@ async function framesSent(runtime: Runtime): Promise<number> {
 }
 
 const near = (actual: Rgb | null, expected: Rgb, tolerance: number): boolean =>
-  actual !== null && Math.abs(actual.r - expected.r) <= tolerance && Math.abs(actual.g - expected.g) <= tolerance && Math.abs(actual.b - expected.b) <= tolerance;
+  actual !== null &&
+  Math.abs(actual.r - expected.r) <= tolerance &&
+  Math.abs(actual.g - expected.g) <= tolerance &&
+  Math.abs(actual.b - expected.b) <= tolerance;
 
 describe.each([
   { label: '1080p', WIDTH: 1920, HEIGHT: 1080 },
@@ -133,10 +145,16 @@ describe.each([
       // against the frames sent meanwhile rather than asked of a rate (it was "≥ 10 fps over 3 s";
       // an HD encode on a loaded 2-core machine may not manage that, which is not what is tested).
       const sentAtFirst = await framesSent(rig().runtime);
-      const later = await until(page, log, '30 more decoded frames', async () => {
-        const s = await inboundVideo(page);
-        return s && s.framesDecoded - first.framesDecoded >= 30 ? s : null;
-      }, 60_000);
+      const later = await until(
+        page,
+        log,
+        '30 more decoded frames',
+        async () => {
+          const s = await inboundVideo(page);
+          return s && s.framesDecoded - first.framesDecoded >= 30 ? s : null;
+        },
+        60_000,
+      );
       const sent = (await framesSent(rig().runtime)) - sentAtFirst;
       // The browser trails the runtime by the frames on the wire and in its decoder.
       expect(later.framesDecoded - first.framesDecoded, JSON.stringify({ first, later, sent })).toBeGreaterThanOrEqual(sent - 10);
@@ -146,10 +164,16 @@ describe.each([
         const x = patch.x + patch.size / 2;
         const y = patch.y + patch.size / 2;
         let pixel: Rgb | null = null;
-        await until(page, log, `patch colour at (${x}, ${y})`, async () => {
-          pixel = await samplePixel(page, x, y);
-          return near(pixel, patch.rgb, 40);
-        }, 10_000);
+        await until(
+          page,
+          log,
+          `patch colour at (${x}, ${y})`,
+          async () => {
+            pixel = await samplePixel(page, x, y);
+            return near(pixel, patch.rgb, 40);
+          },
+          10_000,
+        );
         expect(near(pixel, patch.rgb, 40), JSON.stringify({ x, y, pixel, expected: patch.rgb })).toBe(true);
       }
       // And the background between them is the dark grey, not a stretched patch.
@@ -159,7 +183,10 @@ describe.each([
       const errors = log.filter((line) => line.startsWith('[pageerror]'));
       expect(errors, errors.join('\n')).toEqual([]);
     } finally {
-      await page.context().close().catch(() => {});
+      await page
+        .context()
+        .close()
+        .catch(() => {});
     }
   });
 });

@@ -59,7 +59,10 @@ describe('ICE restart through the coordinator', () => {
     }
     // The client's candidates reached the runtime through the coordinator's relay.
     expect(trickled.length).toBeGreaterThan(0);
-    expect(trickled.every((status) => status === 200), JSON.stringify(trickled)).toBe(true);
+    expect(
+      trickled.every((status) => status === 200),
+      JSON.stringify(trickled),
+    ).toBe(true);
     const sessionId = client.getSessionId();
     const connectionId = client.getConnectionId();
     const callsBefore = calls;
@@ -90,7 +93,10 @@ describe('ICE restart through the coordinator', () => {
     );
     expect(upload?.code).toBe('forbidden');
     expect(upload?.status).toBe(403);
-    const failure = await client.restartIce().then(() => undefined, (error: unknown) => error as ArclightError);
+    const failure = await client.restartIce().then(
+      () => undefined,
+      (error: unknown) => error as ArclightError,
+    );
     expect(failure).toBeInstanceOf(ArclightError);
     expect(failure!.code).toBe('forbidden');
     expect(failure!.status).toBe(403);
@@ -107,7 +113,7 @@ describe('ICE restart through the coordinator', () => {
     expect(client.getSessionId()).toBe(sessionId);
   }, 20_000);
 
-  it('renegotiation in place through the relay: a caching resolver\'s token is answered by the same runtime peer; a fresh unbound token gets 403', async () => {
+  it("renegotiation in place through the relay: a caching resolver's token is answered by the same runtime peer; a fresh unbound token gets 403", async () => {
     // Our client never renegotiates in place (it lays out every model track at connect, and
     // publishTrack only attaches a track: docs/protocol.md "Renegotiation"), so this test is the
     // app doing it on the client's live peer — as a browser app adding a camera would — and
@@ -121,7 +127,11 @@ describe('ICE restart through the coordinator', () => {
     await client.connect(resolver);
     const pc = client.getPeerConnection()!;
     const sdpParams = `${stack.coordinator.url}/sessions/${client.getSessionId()}/transport/webrtc/connections/${client.getConnectionId()}/sdp_params`;
-    const headers = async () => ({ authorization: `Bearer ${await resolver()}`, 'content-type': 'application/json', [WEBRTC_VERSION_HEADER]: WEBRTC_VERSION });
+    const headers = async () => ({
+      authorization: `Bearer ${await resolver()}`,
+      'content-type': 'application/json',
+      [WEBRTC_VERSION_HEADER]: WEBRTC_VERSION,
+    });
     const firstAnswer = peerIdentity(pc.remoteDescription!.sdp);
     // The change: the tone's m-line turned inactive (detached in place; the video goes on).
     const tone = pc.getTransceivers().find((t) => t.receiver.track.kind === 'audio')!;
@@ -136,7 +146,11 @@ describe('ICE restart through the coordinator', () => {
 
     mintEveryCall = false;
     await pc.setLocalDescription(offer);
-    const accepted = await fetch(sdpParams, { method: 'PUT', headers: await headers(), body: JSON.stringify({ sdp_offer: pc.localDescription!.sdp }) });
+    const accepted = await fetch(sdpParams, {
+      method: 'PUT',
+      headers: await headers(),
+      body: JSON.stringify({ sdp_offer: pc.localDescription!.sdp }),
+    });
     expect(accepted.status, await accepted.clone().text()).toBe(202);
     let answer: string | undefined;
     for (let polls = 0; answer === undefined && polls < 50; polls++) {

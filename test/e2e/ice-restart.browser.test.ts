@@ -28,7 +28,8 @@ describe('ICE restart in Chromium', () => {
 
   it('a path failure: the client restarts ICE on the same connection and the video plays again', { timeout: 90_000 }, async () => {
     const { page, log } = await openClientPage(rig());
-    const diagnostics = async () => `\n--- page ---\n${log.slice(-30).join('\n')}\n${JSON.stringify(await page.evaluate(() => (window as unknown as Watch).watch.events).catch(() => null))}`;
+    const diagnostics = async () =>
+      `\n--- page ---\n${log.slice(-30).join('\n')}\n${JSON.stringify(await page.evaluate(() => (window as unknown as Watch).watch.events).catch(() => null))}`;
     await page.evaluate(async () => {
       const w = window as unknown as Watch;
       const client = new w.ArclightClient({ modelName: 'pattern', local: true, localRuntimeUrl: location.origin });
@@ -45,7 +46,9 @@ describe('ICE restart in Chromium', () => {
       video.requestVideoFrameCallback(onFrame);
       const events: Array<{ name: string; at: number; data: unknown }> = [];
       for (const name of ['reconnecting', 'reconnected', 'statusChanged', 'error'] as const) {
-        client.on(name, (data: unknown) => events.push({ name, at: performance.now(), data: data instanceof Error ? `${data.name}: ${data.message}` : data }));
+        client.on(name, (data: unknown) =>
+          events.push({ name, at: performance.now(), data: data instanceof Error ? `${data.name}: ${data.message}` : data }),
+        );
       }
       client.on('trackReceived', (name, track) => {
         if (name === 'main_video' && track.kind === 'video') video.srcObject = new MediaStream([track]);
@@ -55,7 +58,10 @@ describe('ICE restart in Chromium', () => {
       w.watch.sessionId = client.getSessionId();
       w.watch.connectionId = client.getConnectionId();
     });
-    await pollUntil('the first frames', () => page.evaluate(() => (window as unknown as Watch).watch.frames.length > 10), { timeoutMs: 15_000, diagnostics });
+    await pollUntil('the first frames', () => page.evaluate(() => (window as unknown as Watch).watch.frames.length > 10), {
+      timeoutMs: 15_000,
+      diagnostics,
+    });
 
     const darkAt = await page.evaluate(() => performance.now());
     // Until the restart has begun (Chromium says `disconnected` ~5 s into the outage, the client
@@ -63,21 +69,41 @@ describe('ICE restart in Chromium', () => {
     // goes out. Ended by the test rather than timed: a fixed outage races the detection on a
     // loaded machine (the Node twin of this test failed CI that way).
     network.blackout(60_000);
-    await pollUntil('reconnecting', () => page.evaluate(() => (window as unknown as Watch).watch.events.find((e) => e.name === 'reconnecting')), { timeoutMs: 25_000, diagnostics });
+    await pollUntil(
+      'reconnecting',
+      () => page.evaluate(() => (window as unknown as Watch).watch.events.find((e) => e.name === 'reconnecting')),
+      { timeoutMs: 25_000, diagnostics },
+    );
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     network.clear();
-    const reconnected = await pollUntil('reconnected', () => page.evaluate(() => (window as unknown as Watch).watch.events.find((e) => e.name === 'reconnected')), { timeoutMs: 30_000, diagnostics });
+    const reconnected = await pollUntil(
+      'reconnected',
+      () => page.evaluate(() => (window as unknown as Watch).watch.events.find((e) => e.name === 'reconnected')),
+      { timeoutMs: 30_000, diagnostics },
+    );
     const backAt = reconnected.at;
-    await pollUntil('frames after the restart', () => page.evaluate((at) => (window as unknown as Watch).watch.frames.filter((t) => t > at).length >= 10, backAt), { timeoutMs: 10_000, diagnostics });
+    await pollUntil(
+      'frames after the restart',
+      () => page.evaluate((at) => (window as unknown as Watch).watch.frames.filter((t) => t > at).length >= 10, backAt),
+      { timeoutMs: 10_000, diagnostics },
+    );
     const state = await page.evaluate(() => {
       const { client, sessionId, connectionId, events } = (window as unknown as Watch).watch;
-      return { status: client.getStatus(), sameSession: client.getSessionId() === sessionId, sameConnection: client.getConnectionId() === connectionId, events };
+      return {
+        status: client.getStatus(),
+        sameSession: client.getSessionId() === sessionId,
+        sameConnection: client.getConnectionId() === connectionId,
+        events,
+      };
     });
     const detail = JSON.stringify({ darkAt, ...state });
     expect(state.status, detail).toBe('ready');
     expect(state.sameSession).toBe(true);
     expect(state.sameConnection).toBe(true);
-    expect(state.events.filter((e) => e.name === 'error'), detail).toEqual([]);
+    expect(
+      state.events.filter((e) => e.name === 'error'),
+      detail,
+    ).toEqual([]);
     // Measured on a loaded 2-core machine: Chromium says `disconnected` ~5 s into the outage, the
     // restart starts 2 s later and connects as soon as the outage ends.
     await page.evaluate(() => (window as unknown as Watch).watch.client.disconnect());

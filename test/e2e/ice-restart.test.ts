@@ -45,7 +45,10 @@ describe('ICE restart, trickle and renegotiation (local runtime)', () => {
   const clients: ArclightClient[] = [];
 
   beforeAll(async () => {
-    runtime = await startRuntimeWithFaults({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false }, { network });
+    runtime = await startRuntimeWithFaults(
+      { model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false },
+      { network },
+    );
   });
 
   afterEach(async () => {
@@ -74,7 +77,8 @@ describe('ICE restart, trickle and renegotiation (local runtime)', () => {
     return watched;
   }
 
-  const transportUrl = (client: ArclightClient) => `${runtime.url}/sessions/${client.getSessionId()}/transport/webrtc/connections/${client.getConnectionId()}`;
+  const transportUrl = (client: ArclightClient) =>
+    `${runtime.url}/sessions/${client.getSessionId()}/transport/webrtc/connections/${client.getConnectionId()}`;
   const post = (url: string, body: string, method = 'POST') =>
     fetch(url, { method, headers: { 'content-type': 'application/json', [WEBRTC_VERSION_HEADER]: WEBRTC_VERSION }, body });
 
@@ -113,7 +117,11 @@ describe('ICE restart, trickle and renegotiation (local runtime)', () => {
     // The drop as operators see it (protocol.md "Runtime events"): the connection was lost, then
     // ready again on the same id, the session never ending; and the session's log says the same.
     const ofConnection = () =>
-      events.ofSession(sessionId!).flatMap((e) => ((e.type === 'connection_ready' || e.type === 'connection_lost') && e.connection_id === connectionId ? [e.type] : []));
+      events
+        .ofSession(sessionId!)
+        .flatMap((e) =>
+          (e.type === 'connection_ready' || e.type === 'connection_lost') && e.connection_id === connectionId ? [e.type] : [],
+        );
     await waitUntil(() => ofConnection().length >= 3, 5_000, `connection_lost then ready on /events (${JSON.stringify(ofConnection())})`);
     events.stop();
     expect(ofConnection()).toEqual(['connection_ready', 'connection_lost', 'connection_ready']);
@@ -127,7 +135,10 @@ describe('ICE restart, trickle and renegotiation (local runtime)', () => {
   it('gives up after maxAttempts on a failure worth retrying: error with its code, status disconnected, the session kept for reconnect()', async () => {
     // Short attempts: each one's fresh peer gets its answer over HTTP but no ICE through the
     // blackout, so it times out (`timeout`, retryable) and the next is tried, until none is left.
-    const { client, reconnecting, reconnected } = await watchedClient({ autoReconnect: { maxAttempts: 2, baseDelayMs: 50, maxDelayMs: 100 }, connectTimeoutMs: 1_500 });
+    const { client, reconnecting, reconnected } = await watchedClient({
+      autoReconnect: { maxAttempts: 2, baseDelayMs: 50, maxDelayMs: 100 },
+      connectTimeoutMs: 1_500,
+    });
     const sessionId = client.getSessionId();
     const connectionId = client.getConnectionId();
     const statuses: string[] = [];
@@ -141,7 +152,13 @@ describe('ICE restart, trickle and renegotiation (local runtime)', () => {
     )) as ArclightError | undefined;
     const detail = JSON.stringify({ reconnecting, statuses, errors: errors.map((e) => `${e.code}: ${e.message}`) });
     expect(failure, detail).toBeDefined();
-    expect(reconnecting.map((r) => [r.attempt, r.maxAttempts, r.reason]), detail).toEqual([[1, 2, 'requested'], [2, 2, 'requested']]);
+    expect(
+      reconnecting.map((r) => [r.attempt, r.maxAttempts, r.reason]),
+      detail,
+    ).toEqual([
+      [1, 2, 'requested'],
+      [2, 2, 'requested'],
+    ]);
     expect(reconnected).toEqual([]);
     // docs/client.md "Connection recovery", giving up: `error` with the last failure's code, its
     // message saying how many attempts failed; status disconnected; the session kept.
@@ -169,8 +186,10 @@ describe('ICE restart, trickle and renegotiation (local runtime)', () => {
     globalThis.fetch = async (input, init) => {
       const url = String(input instanceof Request ? input.url : input);
       const response = await realFetch(input, init);
-      if (url.endsWith('/sdp_params') && init?.method === 'POST') offers.push((JSON.parse(String(init.body)) as { sdp_offer: string }).sdp_offer);
-      if (url.endsWith('/ice_candidates')) trickled.push({ status: response.status, ...((await response.clone().json()) as { added?: number }) });
+      if (url.endsWith('/sdp_params') && init?.method === 'POST')
+        offers.push((JSON.parse(String(init.body)) as { sdp_offer: string }).sdp_offer);
+      if (url.endsWith('/ice_candidates'))
+        trickled.push({ status: response.status, ...((await response.clone().json()) as { added?: number }) });
       return response;
     };
     try {
@@ -182,7 +201,10 @@ describe('ICE restart, trickle and renegotiation (local runtime)', () => {
     expect(offers).toHaveLength(1);
     expect(offers[0]).not.toMatch(/a=candidate:/);
     expect(trickled.length).toBeGreaterThan(0);
-    expect(trickled.every((t) => t.status === 200), JSON.stringify(trickled)).toBe(true);
+    expect(
+      trickled.every((t) => t.status === 200),
+      JSON.stringify(trickled),
+    ).toBe(true);
     expect(trickled.reduce((sum, t) => sum + (t.added ?? 0), 0)).toBeGreaterThan(0);
   }, 15_000);
 
@@ -197,8 +219,14 @@ describe('ICE restart, trickle and renegotiation (local runtime)', () => {
       ['{"candidates":[{"candidate":"candidate:1 1 udp 2122260223 127.0.0.1 70000 typ host","sdp_mid":"0"}]}', '/candidates/0/candidate'],
       ['{"candidates":[{"candidate":"candidate:1 1 udp 2122260223 127.0.0.1 9 typ host"}]}', '/candidates/0'],
       ['{"candidates":[{"candidate":"candidate:1 1 udp 2122260223 127.0.0.1 9 typ host","sdp_mid":"nope"}]}', '/candidates/0/sdp_mid'],
-      ['{"candidates":[{"candidate":"candidate:1 1 udp 2122260223 127.0.0.1 9 typ host","sdp_m_line_index":99}]}', '/candidates/0/sdp_m_line_index'],
-      ['{"candidates":[{"candidate":"candidate:1 1 udp 2122260223 127.0.0.1 9 typ host\\r\\na=evil","sdp_mid":"0"}]}', '/candidates/0/candidate'],
+      [
+        '{"candidates":[{"candidate":"candidate:1 1 udp 2122260223 127.0.0.1 9 typ host","sdp_m_line_index":99}]}',
+        '/candidates/0/sdp_m_line_index',
+      ],
+      [
+        '{"candidates":[{"candidate":"candidate:1 1 udp 2122260223 127.0.0.1 9 typ host\\r\\na=evil","sdp_mid":"0"}]}',
+        '/candidates/0/candidate',
+      ],
     ];
     for (const [body, field] of bad) {
       const response = await post(url, body);
@@ -209,13 +237,25 @@ describe('ICE restart, trickle and renegotiation (local runtime)', () => {
     }
     expect((await post(url, '{"candidates":')).status).toBe(400);
     // A well-formed candidate for the live peer is taken; a stale one (another ufrag) is not.
-    const ok = await post(url, JSON.stringify({ candidates: [{ candidate: 'candidate:9 1 udp 2122260223 127.0.0.1 9 typ host', sdp_mid: '0' }] }));
+    const ok = await post(
+      url,
+      JSON.stringify({ candidates: [{ candidate: 'candidate:9 1 udp 2122260223 127.0.0.1 9 typ host', sdp_mid: '0' }] }),
+    );
     expect(ok.status).toBe(200);
     expect(await ok.json()).toEqual({ connection_id: client.getConnectionId(), added: 1 });
-    const stale = await post(url, JSON.stringify({ candidates: [{ candidate: 'candidate:9 1 udp 2122260223 127.0.0.1 9 typ host', sdp_mid: '0', username_fragment: 'old0' }], end_of_candidates: true }));
+    const stale = await post(
+      url,
+      JSON.stringify({
+        candidates: [{ candidate: 'candidate:9 1 udp 2122260223 127.0.0.1 9 typ host', sdp_mid: '0', username_fragment: 'old0' }],
+        end_of_candidates: true,
+      }),
+    );
     expect(await stale.json()).toEqual({ connection_id: client.getConnectionId(), added: 0 });
     // Unknown connections: 404; the connection and its video go on.
-    const unknown = await post(`${runtime.url}/sessions/${client.getSessionId()}/transport/webrtc/connections/999/ice_candidates`, '{"candidates":[],"end_of_candidates":true}');
+    const unknown = await post(
+      `${runtime.url}/sessions/${client.getSessionId()}/transport/webrtc/connections/999/ice_candidates`,
+      '{"candidates":[],"end_of_candidates":true}',
+    );
     expect(unknown.status).toBe(404);
     const after = performance.now();
     // Counted, not timed: a generous deadline costs nothing when healthy and survives a loaded machine.
@@ -244,7 +284,11 @@ describe('ICE restart, trickle and renegotiation (local runtime)', () => {
     const connectionId = client.getConnectionId();
     const offer = await createWrtcOffer(client.getCapabilities()!.tracks);
     try {
-      const accepted = await post(`${transportUrl(client)}/sdp_params`, JSON.stringify({ sdp_offer: keepLoopbackCandidates(offer.sdp), track_mapping: offer.mapping }), 'PUT');
+      const accepted = await post(
+        `${transportUrl(client)}/sdp_params`,
+        JSON.stringify({ sdp_offer: keepLoopbackCandidates(offer.sdp), track_mapping: offer.mapping }),
+        'PUT',
+      );
       expect(accepted.status).toBe(202);
       const answer = await fetch(`${transportUrl(client)}/sdp_params`, { headers: { [WEBRTC_VERSION_HEADER]: WEBRTC_VERSION } });
       expect(answer.status).toBe(200);

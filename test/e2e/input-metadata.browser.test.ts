@@ -25,7 +25,7 @@ interface Report {
   bytes: number[] | null;
 }
 
-it('carries each input frame\'s metadata and capture time to the model, aligned with its frame', async () => {
+it("carries each input frame's metadata and capture time to the model, aligned with its frame", async () => {
   const { page, log } = await openClientPage(rig());
   const levels = Array.from({ length: LEVELS }, (_, k) => Math.round(((levelLuma(k) - 16) * 255) / 219));
   let result: { report: Report; sent: number };

@@ -56,7 +56,9 @@ describe('input frame metadata without a browser', () => {
     expect(outcome).toMatchObject({ type: 'command_failed', data: { code: 'not_ready' } });
     expect(outcome.data['message']).toMatch(/frame_metadata: true/);
     await send('publish_track', { track: 'camera' });
-    expect(await send('input_frame_metadata', { track: 'camera', frames: [{ rtp_timestamp: 1 }] })).toMatchObject({ data: { code: 'not_ready' } });
+    expect(await send('input_frame_metadata', { track: 'camera', frames: [{ rtp_timestamp: 1 }] })).toMatchObject({
+      data: { code: 'not_ready' },
+    });
   });
 
   it('checks the publish flag: a boolean, on video tracks only', async () => {
@@ -73,13 +75,17 @@ describe('input frame metadata without a browser', () => {
   it('accepts well-formed annotations once announced, and names the field of a bad one', async () => {
     expect(await send('publish_track', { track: 'camera', frame_metadata: true })).toMatchObject({ type: 'command_ack' });
     const frame = { rtp_timestamp: 90_000, capture_time: Date.now(), metadata: { n: 1 } };
-    expect(await send('input_frame_metadata', { track: 'camera', frames: [frame, { rtp_timestamp: 93_000, metadata: { $bytes: 'AAEC' } }] })).toMatchObject({
+    expect(
+      await send('input_frame_metadata', { track: 'camera', frames: [frame, { rtp_timestamp: 93_000, metadata: { $bytes: 'AAEC' } }] }),
+    ).toMatchObject({
       type: 'command_ack',
     });
     const negative = await send('input_frame_metadata', { track: 'camera', frames: [{ rtp_timestamp: -1 }] });
     expect(negative).toMatchObject({ type: 'command_failed', data: { code: 'invalid_params', field: '/frames/0/rtp_timestamp' } });
     const tooMany = Array.from({ length: MAX_INPUT_FRAME_ANNOTATIONS + 1 }, (_, i) => ({ rtp_timestamp: i }));
-    expect(await send('input_frame_metadata', { track: 'camera', frames: tooMany })).toMatchObject({ data: { code: 'invalid_params', field: '/frames' } });
+    expect(await send('input_frame_metadata', { track: 'camera', frames: tooMany })).toMatchObject({
+      data: { code: 'invalid_params', field: '/frames' },
+    });
     expect(await send('input_frame_metadata', { track: 'mic', frames: [frame] })).toMatchObject({ data: { code: 'unknown_track' } });
   });
 
@@ -87,7 +93,9 @@ describe('input frame metadata without a browser', () => {
     const client = new ArclightClient({ modelName: 'input-metadata', local: true, localRuntimeUrl: runtime.url });
     try {
       await client.connect(undefined, { sessionId: peer.sessionId });
-      const source = new (wrtc as unknown as { nonstandard: { RTCVideoSource: new () => { createTrack(): MediaStreamTrack } } }).nonstandard.RTCVideoSource();
+      const source = new (
+        wrtc as unknown as { nonstandard: { RTCVideoSource: new () => { createTrack(): MediaStreamTrack } } }
+      ).nonstandard.RTCVideoSource();
       const track = source.createTrack();
       await expect(client.publishTrack('camera', track, { frameMetadata: true })).rejects.toMatchObject({ code: 'unsupported' });
       track.stop();

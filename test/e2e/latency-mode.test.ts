@@ -43,7 +43,9 @@ describe('latency modes', () => {
 
     const replies: string[] = [];
     peer.channel.onMessage.subscribe((raw) => replies.push(String(raw)));
-    peer.channel.send(JSON.stringify({ scope: 'runtime', data: { type: 'set_latency_mode', data: { mode: 'realtime' }, request_id: 'm1' } }));
+    peer.channel.send(
+      JSON.stringify({ scope: 'runtime', data: { type: 'set_latency_mode', data: { mode: 'realtime' }, request_id: 'm1' } }),
+    );
     await waitUntil(() => replies.some((r) => r.includes('"command_ack"') && r.includes('"m1"')), 5_000, 'the ack');
     const from = seen.length;
     await waitUntil(() => seen.length > from + 10, 5_000, 'more packets');
@@ -51,7 +53,9 @@ describe('latency modes', () => {
     const record = (await (await fetch(`${runtime.url}/sessions/${peer.session.session_id}`)).json()) as { latency_mode: string };
     expect(record.latency_mode).toBe('realtime');
 
-    peer.channel.send(JSON.stringify({ scope: 'runtime', data: { type: 'set_latency_mode', data: { mode: 'instant' }, request_id: 'm2' } }));
+    peer.channel.send(
+      JSON.stringify({ scope: 'runtime', data: { type: 'set_latency_mode', data: { mode: 'instant' }, request_id: 'm2' } }),
+    );
     await waitUntil(() => replies.some((r) => r.includes('"m2"')), 5_000, 'the failure');
     expect(replies.find((r) => r.includes('"m2"'))).toContain('invalid_params');
   });

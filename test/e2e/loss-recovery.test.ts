@@ -70,7 +70,8 @@ async function snapshot(runtime: Runtime, lab: NetworkLab): Promise<Snapshot> {
     return sum;
   };
   const refused: Record<string, number> = {};
-  for (const reason of ['not_in_history', 'too_old', 'within_rtt', 'budget']) refused[reason] = value('arclight_rtp_retransmissions_refused_total', [`reason="${reason}"`]);
+  for (const reason of ['not_in_history', 'too_old', 'within_rtt', 'budget'])
+    refused[reason] = value('arclight_rtp_retransmissions_refused_total', [`reason="${reason}"`]);
   return {
     offered: lab.counters.down.bytesIn,
     resentBytes: value('arclight_rtp_retransmitted_bytes_total'),
@@ -83,7 +84,13 @@ async function snapshot(runtime: Runtime, lab: NetworkLab): Promise<Snapshot> {
 
 describe('loss recovery through the network lab', () => {
   it('keeps resends within the retransmission budget when a bottleneck drops most of the video', async () => {
-    const runtime: Runtime = await startRuntime({ model: grainModel() as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false });
+    const runtime: Runtime = await startRuntime({
+      model: grainModel() as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+    });
     cleanups.push(() => runtime.close());
     const lab = await NetworkLab.start({ clientSideAddress: LOOPBACK, random: seededRandom(254) });
     cleanups.push(() => lab.close());
@@ -107,9 +114,10 @@ describe('loss recovery through the network lab', () => {
     const rules = LOSS_RECOVERY;
     // Refill: share × media (each byte counts in 1 s of rate windows) + the floor over the window;
     // plus what the bucket held at `from`: at most 250 ms of its rate, or its minimum depth.
-    const bound = rules.budgetShare * media
-      + (rules.minBudgetKbps * 1000 / 8) * seconds
-      + Math.max(rules.minBudgetDepthBytes, rules.budgetShare * (rules.budgetDepthMs / 1000) * media);
+    const bound =
+      rules.budgetShare * media +
+      ((rules.minBudgetKbps * 1000) / 8) * seconds +
+      Math.max(rules.minBudgetDepthBytes, rules.budgetShare * (rules.budgetDepthMs / 1000) * media);
     expect(media, detail).toBeGreaterThan(0);
     // The bottleneck dropped video and the receiver NACKed it: some was resent, more refused.
     expect(lab.counters.down.droppedQueue, detail).toBeGreaterThan(0);

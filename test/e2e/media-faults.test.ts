@@ -31,7 +31,10 @@ describe('media faults: loss, delay and a blackout on a live session', () => {
   const reports: MediaQuality[] = [];
 
   beforeAll(async () => {
-    runtime = await startRuntimeWithFaults({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false }, { network });
+    runtime = await startRuntimeWithFaults(
+      { model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false },
+      { network },
+    );
     watched = await connectWatchedClient(runtime.url);
     watched.client.on('mediaStats', (quality) => reports.push(quality));
     await waitUntil(() => watched.frames.count > 0, 10_000, 'the first decoded frame');
@@ -113,7 +116,17 @@ describe('media faults: loss, delay and a blackout on a live session', () => {
     const { frames, longestGapMs, sent, longestSendGapMs } = await watch(2_000);
     const after = await watched.counters();
     const resent = (await retransmittedPackets(runtime.url)) - resentBefore;
-    const detail = JSON.stringify({ recoveredMs, resent, frames, sent, longestGapMs, longestSendGapMs, before, after, counters: network.counters });
+    const detail = JSON.stringify({
+      recoveredMs,
+      resent,
+      frames,
+      sent,
+      longestGapMs,
+      longestSendGapMs,
+      before,
+      after,
+      counters: network.counters,
+    });
     expect(recoveredMs, detail).toBeLessThan(3_000);
     // A third of what was sent in the 2 s after (it was 20, a third of 30 fps), with no stall a
     // second longer than the sender's own.
@@ -140,7 +153,10 @@ describe('media faults: a keyframe after PLI (werift client, H.264)', () => {
   const plis: number[] = [];
 
   beforeAll(async () => {
-    runtime = await startRuntimeWithFaults({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false }, { network });
+    runtime = await startRuntimeWithFaults(
+      { model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false },
+      { network },
+    );
     peer = await openWeriftPeer(runtime.url, { videoMime: 'video/H264' });
     // decodeTrack sends a PLI whenever its depacketizer lost the picture; note when.
     const receiver = peer.transceiver('main_video').receiver;
@@ -149,7 +165,9 @@ describe('media faults: a keyframe after PLI (werift client, H.264)', () => {
       plis.push(performance.now());
       return sendPli(ssrc);
     };
-    decoding = await decodeTrack(peer, 'main_video', 'h264', (_frame, unit) => decoded.push({ at: performance.now(), keyframe: unit.keyframe }));
+    decoding = await decodeTrack(peer, 'main_video', 'h264', (_frame, unit) =>
+      decoded.push({ at: performance.now(), keyframe: unit.keyframe }),
+    );
     await waitUntil(() => decoded.length > 0, 10_000, 'the first decoded frame');
   }, 20_000);
 
@@ -168,7 +186,11 @@ describe('media faults: a keyframe after PLI (werift client, H.264)', () => {
     await waitUntil(() => decoded.some((f) => f.keyframe && f.at >= endedAt), 5_000, 'a keyframe decoded after the blackout');
     const firstPli = plis.find((t) => t >= endedAt);
     const keyframe = decoded.find((f) => f.keyframe && f.at >= endedAt)!;
-    const detail = JSON.stringify({ firstPliMs: firstPli === undefined ? null : firstPli - endedAt, keyframeMs: keyframe.at - endedAt, plis: plis.length });
+    const detail = JSON.stringify({
+      firstPliMs: firstPli === undefined ? null : firstPli - endedAt,
+      keyframeMs: keyframe.at - endedAt,
+      plis: plis.length,
+    });
     expect(firstPli, detail).toBeDefined();
     expect(keyframe.at, detail).toBeGreaterThan(firstPli!);
     expect(keyframe.at - endedAt, detail).toBeLessThan(2_000);
@@ -186,6 +208,9 @@ describe('media faults: a keyframe after PLI (werift client, H.264)', () => {
   /** The runtime's picture-loss and keyframe counters, summed over their labels. */
   async function runtimeCounters(): Promise<{ pictureLoss: number; keyframes: number }> {
     const text = await (await fetch(`${runtime.url}/metrics`)).text();
-    return { pictureLoss: valueFromText(text, 'arclight_video_picture_loss_total'), keyframes: valueFromText(text, 'arclight_video_keyframes_total') };
+    return {
+      pictureLoss: valueFromText(text, 'arclight_video_picture_loss_total'),
+      keyframes: valueFromText(text, 'arclight_video_keyframes_total'),
+    };
   }
 });

@@ -62,7 +62,9 @@ async function connectAndWatch(runtime: Runtime): Promise<Watched> {
 
 /** The runtime's count of video frames sent on `main_video`. */
 async function framesSent(runtime: Runtime): Promise<number> {
-  return (await runtime.metrics.framesSent.get()).values.filter((v) => v.labels.track === 'main_video').reduce((sum, v) => sum + v.value, 0);
+  return (await runtime.metrics.framesSent.get()).values
+    .filter((v) => v.labels.track === 'main_video')
+    .reduce((sum, v) => sum + v.value, 0);
 }
 
 const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
@@ -143,7 +145,9 @@ describe('media_stats', () => {
       const sent = (await framesSent(runtime)) - sentAtStart;
       expect(probe.frames - start, `${probe.frames - start} of ${sent} sent frames decoded`).toBeGreaterThanOrEqual(Math.ceil(sent * 0.55));
       // No 30 frames sent (a second's worth) without new frames: recovery keeps the picture moving.
-      steps.forEach((frames, i) => expect(frames, `decoded after ${30 * (i + 1)} sent: ${steps.join(', ')}`).toBeGreaterThan(i === 0 ? start : steps[i - 1]!));
+      steps.forEach((frames, i) =>
+        expect(frames, `decoded after ${30 * (i + 1)} sent: ${steps.join(', ')}`).toBeGreaterThan(i === 0 ? start : steps[i - 1]!),
+      );
       await waitUntil(() => reports.length >= 2, 10_000, 'two media_stats');
       const summary = JSON.stringify(reports);
       expect(Math.max(...reports.map((r) => r.loss)), summary).toBeGreaterThan(0);
@@ -154,7 +158,9 @@ describe('media_stats', () => {
       expect(client.getStats()?.quality?.loss).toBe(reports.at(-1)!.loss);
       // Recovery is by retransmission, not only by keyframes: the NACKed packets were resent.
       const exposition = await (await fetch(`${runtime.url}/metrics`)).text();
-      const resent = [...exposition.matchAll(/^arclight_rtp_retransmitted_packets_total\{track="main_video"\} (\d+)$/gm)].map((m) => Number(m[1]));
+      const resent = [...exposition.matchAll(/^arclight_rtp_retransmitted_packets_total\{track="main_video"\} (\d+)$/gm)].map((m) =>
+        Number(m[1]),
+      );
       // How many depends on how many packets 5 % of fell on (binomial: 9 was seen once against a
       // mean near 18), so the rule is that resends happen; at ≥ 180 packets, none lost at 5 % has
       // a chance under 1 in 10,000. The decoded share above is what says recovery works.

@@ -39,7 +39,9 @@ describe('frame metadata', () => {
     const perFrame = metadata.slice(0, 30).filter((m) => !('$bytes' in m.metadata));
     // The last frames' packets may still be on their way: wait for them (however long a loaded
     // machine takes, instead of a fixed 200 ms); a metadata whose frame never comes still fails.
-    await waitUntil(() => perFrame.every((m) => frameTimestamps.has(m.rtp_timestamp)), 5_000, 'the frames of the metadata received').catch(() => {});
+    await waitUntil(() => perFrame.every((m) => frameTimestamps.has(m.rtp_timestamp)), 5_000, 'the frames of the metadata received').catch(
+      () => {},
+    );
     // Every metadata timestamp is the timestamp of a frame this client received, in order.
     for (const m of perFrame) expect(frameTimestamps.has(m.rtp_timestamp)).toBe(true);
     const frames = perFrame.map((m) => (m.metadata as { frame: number }).frame);

@@ -24,7 +24,13 @@ function captureLogger(records: LogRecord[], bindings: Record<string, unknown> =
   const at = (level: string) => (msg: string, fields?: Record<string, unknown>) => {
     records.push({ level, msg, fields: { ...bindings, ...fields } });
   };
-  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), child: (more) => captureLogger(records, { ...bindings, ...more }) };
+  return {
+    debug: at('debug'),
+    info: at('info'),
+    warn: at('warn'),
+    error: at('error'),
+    child: (more) => captureLogger(records, { ...bindings, ...more }),
+  };
 }
 
 function logText(records: readonly LogRecord[]): string {
@@ -80,7 +86,13 @@ describe('model faults: throwing commands and hooks', () => {
 
   beforeAll(async () => {
     runtime = await startLocalRuntime(faultyModel, logs);
-    client = new ArclightClient({ modelName: 'faulty', local: true, localRuntimeUrl: runtime.url, commandTimeoutMs: 20_000, connectTimeoutMs: 20_000 });
+    client = new ArclightClient({
+      modelName: 'faulty',
+      local: true,
+      localRuntimeUrl: runtime.url,
+      commandTimeoutMs: 20_000,
+      connectTimeoutMs: 20_000,
+    });
     client.on('error', (error) => clientErrors.push(error));
   });
 
@@ -141,7 +153,10 @@ describe('model faults: throwing commands and hooks', () => {
     const hanging = client.sendCommand('hang', {});
     hanging.catch(() => {}); // settles (connection_failed) when the client disconnects
     let settled = false;
-    void hanging.then(() => (settled = true), () => (settled = true));
+    void hanging.then(
+      () => (settled = true),
+      () => (settled = true),
+    );
     for (let i = 0; i < 3; i++) {
       expect(await client.sendCommand('echo', { value: `v${i}` })).toEqual({ type: 'echoed', data: { value: `v${i}` } });
     }
@@ -168,7 +183,13 @@ describe('model faults: run() throws', () => {
   let lookupAtEnd: Promise<{ status: number; text: string }> | undefined;
 
   const newClient = (): ArclightClient => {
-    const client = new ArclightClient({ modelName: 'crashing', local: true, localRuntimeUrl: runtime.url, commandTimeoutMs: 20_000, connectTimeoutMs: 20_000 });
+    const client = new ArclightClient({
+      modelName: 'crashing',
+      local: true,
+      localRuntimeUrl: runtime.url,
+      commandTimeoutMs: 20_000,
+      connectTimeoutMs: 20_000,
+    });
     clients.push(client);
     return client;
   };
@@ -219,10 +240,14 @@ describe('model faults: run() throws', () => {
 
   it('a new session starts afterwards and runs normally', async () => {
     // The runtime is healthy and available again.
-    await waitUntil(async () => {
-      const health = (await (await fetch(`${runtime.url}/health`)).json()) as { state: string };
-      return health.state === 'available';
-    }, 15_000, 'state available');
+    await waitUntil(
+      async () => {
+        const health = (await (await fetch(`${runtime.url}/health`)).json()) as { state: string };
+        return health.state === 'available';
+      },
+      15_000,
+      'state available',
+    );
 
     const second = newClient();
     const secondEnded: string[] = [];

@@ -11,7 +11,15 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ArclightClient, ArclightError } from '../../client/node.ts';
-import { HttpModerator, MODERATED_KEYWORD, startRuntime, WordListModerator, type ModerationRequest, type ModerationVerdict, type Runtime } from '../../runtime/index.ts';
+import {
+  HttpModerator,
+  MODERATED_KEYWORD,
+  startRuntime,
+  WordListModerator,
+  type ModerationRequest,
+  type ModerationVerdict,
+  type Runtime,
+} from '../../runtime/index.ts';
 import moderatedModel, { handled } from '../fixtures/moderated-model.ts';
 
 const LOOPBACK = '127.0.0.1';
@@ -170,9 +178,16 @@ describe('moderation over loopback', () => {
 
 describe('moderation options', () => {
   it('refuses a moderator without check() and a bad admission delay at start', async () => {
-    await expect(startRuntime({ model: moderatedModel as never, port: 0, host: LOOPBACK, moderation: { moderator: {} as never } })).rejects.toThrow(TypeError);
     await expect(
-      startRuntime({ model: moderatedModel as never, port: 0, host: LOOPBACK, moderation: { moderator: { check: () => ({ allowed: true }) }, admitAfterMs: -1 } }),
+      startRuntime({ model: moderatedModel as never, port: 0, host: LOOPBACK, moderation: { moderator: {} as never } }),
+    ).rejects.toThrow(TypeError);
+    await expect(
+      startRuntime({
+        model: moderatedModel as never,
+        port: 0,
+        host: LOOPBACK,
+        moderation: { moderator: { check: () => ({ allowed: true }) }, admitAfterMs: -1 },
+      }),
     ).rejects.toThrow(/admitAfterMs/);
   });
 });

@@ -32,7 +32,9 @@ describe('three clients on one session', () => {
     const client = new ArclightClient({ modelName: 'echo', local: true, localRuntimeUrl: runtime.url });
     const messages: string[] = [];
     client.on('message', (m) => messages.push(m.type));
-    const probed = new Promise<VideoProbe>((resolve) => client.on('trackReceived', (_n, track) => track.kind === 'video' && resolve(new VideoProbe(track))));
+    const probed = new Promise<VideoProbe>((resolve) =>
+      client.on('trackReceived', (_n, track) => track.kind === 'video' && resolve(new VideoProbe(track))),
+    );
     await client.connect(undefined, sessionId ? { sessionId } : {});
     const viewer = { client, probe: await probed, messages };
     viewers.push(viewer);
@@ -46,7 +48,9 @@ describe('three clients on one session', () => {
   }
 
   async function framesSent(): Promise<number> {
-    return (await runtime.metrics.framesSent.get()).values.filter((v) => v.labels.track === 'main_video').reduce((sum, v) => sum + v.value, 0);
+    return (await runtime.metrics.framesSent.get()).values
+      .filter((v) => v.labels.track === 'main_video')
+      .reduce((sum, v) => sum + v.value, 0);
   }
 
   beforeAll(async () => {
@@ -96,10 +100,15 @@ describe('three clients on one session', () => {
     second.client.resumeTrack('main_video');
 
     // One publisher per input track; the broadcast that follows reaches everyone.
-    const Source = (wrtc as unknown as { nonstandard: { RTCVideoSource: new () => { createTrack(): MediaStreamTrack; onFrame(f: object): void } } }).nonstandard.RTCVideoSource;
+    const Source = (
+      wrtc as unknown as { nonstandard: { RTCVideoSource: new () => { createTrack(): MediaStreamTrack; onFrame(f: object): void } } }
+    ).nonstandard.RTCVideoSource;
     const source = new Source();
     const data = new Uint8Array(320 * 240 * 1.5);
-    data.fill(colour.y, 0, 320 * 240).fill(colour.u, 320 * 240, 320 * 240 * 1.25).fill(colour.v, 320 * 240 * 1.25);
+    data
+      .fill(colour.y, 0, 320 * 240)
+      .fill(colour.u, 320 * 240, 320 * 240 * 1.25)
+      .fill(colour.v, 320 * 240 * 1.25);
     const feeder = setInterval(() => source.onFrame({ width: 320, height: 240, data }), 33);
     const camera = source.createTrack();
     stopCamera = () => {
@@ -109,7 +118,8 @@ describe('three clients on one session', () => {
     await owner.client.publishTrack('webcam', camera);
     await expect(third.client.publishTrack('webcam', new Source().createTrack())).rejects.toMatchObject({ code: 'track_busy' });
     for (const v of viewers) await waitUntil(() => v.messages.includes('input_started'), 15_000, 'the broadcast at every client');
-    for (const v of viewers) await waitUntil(() => near(v.probe.sample(320, 240), colour, 14), 15_000, 'the published picture at every client');
+    for (const v of viewers)
+      await waitUntil(() => near(v.probe.sample(320, 240), colour, 14), 15_000, 'the published picture at every client');
 
     // A reply goes to its requester only.
     expect((await second.client.sendCommand('set_brightness', { value: 1 }))?.type).toBe('brightness_changed');
@@ -127,6 +137,8 @@ describe('three clients on one session', () => {
     const encodesAtJoin = await encodes();
     await waitUntil(() => late.probe.centreLuma.some((y) => Math.abs(y - colour.y) < 14), 15_000, 'the late joiner to see the picture');
     const encodedMeanwhile = (await encodes()) - encodesAtJoin;
-    expect(encodedMeanwhile, `frames encoded before the late joiner saw the picture (a keyframe every ${GOP_FRAMES})`).toBeLessThan(GOP_FRAMES / 5);
+    expect(encodedMeanwhile, `frames encoded before the late joiner saw the picture (a keyframe every ${GOP_FRAMES})`).toBeLessThan(
+      GOP_FRAMES / 5,
+    );
   });
 });

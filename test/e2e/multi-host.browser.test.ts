@@ -131,25 +131,31 @@ class ClientProcess {
   readonly process: HostProcess;
 
   constructor(label: string, host: LanHost, apiUrl: string, token: string) {
-    this.process = new HostProcess(label, host, [...NODE, 'test/support/node-client-process.ts', apiUrl, 'pattern'], { ARCLIGHT_TEST_TOKEN: token }, (line) => {
-      let record: Record<string, unknown>;
-      try {
-        record = JSON.parse(line) as Record<string, unknown>;
-      } catch {
-        return;
-      }
-      if (record['event'] === 'status') {
-        this.state.status = String(record['status']);
-        if (typeof record['session_id'] === 'string') this.state.sessionId = record['session_id'];
-      } else if (record['event'] === 'frames') {
-        this.state.frames = Number(record['frames']);
-        this.state.width = Number(record['width']);
-      } else if (record['event'] === 'error') {
-        this.state.errors.push(`${String(record['code'])}: ${String(record['message'])}`);
-      } else if (record['event'] === 'session_ended') {
-        this.state.ended = String(record['reason']);
-      }
-    });
+    this.process = new HostProcess(
+      label,
+      host,
+      [...NODE, 'test/support/node-client-process.ts', apiUrl, 'pattern'],
+      { ARCLIGHT_TEST_TOKEN: token },
+      (line) => {
+        let record: Record<string, unknown>;
+        try {
+          record = JSON.parse(line) as Record<string, unknown>;
+        } catch {
+          return;
+        }
+        if (record['event'] === 'status') {
+          this.state.status = String(record['status']);
+          if (typeof record['session_id'] === 'string') this.state.sessionId = record['session_id'];
+        } else if (record['event'] === 'frames') {
+          this.state.frames = Number(record['frames']);
+          this.state.width = Number(record['width']);
+        } else if (record['event'] === 'error') {
+          this.state.errors.push(`${String(record['code'])}: ${String(record['message'])}`);
+        } else if (record['event'] === 'session_ended') {
+          this.state.ended = String(record['reason']);
+        }
+      },
+    );
   }
 
   describe(): string {
@@ -158,7 +164,11 @@ class ClientProcess {
 
   /** Until it is ready and has decoded `frames` frames. */
   async streaming(frames: number, timeoutMs = 30_000): Promise<void> {
-    await waitUntil(() => this.state.status === 'ready' && this.state.frames >= frames, timeoutMs, () => `${frames} frames (${this.describe()})`);
+    await waitUntil(
+      () => this.state.status === 'ready' && this.state.frames >= frames,
+      timeoutMs,
+      () => `${frames} frames (${this.describe()})`,
+    );
   }
 
   /** Disconnects (which ends its session) and exits. */
@@ -269,7 +279,15 @@ describe.skipIf(skip)('multi-host on one box: coordinator, two runtimes and clie
       { ARCLIGHT_RUNTIME_SECRET: SECRET },
     );
     processes.push(coordinator);
-    await waitUntil(() => fetch(`${coordinatorUrl}/pricing`).then((r) => r.ok, () => false), 30_000, 'the coordinator to serve');
+    await waitUntil(
+      () =>
+        fetch(`${coordinatorUrl}/pricing`).then(
+          (r) => r.ok,
+          () => false,
+        ),
+      30_000,
+      'the coordinator to serve',
+    );
     startRuntime('rt-a', lan.hosts.rta);
     startRuntime('rt-b', lan.hosts.rtb);
     await waitUntil(async () => (await registered('rt-a')) && (await registered('rt-b')), 45_000, 'both runtimes to register');
@@ -309,7 +327,11 @@ describe.skipIf(skip)('multi-host on one box: coordinator, two runtimes and clie
     const victimSession = first.state.sessionId!;
     const survivorSession = second.state.sessionId!;
     // Both billed before the kill.
-    await waitUntil(async () => (await ticks(victimSession)).seconds >= 1 && (await ticks(survivorSession)).seconds >= 1, 15_000, 'both sessions to be billed');
+    await waitUntil(
+      async () => (await ticks(victimSession)).seconds >= 1 && (await ticks(survivorSession)).seconds >= 1,
+      15_000,
+      'both sessions to be billed',
+    );
     expect((await session(victimSession)).status).toBe('ready');
 
     const killedAt = Date.now();
@@ -342,7 +364,9 @@ describe.skipIf(skip)('multi-host on one box: coordinator, two runtimes and clie
     const victimTicks = await ticks(victimSession);
     expect(victimTicks).toEqual(frozen.ticks);
     expect(victimTicks.seconds).toBe(Math.floor((ended.ended_at! - ended.ready_at!) / 1000));
-    console.log(`multi-host: billed ${victimTicks.seconds} s, ended ${killedAt - ended.ended_at!} ms before the kill, detected ${detectedAfter} ms after it`);
+    console.log(
+      `multi-host: billed ${victimTicks.seconds} s, ended ${killedAt - ended.ended_at!} ms before the kill, detected ${detectedAfter} ms after it`,
+    );
     const victimUsage = (await usage()).get(victimSession)!;
     expect(victimUsage).toMatchObject({ status: 'ended', billed_seconds: frozen.usage.billed_seconds });
     expect(first.state.frames - victimFrames).toBeLessThanOrEqual(2); // its media stopped with it
@@ -351,7 +375,11 @@ describe.skipIf(skip)('multi-host on one box: coordinator, two runtimes and clie
     expect(second.state.status).toBe('ready');
     // Streaming: 20 more frames, counted rather than asked of the 2.5 s above (a loaded machine
     // running two runtimes, a coordinator and the clients decodes fewer a second).
-    await waitUntil(() => second.state.frames > survivorBefore.frames + 20, 15_000, () => `20 more frames at the survivor (${second.describe()})`);
+    await waitUntil(
+      () => second.state.frames > survivorBefore.frames + 20,
+      15_000,
+      () => `20 more frames at the survivor (${second.describe()})`,
+    );
     expect((await ticks(survivorSession)).seconds).toBeGreaterThan(survivorBefore.ticks.seconds);
     expect((await usage()).get(survivorSession)?.status).toBe('ready');
     expect(await openSessions(runtimeUrl(placement.get(survivorSession) === 'rt-a' ? lan.hosts.rta : lan.hosts.rtb))).toBe(1);
@@ -371,7 +399,11 @@ describe.skipIf(skip)('multi-host on one box: coordinator, two runtimes and clie
     // Draining is not dying: its session streams on.
     const framesAtDrain = second.state.frames;
     // A frame more, however long a loaded machine takes (it was "within 500 ms").
-    await waitUntil(() => second.state.frames > framesAtDrain, 10_000, () => `a frame after the drain began (${second.describe()})`);
+    await waitUntil(
+      () => second.state.frames > framesAtDrain,
+      10_000,
+      () => `a frame after the drain began (${second.describe()})`,
+    );
     expect((await session(survivorSession)).status).toBe('ready');
 
     // A new session goes to the other runtime.
@@ -409,7 +441,9 @@ describe.skipIf(skip)('multi-host on one box: coordinator, two runtimes and clie
       'the drained runtime to be declared gone',
     );
     // Nor was it even tried there (a failed attempt is logged as a warning, then undone).
-    expect(coordinator.stderr.slice(logLinesBefore).filter((line) => line.includes('could not open') && line.includes(drainingId))).toEqual([]);
+    expect(coordinator.stderr.slice(logLinesBefore).filter((line) => line.includes('could not open') && line.includes(drainingId))).toEqual(
+      [],
+    );
 
     // The other runtime frees its slot: the waiting session goes there.
     await third.stop();

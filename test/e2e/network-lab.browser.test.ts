@@ -27,7 +27,13 @@ let chrome: LaunchedChromium | undefined;
 beforeAll(async () => {
   net = await createTestNetwork();
   const ice = { hostAddresses: [net.hostAddress] };
-  runtime = await startRuntime({ model: pattern as never, port: 0, host: net.hostAddress, ice, logger: createLogger({ test: 'network-lab' }, 'warn') });
+  runtime = await startRuntime({
+    model: pattern as never,
+    port: 0,
+    host: net.hostAddress,
+    ice,
+    logger: createLogger({ test: 'network-lab' }, 'warn'),
+  });
   lab = await NetworkLab.start({
     clientSideAddress: net.hostAddress,
     allowed: [net.peerAddress],
@@ -54,50 +60,62 @@ function decodedFrames(page: Page): Promise<number> {
 }
 
 describe('network lab with Chromium in a namespace', () => {
-  it('the playground, loaded through the proxy, streams through the relay under 2 % loss and 20 ms each way', { timeout: 90_000 }, async () => {
-    const page = await chrome!.newPage();
-    const lines = recordPageLog(page);
-    // Keep the page's peers, for their inbound-rtp counters.
-    await page.addInitScript(() => {
-      const pcs: RTCPeerConnection[] = [];
-      (window as unknown as { __pcs: RTCPeerConnection[] }).__pcs = pcs;
-      const Original = window.RTCPeerConnection;
-      window.RTCPeerConnection = class extends Original {
-        constructor(configuration?: RTCConfiguration) {
-          super(configuration);
-          pcs.push(this);
+  it(
+    'the playground, loaded through the proxy, streams through the relay under 2 % loss and 20 ms each way',
+    { timeout: 90_000 },
+    async () => {
+      const page = await chrome!.newPage();
+      const lines = recordPageLog(page);
+      // Keep the page's peers, for their inbound-rtp counters.
+      await page.addInitScript(() => {
+        const pcs: RTCPeerConnection[] = [];
+        (window as unknown as { __pcs: RTCPeerConnection[] }).__pcs = pcs;
+        const Original = window.RTCPeerConnection;
+        window.RTCPeerConnection = class extends Original {
+          constructor(configuration?: RTCConfiguration) {
+            super(configuration);
+            pcs.push(this);
+          }
+        } as typeof RTCPeerConnection;
+      });
+      const diagnostics = async () => `\ncounters ${JSON.stringify(lab!.counters)}\n--- console ---\n${lines.slice(-40).join('\n')}`;
+      await page.goto(`${proxy.url}/`);
+      await page.waitForSelector('#connect:not([disabled])', { timeout: 15_000 });
+      await page.click('#connect');
+      await pollUntil('status ready', async () => (await page.getAttribute('#status', 'data-status')) === 'ready', {
+        timeoutMs: 30_000,
+        intervalMs: 150,
+        diagnostics,
+      });
+      await pollUntil('decoded frames', async () => (await decodedFrames(page)) > 0, { timeoutMs: 15_000, intervalMs: 150, diagnostics });
+      // Frames keep coming (counted, not timed): 60 more, with a generous ceiling for a loaded machine.
+      const first = await decodedFrames(page);
+      await pollUntil('60 more decoded frames', async () => (await decodedFrames(page)) - first >= 60, {
+        timeoutMs: 30_000,
+        intervalMs: 200,
+        diagnostics,
+      });
+      const { down, up, relay } = lab!.counters;
+      const detail = await diagnostics();
+      expect(proxy.rewrittenResponses, detail).toBeGreaterThan(0);
+      expect(relay.clientFacingSockets, detail).toBeGreaterThan(0);
+      expect(relay.serverFacingSockets, detail).toBeGreaterThan(0);
+      expect(relay.refused, detail).toBe(0);
+      expect(down.delivered, detail).toBeGreaterThan(60);
+      expect(down.droppedRandom, detail).toBeGreaterThan(0);
+      expect(up.delivered, detail).toBeGreaterThan(0);
+      // Every video packet the browser counted came through the relay (which carried more: RTCP, STUN, SCTP).
+      const received = await page.evaluate(async () => {
+        let packets = 0;
+        for (const pc of (window as unknown as { __pcs: RTCPeerConnection[] }).__pcs) {
+          (await pc.getStats()).forEach((entry: { type: string; kind?: string; packetsReceived?: number }) => {
+            if (entry.type === 'inbound-rtp' && entry.kind === 'video') packets += entry.packetsReceived ?? 0;
+          });
         }
-      } as typeof RTCPeerConnection;
-    });
-    const diagnostics = async () => `\ncounters ${JSON.stringify(lab!.counters)}\n--- console ---\n${lines.slice(-40).join('\n')}`;
-    await page.goto(`${proxy.url}/`);
-    await page.waitForSelector('#connect:not([disabled])', { timeout: 15_000 });
-    await page.click('#connect');
-    await pollUntil('status ready', async () => (await page.getAttribute('#status', 'data-status')) === 'ready', { timeoutMs: 30_000, intervalMs: 150, diagnostics });
-    await pollUntil('decoded frames', async () => (await decodedFrames(page)) > 0, { timeoutMs: 15_000, intervalMs: 150, diagnostics });
-    // Frames keep coming (counted, not timed): 60 more, with a generous ceiling for a loaded machine.
-    const first = await decodedFrames(page);
-    await pollUntil('60 more decoded frames', async () => (await decodedFrames(page)) - first >= 60, { timeoutMs: 30_000, intervalMs: 200, diagnostics });
-    const { down, up, relay } = lab!.counters;
-    const detail = await diagnostics();
-    expect(proxy.rewrittenResponses, detail).toBeGreaterThan(0);
-    expect(relay.clientFacingSockets, detail).toBeGreaterThan(0);
-    expect(relay.serverFacingSockets, detail).toBeGreaterThan(0);
-    expect(relay.refused, detail).toBe(0);
-    expect(down.delivered, detail).toBeGreaterThan(60);
-    expect(down.droppedRandom, detail).toBeGreaterThan(0);
-    expect(up.delivered, detail).toBeGreaterThan(0);
-    // Every video packet the browser counted came through the relay (which carried more: RTCP, STUN, SCTP).
-    const received = await page.evaluate(async () => {
-      let packets = 0;
-      for (const pc of (window as unknown as { __pcs: RTCPeerConnection[] }).__pcs) {
-        (await pc.getStats()).forEach((entry: { type: string; kind?: string; packetsReceived?: number }) => {
-          if (entry.type === 'inbound-rtp' && entry.kind === 'video') packets += entry.packetsReceived ?? 0;
-        });
-      }
-      return packets;
-    });
-    expect(received, detail).toBeGreaterThan(0);
-    expect(received, detail).toBeLessThanOrEqual(lab!.counters.down.delivered);
-  });
+        return packets;
+      });
+      expect(received, detail).toBeGreaterThan(0);
+      expect(received, detail).toBeLessThanOrEqual(lab!.counters.down.delivered);
+    },
+  );
 });

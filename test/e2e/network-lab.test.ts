@@ -48,7 +48,13 @@ const median = (values: readonly number[]): number => [...values].sort((a, b) =>
 describe('network lab: real sessions through the relay (2 % loss, 20 ms each way)', () => {
   it('ours: an Arclight runtime and our Node client connect through it and keep decoding', async () => {
     const model = createStampModel('720p');
-    const runtime: Runtime = await startRuntime({ model: model as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false });
+    const runtime: Runtime = await startRuntime({
+      model: model as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+    });
     cleanups.push(() => runtime.close());
     const lab = await NetworkLab.start({ clientSideAddress: LOOPBACK, seed: 2500, ...IMPAIRMENT });
     cleanups.push(() => lab.close());
@@ -70,7 +76,12 @@ describe('network lab: real sessions through the relay (2 % loss, 20 ms each way
     await sleep(4_000);
     const to = performance.now();
     track!.setFrameTap(undefined);
-    const window = { decoded: video.arrivals.between(from, to), sent: sends.between(from, to), longestGapMs: video.arrivals.longestGap(from, to), longestSendGapMs: sends.longestGap(from, to) };
+    const window = {
+      decoded: video.arrivals.between(from, to),
+      sent: sends.between(from, to),
+      longestGapMs: video.arrivals.longestGap(from, to),
+      longestSendGapMs: sends.longestGap(from, to),
+    };
     const detail = JSON.stringify({ window, counters: lab.counters });
     expect(window.sent, detail).toBeGreaterThan(0);
     expect(window.decoded, detail).toBeGreaterThanOrEqual(Math.ceil(window.sent / 3));
@@ -92,7 +103,11 @@ describe('network lab: real sessions through the relay (2 % loss, 20 ms each way
     const frameLatencies = latencies(video, emitTimes, fromFrame);
     expect(frameLatencies.length, detail).toBeGreaterThan(10);
     expect(Math.min(...frameLatencies), JSON.stringify(frameLatencies.slice(0, 20))).toBeGreaterThanOrEqual(20);
-    await waitUntil(() => reports.some((r) => (r.rtt_ms ?? 0) >= 36), 6_000, `an RTT ≥ 36 ms in media_stats (got ${reports.map((r) => r.rtt_ms).join(', ')})`);
+    await waitUntil(
+      () => reports.some((r) => (r.rtt_ms ?? 0) >= 36),
+      6_000,
+      `an RTT ≥ 36 ms in media_stats (got ${reports.map((r) => r.rtt_ms).join(', ')})`,
+    );
     expect(ours.client.getStatus()).toBe('ready');
   }, 45_000);
 
@@ -129,7 +144,13 @@ describe('network lab: real sessions through the relay (2 % loss, 20 ms each way
     const net = await createTestNetwork();
     cleanups.push(() => net.close());
     // The relay faces aiortc from the namespace's host end, and the receiver on loopback.
-    const lab = await NetworkLab.start({ clientSideAddress: LOOPBACK, serverSideAddress: net.hostAddress, allowed: [net.peerAddress], seed: 2600, ...IMPAIRMENT });
+    const lab = await NetworkLab.start({
+      clientSideAddress: LOOPBACK,
+      serverSideAddress: net.hostAddress,
+      allowed: [net.peerAddress],
+      seed: 2600,
+      ...IMPAIRMENT,
+    });
     cleanups.push(() => lab.close());
     const reference = await startAiortcReference(lab, net, { width: 640, height: 360, fps: 30 });
     cleanups.push(() => reference.close());

@@ -27,7 +27,9 @@ describe('a client without track_mapping', () => {
   });
 
   it('gets the output video on its receiving m-line (paired by direction from the client side)', async () => {
-    const started = (await (await fetch(`${runtime.url}/start_session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).json()) as { session_id: string };
+    const started = (await (
+      await fetch(`${runtime.url}/start_session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })
+    ).json()) as { session_id: string };
     peer = await openRawPeer(runtime.url, started.session_id, { sendTrackMapping: false });
     const receiving = peer.pc.getTransceivers().find((t) => t.direction === 'recvonly')!;
     expect(receiving.currentDirection).toBe('recvonly'); // the runtime answered sendonly on it

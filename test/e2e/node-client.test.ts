@@ -40,7 +40,9 @@ const patchCentre = { x: PATCH.x + PATCH.size / 2, y: PATCH.y + PATCH.size / 2 }
 
 /** The runtime's count of video frames sent on `main_video` (to every connection). */
 async function framesSent(runtime: Runtime): Promise<number> {
-  return (await runtime.metrics.framesSent.get()).values.filter((v) => v.labels.track === 'main_video').reduce((sum, v) => sum + v.value, 0);
+  return (await runtime.metrics.framesSent.get()).values
+    .filter((v) => v.labels.track === 'main_video')
+    .reduce((sum, v) => sum + v.value, 0);
 }
 
 afterEach(async () => {
@@ -119,7 +121,9 @@ describe('pattern over loopback', () => {
       try {
         await waitUntil(() => near(probe.sample(patchCentre.x, patchCentre.y), expected, 12), 15_000, what);
       } catch (error) {
-        throw new Error(`${(error as Error).message}; expected ${JSON.stringify(expected)}, last sample ${JSON.stringify(probe.sample(patchCentre.x, patchCentre.y))}`);
+        throw new Error(
+          `${(error as Error).message}; expected ${JSON.stringify(expected)}, last sample ${JSON.stringify(probe.sample(patchCentre.x, patchCentre.y))}`,
+        );
       }
     };
     await patchIs(rgbToYuv(0xe0, 0x10, 0x10), 'the red patch');
@@ -221,7 +225,9 @@ describe('pattern over loopback', () => {
     await expect(stranger.connect(undefined, { sessionId, connectionId: 999 })).rejects.toMatchObject({ code: 'connection_not_found' });
     expect(stranger.getStatus()).toBe('disconnected');
     // A closed connection id cannot be reused either.
-    await expect(stranger.connect(undefined, { sessionId, connectionId: connection_id })).rejects.toMatchObject({ code: 'connection_closed' });
+    await expect(stranger.connect(undefined, { sessionId, connectionId: connection_id })).rejects.toMatchObject({
+      code: 'connection_closed',
+    });
   });
 
   it('calls a jwtToken resolver for every request, and sends its token as the bearer', async () => {
@@ -269,7 +275,9 @@ describe('echo: client frames reach the model and come back', () => {
     const probe = await probePromise;
 
     // A 320x240 camera showing a solid colour, fed at 30 fps.
-    const source = new (wrtc as unknown as { nonstandard: { RTCVideoSource: new () => { createTrack(): MediaStreamTrack; onFrame(f: object): void } } }).nonstandard.RTCVideoSource();
+    const source = new (
+      wrtc as unknown as { nonstandard: { RTCVideoSource: new () => { createTrack(): MediaStreamTrack; onFrame(f: object): void } } }
+    ).nonstandard.RTCVideoSource();
     const colour = rgbToYuv(40, 80, 200);
     const w = 320;
     const h = 240;
@@ -290,7 +298,9 @@ describe('echo: client frames reach the model and come back', () => {
       // Only one connection may publish an input track at a time.
       const other = newClient(runtime, 'echo');
       await other.connect(undefined, { sessionId: client.getSessionId()! });
-      const otherSource = new (wrtc as unknown as { nonstandard: { RTCVideoSource: new () => { createTrack(): MediaStreamTrack } } }).nonstandard.RTCVideoSource();
+      const otherSource = new (
+        wrtc as unknown as { nonstandard: { RTCVideoSource: new () => { createTrack(): MediaStreamTrack } } }
+      ).nonstandard.RTCVideoSource();
       await expect(other.publishTrack('webcam', otherSource.createTrack())).rejects.toMatchObject({ code: 'track_busy' });
       await client.unpublishTrack('webcam');
       await other.publishTrack('webcam', otherSource.createTrack());

@@ -69,7 +69,9 @@ async function until(h: Harness, what: string, probe: () => Promise<boolean>, ti
         log: [...document.querySelectorAll('#log li')].slice(0, 30).map((li) => li.textContent?.replace(/\s+/g, ' ').trim()),
       }))
       .catch((e: unknown) => ({ error: String(e) }));
-    throw new Error(`${(error as Error).message}\n--- page ---\n${JSON.stringify(ui, null, 1)}\n--- console ---\n${h.lines.slice(-40).join('\n')}`);
+    throw new Error(
+      `${(error as Error).message}\n--- page ---\n${JSON.stringify(ui, null, 1)}\n--- console ---\n${h.lines.slice(-40).join('\n')}`,
+    );
   }
 }
 
@@ -152,7 +154,12 @@ describe('playground clips', () => {
     await connect(h);
 
     await page.click('#clip');
-    await until(h, 'the error banner', async () => (await page.isVisible('#status-detail')) && ((await page.textContent('#status-detail')) ?? '').includes('recording_error'));
+    await until(
+      h,
+      'the error banner',
+      async () =>
+        (await page.isVisible('#status-detail')) && ((await page.textContent('#status-detail')) ?? '').includes('recording_error'),
+    );
     expect(await page.textContent('#status-detail')).toContain('Recording is off');
     expect(await page.locator('#log li[data-kind="error"][data-type="recording_error"]').count()).toBe(1);
     expect(await page.isHidden('#clip-info')).toBe(true);

@@ -29,7 +29,13 @@ function version(tag: string, options: { width?: number; extraCommand?: boolean;
     name: 'dev-page',
     fps: 10,
     tracks: [{ name: 'main_video', kind: 'video', direction: 'recvonly', width, height: 64 }],
-    ...(options.failLoad ? { load: () => { throw new Error('weights missing'); } } : {}),
+    ...(options.failLoad
+      ? {
+          load: () => {
+            throw new Error('weights missing');
+          },
+        }
+      : {}),
     commands: {
       set_label: {
         description: `label (${tag})`,
@@ -69,70 +75,89 @@ afterAll(async () => {
 }, 60_000);
 
 describe('playground under arclight dev', () => {
-  it('follows reloads: keeps form values and the session, shows load errors, reconnects after a tracks change', async () => {
-    const page: Page = await chrome!.newPage({ viewport: { width: 1280, height: 900 } });
-    const consoleLines = recordPageLog(page);
-    const diagnostics = async () => {
-      const ui = await page.evaluate(() => ({
-        status: document.querySelector('#status')?.textContent,
-        detail: document.querySelector('#status-detail')?.textContent,
-        notice: document.querySelector('#reload-notice')?.textContent,
-        log: [...document.querySelectorAll('#log li')].slice(0, 30).map((li) => li.textContent?.replace(/\s+/g, ' ').trim()),
-      })).catch((error: unknown) => ({ error: String(error) }));
-      return `\n--- page ---\n${JSON.stringify(ui, null, 1)}\n--- console ---\n${consoleLines.slice(-40).join('\n')}`;
-    };
-    const until = <T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000) => pollUntil(what, probe, { timeoutMs, diagnostics });
-    const status = () => page.getAttribute('#status', 'data-status');
-    const sessionText = () => page.textContent('#session-id');
-    const label = 'form[data-command="set_label"] [name="label"]';
+  it(
+    'follows reloads: keeps form values and the session, shows load errors, reconnects after a tracks change',
+    async () => {
+      const page: Page = await chrome!.newPage({ viewport: { width: 1280, height: 900 } });
+      const consoleLines = recordPageLog(page);
+      const diagnostics = async () => {
+        const ui = await page
+          .evaluate(() => ({
+            status: document.querySelector('#status')?.textContent,
+            detail: document.querySelector('#status-detail')?.textContent,
+            notice: document.querySelector('#reload-notice')?.textContent,
+            log: [...document.querySelectorAll('#log li')].slice(0, 30).map((li) => li.textContent?.replace(/\s+/g, ' ').trim()),
+          }))
+          .catch((error: unknown) => ({ error: String(error) }));
+        return `\n--- page ---\n${JSON.stringify(ui, null, 1)}\n--- console ---\n${consoleLines.slice(-40).join('\n')}`;
+      };
+      const until = <T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000) =>
+        pollUntil(what, probe, { timeoutMs, diagnostics });
+      const status = () => page.getAttribute('#status', 'data-status');
+      const sessionText = () => page.textContent('#session-id');
+      const label = 'form[data-command="set_label"] [name="label"]';
 
-    await page.goto(`${runtime.url}/`);
-    await until('the command form', async () => (await page.$(label)) !== null);
-    await page.click('#connect');
-    await until('status ready', async () => (await status()) === 'ready', 30_000);
-    const firstSession = await sessionText();
-    await page.fill(label, 'kept text');
+      await page.goto(`${runtime.url}/`);
+      await until('the command form', async () => (await page.$(label)) !== null);
+      await page.click('#connect');
+      await until('status ready', async () => (await status()) === 'ready', 30_000);
+      const firstSession = await sessionText();
+      await page.fill(label, 'kept text');
 
-    // Same tracks: the forms follow, the value stays, the session stays.
-    expect((await runtime.reloadModel(version('v2', { extraCommand: true }) as never)).ok).toBe(true);
-    await until('the reload notice', async () => page.isVisible('#reload-notice'));
-    await until('the new command form', async () => (await page.$('form[data-command="extra"]')) !== null);
-    expect(await page.inputValue(label)).toBe('kept text');
-    expect(await status()).toBe('ready');
-    expect(await sessionText()).toBe(firstSession);
-    await page.click('form[data-command="set_label"] button[type="submit"]');
-    await until('the v2 reply', async () => (await page.textContent('[data-result="set_label"]'))?.includes('v2'));
+      // Same tracks: the forms follow, the value stays, the session stays.
+      expect((await runtime.reloadModel(version('v2', { extraCommand: true }) as never)).ok).toBe(true);
+      await until('the reload notice', async () => page.isVisible('#reload-notice'));
+      await until('the new command form', async () => (await page.$('form[data-command="extra"]')) !== null);
+      expect(await page.inputValue(label)).toBe('kept text');
+      expect(await status()).toBe('ready');
+      expect(await sessionText()).toBe(firstSession);
+      await page.click('form[data-command="set_label"] button[type="submit"]');
+      await until('the v2 reply', async () => (await page.textContent('[data-result="set_label"]'))?.includes('v2'));
 
-    // A failing load: a banner with where, the old version still serving.
-    expect((await runtime.reloadModel(version('broken', { failLoad: true }) as never)).ok).toBe(false);
-    await until('the load error banner', async () => page.isVisible('#load-error'));
-    expect(await page.textContent('#load-error-where')).toMatch(/playground-dev\.browser\.test\.ts:\d+:\d+/);
-    expect(await page.textContent('#load-error-detail')).toContain('weights missing');
+      // A failing load: a banner with where, the old version still serving.
+      expect((await runtime.reloadModel(version('broken', { failLoad: true }) as never)).ok).toBe(false);
+      await until('the load error banner', async () => page.isVisible('#load-error'));
+      expect(await page.textContent('#load-error-where')).toMatch(/playground-dev\.browser\.test\.ts:\d+:\d+/);
+      expect(await page.textContent('#load-error-detail')).toContain('weights missing');
 
-    // Other tracks: the session ends and the page connects again by itself; the banner clears.
-    expect((await runtime.reloadModel(version('v3', { width: 96, extraCommand: true }) as never)).ok).toBe(true);
-    await until('the banner to clear', async () => !(await page.isVisible('#load-error')));
-    await until('a new session, ready', async () => (await status()) === 'ready' && (await sessionText()) !== firstSession && Boolean(await sessionText()), 40_000);
-    expect(await page.inputValue(label)).toBe('kept text');
-    await until('a decoded frame of the new size', async () => page.evaluate(() => document.querySelector<HTMLVideoElement>('video[data-track="main_video"]')?.videoWidth === 96), 20_000);
+      // Other tracks: the session ends and the page connects again by itself; the banner clears.
+      expect((await runtime.reloadModel(version('v3', { width: 96, extraCommand: true }) as never)).ok).toBe(true);
+      await until('the banner to clear', async () => !(await page.isVisible('#load-error')));
+      await until(
+        'a new session, ready',
+        async () => (await status()) === 'ready' && (await sessionText()) !== firstSession && Boolean(await sessionText()),
+        40_000,
+      );
+      expect(await page.inputValue(label)).toBe('kept text');
+      await until(
+        'a decoded frame of the new size',
+        async () => page.evaluate(() => document.querySelector<HTMLVideoElement>('video[data-track="main_video"]')?.videoWidth === 96),
+        20_000,
+      );
 
-    // The runtime restarts (same address, first version again): the page follows it and connects again.
-    const secondSession = await sessionText();
-    const port = runtime.port;
-    await runtime.close();
-    runtime = await startRuntime({
-      model: version('v4', { extraCommand: false }) as never,
-      port,
-      host: net!.hostAddress,
-      ice: { hostAddresses: [net!.hostAddress] },
-      logger: createLogger({ test: 'playground-dev' }, 'error'),
-      dev: true,
-    });
-    await until('the forms of the restarted runtime', async () => (await page.$('form[data-command="extra"]')) === null, 30_000);
-    expect(await page.inputValue(label)).toBe('kept text');
-    await until('connected to the restarted runtime', async () => (await status()) === 'ready' && (await sessionText()) !== secondSession && Boolean(await sessionText()), 40_000);
-    await page.click('form[data-command="set_label"] button[type="submit"]');
-    await until('the v4 reply', async () => (await page.textContent('[data-result="set_label"]'))?.includes('v4'));
-    await page.close();
-  }, TEST_TIMEOUT);
+      // The runtime restarts (same address, first version again): the page follows it and connects again.
+      const secondSession = await sessionText();
+      const port = runtime.port;
+      await runtime.close();
+      runtime = await startRuntime({
+        model: version('v4', { extraCommand: false }) as never,
+        port,
+        host: net!.hostAddress,
+        ice: { hostAddresses: [net!.hostAddress] },
+        logger: createLogger({ test: 'playground-dev' }, 'error'),
+        dev: true,
+      });
+      await until('the forms of the restarted runtime', async () => (await page.$('form[data-command="extra"]')) === null, 30_000);
+      expect(await page.inputValue(label)).toBe('kept text');
+      await until(
+        'connected to the restarted runtime',
+        async () => (await status()) === 'ready' && (await sessionText()) !== secondSession && Boolean(await sessionText()),
+        40_000,
+      );
+      await page.click('form[data-command="set_label"] button[type="submit"]');
+      await until('the v4 reply', async () => (await page.textContent('[data-result="set_label"]'))?.includes('v4'));
+      await page.close();
+    },
+    TEST_TIMEOUT,
+  );
 });

@@ -62,7 +62,9 @@ async function until(page: Page, lines: string[], what: string, probe: () => Pro
         log: [...document.querySelectorAll('#log li')].slice(0, 30).map((li) => li.textContent?.replace(/\s+/g, ' ').trim()),
       }))
       .catch((e: unknown) => ({ error: String(e) }));
-    throw new Error(`${(error as Error).message}\n--- page ---\n${JSON.stringify(ui, null, 1)}\n--- console ---\n${lines.slice(-40).join('\n')}`);
+    throw new Error(
+      `${(error as Error).message}\n--- page ---\n${JSON.stringify(ui, null, 1)}\n--- console ---\n${lines.slice(-40).join('\n')}`,
+    );
   }
 }
 
@@ -74,7 +76,9 @@ function decodedFrames(page: Page): Promise<number> {
 }
 
 const sessionIdOf = (page: Page): Promise<string | undefined> =>
-  page.evaluate(() => (window as unknown as { playground: { client?: { getSessionId(): string | undefined } } }).playground.client?.getSessionId());
+  page.evaluate(() =>
+    (window as unknown as { playground: { client?: { getSessionId(): string | undefined } } }).playground.client?.getSessionId(),
+  );
 
 describe('playground in hosted mode (the local stack)', () => {
   it('connects through the coordinator to the hosted runtime, and still connects locally', { timeout: 90_000 }, async () => {
@@ -100,7 +104,13 @@ describe('playground in hosted mode (the local stack)', () => {
     // The coordinator placed it on the hosted runtime; the playground's own runtime is idle.
     expect(hostedRuntime.sessions.current?.id).toBe(sessionId);
     expect(localRuntime.sessions.current).toBeUndefined();
-    await until(page, lines, 'the coordinator to see the session ready', async () => (await coordinator.sessions.get(sessionId!))?.status === 'ready', 10_000);
+    await until(
+      page,
+      lines,
+      'the coordinator to see the session ready',
+      async () => (await coordinator.sessions.get(sessionId!))?.status === 'ready',
+      10_000,
+    );
     // The page asked its runtime for a token and talked to the coordinator; the key never reached it.
     expect(requests).toContain(`POST ${stack!.playgroundUrl}/playground/token`);
     expect(requests.some((r) => r.startsWith(`POST ${stack!.coordinatorUrl}/sessions`))).toBe(true);
@@ -111,10 +121,22 @@ describe('playground in hosted mode (the local stack)', () => {
     const form = page.locator('form[data-command="set_color"]');
     await form.locator('[name="color"]').fill('#00ff00');
     await form.locator('button[type="submit"]').click();
-    await until(page, lines, 'the set_color reply', async () => (await form.locator('[data-result]').getAttribute('data-state')) === 'ok', 10_000);
+    await until(
+      page,
+      lines,
+      'the set_color reply',
+      async () => (await form.locator('[data-result]').getAttribute('data-state')) === 'ok',
+      10_000,
+    );
     expect(await form.locator('[data-result]').textContent()).toContain('color_changed');
     // The Session log panel follows the log through the coordinator (cross-origin, with the token).
-    await until(page, lines, "the model's line in the Session log panel", async () => (await page.locator('#session-log li[data-source="model"]', { hasText: 'patch colour set' }).count()) > 0, 10_000);
+    await until(
+      page,
+      lines,
+      "the model's line in the Session log panel",
+      async () => (await page.locator('#session-log li[data-source="model"]', { hasText: 'patch colour set' }).count()) > 0,
+      10_000,
+    );
 
     // A clip of the hosted session (the stack's runtimes record): its playlist URL points at the
     // coordinator, which relays it and the files (cross-origin from this page) to the runtime.
@@ -140,7 +162,12 @@ describe('playground in hosted mode (the local stack)', () => {
     expect(localRuntime.sessions.current?.id).toBe(await sessionIdOf(page));
     await until(page, lines, 'decoded frames (local)', async () => (await decodedFrames(page)) > 0, 10_000);
     await page.click('#disconnect');
-    await until(page, lines, 'status disconnected (local)', async () => (await page.getAttribute('#status', 'data-status')) === 'disconnected');
+    await until(
+      page,
+      lines,
+      'status disconnected (local)',
+      async () => (await page.getAttribute('#status', 'data-status')) === 'disconnected',
+    );
 
     const errors = lines.filter((line) => line.startsWith('[pageerror]'));
     expect(errors, errors.join('\n')).toEqual([]);

@@ -84,7 +84,13 @@ beforeAll(async () => {
   mkdirSync(SHOTS, { recursive: true });
   net = await createTestNetwork();
   const serve = (model: unknown, name: string): Promise<Runtime> =>
-    startRuntime({ model: model as never, port: 0, host: net!.hostAddress, ice: { hostAddresses: [net!.hostAddress] }, logger: createLogger({ test: name }, 'error') });
+    startRuntime({
+      model: model as never,
+      port: 0,
+      host: net!.hostAddress,
+      ice: { hostAddresses: [net!.hostAddress] },
+      logger: createLogger({ test: name }, 'error'),
+    });
   adaptive = await serve(diffuse, 'playout-adaptive');
   fixed = await serve(fixedModel, 'playout-fixed');
   chrome = await launchChromiumInNamespace(net, { secureOrigins: [adaptive.url, fixed.url] });
@@ -110,7 +116,8 @@ async function connectedPlayground(runtime: Runtime, viewport: { width: number; 
       .catch((error: unknown) => ({ error: String(error) }));
     return `\n--- page ---\n${JSON.stringify(ui)}\n--- console ---\n${consoleLines.slice(-30).join('\n')}`;
   };
-  const until = <T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 30_000): Promise<T> => pollUntil(what, probe, { timeoutMs, diagnostics, intervalMs: 250 });
+  const until = <T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 30_000): Promise<T> =>
+    pollUntil(what, probe, { timeoutMs, diagnostics, intervalMs: 250 });
   await page.goto(`${runtime.url}/`);
   await until('the connect button', async () => page.isEnabled('#connect'));
   await page.click('#connect');
@@ -122,17 +129,21 @@ async function connectedPlayground(runtime: Runtime, viewport: { width: number; 
   const settledPlayout = async (what: string, accept: (p: Playout) => boolean): Promise<Playout[]> => {
     let seen: Playout[] = [];
     let since: number | undefined;
-    await until(what, async () => {
-      const parsed = await readPlayout(page);
-      if (!parsed || !accept(parsed)) {
-        seen = [];
-        since = undefined;
-        return false;
-      }
-      since ??= Date.now();
-      if (seen.at(-1)?.text !== parsed.text) seen.push(parsed);
-      return Date.now() - since >= 5_000;
-    }, 60_000);
+    await until(
+      what,
+      async () => {
+        const parsed = await readPlayout(page);
+        if (!parsed || !accept(parsed)) {
+          seen = [];
+          since = undefined;
+          return false;
+        }
+        since ??= Date.now();
+        if (seen.at(-1)?.text !== parsed.text) seen.push(parsed);
+        return Date.now() - since >= 5_000;
+      },
+      60_000,
+    );
     return seen;
   };
   return { page, until, settledPlayout, diagnostics };
@@ -150,7 +161,10 @@ async function layoutOf(page: Page): Promise<{ clipped: boolean; inside: boolean
     const box = value.getBoundingClientRect();
     const text = detail?.textContent ?? '';
     return {
-      clipped: value.scrollWidth > value.clientWidth + 1 || value.scrollHeight > value.clientHeight + 1 || (detail !== null && detail.getBoundingClientRect().right > box.right + 1),
+      clipped:
+        value.scrollWidth > value.clientWidth + 1 ||
+        value.scrollHeight > value.clientHeight + 1 ||
+        (detail !== null && detail.getBoundingClientRect().right > box.right + 1),
       inside: box.left >= panel.left - 1 && box.right <= panel.right + 1,
       detail: /^adaptive · model \d+(\.\d)? fps$/.test(text) ? 'adaptive' : text,
       pageWidth: document.documentElement.scrollWidth,
@@ -167,57 +181,71 @@ async function shoot(page: Page, name: string): Promise<void> {
   await page.locator('#stats').screenshot({ path: join(SHOTS, `${name}-stats.png`) });
 }
 
-describe('the playground\'s Playout box', () => {
-  it('shows an adaptive rate near the rate diffuse makes frames, and follows it when the model slows', async () => {
-    const { page, settledPlayout, diagnostics } = await connectedPlayground(adaptive!, VIEWPORTS.desktop);
-    const normal = productionBounds(60);
-    const inBounds = (bounds: { min: number; max: number }) => (p: Playout): boolean =>
-      p.mode === 'adaptive' && p.production !== undefined && p.production >= bounds.min && p.production <= bounds.max;
-    const readings = await settledPlayout('an adaptive playout with a production estimate near 60 ms a frame', inBounds(normal));
-    for (const p of readings) {
-      const context = `${p.text}${await diagnostics()}`;
-      // Playout follows the estimate within the pacer's correction (−25 % … +50 %), under the ceiling.
-      expect(p.fps, context).toBeLessThanOrEqual(DIFFUSE_MAX_FPS);
-      expect(p.fps, context).toBeGreaterThanOrEqual(p.production! * 0.75 - 0.1);
-      expect(p.fps, context).toBeLessThanOrEqual(p.production! * 1.5 + 0.1);
-    }
-    await shoot(page, 'adaptive-desktop');
-    expect(await layoutOf(page)).toEqual({ clipped: false, inside: true, detail: 'adaptive', pageWidth: VIEWPORTS.desktop.width });
+describe("the playground's Playout box", () => {
+  it(
+    'shows an adaptive rate near the rate diffuse makes frames, and follows it when the model slows',
+    async () => {
+      const { page, settledPlayout, diagnostics } = await connectedPlayground(adaptive!, VIEWPORTS.desktop);
+      const normal = productionBounds(60);
+      const inBounds =
+        (bounds: { min: number; max: number }) =>
+        (p: Playout): boolean =>
+          p.mode === 'adaptive' && p.production !== undefined && p.production >= bounds.min && p.production <= bounds.max;
+      const readings = await settledPlayout('an adaptive playout with a production estimate near 60 ms a frame', inBounds(normal));
+      for (const p of readings) {
+        const context = `${p.text}${await diagnostics()}`;
+        // Playout follows the estimate within the pacer's correction (−25 % … +50 %), under the ceiling.
+        expect(p.fps, context).toBeLessThanOrEqual(DIFFUSE_MAX_FPS);
+        expect(p.fps, context).toBeGreaterThanOrEqual(p.production! * 0.75 - 0.1);
+        expect(p.fps, context).toBeLessThanOrEqual(p.production! * 1.5 + 0.1);
+      }
+      await shoot(page, 'adaptive-desktop');
+      expect(await layoutOf(page)).toEqual({ clipped: false, inside: true, detail: 'adaptive', pageWidth: VIEWPORTS.desktop.width });
 
-    // Slower compute, sent through the form the playground built from /schema: the rate follows.
-    const slow = productionBounds(150);
-    await page.fill('form[data-command="set_ms_per_frame"] [name="value"]', '150');
-    await page.click('form[data-command="set_ms_per_frame"] button[type="submit"]');
-    const slower = await settledPlayout('the playout to follow the model down to ~150 ms a frame', inBounds(slow));
-    // The slowest possible at 60 ms a frame is faster than the fastest at 150: the two ranges do not meet.
-    expect(slow.max).toBeLessThan(1000 / (1.2 * 60));
-    for (const p of slower) expect(p.fps, p.text).toBeLessThanOrEqual(p.production! * 1.5 + 0.1);
-    await page.close();
-  }, TEST_TIMEOUT);
-
-  it('shows the adaptive rate readably on a phone', async () => {
-    const { page, settledPlayout } = await connectedPlayground(adaptive!, VIEWPORTS.phone);
-    await settledPlayout('an adaptive playout on the phone layout', (p) => p.mode === 'adaptive' && p.production !== undefined);
-    await shoot(page, 'adaptive-phone');
-    const fits = await layoutOf(page);
-    expect(fits).toEqual({ clipped: false, inside: true, detail: 'adaptive', pageWidth: VIEWPORTS.phone.width });
-    // The header still names the model (it once squeezed the name to nothing on a phone).
-    const name = await page.evaluate(() => {
-      const h1 = document.querySelector<HTMLElement>('#model-name')!;
-      return { text: h1.textContent, shown: h1.clientWidth > 0 && h1.scrollWidth <= h1.clientWidth };
-    });
-    expect(name).toEqual({ text: 'diffuse', shown: true });
-    await page.close();
-  }, TEST_TIMEOUT);
-
-  it('shows the declared rate, marked fixed, for a model without adaptive playout', async () => {
-    for (const [name, viewport] of Object.entries(VIEWPORTS)) {
-      const { page, settledPlayout } = await connectedPlayground(fixed!, viewport);
-      const readings = await settledPlayout('a fixed playout', (p) => p.mode === 'fixed');
-      for (const p of readings) expect(p).toEqual({ text: `${FIXED_FPS}fpsfixed`, fps: FIXED_FPS, mode: 'fixed' });
-      await shoot(page, `fixed-${name}`);
-      expect(await layoutOf(page)).toEqual({ clipped: false, inside: true, detail: 'fixed', pageWidth: viewport.width });
+      // Slower compute, sent through the form the playground built from /schema: the rate follows.
+      const slow = productionBounds(150);
+      await page.fill('form[data-command="set_ms_per_frame"] [name="value"]', '150');
+      await page.click('form[data-command="set_ms_per_frame"] button[type="submit"]');
+      const slower = await settledPlayout('the playout to follow the model down to ~150 ms a frame', inBounds(slow));
+      // The slowest possible at 60 ms a frame is faster than the fastest at 150: the two ranges do not meet.
+      expect(slow.max).toBeLessThan(1000 / (1.2 * 60));
+      for (const p of slower) expect(p.fps, p.text).toBeLessThanOrEqual(p.production! * 1.5 + 0.1);
       await page.close();
-    }
-  }, TEST_TIMEOUT);
+    },
+    TEST_TIMEOUT,
+  );
+
+  it(
+    'shows the adaptive rate readably on a phone',
+    async () => {
+      const { page, settledPlayout } = await connectedPlayground(adaptive!, VIEWPORTS.phone);
+      await settledPlayout('an adaptive playout on the phone layout', (p) => p.mode === 'adaptive' && p.production !== undefined);
+      await shoot(page, 'adaptive-phone');
+      const fits = await layoutOf(page);
+      expect(fits).toEqual({ clipped: false, inside: true, detail: 'adaptive', pageWidth: VIEWPORTS.phone.width });
+      // The header still names the model (it once squeezed the name to nothing on a phone).
+      const name = await page.evaluate(() => {
+        const h1 = document.querySelector<HTMLElement>('#model-name')!;
+        return { text: h1.textContent, shown: h1.clientWidth > 0 && h1.scrollWidth <= h1.clientWidth };
+      });
+      expect(name).toEqual({ text: 'diffuse', shown: true });
+      await page.close();
+    },
+    TEST_TIMEOUT,
+  );
+
+  it(
+    'shows the declared rate, marked fixed, for a model without adaptive playout',
+    async () => {
+      for (const [name, viewport] of Object.entries(VIEWPORTS)) {
+        const { page, settledPlayout } = await connectedPlayground(fixed!, viewport);
+        const readings = await settledPlayout('a fixed playout', (p) => p.mode === 'fixed');
+        for (const p of readings) expect(p).toEqual({ text: `${FIXED_FPS}fpsfixed`, fps: FIXED_FPS, mode: 'fixed' });
+        await shoot(page, `fixed-${name}`);
+        expect(await layoutOf(page)).toEqual({ clipped: false, inside: true, detail: 'fixed', pageWidth: viewport.width });
+        await page.close();
+      }
+    },
+    TEST_TIMEOUT,
+  );
 });

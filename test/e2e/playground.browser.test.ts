@@ -108,7 +108,13 @@ async function diagnostics(h: Harness): Promise<string> {
 }
 
 /** Polls `probe` every `intervalMs` until it returns a truthy value; fails with the last value and the page diagnostics. */
-function until<T>(h: Harness, what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000, intervalMs = 150): Promise<T> {
+function until<T>(
+  h: Harness,
+  what: string,
+  probe: () => Promise<T | undefined | null | false>,
+  timeoutMs = 20_000,
+  intervalMs = 150,
+): Promise<T> {
   return pollUntil(what, probe, { timeoutMs, intervalMs, diagnostics: () => diagnostics(h) });
 }
 
@@ -194,7 +200,10 @@ function frameStats(h: Harness, track: string): Promise<FrameStats | null> {
 }
 
 const near = (actual: Rgb | null, expected: Rgb, tolerance: number): boolean =>
-  actual !== null && Math.abs(actual.r - expected.r) <= tolerance && Math.abs(actual.g - expected.g) <= tolerance && Math.abs(actual.b - expected.b) <= tolerance;
+  actual !== null &&
+  Math.abs(actual.r - expected.r) <= tolerance &&
+  Math.abs(actual.g - expected.g) <= tolerance &&
+  Math.abs(actual.b - expected.b) <= tolerance;
 
 /** Data-channel messages the page has sent whose body type is `type`. */
 async function sentOfType(h: Harness, type: string): Promise<unknown[]> {
@@ -265,7 +274,9 @@ describe('playground with the pattern model', () => {
     await connectAndWaitForVideo(h, 'main_video');
     // Browsers get H.264 (Chromium offers VP8 first; the runtime prefers H.264 in its answer).
     const codec = await page.evaluate(async () => {
-      const pc = (window as unknown as { playground: { client: { getPeerConnection(): RTCPeerConnection } } }).playground.client.getPeerConnection();
+      const pc = (
+        window as unknown as { playground: { client: { getPeerConnection(): RTCPeerConnection } } }
+      ).playground.client.getPeerConnection();
       const stats = [...(await pc.getStats()).values()] as Array<Record<string, unknown>>;
       const inbound = stats.find((s) => s['type'] === 'inbound-rtp' && s['kind'] === 'video');
       return stats.find((s) => s['id'] === inbound?.['codecId'])?.['mimeType'];
@@ -274,17 +285,40 @@ describe('playground with the pattern model', () => {
     // The latency switch reflects the session and changes it.
     expect(await page.inputValue('#latency-mode')).toBe('smooth');
     await page.selectOption('#latency-mode', 'realtime');
-    await until(h, 'the latency switch to apply', async () => (await (await fetch(`${patternRuntime.url}/session`)).json() as { latency_mode: string }).latency_mode === 'realtime', 5_000);
+    await until(
+      h,
+      'the latency switch to apply',
+      async () => ((await (await fetch(`${patternRuntime.url}/session`)).json()) as { latency_mode: string }).latency_mode === 'realtime',
+      5_000,
+    );
     // Built-in glass-to-glass latency: measured by the page's client, shown, and reported back.
-    const latency = await until(h, 'a latency measurement', async () => {
-      const summary = await page.evaluate(() => (window as unknown as { playground: { client: { getLatency(): Array<{ p50: number; p95: number; samples: number }> } } }).playground.client.getLatency()[0]);
-      return summary && summary.samples >= 30 ? summary : undefined;
-    }, 40_000); // 30 samples take a few seconds; far longer on a loaded 2-core CI machine
+    const latency = await until(
+      h,
+      'a latency measurement',
+      async () => {
+        const summary = await page.evaluate(
+          () =>
+            (
+              window as unknown as { playground: { client: { getLatency(): Array<{ p50: number; p95: number; samples: number }> } } }
+            ).playground.client.getLatency()[0],
+        );
+        return summary && summary.samples >= 30 ? summary : undefined;
+      },
+      40_000,
+    ); // 30 samples take a few seconds; far longer on a loaded 2-core CI machine
     expect(latency.p50).toBeGreaterThan(0);
     expect(latency.p50).toBeLessThan(1_000);
     expect(latency.p95).toBeGreaterThanOrEqual(latency.p50);
     await until(h, 'the latency stat', async () => /\d/.test((await page.textContent('#stats [data-stat="latency"]')) ?? ''), 5_000);
-    await until(h, 'the runtime to export the client latency', async () => /arclight_client_glass_latency_seconds\{track="main_video",quantile="0.5"\} [0-9.e-]+/.test(await (await fetch(`${patternRuntime.url}/metrics`)).text()), 10_000);
+    await until(
+      h,
+      'the runtime to export the client latency',
+      async () =>
+        /arclight_client_glass_latency_seconds\{track="main_video",quantile="0.5"\} [0-9.e-]+/.test(
+          await (await fetch(`${patternRuntime.url}/metrics`)).text(),
+        ),
+      10_000,
+    );
     expect(await page.isDisabled('#connect')).toBe(true);
     expect(await page.isEnabled('#disconnect')).toBe(true);
     await until(h, 'the welcome message in the log', () => page.locator('#log li[data-kind="message"][data-type="welcome"]').count());
@@ -306,15 +340,24 @@ describe('playground with the pattern model', () => {
     expect(colour.text).toContain('#00ff00');
     const green = { r: 0, g: 255, b: 0 };
     let lastPixel: Rgb | null = null;
-    await until(h, 'the green patch', async () => {
-      lastPixel = await samplePixel(h, 'main_video', fx, fy);
-      return near(lastPixel, green, 40);
-    }, 10_000);
+    await until(
+      h,
+      'the green patch',
+      async () => {
+        lastPixel = await samplePixel(h, 'main_video', fx, fy);
+        return near(lastPixel, green, 40);
+      },
+      10_000,
+    );
     expect(near(lastPixel, green, 40), JSON.stringify(lastPixel)).toBe(true);
     expect(await sentOfType(h, 'set_color')).toHaveLength(1);
     // The Session log panel follows the session's log: the model's line and the command's outcome.
-    await until(h, "the model's line in the Session log panel", () => page.locator('#session-log li[data-source="model"]', { hasText: 'patch colour set' }).count());
-    await until(h, 'the outcome in the Session log panel', () => page.locator('#session-log li[data-source="runtime"]', { hasText: 'command set_color: reply color_changed' }).count());
+    await until(h, "the model's line in the Session log panel", () =>
+      page.locator('#session-log li[data-source="model"]', { hasText: 'patch colour set' }).count(),
+    );
+    await until(h, 'the outcome in the Session log panel', () =>
+      page.locator('#session-log li[data-source="runtime"]', { hasText: 'command set_color: reply color_changed' }).count(),
+    );
 
     // Browser-side validation: set_speed 999 is stopped before sending, with the field named.
     const invalid = await submit(h, 'set_speed', { speed: '999' });
@@ -432,7 +475,12 @@ describe('playground with the echo model', () => {
     expect(idle.height).toBe(ECHO_HEIGHT);
 
     await page.click('[data-publish="webcam"]');
-    await until(h, 'the publish toggle to turn on', async () => (await page.getAttribute('[data-publish="webcam"]', 'aria-pressed')) === 'true', 15_000);
+    await until(
+      h,
+      'the publish toggle to turn on',
+      async () => (await page.getAttribute('[data-publish="webcam"]', 'aria-pressed')) === 'true',
+      15_000,
+    );
     await until(h, 'input_started in the log', () => page.locator('#log li[data-kind="message"][data-type="input_started"]').count());
     await until(h, 'frames in the local preview', () =>
       page.evaluate(() => {
@@ -456,7 +504,12 @@ describe('playground with the echo model', () => {
     if ((await page.getAttribute('[data-publish="webcam"]', 'aria-pressed')) !== 'true') {
       await waitForStatus(h, 'ready');
       await page.click('[data-publish="webcam"]');
-      await until(h, 'the publish toggle to turn on', async () => (await page.getAttribute('[data-publish="webcam"]', 'aria-pressed')) === 'true', 15_000);
+      await until(
+        h,
+        'the publish toggle to turn on',
+        async () => (await page.getAttribute('[data-publish="webcam"]', 'aria-pressed')) === 'true',
+        15_000,
+      );
     }
     const before = await until(h, 'a frame', () => frameStats(h, 'main_video'));
     const reply = await submit(h, 'set_brightness', { value: '0' });
@@ -476,7 +529,12 @@ describe('playground with the echo model', () => {
 
     // Stop publishing: the toggle turns off and the page tells the runtime.
     await page.click('[data-publish="webcam"]');
-    await until(h, 'the publish toggle to turn off', async () => (await page.getAttribute('[data-publish="webcam"]', 'aria-pressed')) === 'false', 15_000);
+    await until(
+      h,
+      'the publish toggle to turn off',
+      async () => (await page.getAttribute('[data-publish="webcam"]', 'aria-pressed')) === 'false',
+      15_000,
+    );
     expect(await sentOfType(h, 'unpublish_track')).toHaveLength(1);
 
     const errors = h.console.filter((line) => line.startsWith('[pageerror]'));

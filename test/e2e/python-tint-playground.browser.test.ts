@@ -37,7 +37,13 @@ let pageLog: string[] = [];
 
 beforeAll(async () => {
   net = await createTestNetwork();
-  runtime = await startRuntime({ model: pythonTint as never, port: 0, host: net.hostAddress, ice: { hostAddresses: [net.hostAddress] }, logger: createLogger({ test: 'python-tint-playground' }, 'warn') });
+  runtime = await startRuntime({
+    model: pythonTint as never,
+    port: 0,
+    host: net.hostAddress,
+    ice: { hostAddresses: [net.hostAddress] },
+    logger: createLogger({ test: 'python-tint-playground' }, 'warn'),
+  });
   await runtime.loaded;
   chrome = await launchChromiumInNamespace(net, { secureOrigins: [runtime.url] });
   page = await chrome.newPage({ viewport: { width: 1440, height: 1000 } });
@@ -57,7 +63,9 @@ function until<T>(what: string, probe: () => Promise<T | undefined | null | fals
     timeoutMs,
     intervalMs: 150,
     diagnostics: async () => {
-      const log = await page.evaluate(() => [...document.querySelectorAll('#log li')].slice(0, 30).map((li) => li.textContent?.replace(/\s+/g, ' ').trim())).catch(() => []);
+      const log = await page
+        .evaluate(() => [...document.querySelectorAll('#log li')].slice(0, 30).map((li) => li.textContent?.replace(/\s+/g, ' ').trim()))
+        .catch(() => []);
       return `\n--- playground log ---\n${log.join('\n')}\n--- console ---\n${pageLog.slice(-40).join('\n')}`;
     },
   });
@@ -84,7 +92,14 @@ function frameStats(): Promise<FrameStats | null> {
       b += data[i + 2]!;
     }
     const [mr, mg, mb] = [r / n, g / n, b / n];
-    return { r: Math.round(mr), g: Math.round(mg), b: Math.round(mb), luma: Math.round(0.299 * mr + 0.587 * mg + 0.114 * mb), width: video.videoWidth, height: video.videoHeight };
+    return {
+      r: Math.round(mr),
+      g: Math.round(mg),
+      b: Math.round(mb),
+      luma: Math.round(0.299 * mr + 0.587 * mg + 0.114 * mb),
+      width: video.videoWidth,
+      height: video.videoHeight,
+    };
   });
 }
 
@@ -101,35 +116,39 @@ async function submit(command: string, values: Record<string, string>): Promise<
 }
 
 describe('the playground with python-tint (a Python worker)', () => {
-  it('plays the pattern, tints the published webcam in numpy, and set_tint white at full strength turns it grey', { timeout: TEST_TIMEOUT }, async () => {
-    await page.waitForSelector('#connect:not([disabled])', { timeout: 15_000 });
-    expect(await page.textContent('#model-name')).toBe('python-tint');
-    expect(await page.locator('form[data-command="set_tint"]').count()).toBe(1);
-    expect(await page.locator('[data-publish="webcam"]').count()).toBe(1);
+  it(
+    'plays the pattern, tints the published webcam in numpy, and set_tint white at full strength turns it grey',
+    { timeout: TEST_TIMEOUT },
+    async () => {
+      await page.waitForSelector('#connect:not([disabled])', { timeout: 15_000 });
+      expect(await page.textContent('#model-name')).toBe('python-tint');
+      expect(await page.locator('form[data-command="set_tint"]').count()).toBe(1);
+      expect(await page.locator('[data-publish="webcam"]').count()).toBe(1);
 
-    await page.click('#connect');
-    await until('status ready', async () => (await page.getAttribute('#status', 'data-status')) === 'ready', 30_000);
-    // The generative pattern in the default tint (#ff8800): orange, red above blue.
-    const pattern = await until('the orange pattern', async () => {
-      const stats = await frameStats();
-      return stats && stats.r > stats.b + 20 ? stats : undefined;
-    });
-    expect([pattern.width, pattern.height]).toEqual([WIDTH, HEIGHT]);
+      await page.click('#connect');
+      await until('status ready', async () => (await page.getAttribute('#status', 'data-status')) === 'ready', 30_000);
+      // The generative pattern in the default tint (#ff8800): orange, red above blue.
+      const pattern = await until('the orange pattern', async () => {
+        const stats = await frameStats();
+        return stats && stats.r > stats.b + 20 ? stats : undefined;
+      });
+      expect([pattern.width, pattern.height]).toEqual([WIDTH, HEIGHT]);
 
-    await page.click('[data-publish="webcam"]');
-    await until('input_started in the log', () => page.locator('#log li[data-kind="message"][data-type="input_started"]').count());
+      await page.click('[data-publish="webcam"]');
+      await until('input_started in the log', () => page.locator('#log li[data-kind="message"][data-type="input_started"]').count());
 
-    const reply = await submit('set_tint', { color: '#ffffff', strength: '1' });
-    expect(reply.state, reply.text).toBe('ok');
-    expect(reply.text).toContain('tint_changed');
-    // Every pixel its own luma: a neutral picture (Chromium's fake camera is colourful otherwise).
-    const grey = await until('a grey picture', async () => {
-      const stats = await frameStats();
-      return stats && Math.max(stats.r, stats.g, stats.b) - Math.min(stats.r, stats.g, stats.b) < 8 ? stats : undefined;
-    });
-    expect(grey.luma).toBeGreaterThan(10);
+      const reply = await submit('set_tint', { color: '#ffffff', strength: '1' });
+      expect(reply.state, reply.text).toBe('ok');
+      expect(reply.text).toContain('tint_changed');
+      // Every pixel its own luma: a neutral picture (Chromium's fake camera is colourful otherwise).
+      const grey = await until('a grey picture', async () => {
+        const stats = await frameStats();
+        return stats && Math.max(stats.r, stats.g, stats.b) - Math.min(stats.r, stats.g, stats.b) < 8 ? stats : undefined;
+      });
+      expect(grey.luma).toBeGreaterThan(10);
 
-    const errors = pageLog.filter((line) => line.startsWith('[pageerror]'));
-    expect(errors, errors.join('\n')).toEqual([]);
-  });
+      const errors = pageLog.filter((line) => line.startsWith('[pageerror]'));
+      expect(errors, errors.join('\n')).toEqual([]);
+    },
+  );
 });

@@ -20,7 +20,10 @@ type VideoSource = { createTrack(): MediaStreamTrack; onFrame(frame: { width: nu
 
 function solidI420(colour: Yuv): Uint8Array {
   const data = new Uint8Array(CAM_W * CAM_H * 1.5);
-  data.fill(colour.y, 0, CAM_W * CAM_H).fill(colour.u, CAM_W * CAM_H, CAM_W * CAM_H * 1.25).fill(colour.v, CAM_W * CAM_H * 1.25);
+  data
+    .fill(colour.y, 0, CAM_W * CAM_H)
+    .fill(colour.u, CAM_W * CAM_H, CAM_W * CAM_H * 1.25)
+    .fill(colour.v, CAM_W * CAM_H * 1.25);
   return data;
 }
 
@@ -39,7 +42,13 @@ function probeOf(c: ArclightClient): Promise<VideoProbe> {
 describe('python-tint over the real runtime', () => {
   let runtime: Runtime;
   beforeAll(async () => {
-    runtime = await startRuntime({ model: pythonTint as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false });
+    runtime = await startRuntime({
+      model: pythonTint as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+    });
     await runtime.loaded;
   });
   afterAll(async () => {
@@ -69,12 +78,18 @@ describe('python-tint over the real runtime', () => {
       expect(messages.find((m) => m.type === 'input_started')?.data).toEqual({ width: CAM_W, height: CAM_H });
       const centre = () => video!.sample(WIDTH / 2, HEIGHT / 2);
 
-      expect(await c.sendCommand('set_tint', { color: '#00ff00', strength: 0 })).toEqual({ type: 'tint_changed', data: { color: '#00ff00', strength: 0 } });
+      expect(await c.sendCommand('set_tint', { color: '#00ff00', strength: 0 })).toEqual({
+        type: 'tint_changed',
+        data: { color: '#00ff00', strength: 0 },
+      });
       await waitUntil(() => video!.frames > 0 && near(centre(), input, 12), 20_000, 'the webcam colour at strength 0');
       expect([video.width, video.height]).toEqual([WIDTH, HEIGHT]);
 
       // A white tint at full strength leaves each pixel's luma, as grey: neutral chroma.
-      expect(await c.sendCommand('set_tint', { color: '#ffffff', strength: 1 })).toEqual({ type: 'tint_changed', data: { color: '#ffffff', strength: 1 } });
+      expect(await c.sendCommand('set_tint', { color: '#ffffff', strength: 1 })).toEqual({
+        type: 'tint_changed',
+        data: { color: '#ffffff', strength: 1 },
+      });
       const luma = Math.round(0.299 * 180 + 0.587 * 60 + 0.114 * 60);
       await waitUntil(() => near(centre(), rgbToYuv(luma, luma, luma), 12), 20_000, 'grey at full white tint');
 
@@ -97,7 +112,14 @@ describe('a Python worker that crashes, over the real runtime', () => {
   });
   let runtime: Runtime;
   beforeAll(async () => {
-    runtime = await startRuntime({ model: bridge as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, reconnectGraceSeconds: 600 });
+    runtime = await startRuntime({
+      model: bridge as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+      reconnectGraceSeconds: 600,
+    });
     await runtime.loaded;
   });
   afterAll(async () => {

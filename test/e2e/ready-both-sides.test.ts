@@ -24,7 +24,10 @@ describe('connect() and the runtime side of the connection', () => {
   let runtime: Runtime;
   const network = new NetworkFaults();
   beforeAll(async () => {
-    runtime = await startRuntimeWithFaults({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false }, { network });
+    runtime = await startRuntimeWithFaults(
+      { model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false },
+      { network },
+    );
     network.set({ delayMs: 300 });
   });
   afterAll(async () => runtime?.close());

@@ -137,7 +137,12 @@ describe('SDP renegotiation on the same client peer', () => {
 
     // Output video went on throughout, the peer and the channel too (no reconnect: no new connection_info).
     const until = performance.now();
-    const flow = JSON.stringify({ longestGap: frames.longestGap(from, until), longestSendGap: sends.longestGap(from, until), lastSecond: frames.between(until - 1_000, until), sentLastSecond: sends.between(until - 1_000, until) });
+    const flow = JSON.stringify({
+      longestGap: frames.longestGap(from, until),
+      longestSendGap: sends.longestGap(from, until),
+      lastSecond: frames.between(until - 1_000, until),
+      sentLastSecond: sends.between(until - 1_000, until),
+    });
     expect(frames.longestGap(from, until) - sends.longestGap(from, until), flow).toBeLessThan(1_000);
     // In the last second, a third of what was sent (it was "> 10", a third of 30 fps).
     expect(sends.between(until - 1_000, until), flow).toBeGreaterThan(0);

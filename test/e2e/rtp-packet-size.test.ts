@@ -26,7 +26,11 @@ const sent = new Map<number, number[]>();
 const originalSend = dgram.Socket.prototype.send;
 
 function record(message: unknown): void {
-  const bytes = Buffer.isBuffer(message) ? message : message instanceof Uint8Array ? Buffer.from(message.buffer, message.byteOffset, message.byteLength) : undefined;
+  const bytes = Buffer.isBuffer(message)
+    ? message
+    : message instanceof Uint8Array
+      ? Buffer.from(message.buffer, message.byteOffset, message.byteLength)
+      : undefined;
   if (bytes === undefined || bytes.length < 12) return;
   const first = bytes[0]!;
   const second = bytes[1]!;
@@ -50,7 +54,14 @@ describe.each([
       record(args[0]);
       return (originalSend as (...a: unknown[]) => void).apply(this, args);
     } as typeof dgram.Socket.prototype.send;
-    runtime = await startRuntime({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, videoCodecs: [codec] });
+    runtime = await startRuntime({
+      model: pattern as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+      videoCodecs: [codec],
+    });
   });
   afterAll(async () => {
     dgram.Socket.prototype.send = originalSend;
@@ -59,13 +70,21 @@ describe.each([
   });
 
   it('every RTP datagram, video and audio, is at most 1200 bytes, and keyframes do fill packets', async () => {
-    peer = await openWeriftPeer(runtime.url, { videoMime: mime, ...(parameters ? { videoParameters: parameters } : {}), headerExtensions: [SDES_MID_URI, PLAYOUT_DELAY_URI] });
+    peer = await openWeriftPeer(runtime.url, {
+      videoMime: mime,
+      ...(parameters ? { videoParameters: parameters } : {}),
+      headerExtensions: [SDES_MID_URI, PLAYOUT_DELAY_URI],
+    });
     expect(peer.video.codecs[0]?.mimeType).toBe(mime);
     const videoType = peer.video.codecs[0]!.payloadType;
     const audioType = peer.transceiver('tone').codecs[0]!.payloadType;
     expect(peer.extensionIds.has(PLAYOUT_DELAY_URI)).toBe(true);
     // Enough media for keyframes (split over many packets) and a few hundred audio packets.
-    await waitUntil(() => (sent.get(videoType)?.length ?? 0) >= 200 && (sent.get(audioType)?.length ?? 0) >= 50, 45_000, 'video and audio RTP');
+    await waitUntil(
+      () => (sent.get(videoType)?.length ?? 0) >= 200 && (sent.get(audioType)?.length ?? 0) >= 50,
+      45_000,
+      'video and audio RTP',
+    );
     const video = sent.get(videoType)!;
     const audio = sent.get(audioType)!;
     expect(Math.max(...video)).toBeLessThanOrEqual(1200);

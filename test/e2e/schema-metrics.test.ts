@@ -143,7 +143,10 @@ function parseExposition(text: string): Exposition {
     const family = familyOf(name, types);
     if (family === undefined) throw new Error(`${where}: sample ${name} has no preceding TYPE line`);
     familiesWithSamples.add(family);
-    const series = `${name}{${Object.entries(labels).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(',')}}`;
+    const series = `${name}{${Object.entries(labels)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+      .join(',')}}`;
     if (seriesSeen.has(series)) throw new Error(`${where}: duplicate series ${series}`);
     seriesSeen.add(series);
     samples.push({ name, labels, value, line: index + 1 });
@@ -180,7 +183,8 @@ function checkFamilies(samples: readonly Sample[], types: ReadonlyMap<string, Me
       const count = samples.find((s) => s.name === `${family}_count` && sameLabels(s.labels, labels));
       const sum = samples.find((s) => s.name === `${family}_sum` && sameLabels(s.labels, labels));
       if (!count || !sum) throw new Error(`${family}${key}: missing _count or _sum`);
-      if (count.value !== group.at(-1)!.value) throw new Error(`${family}${key}: _count ${count.value} ≠ +Inf bucket ${group.at(-1)!.value}`);
+      if (count.value !== group.at(-1)!.value)
+        throw new Error(`${family}${key}: _count ${count.value} ≠ +Inf bucket ${group.at(-1)!.value}`);
     }
   }
 }
@@ -311,13 +315,28 @@ describe('GET /schema and GET /metrics', () => {
     expect(refs.length).toBeGreaterThan(0);
     for (const ref of refs) {
       expect(ref, 'only local refs').toMatch(/^#\//);
-      const target = ref.slice(2).split('/').reduce<unknown>((node, part) => (node as Record<string, unknown> | undefined)?.[part.replaceAll('~1', '/').replaceAll('~0', '~')], doc);
+      const target = ref
+        .slice(2)
+        .split('/')
+        .reduce<unknown>(
+          (node, part) => (node as Record<string, unknown> | undefined)?.[part.replaceAll('~1', '/').replaceAll('~0', '~')],
+          doc,
+        );
       expect(target, `${ref} resolves`).toBeTypeOf('object');
     }
 
     // The runtime's own endpoints are described.
     const paths = doc['paths'] as Record<string, Record<string, unknown>>;
-    for (const path of ['/health', '/metrics', '/schema', '/capabilities', '/start_session', '/stop_session', '/sessions/{sid}', '/sessions/{sid}/transport/webrtc/connections/{cid}/sdp_params']) {
+    for (const path of [
+      '/health',
+      '/metrics',
+      '/schema',
+      '/capabilities',
+      '/start_session',
+      '/stop_session',
+      '/sessions/{sid}',
+      '/sessions/{sid}/transport/webrtc/connections/{cid}/sdp_params',
+    ]) {
       expect(paths, path).toHaveProperty([path]);
     }
   });
@@ -325,7 +344,10 @@ describe('GET /schema and GET /metrics', () => {
   it('GET /schema describes every pattern command, the tracks and the fps', async () => {
     const doc = (await (await fetch(`${runtime.url}/schema`)).json()) as {
       info: { title: string; version: string };
-      components: { requestBodies: Record<string, { content: { 'application/json': { schema: unknown } } }>; responses: Record<string, { content?: { 'application/json': { schema: unknown } } }> };
+      components: {
+        requestBodies: Record<string, { content: { 'application/json': { schema: unknown } } }>;
+        responses: Record<string, { content?: { 'application/json': { schema: unknown } } }>;
+      };
       'x-arclight': {
         fps: number;
         model: { name: string; version: string | null };
@@ -391,7 +413,13 @@ describe('GET /schema and GET /metrics', () => {
 
   it('GET /metrics moves while frames flow, and connections go 1 → 0', async () => {
     const before = await metrics();
-    client = new ArclightClient({ modelName: 'pattern', local: true, localRuntimeUrl: runtime.url, commandTimeoutMs: 20_000, connectTimeoutMs: 20_000 });
+    client = new ArclightClient({
+      modelName: 'pattern',
+      local: true,
+      localRuntimeUrl: runtime.url,
+      commandTimeoutMs: 20_000,
+      connectTimeoutMs: 20_000,
+    });
     await client.connect(undefined, { maxAttempts: 10 });
 
     const connected = await waitForMetrics((e) => total(e, 'arclight_connections') === 1, 15_000, 'arclight_connections = 1');
@@ -414,7 +442,9 @@ describe('GET /schema and GET /metrics', () => {
         total(e, 'arclight_frames_sent_total') > total(start, 'arclight_frames_sent_total') &&
         total(e, 'arclight_encode_duration_seconds_count') > 0 &&
         // About 60 frames at 30 fps in 2 s; a busy 2-core machine may lag, so allow time.
-        total(e, 'arclight_frames_emitted_total', { track: 'main_video' }) - total(start, 'arclight_frames_emitted_total', { track: 'main_video' }) >= 10,
+        total(e, 'arclight_frames_emitted_total', { track: 'main_video' }) -
+          total(start, 'arclight_frames_emitted_total', { track: 'main_video' }) >=
+          10,
       15_000,
       'frames sent and encoded',
     );
@@ -437,7 +467,11 @@ describe('GET /schema and GET /metrics', () => {
 
     await client.disconnect();
     client = undefined;
-    const gone = await waitForMetrics((e) => total(e, 'arclight_connections') === 0 && total(e, 'arclight_sessions') === 0, 15_000, 'arclight_connections = 0');
+    const gone = await waitForMetrics(
+      (e) => total(e, 'arclight_connections') === 0 && total(e, 'arclight_sessions') === 0,
+      15_000,
+      'arclight_connections = 0',
+    );
     expect(total(gone, 'arclight_connections')).toBe(0);
     // Counters never go back.
     expect(emitted(gone)).toBeGreaterThanOrEqual(emitted(after));

@@ -19,7 +19,13 @@ describe('request_schema on the data channel', () => {
   let client: ArclightClient;
   let other: RawPeer;
   beforeAll(async () => {
-    runtime = await startRuntime({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false });
+    runtime = await startRuntime({
+      model: pattern as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+    });
     client = new ArclightClient({ modelName: 'pattern', local: true, localRuntimeUrl: runtime.url });
     await client.connect();
     other = await openRawPeer(runtime.url, client.getSessionId()!);

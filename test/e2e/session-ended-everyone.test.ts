@@ -17,7 +17,13 @@ describe('session_ended reaches every client', () => {
   let client: ArclightClient;
   const peers: RawPeer[] = [];
   beforeAll(async () => {
-    runtime = await startRuntime({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false });
+    runtime = await startRuntime({
+      model: pattern as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+    });
     client = new ArclightClient({ modelName: 'pattern', local: true, localRuntimeUrl: runtime.url });
     await client.connect();
     for (let i = 0; i < 2; i++) {

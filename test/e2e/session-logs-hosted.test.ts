@@ -43,7 +43,11 @@ describe('session logs (hosted mode)', () => {
         await client.sendCommand('say', { text: `hosted ${i}` });
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
-      await waitUntil(() => live.filter((l) => l.message.startsWith('command say: ack')).length === 5, 5_000, 'five outcomes on the live stream');
+      await waitUntil(
+        () => live.filter((l) => l.message.startsWith('command say: ack')).length === 5,
+        5_000,
+        'five outcomes on the live stream',
+      );
 
       const page = await client.getSessionLogs({ limit: 1000 });
       const story = page.lines
@@ -60,7 +64,9 @@ describe('session logs (hosted mode)', () => {
       // polled would still be late by its period.
       const held = lines.map((l) => Math.round(loop.lateBetween(l.fields!['logged_at'] as number, l.receivedAt)));
       const ownDelays = delays.map((d, i) => d - held[i]!);
-      console.log(`session log, hosted (through the coordinator): model line → client 'log' event: ${delays.join(', ')} ms (max ${Math.max(...delays)}; event loop held up ${held.join(', ')} ms meanwhile)`);
+      console.log(
+        `session log, hosted (through the coordinator): model line → client 'log' event: ${delays.join(', ')} ms (max ${Math.max(...delays)}; event loop held up ${held.join(', ')} ms meanwhile)`,
+      );
       expect(Math.max(...ownDelays), JSON.stringify({ delays, held })).toBeLessThan(200);
 
       // Another token of the same account, not bound to the session: the usual 403, paged and streamed.
@@ -82,7 +88,9 @@ describe('session logs (hosted mode)', () => {
 
       // Bound to it, the other token may read.
       const bound = await stack.mintToken([sessionId]);
-      expect((await fetch(`${coordinator.url}/sessions/${sessionId}/logs`, { headers: { Authorization: `Bearer ${bound}` } })).status).toBe(200);
+      expect((await fetch(`${coordinator.url}/sessions/${sessionId}/logs`, { headers: { Authorization: `Bearer ${bound}` } })).status).toBe(
+        200,
+      );
 
       // Around the coordinator: the runtime wants its secret, for the log and for /events.
       expect((await fetch(`${runtime.url}/sessions/${sessionId}/logs`)).status).toBe(401);

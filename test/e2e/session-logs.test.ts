@@ -63,15 +63,25 @@ describe('session logs (local mode)', () => {
       await expect(client.sendCommand('refuse', {})).rejects.toMatchObject({ code: 'refused' });
       await expect(client.sendCommand('crash', {})).rejects.toMatchObject({ code: 'internal_error' });
       await expect(client.sendCommand('say', { text: 42 } as never)).rejects.toMatchObject({ code: 'invalid_params' });
-      await waitUntil(() => live.some((l) => l.message.startsWith('command say: failed invalid_params')), 5_000, 'the last outcome on the live stream');
+      await waitUntil(
+        () => live.some((l) => l.message.startsWith('command say: failed invalid_params')),
+        5_000,
+        'the last outcome on the live stream',
+      );
 
       // An upload: reserved, received and announced — without its presigned URLs.
       const file = await client.uploadFile(new Blob(['hello']), { name: 'notes.txt' });
-      await waitUntil(() => live.some((l) => l.message.startsWith('command fileUploaded')), 5_000, 'the upload announcement on the live stream');
+      await waitUntil(
+        () => live.some((l) => l.message.startsWith('command fileUploaded')),
+        5_000,
+        'the upload announcement on the live stream',
+      );
 
       // Paged: everything so far, in order, model and runtime lines interleaved as they happened.
       const page = await client.getSessionLogs({ limit: 1000 });
-      const uploadStory = page.lines.filter((l) => l.message.startsWith('upload') || l.message.startsWith('command fileUploaded')).map((l) => l.message.replace(/ \([\d.]+ ms\)$/, ''));
+      const uploadStory = page.lines
+        .filter((l) => l.message.startsWith('upload') || l.message.startsWith('command fileUploaded'))
+        .map((l) => l.message.replace(/ \([\d.]+ ms\)$/, ''));
       expect(uploadStory).toEqual(['upload reserved', 'upload received', 'command fileUploaded: ack']);
       expect(page.lines.find((l) => l.message === 'upload received')!.fields).toMatchObject({ upload_id: file.uploadId, size: 5 });
       expect(JSON.stringify(page)).not.toMatch(/signature|expires=/);
@@ -80,13 +90,20 @@ describe('session logs (local mode)', () => {
       const expected = [
         'runtime: session opened',
         'runtime: connection opened',
-        'model: line 1', 'runtime: command say: ack',
-        'model: line 2', 'runtime: command say: ack',
-        'model: line 3', 'runtime: command say: ack',
-        'model: line 4', 'runtime: command say: ack',
-        'model: line 5', 'runtime: command say: ack',
-        'model: refusing on purpose', 'runtime: command refuse: failed refused',
-        'runtime: model command crash failed', 'runtime: command crash: failed internal_error',
+        'model: line 1',
+        'runtime: command say: ack',
+        'model: line 2',
+        'runtime: command say: ack',
+        'model: line 3',
+        'runtime: command say: ack',
+        'model: line 4',
+        'runtime: command say: ack',
+        'model: line 5',
+        'runtime: command say: ack',
+        'model: refusing on purpose',
+        'runtime: command refuse: failed refused',
+        'runtime: model command crash failed',
+        'runtime: command crash: failed internal_error',
         'runtime: command say: failed invalid_params',
       ];
       const relevant = messages.filter((m) => expected.includes(m));
@@ -98,7 +115,10 @@ describe('session logs (local mode)', () => {
       expect(outcome).toMatchObject({ level: 'warn', fields: { command: 'refuse', outcome: 'failed', code: 'refused' } });
       expect(outcome.fields!['latency_ms']).toEqual(expect.any(Number));
       // A model bug: the client learns only internal_error; the session's log has the detail.
-      expect(page.lines.find((l) => l.message === 'model command crash failed')).toMatchObject({ level: 'error', fields: { error: { name: 'Error', message: 'kaboom' } } });
+      expect(page.lines.find((l) => l.message === 'model command crash failed')).toMatchObject({
+        level: 'error',
+        fields: { error: { name: 'Error', message: 'kaboom' } },
+      });
       // Paging resumes exactly after `next`.
       const first = await client.getSessionLogs({ limit: 3 });
       const second = await client.getSessionLogs({ after: first.next, limit: 3 });
@@ -114,7 +134,9 @@ describe('session logs (local mode)', () => {
       // polled would still be late by its period.
       const held = lines.map((l) => Math.round(loop.lateBetween(l.fields!['logged_at'] as number, l.receivedAt)));
       const ownDelays = delays.map((d, i) => d - held[i]!);
-      console.log(`session log, local: model line → client 'log' event: ${delays.join(', ')} ms (max ${Math.max(...delays)}; event loop held up ${held.join(', ')} ms meanwhile)`);
+      console.log(
+        `session log, local: model line → client 'log' event: ${delays.join(', ')} ms (max ${Math.max(...delays)}; event loop held up ${held.join(', ')} ms meanwhile)`,
+      );
       expect(Math.max(...ownDelays), JSON.stringify({ delays, held })).toBeLessThan(200);
 
       // The last listener gone, the client lets the stream go.
@@ -123,7 +145,12 @@ describe('session logs (local mode)', () => {
       await waitUntil(() => runtime.sessionLogs.get(sessionId).readers === 0, 5_000, 'the client to close its log stream');
 
       await client.disconnect();
-      await waitUntil(async () => (await fetch(`${runtime.url}/sessions/${sessionId}/logs`).then((r) => r.json() as Promise<{ live: boolean }>)).live === false, 10_000, 'the log to be complete');
+      await waitUntil(
+        async () =>
+          (await fetch(`${runtime.url}/sessions/${sessionId}/logs`).then((r) => r.json() as Promise<{ live: boolean }>)).live === false,
+        10_000,
+        'the log to be complete',
+      );
       // After the end: still readable (the client remembers its last session), complete, with why it ended.
       const after = await client.getSessionLogs({ limit: 1000 });
       expect(after.live).toBe(false);
@@ -151,8 +178,12 @@ describe('session logs (local mode)', () => {
         .map((e) => JSON.parse(e.data) as RuntimeEvent)
         .filter((e) => 'session_id' in e && e.session_id === sessionId)
         .map((e) => e.type);
-      expect(ofSession.filter((t) => ['session_opened', 'connection_opened', 'connection_ready', 'session_ended'].includes(t)))
-        .toEqual(['session_opened', 'connection_opened', 'connection_ready', 'session_ended']);
+      expect(ofSession.filter((t) => ['session_opened', 'connection_opened', 'connection_ready', 'session_ended'].includes(t))).toEqual([
+        'session_opened',
+        'connection_opened',
+        'connection_ready',
+        'session_ended',
+      ]);
       expect(ofSession).toContain('encoder_opened');
       const all = events.events.map((e) => JSON.parse(e.data) as RuntimeEvent);
       expect(all.map((e) => e.seq)).toEqual(all.map((_, i) => i + 1));

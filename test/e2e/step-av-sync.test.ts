@@ -31,7 +31,14 @@ describe('A/V sync on an adaptive track, across step-time changes', () => {
   let runtime: Runtime;
   let peer: WeriftPeer | undefined;
   beforeAll(async () => {
-    runtime = await startRuntime({ model: model as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false, logger: createLogger({ test: 'step-av-sync' }, 'error') });
+    runtime = await startRuntime({
+      model: model as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+      logger: createLogger({ test: 'step-av-sync' }, 'error'),
+    });
   });
   afterAll(async () => {
     await peer?.close();
@@ -69,15 +76,17 @@ describe('A/V sync on an adaptive track, across step-time changes', () => {
     peer.onTrackRtp('main_audio', (rtp: RtpPacket) => {
       const { timestamp, ssrc } = rtp.header;
       const payload = rtp.payload;
-      audioChain = audioChain.then(async () => {
-        const frame = await audioDecoder.decode(payload);
-        let peak = 0;
-        for (const sample of frame.samples) peak = Math.max(peak, Math.abs(sample));
-        const loud = peak > 8_000;
-        const clock = clocks.get(ssrc);
-        if (loud && !lastLoud && clock) clicks.push(wallTime(clock, timestamp, 48_000));
-        lastLoud = loud;
-      }).catch(() => {});
+      audioChain = audioChain
+        .then(async () => {
+          const frame = await audioDecoder.decode(payload);
+          let peak = 0;
+          for (const sample of frame.samples) peak = Math.max(peak, Math.abs(sample));
+          const loud = peak > 8_000;
+          const clock = clocks.get(ssrc);
+          if (loud && !lastLoud && clock) clicks.push(wallTime(clock, timestamp, 48_000));
+          lastLoud = loud;
+        })
+        .catch(() => {});
     });
 
     // Every phase seen, with at least two flashes after the first (a phase's first flash may come
@@ -97,9 +106,13 @@ describe('A/V sync on an adaptive track, across step-time changes', () => {
     const context = JSON.stringify({ bound: BOUND_MS, measured, clicks: clicks.length });
     for (let phase = 0; phase < PHASES.length; phase++) {
       // A phase's offsets once its rate has settled: all but its first flash (steps 0, 3, 6, 9 of 12).
-      const offsets = measured.filter((m) => m.phase === phase).slice(1).map((m) => m.offset);
+      const offsets = measured
+        .filter((m) => m.phase === phase)
+        .slice(1)
+        .map((m) => m.offset);
       expect(offsets.length, context).toBeGreaterThanOrEqual(2);
-      for (const offset of offsets) expect(Math.abs(offset), `phase ${phase} (step ${PHASES[phase]}× its audio): ${context}`).toBeLessThan(BOUND_MS);
+      for (const offset of offsets)
+        expect(Math.abs(offset), `phase ${phase} (step ${PHASES[phase]}× its audio): ${context}`).toBeLessThan(BOUND_MS);
     }
   }, 70_000);
 });

@@ -26,7 +26,13 @@ describe('a step model on an adaptive track, with a real client', () => {
   let probe: VideoProbe;
 
   beforeAll(async () => {
-    runtime = await startRuntime({ model: chunkModel({ pacing: 'adaptive' }) as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false });
+    runtime = await startRuntime({
+      model: chunkModel({ pacing: 'adaptive' }) as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+    });
     client = new ArclightClient({ modelName: 'chunks', local: true, localRuntimeUrl: runtime.url });
     const probed = new Promise<VideoProbe>((resolve) => client.on('trackReceived', (_n, track) => resolve(new VideoProbe(track))));
     await client.connect();
@@ -40,7 +46,7 @@ describe('a step model on an adaptive track, with a real client', () => {
 
   const playout = () => runtime.sessions.current!.outputVideoTrack('main_video')!.playout;
 
-  it('spreads each chunk out at the model\'s rate instead of bursting at the declared fps', async () => {
+  it("spreads each chunk out at the model's rate instead of bursting at the declared fps", async () => {
     // 2 s to settle, then 48 more frames (~3 s at 16 fps).
     await waitUntil(() => probe.frames >= 16, 20_000, 'the first frames');
     const from = probe.arrivals.length + 16;
@@ -65,10 +71,14 @@ describe('a step model on an adaptive track, with a real client', () => {
   it('applies a command between steps, and the chosen rate follows a doubled step time', async () => {
     expect(await client.sendCommand('set_step', { ms: 500 })).toMatchObject({ data: { ms: 500, frames: 4 } });
     // 8 fps now: the estimate comes down within a couple of seconds (a ceiling against hangs).
-    await waitUntil(() => {
-      const stats = playout();
-      return stats.mode === 'adaptive' && stats.productionFps !== undefined && stats.productionFps < 9;
-    }, 15_000, 'the production estimate to follow 500 ms steps');
+    await waitUntil(
+      () => {
+        const stats = playout();
+        return stats.mode === 'adaptive' && stats.productionFps !== undefined && stats.productionFps < 9;
+      },
+      15_000,
+      'the production estimate to follow 500 ms steps',
+    );
     const from = probe.arrivals.length + 4;
     await waitUntil(() => probe.arrivals.length >= from + 16, 30_000, '16 more frames');
     const gaps = intervalsOf(probe.arrivals.slice(from));

@@ -50,7 +50,12 @@ async function networkColour(camera: Uint8Array, strength: number): Promise<Yuv>
 describe('stylise: webcam in, stylised video out, over loopback', () => {
   let runtime: Runtime;
   beforeAll(async () => {
-    runtime = await startRuntime({ model: createStyliseModel({ size: SIZE }) as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] } });
+    runtime = await startRuntime({
+      model: createStyliseModel({ size: SIZE }) as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+    });
     await runtime.loaded;
   });
   afterAll(async () => runtime?.close());
@@ -74,7 +79,11 @@ describe('stylise: webcam in, stylised video out, over loopback', () => {
       await client.connect();
       video = await probe;
       await waitUntil(() => messages.some((m) => m.type === 'stylise_info'), 15_000, 'stylise_info');
-      expect(messages.find((m) => m.type === 'stylise_info')?.data).toEqual({ provider: expect.any(String), size: SIZE, strength: DEFAULT_STRENGTH });
+      expect(messages.find((m) => m.type === 'stylise_info')?.data).toEqual({
+        provider: expect.any(String),
+        size: SIZE,
+        strength: DEFAULT_STRENGTH,
+      });
 
       await client.publishTrack('webcam', track);
       await waitUntil(() => messages.some((m) => m.type === 'input_started'), 15_000, 'the model to see input');

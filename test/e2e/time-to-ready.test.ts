@@ -40,7 +40,14 @@ function recordFetch(): { calls: Call[]; stop(): void } {
     } catch {
       body = text;
     }
-    calls.push({ method: init?.method ?? 'GET', path: new URL(String(input instanceof Request ? input.url : input)).pathname, status: response.status, start, end, body });
+    calls.push({
+      method: init?.method ?? 'GET',
+      path: new URL(String(input instanceof Request ? input.url : input)).pathname,
+      status: response.status,
+      start,
+      end,
+      body,
+    });
     return response;
   };
   return { calls, stop: () => (globalThis.fetch = realFetch) };
@@ -59,7 +66,13 @@ describe('time to ready: the connect path (local)', () => {
     // As in a fresh process: no certificate yet.
     RTCDtlsTransport.localCertificate = undefined;
     RTCDtlsTransport.localCertificatePromise = undefined;
-    runtime = await startRuntime({ model: pattern as never, port: 0, host: LOOPBACK, ice: { hostAddresses: [LOOPBACK] }, playground: false });
+    runtime = await startRuntime({
+      model: pattern as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+    });
     // Made at start, before any client asked for anything.
     expect(RTCDtlsTransport.localCertificate).toBeDefined();
     certificateFingerprint = RTCDtlsTransport.localCertificate!.getFingerprints()[0]!.value;
@@ -69,7 +82,7 @@ describe('time to ready: the connect path (local)', () => {
   });
   afterAll(async () => runtime?.close());
 
-  it('two connects: the answer in the offer\'s 202 (no GET), passive DTLS on the process certificate, ice_servers and the connection id together, the steps logged', async () => {
+  it("two connects: the answer in the offer's 202 (no GET), passive DTLS on the process certificate, ice_servers and the connection id together, the steps logged", async () => {
     for (let round = 0; round < 2; round++) {
       const recorder = recordFetch();
       const client = new ArclightClient({ modelName: 'pattern', local: true, localRuntimeUrl: runtime.url });
@@ -99,8 +112,13 @@ describe('time to ready: the connect path (local)', () => {
       const ready = logs.lines.find((l) => l.message === 'connection ready' && l.fields?.connection === client.getConnectionId());
       const steps = ready?.fields?.steps;
       expect(steps?.offer_at).toBeGreaterThan(0);
-      const order = ['offer_applied', 'answer_ready', 'ice_connected', 'dtls_connected', 'channel_open', 'ready'].map((step) => steps?.[step]);
-      expect(order.every((t) => typeof t === 'number' && t >= 0), JSON.stringify(steps)).toBe(true);
+      const order = ['offer_applied', 'answer_ready', 'ice_connected', 'dtls_connected', 'channel_open', 'ready'].map(
+        (step) => steps?.[step],
+      );
+      expect(
+        order.every((t) => typeof t === 'number' && t >= 0),
+        JSON.stringify(steps),
+      ).toBe(true);
       expect(order.slice(0, 2)).toEqual([...order.slice(0, 2)].sort((a, b) => a! - b!));
       expect(steps!.ready).toBeGreaterThanOrEqual(Math.max(steps!.dtls_connected!, steps!.channel_open!));
       await client.disconnect();

@@ -78,7 +78,12 @@ afterAll(async () => {
   await net?.close();
 }, 60_000);
 
-function until<T>(what: string, probe: () => Promise<T | undefined | null | false>, diagnostics: () => string, timeoutMs = 20_000): Promise<T> {
+function until<T>(
+  what: string,
+  probe: () => Promise<T | undefined | null | false>,
+  diagnostics: () => string,
+  timeoutMs = 20_000,
+): Promise<T> {
   return pollUntil(what, probe, { timeoutMs, diagnostics: () => `\n${diagnostics()}` });
 }
 
@@ -129,7 +134,12 @@ function selectedPair(page: Page): Promise<SelectedPair | null> {
           }
         : null;
     };
-    return { local: candidate(pair['localCandidateId']), remote: candidate(pair['remoteCandidateId']), state: String(pair['state']), bytesReceived: Number(pair['bytesReceived'] ?? 0) };
+    return {
+      local: candidate(pair['localCandidateId']),
+      remote: candidate(pair['remoteCandidateId']),
+      state: String(pair['state']),
+      bytesReceived: Number(pair['bytesReceived'] ?? 0),
+    };
   });
 }
 
@@ -143,12 +153,16 @@ function inboundVideoBytes(page: Page): Promise<number> {
 }
 
 const near = (actual: Rgb | null, expected: Rgb, tolerance: number): boolean =>
-  actual !== null && Math.abs(actual.r - expected.r) <= tolerance && Math.abs(actual.g - expected.g) <= tolerance && Math.abs(actual.b - expected.b) <= tolerance;
+  actual !== null &&
+  Math.abs(actual.r - expected.r) <= tolerance &&
+  Math.abs(actual.g - expected.g) <= tolerance &&
+  Math.abs(actual.b - expected.b) <= tolerance;
 
 describe('TURN relay (coturn) with iceTransportPolicy relay', () => {
   it('streams decoded video through the relay, with the credential from ice_servers', { timeout: 90_000 }, async () => {
     const { page, log } = await openClientPage({ net: net!, runtime: runtime!, chrome: chrome! });
-    const diagnostics = () => `--- page console (last 40) ---\n${log.slice(-40).join('\n')}\n--- coturn log (tail) ---\n${coturn!.log().slice(-4000)}`;
+    const diagnostics = () =>
+      `--- page console (last 40) ---\n${log.slice(-40).join('\n')}\n--- coturn log (tail) ---\n${coturn!.log().slice(-4000)}`;
     try {
       // The page's client: relay only, its TURN server and credential from the runtime.
       const iceServers = await page.evaluate(async () => {
@@ -159,7 +173,12 @@ describe('TURN relay (coturn) with iceTransportPolicy relay', () => {
         video.playsInline = true;
         document.body.append(video);
         w.video = video;
-        w.client = new w.ArclightClient({ modelName: 'pattern', local: true, localRuntimeUrl: location.origin, iceTransportPolicy: 'relay' });
+        w.client = new w.ArclightClient({
+          modelName: 'pattern',
+          local: true,
+          localRuntimeUrl: location.origin,
+          iceTransportPolicy: 'relay',
+        });
         w.client.on('trackReceived', (name, track) => {
           if (name !== 'main_video') return;
           video.srcObject = new MediaStream([track]);
@@ -171,37 +190,62 @@ describe('TURN relay (coturn) with iceTransportPolicy relay', () => {
         window.RTCPeerConnection = class extends Original {
           constructor(config?: RTCConfiguration) {
             given.push(...(config?.iceServers ?? []));
-            if (config?.iceTransportPolicy !== 'relay') throw new Error(`the client passed iceTransportPolicy ${String(config?.iceTransportPolicy)}`);
+            if (config?.iceTransportPolicy !== 'relay')
+              throw new Error(`the client passed iceTransportPolicy ${String(config?.iceTransportPolicy)}`);
             super(config);
           }
         } as typeof RTCPeerConnection;
         await w.client.connect();
         window.RTCPeerConnection = Original;
-        return given.map((s) => ({ urls: s.urls, username: s.username ?? null, hasCredential: typeof s.credential === 'string' && s.credential.length > 0 }));
+        return given.map((s) => ({
+          urls: s.urls,
+          username: s.username ?? null,
+          hasCredential: typeof s.credential === 'string' && s.credential.length > 0,
+        }));
       });
       const sessionId = runtime!.sessions.current?.id;
       expect(sessionId).toBeDefined();
-      expect(iceServers).toEqual([{ urls: [coturn!.url], username: expect.stringMatching(new RegExp(`^\\d+:${sessionId}$`)), hasCredential: true }]);
+      expect(iceServers).toEqual([
+        { urls: [coturn!.url], username: expect.stringMatching(new RegExp(`^\\d+:${sessionId}$`)), hasCredential: true },
+      ]);
 
       // Decoded frames with the right picture: pattern's red patch at its place.
-      await until('decoded frames', () => page.evaluate(() => (window as unknown as TestWindow).video.getVideoPlaybackQuality().totalVideoFrames > 5), diagnostics, 20_000);
+      await until(
+        'decoded frames',
+        () => page.evaluate(() => (window as unknown as TestWindow).video.getVideoPlaybackQuality().totalVideoFrames > 5),
+        diagnostics,
+        20_000,
+      );
       const red = { r: 0xe0, g: 0x10, b: 0x10 };
       const fx = (PATCH.x + PATCH.size / 2) / WIDTH;
       const fy = (PATCH.y + PATCH.size / 2) / HEIGHT;
       let sample: Rgb | null = null;
-      const pixel = await until('the red patch', async () => {
-        sample = await samplePixel(page, fx, fy);
-        return near(sample, red, 40) ? sample : undefined;
-      }, () => `last sample ${JSON.stringify(sample)}\n${diagnostics()}`);
+      const pixel = await until(
+        'the red patch',
+        async () => {
+          sample = await samplePixel(page, fx, fy);
+          return near(sample, red, 40) ? sample : undefined;
+        },
+        () => `last sample ${JSON.stringify(sample)}\n${diagnostics()}`,
+      );
       expect(near(pixel, red, 40), JSON.stringify(pixel)).toBe(true);
-      expect(await page.evaluate(() => [(window as unknown as TestWindow).video.videoWidth, (window as unknown as TestWindow).video.videoHeight])).toEqual([WIDTH, HEIGHT]);
+      expect(
+        await page.evaluate(() => [
+          (window as unknown as TestWindow).video.videoWidth,
+          (window as unknown as TestWindow).video.videoHeight,
+        ]),
+      ).toEqual([WIDTH, HEIGHT]);
 
       // The media path is the relay: local candidate = coturn's relayed address, remote = the
       // runtime's host candidate on its port range.
-      const pair = await until('a selected candidate pair', async () => {
-        const p = await selectedPair(page);
-        return p?.local && p.remote ? p : undefined;
-      }, diagnostics);
+      const pair = await until(
+        'a selected candidate pair',
+        async () => {
+          const p = await selectedPair(page);
+          return p?.local && p.remote ? p : undefined;
+        },
+        diagnostics,
+      );
       expect(pair.local, JSON.stringify(pair)).toMatchObject({ candidateType: 'relay', address: coturn!.address, relayProtocol: 'udp' });
       expect(pair.local!.port).toBeGreaterThanOrEqual(coturn!.relayPorts[0]);
       expect(pair.local!.port).toBeLessThanOrEqual(coturn!.relayPorts[1]);

@@ -15,7 +15,14 @@ describe('undeclared message types', () => {
   let client: ArclightClient | undefined;
 
   beforeAll(async () => {
-    runtime = await startRuntime({ model: model as never, port: 0, host: '127.0.0.1', ice: { hostAddresses: ['127.0.0.1'] }, playground: false, logger: createLogger({}, 'silent') });
+    runtime = await startRuntime({
+      model: model as never,
+      port: 0,
+      host: '127.0.0.1',
+      ice: { hostAddresses: ['127.0.0.1'] },
+      playground: false,
+      logger: createLogger({}, 'silent'),
+    });
     await runtime.loaded;
   });
 

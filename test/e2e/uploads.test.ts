@@ -34,11 +34,14 @@ describe('uploads (local mode)', () => {
     return client;
   };
   const reserve = (sessionId: string, body: unknown) =>
-    fetch(`${runtime.url}/sessions/${sessionId}/uploads`, { method: 'POST', headers: API_HEADERS, body: JSON.stringify(body) }).then(async (r) => ({
-      status: r.status,
-      body: (await r.json()) as Record<string, any>,
-    }));
-  const put = (url: string, body: string) => fetch(url, { method: 'PUT', body }).then(async (r) => ({ status: r.status, body: (await r.json()) as Record<string, any> }));
+    fetch(`${runtime.url}/sessions/${sessionId}/uploads`, { method: 'POST', headers: API_HEADERS, body: JSON.stringify(body) }).then(
+      async (r) => ({
+        status: r.status,
+        body: (await r.json()) as Record<string, any>,
+      }),
+    );
+  const put = (url: string, body: string) =>
+    fetch(url, { method: 'PUT', body }).then(async (r) => ({ status: r.status, body: (await r.json()) as Record<string, any> }));
 
   beforeAll(async () => {
     runtime = await startRuntime({
@@ -66,13 +69,23 @@ describe('uploads (local mode)', () => {
     const reply = await client.sendCommand('inspect', { file: ref, label: 'first' });
     // The handler reached the same bytes through read(), stream() and its path on disk.
     const digest = sha256(bytes);
-    expect(reply?.data).toEqual({ label: 'first', name: 'picture.png', mime_type: 'image/png', size: 200_000, sha256: digest, stream_sha256: digest, path_sha256: digest });
+    expect(reply?.data).toEqual({
+      label: 'first',
+      name: 'picture.png',
+      mime_type: 'image/png',
+      size: 200_000,
+      sha256: digest,
+      stream_sha256: digest,
+      path_sha256: digest,
+    });
     const downloaded = await fetch(ref.downloadUrl!);
     expect(downloaded.status).toBe(200);
     expect(downloaded.headers.get('content-type')).toBe('image/png');
     expect(sha256(new Uint8Array(await downloaded.arrayBuffer()))).toBe(sha256(bytes));
     // Names default to the File's, then `upload` for a bare Blob.
-    expect((await client.uploadFile(new File([bytes.slice(0, 10)], 'data.bin', { type: 'application/octet-stream' }))).name).toBe('data.bin');
+    expect((await client.uploadFile(new File([bytes.slice(0, 10)], 'data.bin', { type: 'application/octet-stream' }))).name).toBe(
+      'data.bin',
+    );
     expect((await client.uploadFile(new Blob([bytes.slice(0, 10)]))).name).toBe('upload');
   }, 60_000);
 
@@ -115,11 +128,25 @@ describe('uploads (local mode)', () => {
 
     const client = await connected();
     const sessionId = client.getSessionId()!;
-    expect((await reserve(sessionId, { name: 'big.png', size: MAX_BYTES + 1, mime_type: 'image/png' })).body).toMatchObject({ code: 'payload_too_large', field: '/size' });
-    expect((await reserve(sessionId, { name: 'a.pdf', size: 10, mime_type: 'application/pdf' })).body).toMatchObject({ code: 'unsupported_media_type', field: '/mime_type' });
-    expect((await reserve(sessionId, { name: '../etc/passwd', size: 10, mime_type: 'image/png' })).body).toMatchObject({ code: 'invalid_request', field: '/name' });
-    expect((await reserve(sessionId, { name: 'a.png', size: 0, mime_type: 'image/png' })).body).toMatchObject({ code: 'invalid_request', field: '/size' });
-    await expect(client.uploadFile(new Blob(['%PDF'], { type: 'application/pdf' }))).rejects.toMatchObject({ code: 'unsupported_media_type' });
+    expect((await reserve(sessionId, { name: 'big.png', size: MAX_BYTES + 1, mime_type: 'image/png' })).body).toMatchObject({
+      code: 'payload_too_large',
+      field: '/size',
+    });
+    expect((await reserve(sessionId, { name: 'a.pdf', size: 10, mime_type: 'application/pdf' })).body).toMatchObject({
+      code: 'unsupported_media_type',
+      field: '/mime_type',
+    });
+    expect((await reserve(sessionId, { name: '../etc/passwd', size: 10, mime_type: 'image/png' })).body).toMatchObject({
+      code: 'invalid_request',
+      field: '/name',
+    });
+    expect((await reserve(sessionId, { name: 'a.png', size: 0, mime_type: 'image/png' })).body).toMatchObject({
+      code: 'invalid_request',
+      field: '/size',
+    });
+    await expect(client.uploadFile(new Blob(['%PDF'], { type: 'application/pdf' }))).rejects.toMatchObject({
+      code: 'unsupported_media_type',
+    });
     const long = (await reserve(sessionId, { name: 'a.png', size: 4, mime_type: 'image/png' })).body;
     expect(await put(long.presigned_url, 'abcdef')).toMatchObject({ status: 413, body: { code: 'payload_too_large' } });
     const short = (await reserve(sessionId, { name: 'a.png', size: 4, mime_type: 'image/png' })).body;
@@ -167,8 +194,13 @@ describe('uploads (local mode)', () => {
     const sessionId = client.getSessionId()!;
     const pending = (await reserve(sessionId, { name: 'a.png', size: 4, mime_type: 'image/png' })).body;
     const { FileRef } = await import('../../client/index.ts');
-    await expect(client.sendCommand('inspect', { file: new FileRef(pending.presigned_id, 'a.png', 'image/png', 4) })).rejects.toMatchObject({ code: 'invalid_params', field: '/file' });
-    await expect(client.sendCommand('inspect', { file: new FileRef('no-such-upload', 'a.png', 'image/png', 4) })).rejects.toMatchObject({ code: 'invalid_params', field: '/file' });
+    await expect(client.sendCommand('inspect', { file: new FileRef(pending.presigned_id, 'a.png', 'image/png', 4) })).rejects.toMatchObject(
+      { code: 'invalid_params', field: '/file' },
+    );
+    await expect(client.sendCommand('inspect', { file: new FileRef('no-such-upload', 'a.png', 'image/png', 4) })).rejects.toMatchObject({
+      code: 'invalid_params',
+      field: '/file',
+    });
     const ref = await client.uploadFile(new Blob(['abcd'], { type: 'image/png' }));
     await client.disconnect(); // ends the session: its files are deleted
     await waitUntil(() => runtime.sessions.current === undefined, 10_000, 'the session to end');

@@ -23,7 +23,10 @@ function Status(): ReactNode {
   const { status, error } = useArclight();
   return (
     <p>
-      <span id="status" data-status={status}>{status}</span> <span id="error">{error ? `${error.code}: ${error.message}` : ''}</span>
+      <span id="status" data-status={status}>
+        {status}
+      </span>{' '}
+      <span id="error">{error ? `${error.code}: ${error.message}` : ''}</span>
     </p>
   );
 }
@@ -33,8 +36,12 @@ function ConnectionButtons(): ReactNode {
   const { status, connect, disconnect } = useArclight();
   return (
     <p>
-      <button id="disconnect" disabled={status !== 'ready'} onClick={() => void disconnect()}>Disconnect</button>{' '}
-      <button id="connect" disabled={status !== 'disconnected'} onClick={() => connect().catch(() => {})}>Connect</button>
+      <button id="disconnect" disabled={status !== 'ready'} onClick={() => void disconnect()}>
+        Disconnect
+      </button>{' '}
+      <button id="connect" disabled={status !== 'disconnected'} onClick={() => connect().catch(() => {})}>
+        Connect
+      </button>
     </p>
   );
 }
@@ -50,7 +57,10 @@ function DimButton(): ReactNode {
   };
   return (
     <p>
-      <button id="dim" disabled={status !== 'ready'} onClick={dim}>Dim</button> <output id="reply">{reply}</output>
+      <button id="dim" disabled={status !== 'ready'} onClick={dim}>
+        Dim
+      </button>{' '}
+      <output id="reply">{reply}</output>
     </p>
   );
 }
@@ -70,7 +80,11 @@ function InputSize(): ReactNode {
   const [latest] = useModelMessages({ type: 'input_started', limit: 1 });
   const [heard, setHeard] = useState(0);
   useModelMessage('input_started', () => setHeard((n) => n + 1));
-  return <p id="input-size" data-heard={heard}>{latest ? JSON.stringify(latest.data) : 'no input yet'}</p>;
+  return (
+    <p id="input-size" data-heard={heard}>
+      {latest ? JSON.stringify(latest.data) : 'no input yet'}
+    </p>
+  );
 }
 
 function StatsLine(): ReactNode {
@@ -86,7 +100,9 @@ function App(): ReactNode {
   const [mounted, setMounted] = useState(true);
   return (
     <>
-      <button id="unmount" onClick={() => setMounted(false)}>Unmount</button>
+      <button id="unmount" onClick={() => setMounted(false)}>
+        Unmount
+      </button>
       {mounted && (
         <ArclightProvider modelName="echo" local localRuntimeUrl={runtimeUrl} autoConnect>
           <Status />

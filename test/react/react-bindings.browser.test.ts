@@ -127,7 +127,9 @@ it('drives a model from React: provider, hooks, video view, webcam publisher, un
   expect(Number(await page.getAttribute('#input-size', 'data-heard'))).toBeGreaterThanOrEqual(1);
   expect(await page.locator('#messages li[data-type="input_started"]').count()).toBeGreaterThanOrEqual(1);
   // ...and the preview shows the camera.
-  await until('the preview playing', () => page.evaluate(() => (document.querySelector<HTMLVideoElement>('video#preview')?.videoWidth ?? 0) > 0));
+  await until('the preview playing', () =>
+    page.evaluate(() => (document.querySelector<HTMLVideoElement>('video#preview')?.videoWidth ?? 0) > 0),
+  );
 
   // The stats hook renders newer samples as they come.
   const framesBefore = Number(await page.getAttribute('#stats', 'data-frames'));
@@ -140,13 +142,21 @@ it('drives a model from React: provider, hooks, video view, webcam publisher, un
     return text ? text : null;
   });
   expect(JSON.parse(reply)).toEqual({ type: 'brightness_changed', data: { brightness: 0.5 } });
-  await until('the reply in the message list', async () => (await page.locator('#messages li[data-type="brightness_changed"]').count()) === 1);
+  await until(
+    'the reply in the message list',
+    async () => (await page.locator('#messages li[data-type="brightness_changed"]').count()) === 1,
+  );
 
   // A second app on the same runtime is refused while the session is live: the error shows.
   const other = await chrome!.newPage();
   try {
     await other.goto(`${site!.url}/?runtime=${encodeURIComponent(runtime!.url)}`);
-    await until('the second page refused', async () => (await other.textContent('#error'))?.startsWith('session_conflict') && (await other.getAttribute('#status', 'data-status')) === 'disconnected');
+    await until(
+      'the second page refused',
+      async () =>
+        (await other.textContent('#error'))?.startsWith('session_conflict') &&
+        (await other.getAttribute('#status', 'data-status')) === 'disconnected',
+    );
   } finally {
     await other.close();
   }

@@ -68,7 +68,11 @@ describe('command fuzzing over the data channel', () => {
       reconnectGraceSeconds: 600,
     });
     await runtime.loaded;
-    const started = await fetch(`${runtime.url}/start_session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const started = await fetch(`${runtime.url}/start_session`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
     expect(started.status).toBe(200);
     const sessionId = ((await started.json()) as { session_id: string }).session_id;
     peer = await openRawPeer(runtime.url, sessionId);
@@ -86,12 +90,17 @@ describe('command fuzzing over the data channel', () => {
    * Sends one frame and waits for its `command_failed`: the one carrying `requestId`, or (none
    * readable) the next uncorrelated one. Nothing else may answer it (no reply, no ack).
    */
-  async function expectFailure(frame: string | Uint8Array, requestId: string | undefined, context: string): Promise<{ code: string; command: string }> {
+  async function expectFailure(
+    frame: string | Uint8Array,
+    requestId: string | undefined,
+    context: string,
+  ): Promise<{ code: string; command: string }> {
     const from = peer.messages.length;
     if (typeof frame === 'string') peer.sendRaw(frame);
     else peer.channel.send(frame as unknown as ArrayBuffer);
     const envelope: Envelope = await peer.waitFor(
-      (m) => m.data.request_id === requestId && (m.data.type === 'command_failed' || m.data.type === 'command_ack' || m.scope === 'application'),
+      (m) =>
+        m.data.request_id === requestId && (m.data.type === 'command_failed' || m.data.type === 'command_ack' || m.scope === 'application'),
       15_000,
       from,
     );
@@ -106,7 +115,8 @@ describe('command fuzzing over the data channel', () => {
     return data;
   }
 
-  const sendCommand = (type: string, params: unknown, requestId: string) => JSON.stringify({ scope: 'application', data: { type, data: params, request_id: requestId } });
+  const sendCommand = (type: string, params: unknown, requestId: string) =>
+    JSON.stringify({ scope: 'application', data: { type, data: params, request_id: requestId } });
 
   for (const [name, spec] of Object.entries(COMMANDS)) {
     it(`${name}: generated bad params → correlated invalid_params, handler not called`, { timeout: FUZZ_TIMEOUT_MS }, async () => {
@@ -134,9 +144,18 @@ describe('command fuzzing over the data channel', () => {
       const hostile: Array<[string, string | undefined]> = [
         [`{"scope":"application","data":{"type":"${name}","data":{"${spec.required[0]}":NaN},"request_id":"__ID__"}}`, undefined],
         [`{"scope":"application","data":{"type":"${name}","data":${'['.repeat(10_000)}${']'.repeat(10_000)},"request_id":"__ID__"}}`, 'id'],
-        [`{"scope":"application","data":{"type":"${name}","data":{"__proto__":${JSON.stringify(spec.valid)}},"request_id":"__ID__"}}`, 'id'],
-        [`{"scope":"application","data":{"type":"${name}","data":{"constructor":{"prototype":${JSON.stringify(spec.valid)}}},"request_id":"__ID__"}}`, 'id'],
-        [`{"scope":"application","data":{"type":"${name}","data":{"${spec.required[0]}":${'{"a":'.repeat(1000)}1${'}'.repeat(1000)}},"request_id":"__ID__"}}`, 'id'],
+        [
+          `{"scope":"application","data":{"type":"${name}","data":{"__proto__":${JSON.stringify(spec.valid)}},"request_id":"__ID__"}}`,
+          'id',
+        ],
+        [
+          `{"scope":"application","data":{"type":"${name}","data":{"constructor":{"prototype":${JSON.stringify(spec.valid)}}},"request_id":"__ID__"}}`,
+          'id',
+        ],
+        [
+          `{"scope":"application","data":{"type":"${name}","data":{"${spec.required[0]}":${'{"a":'.repeat(1000)}1${'}'.repeat(1000)}},"request_id":"__ID__"}}`,
+          'id',
+        ],
       ];
       for (const [template, correlated] of hostile) {
         const id = nextId();
@@ -148,84 +167,108 @@ describe('command fuzzing over the data channel', () => {
     });
   }
 
-  it('malformed frames (not JSON, binary, oversized, broken envelopes) → a failure each, no handler call', { timeout: FUZZ_TIMEOUT_MS }, async () => {
-    const before = counts();
-    const notJson = fc.string({ maxLength: 200 }).filter((s) => {
-      try {
-        JSON.parse(s);
-        return false;
-      } catch {
-        return true;
-      }
-    });
-    const brokenEnvelope = fc
-      .record({
-        scope: fc.oneof(fc.constantFrom('application', 'runtime'), anyValue),
-        type: fc.oneof(fc.constantFrom(...Object.keys(COMMANDS)), anyValue),
-        data: anyValue,
-        extra: fc.dictionary(fc.constantFrom('__proto__', 'constructor', 'uploads', 'x'), anyValue, { maxKeys: 2 }),
-        requestId: fc.oneof(fc.constant('ok'), anyValue),
-        shape: fc.constantFrom('normal', 'data-not-object', 'no-data', 'array'),
-      })
-      .map(({ scope, type, data, extra, requestId, shape }) => {
-        const id = requestId === 'ok' ? nextId() : requestId;
-        const body: Record<string, unknown> = { type, data, request_id: id };
-        for (const [k, v] of Object.entries(extra)) Object.defineProperty(body, k, { value: v, enumerable: true, configurable: true, writable: true });
-        if (shape === 'data-not-object') return { value: { scope, data: [body] } as unknown };
-        if (shape === 'no-data') return { value: { scope, request_id: id } as unknown };
-        if (shape === 'array') return { value: [{ scope, data: body }] as unknown };
-        return { value: { scope, data: body } as unknown };
-      })
-      .filter(({ value }) => {
-        // Keep only envelopes the schema refuses (or that name no valid command with valid params).
-        const v = JSON.parse(JSON.stringify(value)) as unknown;
-        if (!isObject(v) || !isObject(v['data'])) return true;
-        if (v['scope'] !== 'application' && v['scope'] !== 'runtime') return true;
-        const d = v['data'];
-        if (typeof d['type'] !== 'string' || d['type'].length === 0 || d['type'].length > 128) return true;
-        if (v['scope'] === 'runtime') return false; // runtime messages (ping…) may be valid: not ours here
-        if (d['uploads'] !== undefined) return false;
-        const spec = COMMANDS[d['type']];
-        if (!spec) return true; // unknown command
-        const params = d['data'];
-        return !(isObject(params) && spec.required.every((k) => Object.hasOwn(params, k)) && Object.keys(params).every((k) => spec.accepts[k]?.(params[k])));
-      });
-    const frame = fc.oneof(
-      notJson.map((text) => ({ frame: text as string | Uint8Array, id: undefined as string | undefined })),
-      fc.uint8Array({ minLength: 1, maxLength: 512 }).map((bytes) => ({ frame: bytes as string | Uint8Array, id: undefined as string | undefined })),
-      fc.integer({ min: MESSAGE_LIMIT + 1, max: 200_000 }).map((n) => ({ frame: 'x'.repeat(n) as string | Uint8Array, id: undefined as string | undefined })),
-      fc.integer({ min: MESSAGE_LIMIT + 1, max: 200_000 }).map((n) => {
-        const id = nextId();
-        return { frame: sendCommand('set_level', { level: 5, pad: 'p'.repeat(n) }, id) as string | Uint8Array, id: id as string | undefined };
-      }),
-      brokenEnvelope.map(({ value }) => {
-        const text = JSON.stringify(value);
-        const id = (value as { data?: { request_id?: unknown } } | unknown[] | null);
-        const readable = !Array.isArray(id) && isObject(id) && isObject(id['data']) && typeof id['data']['request_id'] === 'string' && id['data']['request_id'].length >= 1 && id['data']['request_id'].length <= 64 ? (id['data']['request_id'] as string) : undefined;
-        return { frame: text as string | Uint8Array, id: readable };
-      }),
-    );
-    await fc.assert(
-      fc.asyncProperty(frame, async ({ frame: f, id }) => {
-        figures.frames++;
-        const context = typeof f === 'string' ? f.slice(0, 200) : `binary ${Buffer.from(f).toString('hex', 0, 40)}`;
-        // A binary frame that happens to decode to JSON with a request_id is correlated by it.
-        let expected = id;
-        if (typeof f !== 'string') {
-          try {
-            const parsed = JSON.parse(Buffer.from(f).toString('utf8')) as { data?: { request_id?: unknown } };
-            const candidate = parsed?.data?.request_id;
-            if (typeof candidate === 'string' && candidate.length >= 1 && candidate.length <= 64) expected = candidate;
-          } catch {
-            // not JSON: uncorrelated
-          }
+  it(
+    'malformed frames (not JSON, binary, oversized, broken envelopes) → a failure each, no handler call',
+    { timeout: FUZZ_TIMEOUT_MS },
+    async () => {
+      const before = counts();
+      const notJson = fc.string({ maxLength: 200 }).filter((s) => {
+        try {
+          JSON.parse(s);
+          return false;
+        } catch {
+          return true;
         }
-        await expectFailure(f, expected, context);
-      }),
-      fuzzParams(4 * Math.max(1, Math.round(Number(process.env['FUZZ_RUNS'] ?? 40)))),
-    );
-    expect(counts()).toEqual(before);
-  });
+      });
+      const brokenEnvelope = fc
+        .record({
+          scope: fc.oneof(fc.constantFrom('application', 'runtime'), anyValue),
+          type: fc.oneof(fc.constantFrom(...Object.keys(COMMANDS)), anyValue),
+          data: anyValue,
+          extra: fc.dictionary(fc.constantFrom('__proto__', 'constructor', 'uploads', 'x'), anyValue, { maxKeys: 2 }),
+          requestId: fc.oneof(fc.constant('ok'), anyValue),
+          shape: fc.constantFrom('normal', 'data-not-object', 'no-data', 'array'),
+        })
+        .map(({ scope, type, data, extra, requestId, shape }) => {
+          const id = requestId === 'ok' ? nextId() : requestId;
+          const body: Record<string, unknown> = { type, data, request_id: id };
+          for (const [k, v] of Object.entries(extra))
+            Object.defineProperty(body, k, { value: v, enumerable: true, configurable: true, writable: true });
+          if (shape === 'data-not-object') return { value: { scope, data: [body] } as unknown };
+          if (shape === 'no-data') return { value: { scope, request_id: id } as unknown };
+          if (shape === 'array') return { value: [{ scope, data: body }] as unknown };
+          return { value: { scope, data: body } as unknown };
+        })
+        .filter(({ value }) => {
+          // Keep only envelopes the schema refuses (or that name no valid command with valid params).
+          const v = JSON.parse(JSON.stringify(value)) as unknown;
+          if (!isObject(v) || !isObject(v['data'])) return true;
+          if (v['scope'] !== 'application' && v['scope'] !== 'runtime') return true;
+          const d = v['data'];
+          if (typeof d['type'] !== 'string' || d['type'].length === 0 || d['type'].length > 128) return true;
+          if (v['scope'] === 'runtime') return false; // runtime messages (ping…) may be valid: not ours here
+          if (d['uploads'] !== undefined) return false;
+          const spec = COMMANDS[d['type']];
+          if (!spec) return true; // unknown command
+          const params = d['data'];
+          return !(
+            isObject(params) &&
+            spec.required.every((k) => Object.hasOwn(params, k)) &&
+            Object.keys(params).every((k) => spec.accepts[k]?.(params[k]))
+          );
+        });
+      const frame = fc.oneof(
+        notJson.map((text) => ({ frame: text as string | Uint8Array, id: undefined as string | undefined })),
+        fc
+          .uint8Array({ minLength: 1, maxLength: 512 })
+          .map((bytes) => ({ frame: bytes as string | Uint8Array, id: undefined as string | undefined })),
+        fc
+          .integer({ min: MESSAGE_LIMIT + 1, max: 200_000 })
+          .map((n) => ({ frame: 'x'.repeat(n) as string | Uint8Array, id: undefined as string | undefined })),
+        fc.integer({ min: MESSAGE_LIMIT + 1, max: 200_000 }).map((n) => {
+          const id = nextId();
+          return {
+            frame: sendCommand('set_level', { level: 5, pad: 'p'.repeat(n) }, id) as string | Uint8Array,
+            id: id as string | undefined,
+          };
+        }),
+        brokenEnvelope.map(({ value }) => {
+          const text = JSON.stringify(value);
+          const id = value as { data?: { request_id?: unknown } } | unknown[] | null;
+          const readable =
+            !Array.isArray(id) &&
+            isObject(id) &&
+            isObject(id['data']) &&
+            typeof id['data']['request_id'] === 'string' &&
+            id['data']['request_id'].length >= 1 &&
+            id['data']['request_id'].length <= 64
+              ? (id['data']['request_id'] as string)
+              : undefined;
+          return { frame: text as string | Uint8Array, id: readable };
+        }),
+      );
+      await fc.assert(
+        fc.asyncProperty(frame, async ({ frame: f, id }) => {
+          figures.frames++;
+          const context = typeof f === 'string' ? f.slice(0, 200) : `binary ${Buffer.from(f).toString('hex', 0, 40)}`;
+          // A binary frame that happens to decode to JSON with a request_id is correlated by it.
+          let expected = id;
+          if (typeof f !== 'string') {
+            try {
+              const parsed = JSON.parse(Buffer.from(f).toString('utf8')) as { data?: { request_id?: unknown } };
+              const candidate = parsed?.data?.request_id;
+              if (typeof candidate === 'string' && candidate.length >= 1 && candidate.length <= 64) expected = candidate;
+            } catch {
+              // not JSON: uncorrelated
+            }
+          }
+          await expectFailure(f, expected, context);
+        }),
+        fuzzParams(4 * Math.max(1, Math.round(Number(process.env['FUZZ_RUNS'] ?? 40)))),
+      );
+      expect(counts()).toEqual(before);
+    },
+  );
 
   it('afterwards: connected, /health 200, each command runs once for one valid call', { timeout: FUZZ_TIMEOUT_MS }, async () => {
     expect(peer.pc.connectionState).toBe('connected');

@@ -15,7 +15,11 @@ export const FUZZ_RUNS = Math.max(1, Number(process.env['FUZZ_RUNS'] ?? 40));
 export const FUZZ_SEED = process.env['FUZZ_SEED'] === undefined ? undefined : Number(process.env['FUZZ_SEED']);
 /** Per-test timeout: the 30 s default fits the default count; bigger counts get ~250 ms per run. */
 export const FUZZ_TIMEOUT_MS = Math.max(30_000, FUZZ_RUNS * 250);
-export const fuzzParams = (runs = FUZZ_RUNS): fc.Parameters<unknown> => ({ numRuns: runs, ...(FUZZ_SEED === undefined ? {} : { seed: FUZZ_SEED }), endOnFailure: true });
+export const fuzzParams = (runs = FUZZ_RUNS): fc.Parameters<unknown> => ({
+  numRuns: runs,
+  ...(FUZZ_SEED === undefined ? {} : { seed: FUZZ_SEED }),
+  endOnFailure: true,
+});
 
 /** How many requests each endpoint got in this run (printed at the end, quoted in docs/reliability.md). */
 export const sent = new Map<string, number>();
@@ -29,7 +33,13 @@ export interface Answer {
 
 export type RawBody = string | Uint8Array;
 
-export async function send(label: string, url: string, method: string, body: RawBody | undefined, headers: Record<string, string> = {}): Promise<Answer> {
+export async function send(
+  label: string,
+  url: string,
+  method: string,
+  body: RawBody | undefined,
+  headers: Record<string, string> = {},
+): Promise<Answer> {
   sent.set(label, (sent.get(label) ?? 0) + 1);
   const all: Record<string, string> = { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers };
   const response = await fetch(url, { method, headers: all, ...(body === undefined ? {} : { body: body as BodyInit }) });
@@ -48,7 +58,8 @@ export function expectCleanError(answer: Answer, context: string, options: { new
   const where = `${context} → HTTP ${answer.status} ${answer.text.slice(0, 300)}`;
   expect(answer.status, where).toBeGreaterThanOrEqual(400);
   // A version header newer than the server's is the one documented 5xx a client can cause (501 version_not_implemented).
-  if (options.newerVersion && answer.status === 501) expect((answer.body as Record<string, unknown>)['code'], where).toBe('version_not_implemented');
+  if (options.newerVersion && answer.status === 501)
+    expect((answer.body as Record<string, unknown>)['code'], where).toBe('version_not_implemented');
   else expect(answer.status, where).toBeLessThan(500);
   expect(answer.contentType, where).toMatch(/application\/json/);
   expect(answer.body, where).toBeTypeOf('object');
@@ -72,14 +83,39 @@ export { isObject };
 /** Values of every JSON type and some that only exist in JS (undefined drops the key, NaN becomes null). */
 export const anyValue: fc.Arbitrary<unknown> = fc.oneof(
   fc.anything({ maxDepth: 3, maxKeys: 4, withNullPrototype: true }),
-  fc.constantFrom(null, true, false, 0, -1, 1.5, -0, Number.NaN, Infinity, -Infinity, Number.MAX_SAFE_INTEGER + 2, 1e308, '', ' ', '\u0000', '\ud800', '💥', [], {}, [[]], { __proto__: null }),
+  fc.constantFrom(
+    null,
+    true,
+    false,
+    0,
+    -1,
+    1.5,
+    -0,
+    Number.NaN,
+    Infinity,
+    -Infinity,
+    Number.MAX_SAFE_INTEGER + 2,
+    1e308,
+    '',
+    ' ',
+    '\u0000',
+    '\ud800',
+    '💥',
+    [],
+    {},
+    [[]],
+    { __proto__: null },
+  ),
   fc.string({ minLength: 1000, maxLength: 20_000 }),
   fc.integer({ min: 1000, max: 70_000 }).map((n) => 'x'.repeat(n)),
 );
 
 /** Extra keys, including the ones prototype pollution relies on. */
 export const extraKeys: fc.Arbitrary<Record<string, unknown>> = fc.dictionary(
-  fc.oneof(fc.constantFrom('__proto__', 'constructor', 'prototype', 'toString', 'hasOwnProperty', 'valueOf', ''), fc.string({ maxLength: 12 })),
+  fc.oneof(
+    fc.constantFrom('__proto__', 'constructor', 'prototype', 'toString', 'hasOwnProperty', 'valueOf', ''),
+    fc.string({ maxLength: 12 }),
+  ),
   anyValue,
   { maxKeys: 3 },
 );
@@ -90,7 +126,11 @@ export const extraKeys: fc.Arbitrary<Record<string, unknown>> = fc.dictionary(
  * extra keys (`__proto__`, `constructor`…) may ride along. `accepts[field]` tells whether the
  * endpoint would take a value; a draw that breaks nothing is thrown away.
  */
-export function badObject(valid: Record<string, unknown>, accepts: Record<string, (value: unknown) => boolean>, required: readonly string[]): fc.Arbitrary<Record<string, unknown>> {
+export function badObject(
+  valid: Record<string, unknown>,
+  accepts: Record<string, (value: unknown) => boolean>,
+  required: readonly string[],
+): fc.Arbitrary<Record<string, unknown>> {
   const fields = Object.keys(accepts);
   return fc
     .record({
@@ -101,7 +141,8 @@ export function badObject(valid: Record<string, unknown>, accepts: Record<string
     })
     .map(({ broken, values, missing, extra }) => {
       const body: Record<string, unknown> = {};
-      for (const [key, value] of Object.entries(extra)) Object.defineProperty(body, key, { value, enumerable: true, writable: true, configurable: true });
+      for (const [key, value] of Object.entries(extra))
+        Object.defineProperty(body, key, { value, enumerable: true, writable: true, configurable: true });
       for (const [key, value] of Object.entries(valid)) body[key] = value;
       broken.forEach((field, i) => {
         body[field] = values[fields.indexOf(field)] ?? values[i];
@@ -148,7 +189,9 @@ export function invalidUtf8InStrings(valid: Record<string, unknown>, bytes: read
   const bodies: Uint8Array[] = [];
   for (let target = 0; ; target++) {
     let seen = 0;
-    const marked = JSON.stringify(valid, (_key, value: unknown) => (typeof value === 'string' && seen++ === target ? `${value}${MARK}` : value));
+    const marked = JSON.stringify(valid, (_key, value: unknown) =>
+      typeof value === 'string' && seen++ === target ? `${value}${MARK}` : value,
+    );
     if (!marked.includes(MARK)) break;
     bodies.push(withBytes(marked));
   }
@@ -158,10 +201,16 @@ export function invalidUtf8InStrings(valid: Record<string, unknown>, bytes: read
 }
 
 /** Texts no JSON parser accepts, or JSON documents no endpoint accepts, whatever its schema. */
-export function hostileTexts(valid: Record<string, unknown>, poison: (inner: string) => string, limit: number, hasRequiredFields: boolean): Array<{ name: string; body: RawBody }> {
+export function hostileTexts(
+  valid: Record<string, unknown>,
+  poison: (inner: string) => string,
+  limit: number,
+  hasRequiredFields: boolean,
+): Array<{ name: string; body: RawBody }> {
   const json = JSON.stringify(valid);
   const withField = (raw: string) => (json === '{}' ? `{${raw}}` : json.replace(/}$/, `,${raw}}`));
-  const bytes = (...parts: Array<string | number[]>) => Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : Buffer.from(p))));
+  const bytes = (...parts: Array<string | number[]>) =>
+    Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : Buffer.from(p))));
   // Unknown keys are ignored where every field is optional: there, those bodies must be poisoned too.
   const strict = (name: string, body: string) => (hasRequiredFields ? [{ name, body }] : []);
   return [
@@ -184,7 +233,12 @@ export function hostileTexts(valid: Record<string, unknown>, poison: (inner: str
     { name: 'invalid UTF-8 overlong', body: bytes([0xc0, 0x80, 0xed, 0xa0, 0x80]) },
     { name: 'lone continuation bytes', body: bytes('{"a":', [0x80, 0x81], '}') },
     { name: 'UTF-16 BOM', body: bytes([0xfe, 0xff], json) },
-    ...INVALID_UTF8.flatMap(({ name, bytes: sequence }) => invalidUtf8InStrings(valid, sequence, 'a', 'b').map((body, i) => ({ name: `invalid UTF-8 inside a string value (${i + 1}): ${name}`, body }))),
+    ...INVALID_UTF8.flatMap(({ name, bytes: sequence }) =>
+      invalidUtf8InStrings(valid, sequence, 'a', 'b').map((body, i) => ({
+        name: `invalid UTF-8 inside a string value (${i + 1}): ${name}`,
+        body,
+      })),
+    ),
     { name: 'arrays 10,000 deep', body: '['.repeat(10_000) + ']'.repeat(10_000) },
     { name: 'poisoned field 10,000 deep', body: poison('['.repeat(10_000) + ']'.repeat(10_000)) },
     { name: 'poisoned field, objects 10,000 deep', body: poison('{"a":'.repeat(10_000) + '1' + '}'.repeat(10_000)) },

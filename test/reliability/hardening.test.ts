@@ -48,9 +48,17 @@ const TURN_SECRET = 'turn-secret-fedcba9876543210fedcba9876';
 /** Keeps every line at every level, fields rendered in full (stricter than the JSON logger). */
 function capturingLogger(lines: string[], bindings: Record<string, unknown> = {}): Logger {
   const write = (level: string) => (message: string, fields?: Record<string, unknown>) => {
-    lines.push(`${level} ${message} ${inspect({ ...bindings, ...fields }, { depth: 10, breakLength: Infinity, maxStringLength: Infinity, maxArrayLength: Infinity })}`);
+    lines.push(
+      `${level} ${message} ${inspect({ ...bindings, ...fields }, { depth: 10, breakLength: Infinity, maxStringLength: Infinity, maxArrayLength: Infinity })}`,
+    );
   };
-  return { debug: write('debug'), info: write('info'), warn: write('warn'), error: write('error'), child: (more) => capturingLogger(lines, { ...bindings, ...more }) };
+  return {
+    debug: write('debug'),
+    info: write('info'),
+    warn: write('warn'),
+    error: write('error'),
+    child: (more) => capturingLogger(lines, { ...bindings, ...more }),
+  };
 }
 
 async function until(check: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {
@@ -65,12 +73,18 @@ async function until(check: () => boolean | Promise<boolean>, ms: number, what: 
  * POSTs a chunked body that never ends (1 KB every millisecond or so) and resolves with the
  * response status, the bytes sent before it came, and how long it took.
  */
-function endlessPost(url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string; sentBytes: number; ms: number }> {
+function endlessPost(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string; sentBytes: number; ms: number }> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
     let sentBytes = 0;
     let stopped = false;
-    const req = httpRequest(url, { method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked', ...headers } });
+    const req = httpRequest(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked', ...headers },
+    });
     const chunk = Buffer.alloc(1024, 0x20);
     const pump = () => {
       while (!stopped && req.write(chunk)) {
@@ -117,8 +131,15 @@ describe('hardening', () => {
   let key: string;
   const clients: ArclightClient[] = [];
 
-  const mint = async (apiKey = key, body: unknown = { authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } } }] }) => {
-    const response = await fetch(`${coordinator.url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': apiKey, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const mint = async (
+    apiKey = key,
+    body: unknown = { authorization_details: [{ type: 'session', resources: { models: { match: ['pattern'] } } }] },
+  ) => {
+    const response = await fetch(`${coordinator.url}/tokens`, {
+      method: 'POST',
+      headers: { 'Service-API-Key': apiKey, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     const answer = (await response.json()) as { token?: string };
     if (answer.token) secretsSeen.tokens.add(answer.token);
     return { status: response.status, body: answer as Record<string, any> };
@@ -188,7 +209,13 @@ describe('hardening', () => {
       });
 
     it('coordinator: browser paths answer preflights for the configured origins only', async () => {
-      for (const [path, method] of [['/sessions', 'POST'], ['/sessions/abc', 'DELETE'], ['/sessions/abc/transport/webrtc/sdp_params', 'POST'], ['/sessions/abc/uploads', 'POST'], ['/pricing', 'GET']] as const) {
+      for (const [path, method] of [
+        ['/sessions', 'POST'],
+        ['/sessions/abc', 'DELETE'],
+        ['/sessions/abc/transport/webrtc/sdp_params', 'POST'],
+        ['/sessions/abc/uploads', 'POST'],
+        ['/pricing', 'GET'],
+      ] as const) {
         const allowed = await preflight(coordinator.url, path, ALLOWED_ORIGIN, method);
         expect(allowed.status, path).toBe(204);
         expect(allowed.headers.get('access-control-allow-origin'), path).toBe(ALLOWED_ORIGIN);
@@ -203,12 +230,27 @@ describe('hardening', () => {
     });
 
     it('coordinator: /tokens, /platform/*, /runtimes/*, /health, /metrics and the JWKS answer no CORS at all', async () => {
-      for (const path of ['/tokens', '/platform/models', '/platform/balance', '/platform/usage', '/platform/keys', '/platform/keys/abc/rotate', '/runtimes', '/runtimes/gpu-0/heartbeat', '/health', '/metrics']) {
+      for (const path of [
+        '/tokens',
+        '/platform/models',
+        '/platform/balance',
+        '/platform/usage',
+        '/platform/keys',
+        '/platform/keys/abc/rotate',
+        '/runtimes',
+        '/runtimes/gpu-0/heartbeat',
+        '/health',
+        '/metrics',
+      ]) {
         const answer = await preflight(coordinator.url, path);
         expect(answer.headers.get('access-control-allow-origin'), path).toBeNull();
         expect(answer.headers.get('access-control-allow-methods'), path).toBeNull();
       }
-      const minted = await fetch(`${coordinator.url}/tokens`, { method: 'POST', headers: { origin: ALLOWED_ORIGIN, 'Service-API-Key': key, 'content-type': 'application/json' }, body: '{}' });
+      const minted = await fetch(`${coordinator.url}/tokens`, {
+        method: 'POST',
+        headers: { origin: ALLOWED_ORIGIN, 'Service-API-Key': key, 'content-type': 'application/json' },
+        body: '{}',
+      });
       expect(minted.status).toBe(200); // a server may mint; a browser could not read the answer
       expect(minted.headers.get('access-control-allow-origin')).toBeNull();
       secretsSeen.tokens.add(((await minted.json()) as { token: string }).token);
@@ -231,7 +273,11 @@ describe('hardening', () => {
   describe('body size limits', () => {
     it('coordinator: a declared oversized body → 413 payload_too_large without reading it', async () => {
       const big = JSON.stringify({ pad: 'x'.repeat(200 * 1024) });
-      const answer = await fetch(`${coordinator.url}/tokens`, { method: 'POST', headers: { 'Service-API-Key': key, 'content-type': 'application/json' }, body: big });
+      const answer = await fetch(`${coordinator.url}/tokens`, {
+        method: 'POST',
+        headers: { 'Service-API-Key': key, 'content-type': 'application/json' },
+        body: big,
+      });
       expect(answer.status).toBe(413);
       expect(await answer.json()).toMatchObject({ code: 'payload_too_large' });
     });
@@ -250,7 +296,9 @@ describe('hardening', () => {
         // Answered after the limit was read, not after the (endless) body: a few socket buffers past it.
         expect(result.sentBytes, name).toBeLessThan(16 * 1024 * 1024);
       }
-      console.log(`[hardening] endless bodies answered: ${JSON.stringify(Object.fromEntries(Object.entries(results).map(([k, v]) => [k, { status: v.status, ms: Math.round(v.ms), sentKB: Math.round(v.sentBytes / 1024) }])))}`);
+      console.log(
+        `[hardening] endless bodies answered: ${JSON.stringify(Object.fromEntries(Object.entries(results).map(([k, v]) => [k, { status: v.status, ms: Math.round(v.ms), sentKB: Math.round(v.sentBytes / 1024) }])))}`,
+      );
       // Both servers still answer afterwards.
       expect((await fetch(`${coordinator.url}/health`)).status).toBe(200);
       expect((await fetch(`${playground.url}/health`)).status).toBe(200);
@@ -275,7 +323,11 @@ describe('hardening', () => {
       for (const url of [`${coordinator.url}/runtimes`, `${hosted.url}/hosted/sessions`]) {
         const answers = [];
         for (const wrong of wrongs) {
-          const response = await fetch(url, { method: 'POST', headers: { [RUNTIME_SECRET_HEADER]: wrong, 'content-type': 'application/json' }, body: '{}' });
+          const response = await fetch(url, {
+            method: 'POST',
+            headers: { [RUNTIME_SECRET_HEADER]: wrong, 'content-type': 'application/json' },
+            body: '{}',
+          });
           expect(response.status, `${url} ${wrong.length}`).toBe(401);
           answers.push(await response.json());
         }
@@ -307,7 +359,9 @@ describe('hardening', () => {
     it('a token mint, a streamed session with an upload, failed auth: no key, token or secret in any line', async () => {
       // Failed auth of every kind.
       await mint('rk_' + 'Z'.repeat(43));
-      await fetch(`${coordinator.url}/sessions/nope`, { headers: { authorization: 'Bearer eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl' } });
+      await fetch(`${coordinator.url}/sessions/nope`, {
+        headers: { authorization: 'Bearer eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl' },
+      });
       await fetch(`${coordinator.url}/sessions`, { method: 'POST', headers: { authorization: `Bearer ${key}` }, body: '{}' });
       await fetch(`${coordinator.url}/runtimes`, { method: 'POST', headers: { [RUNTIME_SECRET_HEADER]: 'wrong' }, body: '{}' });
       await fetch(`${hosted.url}/hosted/sessions`, { method: 'POST', headers: { [RUNTIME_SECRET_HEADER]: 'wrong' }, body: '{}' });
@@ -340,7 +394,9 @@ describe('hardening', () => {
           [...secretsSeen.keys, ...secretsSeen.tokens].some((secret) => line.includes(secret)),
       );
       expect(leaks).toEqual([]);
-      console.log(`[hardening] log lines checked: coordinator ${coordinatorLines.length}, runtimes ${runtimeLines.length}, stderr ${stderrLines.length}; tokens ${secretsSeen.tokens.size}, keys ${secretsSeen.keys.size}`);
+      console.log(
+        `[hardening] log lines checked: coordinator ${coordinatorLines.length}, runtimes ${runtimeLines.length}, stderr ${stderrLines.length}; tokens ${secretsSeen.tokens.size}, keys ${secretsSeen.keys.size}`,
+      );
     }, 60_000);
   });
 });

@@ -29,7 +29,23 @@ import { openRawPeer, type RawPeer } from '../support/raw-peer.ts';
 import { waitUntil } from '../support/video-probe.ts';
 import { RUNTIME_SECRET_HEADER } from '../../protocol/coordinator.ts';
 import { WEBRTC_VERSION, WEBRTC_VERSION_HEADER } from '../../protocol/versions.ts';
-import { FUZZ_RUNS, FUZZ_TIMEOUT_MS, INVALID_UTF8, anyValue, badObject, expectCleanError, fuzzParams, hostileTexts, invalidUtf8InStrings, isObject, send, sent, show, type Answer, type RawBody } from './fuzz-support.ts';
+import {
+  FUZZ_RUNS,
+  FUZZ_TIMEOUT_MS,
+  INVALID_UTF8,
+  anyValue,
+  badObject,
+  expectCleanError,
+  fuzzParams,
+  hostileTexts,
+  invalidUtf8InStrings,
+  isObject,
+  send,
+  sent,
+  show,
+  type Answer,
+  type RawBody,
+} from './fuzz-support.ts';
 
 const SECRET = 'fuzz-runtime-secret-0123456789abcdef';
 const COORDINATOR_LIMIT = 64 * 1024;
@@ -41,7 +57,25 @@ const badId: fc.Arbitrary<string> = fc
     fc.string({ minLength: 1, maxLength: 64 }),
     fc.fullUnicodeString({ minLength: 1, maxLength: 32 }),
     fc.uuid(),
-    fc.constantFrom('null', 'undefined', '__proto__', 'constructor', 'prototype', '0', '-1', '1e999', 'NaN', '%', '%00', '\u0000', "' OR 1=1 --", '../../etc/passwd', 'a'.repeat(5000), 'é', '💥'),
+    fc.constantFrom(
+      'null',
+      'undefined',
+      '__proto__',
+      'constructor',
+      'prototype',
+      '0',
+      '-1',
+      '1e999',
+      'NaN',
+      '%',
+      '%00',
+      '\u0000',
+      "' OR 1=1 --",
+      '../../etc/passwd',
+      'a'.repeat(5000),
+      'é',
+      '💥',
+    ),
   )
   .map((id) => encodeURIComponent(id));
 
@@ -97,41 +131,55 @@ function fuzzBodies(base: () => string, endpoint: () => BodyEndpoint, sideEffect
     await expectAlive(base());
   });
 
-  it('non-JSON, NaN, deep nesting, __proto__, invalid UTF-8, oversized → clean 4xx, no side effect', { timeout: FUZZ_TIMEOUT_MS }, async () => {
-    const e = endpoint();
-    const fixed = hostileTexts(e.valid, e.poison, e.limit, e.required.length > 0);
-    for (const { name, body } of fixed) {
-      expectRefused(e, await send(e.label, base() + e.path(), e.method, body, e.headers()), `${e.label} [${name}] ${show(body)}`);
-    }
-    // Any JSON value at all as the whole body (objects only where they break a rule).
-    await fc.assert(
-      fc.asyncProperty(anyValue.filter((v) => !isObject(JSON.parse(JSON.stringify(v ?? null)) as unknown)), async (value) => {
-        const text = JSON.stringify(value ?? null) ?? 'null';
-        // `null` is "no body" where the body is optional (the runtime's stop/start_session, 2.9.0 compatibility).
-        if (text === 'null' && e.required.length === 0) return;
-        expectRefused(e, await send(e.label, base() + e.path(), e.method, text, e.headers()), `${e.label} ${show(text)}`);
-      }),
-      fuzzParams(),
-    );
-    // Invalid UTF-8 amid generated text inside the string values of an otherwise valid body (a
-    // quarter of the count: the fixed sequences above already cover each kind once).
-    const around = fc.string({ maxLength: 24 }).map((text) => JSON.stringify(text).slice(1, -1));
-    await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...INVALID_UTF8), around, around, fc.nat(), async ({ bytes }, before, after, pick) => {
-        const bodies = invalidUtf8InStrings(e.valid, bytes, before, after);
-        const body = bodies[pick % bodies.length]!;
-        const answer = await send(e.label, base() + e.path(), e.method, body, e.headers());
-        expectRefused(e, answer, `${e.label} ${show(body)}`);
-      }),
-      fuzzParams(Math.ceil(FUZZ_RUNS / 4)),
-    );
-    await sideEffects();
-    await expectAlive(base());
-  });
+  it(
+    'non-JSON, NaN, deep nesting, __proto__, invalid UTF-8, oversized → clean 4xx, no side effect',
+    { timeout: FUZZ_TIMEOUT_MS },
+    async () => {
+      const e = endpoint();
+      const fixed = hostileTexts(e.valid, e.poison, e.limit, e.required.length > 0);
+      for (const { name, body } of fixed) {
+        expectRefused(e, await send(e.label, base() + e.path(), e.method, body, e.headers()), `${e.label} [${name}] ${show(body)}`);
+      }
+      // Any JSON value at all as the whole body (objects only where they break a rule).
+      await fc.assert(
+        fc.asyncProperty(
+          anyValue.filter((v) => !isObject(JSON.parse(JSON.stringify(v ?? null)) as unknown)),
+          async (value) => {
+            const text = JSON.stringify(value ?? null) ?? 'null';
+            // `null` is "no body" where the body is optional (the runtime's stop/start_session, 2.9.0 compatibility).
+            if (text === 'null' && e.required.length === 0) return;
+            expectRefused(e, await send(e.label, base() + e.path(), e.method, text, e.headers()), `${e.label} ${show(text)}`);
+          },
+        ),
+        fuzzParams(),
+      );
+      // Invalid UTF-8 amid generated text inside the string values of an otherwise valid body (a
+      // quarter of the count: the fixed sequences above already cover each kind once).
+      const around = fc.string({ maxLength: 24 }).map((text) => JSON.stringify(text).slice(1, -1));
+      await fc.assert(
+        fc.asyncProperty(fc.constantFrom(...INVALID_UTF8), around, around, fc.nat(), async ({ bytes }, before, after, pick) => {
+          const bodies = invalidUtf8InStrings(e.valid, bytes, before, after);
+          const body = bodies[pick % bodies.length]!;
+          const answer = await send(e.label, base() + e.path(), e.method, body, e.headers());
+          expectRefused(e, answer, `${e.label} ${show(body)}`);
+        }),
+        fuzzParams(Math.ceil(FUZZ_RUNS / 4)),
+      );
+      await sideEffects();
+      await expectAlive(base());
+    },
+  );
 }
 
 /** Bad path parameters (with a valid body where one is needed) → clean 4xx. */
-async function fuzzIds(label: string, url: string, method: string, path: (id: string) => string, headers: Record<string, string>, body?: RawBody): Promise<void> {
+async function fuzzIds(
+  label: string,
+  url: string,
+  method: string,
+  path: (id: string) => string,
+  headers: Record<string, string>,
+  body?: RawBody,
+): Promise<void> {
   await fc.assert(
     fc.asyncProperty(badId, async (id) => {
       expectCleanError(await send(label, url + path(id), method, body, headers), `${label} id=${id.slice(0, 80)}`);
@@ -139,7 +187,6 @@ async function fuzzIds(label: string, url: string, method: string, path: (id: st
     fuzzParams(),
   );
 }
-
 
 /**
  * What an `sdp_params` body may hold, for the runtime and the coordinator's relay alike.
@@ -165,8 +212,20 @@ describe.each(ENGINES)('REST fuzzing: coordinator on %s', (engine) => {
   const rows = async () => {
     const { db } = coordinator.storage;
     const count = async (table: 'tokens' | 'sessions' | 'runtimes' | 'token_bindings') =>
-      Number(((await db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()) as { n: number | string }).n);
-    return { tokens: await count('tokens'), sessions: await count('sessions'), runtimes: await count('runtimes'), bindings: await count('token_bindings') };
+      Number(
+        (
+          (await db
+            .selectFrom(table)
+            .select((eb) => eb.fn.countAll().as('n'))
+            .executeTakeFirstOrThrow()) as { n: number | string }
+        ).n,
+      );
+    return {
+      tokens: await count('tokens'),
+      sessions: await count('sessions'),
+      runtimes: await count('runtimes'),
+      bindings: await count('token_bindings'),
+    };
   };
   let baseline: Awaited<ReturnType<typeof rows>>;
   const unchanged = async () => {
@@ -178,7 +237,13 @@ describe.each(ENGINES)('REST fuzzing: coordinator on %s', (engine) => {
 
   beforeAll(async () => {
     sentBefore = new Map(sent);
-    coordinator = await startCoordinator({ database: await freshDatabase(engine), port: 0, host: '127.0.0.1', meterFlushMs: 0, runtimeSecret: SECRET });
+    coordinator = await startCoordinator({
+      database: await freshDatabase(engine),
+      port: 0,
+      host: '127.0.0.1',
+      meterFlushMs: 0,
+      runtimeSecret: SECRET,
+    });
     const account = await coordinator.accounts.create('Fuzz', { concurrentSessions: 1000, sessionsPerMinute: 1000 });
     await coordinator.ledger.grantPromotional(account.id, 1_000_000);
     ({ key: apiKey } = await coordinator.apiKeys.create(account.id));
@@ -194,7 +259,11 @@ describe.each(ENGINES)('REST fuzzing: coordinator on %s', (engine) => {
     const created = await fetch(`${url()}/sessions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: { name: 'pattern' }, client_info: { sdk_version: '2.9.0', sdk_type: 'js' }, supported_transports: [{ protocol: 'webrtc', version: '1.0' }] }),
+      body: JSON.stringify({
+        model: { name: 'pattern' },
+        client_info: { sdk_version: '2.9.0', sdk_type: 'js' },
+        supported_transports: [{ protocol: 'webrtc', version: '1.0' }],
+      }),
     });
     expect(created.status).toBe(200);
     sessionId = ((await created.json()) as { session_id: string }).session_id;
@@ -214,49 +283,68 @@ describe.each(ENGINES)('REST fuzzing: coordinator on %s', (engine) => {
   });
 
   describe('POST /tokens', () => {
-    fuzzBodies(url, () => ({
-      label: 'POST /tokens',
-      method: 'POST',
-      path: () => '/tokens',
-      headers: () => ({ 'Service-API-Key': apiKey }),
-      valid: {},
-      accepts: {
-        expires_after: (v) => v === undefined || isPositiveInt(v),
-        // Conservative: anything shaped like one session entry counts as accepted (not "bad").
-        authorization_details: (v) => v === undefined || (isObject(v) && v['type'] === 'session') || (Array.isArray(v) && v.length === 1 && isObject(v[0]) && v[0]['type'] === 'session'),
-      },
-      required: [],
-      poison: (inner) => `{"expires_after":${inner}}`,
-      limit: COORDINATOR_LIMIT,
-    }), unchanged);
+    fuzzBodies(
+      url,
+      () => ({
+        label: 'POST /tokens',
+        method: 'POST',
+        path: () => '/tokens',
+        headers: () => ({ 'Service-API-Key': apiKey }),
+        valid: {},
+        accepts: {
+          expires_after: (v) => v === undefined || isPositiveInt(v),
+          // Conservative: anything shaped like one session entry counts as accepted (not "bad").
+          authorization_details: (v) =>
+            v === undefined ||
+            (isObject(v) && v['type'] === 'session') ||
+            (Array.isArray(v) && v.length === 1 && isObject(v[0]) && v[0]['type'] === 'session'),
+        },
+        required: [],
+        poison: (inner) => `{"expires_after":${inner}}`,
+        limit: COORDINATOR_LIMIT,
+      }),
+      unchanged,
+    );
   });
 
   describe('POST /sessions', () => {
-    fuzzBodies(url, () => ({
-      label: 'POST /sessions',
-      method: 'POST',
-      path: () => '/sessions',
-      headers: () => ({ authorization: `Bearer ${token}` }),
-      valid: { model: { name: 'pattern' }, client_info: { sdk_version: '2.9.0', sdk_type: 'js' }, supported_transports: [{ protocol: 'webrtc', version: '1.0' }] },
-      accepts: { model: (v) => isObject(v) && v['name'] === 'pattern' },
-      required: ['model'],
-      poison: (inner) => `{"model":${inner}}`,
-      limit: COORDINATOR_LIMIT,
-    }), unchanged);
+    fuzzBodies(
+      url,
+      () => ({
+        label: 'POST /sessions',
+        method: 'POST',
+        path: () => '/sessions',
+        headers: () => ({ authorization: `Bearer ${token}` }),
+        valid: {
+          model: { name: 'pattern' },
+          client_info: { sdk_version: '2.9.0', sdk_type: 'js' },
+          supported_transports: [{ protocol: 'webrtc', version: '1.0' }],
+        },
+        accepts: { model: (v) => isObject(v) && v['name'] === 'pattern' },
+        required: ['model'],
+        poison: (inner) => `{"model":${inner}}`,
+        limit: COORDINATOR_LIMIT,
+      }),
+      unchanged,
+    );
   });
 
   describe('DELETE /sessions/:id', () => {
-    fuzzBodies(url, () => ({
-      label: 'DELETE /sessions/:id',
-      method: 'DELETE',
-      path: () => `/sessions/${sessionId}`,
-      headers: () => ({ authorization: `Bearer ${token}` }),
-      valid: {},
-      accepts: { reason: (v) => v === undefined || str(v, 256, 0) },
-      required: [],
-      poison: (inner) => `{"reason":${inner}}`,
-      limit: COORDINATOR_LIMIT,
-    }), unchanged);
+    fuzzBodies(
+      url,
+      () => ({
+        label: 'DELETE /sessions/:id',
+        method: 'DELETE',
+        path: () => `/sessions/${sessionId}`,
+        headers: () => ({ authorization: `Bearer ${token}` }),
+        valid: {},
+        accepts: { reason: (v) => v === undefined || str(v, 256, 0) },
+        required: [],
+        poison: (inner) => `{"reason":${inner}}`,
+        limit: COORDINATOR_LIMIT,
+      }),
+      unchanged,
+    );
 
     it('bad ids → clean 4xx', { timeout: FUZZ_TIMEOUT_MS }, async () => {
       await fuzzIds('DELETE /sessions/:id', url(), 'DELETE', (id) => `/sessions/${id}`, { authorization: `Bearer ${token}` });
@@ -272,64 +360,94 @@ describe.each(ENGINES)('REST fuzzing: coordinator on %s', (engine) => {
 
   describe('POST /sessions/:id/uploads', () => {
     // No runtime serves the session: the coordinator answers before relaying, whatever the body.
-    fuzzBodies(url, () => ({
-      label: 'POST /sessions/:id/uploads',
-      method: 'POST',
-      path: () => `/sessions/${sessionId}/uploads`,
-      headers: () => ({ authorization: `Bearer ${token}` }),
-      valid: { name: 'a.png', size: 10, mime_type: 'image/png' },
-      accepts: { name: (v) => str(v, 1024), size: isPositiveInt, mime_type: (v) => typeof v === 'string' && /^[\w.+-]+\/[\w.+-]+$/.test(v) },
-      required: ['name', 'size', 'mime_type'],
-      poison: (inner) => `{"name":${inner},"size":10,"mime_type":"image/png"}`,
-      limit: COORDINATOR_LIMIT,
-    }), unchanged);
+    fuzzBodies(
+      url,
+      () => ({
+        label: 'POST /sessions/:id/uploads',
+        method: 'POST',
+        path: () => `/sessions/${sessionId}/uploads`,
+        headers: () => ({ authorization: `Bearer ${token}` }),
+        valid: { name: 'a.png', size: 10, mime_type: 'image/png' },
+        accepts: {
+          name: (v) => str(v, 1024),
+          size: isPositiveInt,
+          mime_type: (v) => typeof v === 'string' && /^[\w.+-]+\/[\w.+-]+$/.test(v),
+        },
+        required: ['name', 'size', 'mime_type'],
+        poison: (inner) => `{"name":${inner},"size":10,"mime_type":"image/png"}`,
+        limit: COORDINATOR_LIMIT,
+      }),
+      unchanged,
+    );
 
     it('bad ids → clean 4xx', { timeout: FUZZ_TIMEOUT_MS }, async () => {
-      await fuzzIds('POST /sessions/:id/uploads', url(), 'POST', (id) => `/sessions/${id}/uploads`, { authorization: `Bearer ${token}` }, JSON.stringify({ name: 'a.png', size: 10, mime_type: 'image/png' }));
+      await fuzzIds(
+        'POST /sessions/:id/uploads',
+        url(),
+        'POST',
+        (id) => `/sessions/${id}/uploads`,
+        { authorization: `Bearer ${token}` },
+        JSON.stringify({ name: 'a.png', size: 10, mime_type: 'image/png' }),
+      );
       await unchanged();
     });
   });
 
   describe('POST /runtimes', () => {
-    fuzzBodies(url, () => ({
-      label: 'POST /runtimes',
-      method: 'POST',
-      path: () => '/runtimes',
-      headers: () => ({ 'Arclight-Runtime-Secret': SECRET }),
-      valid: { id: 'rt-fuzz', url: 'http://127.0.0.1:9', model: 'other', slots: 1, capabilities: { tracks: [] } },
-      accepts: {
-        id: (v) => typeof v === 'string' && /^[A-Za-z0-9._-]{1,128}$/.test(v),
-        url: (v) => typeof v === 'string' && /^https?:\/\/[^\s/]+/.test(v),
-        model: (v) => v === 'other' || v === 'pattern',
-        slots: (v) => v === undefined || (isPositiveInt(v) && (v as number) <= 64),
-        capabilities: (v) => isObject(v) && Array.isArray(v['tracks']),
-      },
-      required: ['id', 'url', 'model', 'capabilities'],
-      poison: (inner) => `{"id":${inner},"url":"http://127.0.0.1:9","model":"other","capabilities":{"tracks":[]}}`,
-      limit: COORDINATOR_LIMIT,
-    }), unchanged);
+    fuzzBodies(
+      url,
+      () => ({
+        label: 'POST /runtimes',
+        method: 'POST',
+        path: () => '/runtimes',
+        headers: () => ({ 'Arclight-Runtime-Secret': SECRET }),
+        valid: { id: 'rt-fuzz', url: 'http://127.0.0.1:9', model: 'other', slots: 1, capabilities: { tracks: [] } },
+        accepts: {
+          id: (v) => typeof v === 'string' && /^[A-Za-z0-9._-]{1,128}$/.test(v),
+          url: (v) => typeof v === 'string' && /^https?:\/\/[^\s/]+/.test(v),
+          model: (v) => v === 'other' || v === 'pattern',
+          slots: (v) => v === undefined || (isPositiveInt(v) && (v as number) <= 64),
+          capabilities: (v) => isObject(v) && Array.isArray(v['tracks']),
+        },
+        required: ['id', 'url', 'model', 'capabilities'],
+        poison: (inner) => `{"id":${inner},"url":"http://127.0.0.1:9","model":"other","capabilities":{"tracks":[]}}`,
+        limit: COORDINATOR_LIMIT,
+      }),
+      unchanged,
+    );
   });
 
   describe('POST /runtimes/:id/heartbeat', () => {
-    fuzzBodies(url, () => ({
-      label: 'POST /runtimes/:id/heartbeat',
-      method: 'POST',
-      path: () => '/runtimes/rt-1/heartbeat',
-      headers: () => ({ 'Arclight-Runtime-Secret': SECRET }),
-      valid: { draining: false },
-      accepts: { draining: (v) => v === undefined || typeof v === 'boolean' },
-      required: [],
-      poison: (inner) => `{"draining":${inner}}`,
-      limit: COORDINATOR_LIMIT,
-    }), async () => {
-      await unchanged();
-      // Not marked draining by a bad body.
-      const runtime = await coordinator.storage.db.selectFrom('runtimes').selectAll().where('id', '=', 'rt-1').executeTakeFirstOrThrow();
-      expect(runtime.draining).toBe(0);
-    });
+    fuzzBodies(
+      url,
+      () => ({
+        label: 'POST /runtimes/:id/heartbeat',
+        method: 'POST',
+        path: () => '/runtimes/rt-1/heartbeat',
+        headers: () => ({ 'Arclight-Runtime-Secret': SECRET }),
+        valid: { draining: false },
+        accepts: { draining: (v) => v === undefined || typeof v === 'boolean' },
+        required: [],
+        poison: (inner) => `{"draining":${inner}}`,
+        limit: COORDINATOR_LIMIT,
+      }),
+      async () => {
+        await unchanged();
+        // Not marked draining by a bad body.
+        const runtime = await coordinator.storage.db.selectFrom('runtimes').selectAll().where('id', '=', 'rt-1').executeTakeFirstOrThrow();
+        expect(runtime.draining).toBe(0);
+      },
+    );
 
     it('bad ids → clean 4xx', { timeout: FUZZ_TIMEOUT_MS }, async () => {
-      await fuzzIds('POST /runtimes/:id/heartbeat', url(), 'POST', (id) => `/runtimes/${id}/heartbeat`, { 'Arclight-Runtime-Secret': SECRET }, '{"draining":true}');
+      await fuzzIds(
+        'POST /runtimes/:id/heartbeat',
+        url(),
+        'POST',
+        (id) => `/runtimes/${id}/heartbeat`,
+        { 'Arclight-Runtime-Secret': SECRET },
+        '{"draining":true}',
+      );
       await unchanged();
     });
   });
@@ -344,14 +462,38 @@ describe.each(ENGINES)('REST fuzzing: coordinator on %s', (engine) => {
       ['GET /sessions/:id', 'GET', '/sessions/%00', undefined, bearer],
       ['DELETE /sessions/:id', 'DELETE', '/sessions/%00', undefined, bearer],
       ['GET /sessions/:id/logs', 'GET', '/sessions/%00/logs', undefined, bearer],
-      ['POST /sessions/:id/uploads', 'POST', '/sessions/%00/uploads', JSON.stringify({ name: 'a.png', size: 10, mime_type: 'image/png' }), bearer],
+      [
+        'POST /sessions/:id/uploads',
+        'POST',
+        '/sessions/%00/uploads',
+        JSON.stringify({ name: 'a.png', size: 10, mime_type: 'image/png' }),
+        bearer,
+      ],
       ['PUT /sessions/:id/uploads/:upload', 'PUT', '/sessions/%00/uploads/x', undefined, {}],
       ['GET /sessions/:id/clips/:clip/playlist.m3u8', 'GET', '/sessions/%00/clips/x/playlist.m3u8', undefined, {}],
-      ['GET /sessions/:id/transport/webrtc/ice_servers', 'GET', '/sessions/%00/transport/webrtc/ice_servers', undefined, { ...bearer, [WEBRTC_VERSION_HEADER]: WEBRTC_VERSION }],
+      [
+        'GET /sessions/:id/transport/webrtc/ice_servers',
+        'GET',
+        '/sessions/%00/transport/webrtc/ice_servers',
+        undefined,
+        { ...bearer, [WEBRTC_VERSION_HEADER]: WEBRTC_VERSION },
+      ],
       ['POST /sessions (model name)', 'POST', '/sessions', JSON.stringify({ model: { name: '\u0000' } }), bearer],
       ['POST /tokens (match)', 'POST', '/tokens', mint({ models: { match: ['\u0000'] } }), { 'Service-API-Key': apiKey }],
-      ['POST /tokens (bind)', 'POST', '/tokens', mint({ models: { match: ['pattern'] }, sessions: { bind: ['\u0000'] } }), { 'Service-API-Key': apiKey }],
-      ['POST /runtimes (model)', 'POST', '/runtimes', JSON.stringify({ id: 'rt-nul', url: 'http://127.0.0.1:9', model: '\u0000', capabilities: { tracks: [] } }), runtimeSecret],
+      [
+        'POST /tokens (bind)',
+        'POST',
+        '/tokens',
+        mint({ models: { match: ['pattern'] }, sessions: { bind: ['\u0000'] } }),
+        { 'Service-API-Key': apiKey },
+      ],
+      [
+        'POST /runtimes (model)',
+        'POST',
+        '/runtimes',
+        JSON.stringify({ id: 'rt-nul', url: 'http://127.0.0.1:9', model: '\u0000', capabilities: { tracks: [] } }),
+        runtimeSecret,
+      ],
     ];
     // Every case is sent and judged before the test fails, so a failure lists all the routes at fault.
     const faults: string[] = [];
@@ -369,7 +511,13 @@ describe.each(ENGINES)('REST fuzzing: coordinator on %s', (engine) => {
     // Heartbeats that arrive together are written together: a NUL runtime id sent at the same
     // moment as a registered runtime's beat must not take that beat down with it.
     const [registered, nul] = await Promise.all([
-      send('NUL: POST /runtimes/:id/heartbeat (registered)', `${url()}/runtimes/rt-1/heartbeat`, 'POST', '{"draining":false}', runtimeSecret),
+      send(
+        'NUL: POST /runtimes/:id/heartbeat (registered)',
+        `${url()}/runtimes/rt-1/heartbeat`,
+        'POST',
+        '{"draining":false}',
+        runtimeSecret,
+      ),
       send('NUL: POST /runtimes/:id/heartbeat', `${url()}/runtimes/%00/heartbeat`, 'POST', '{"draining":false}', runtimeSecret),
     ]);
     judge(registered, "rt-1's heartbeat, sent beside a NUL one", () => expect(registered.status).toBe(200));
@@ -423,31 +571,39 @@ describe('REST fuzzing: runtime (local mode)', () => {
   });
 
   describe('POST /start_session', () => {
-    fuzzBodies(url, () => ({
-      label: 'runtime POST /start_session',
-      method: 'POST',
-      path: () => '/start_session',
-      headers: () => ({}),
-      valid: {},
-      accepts: { extra_args: (v) => v === undefined || isObject(v), client_info: (v) => v === undefined || isObject(v) },
-      required: [],
-      poison: (inner) => `{"extra_args":${inner}}`,
-      limit: RUNTIME_LIMIT,
-    }), unchanged);
+    fuzzBodies(
+      url,
+      () => ({
+        label: 'runtime POST /start_session',
+        method: 'POST',
+        path: () => '/start_session',
+        headers: () => ({}),
+        valid: {},
+        accepts: { extra_args: (v) => v === undefined || isObject(v), client_info: (v) => v === undefined || isObject(v) },
+        required: [],
+        poison: (inner) => `{"extra_args":${inner}}`,
+        limit: RUNTIME_LIMIT,
+      }),
+      unchanged,
+    );
   });
 
   describe('POST /stop_session', () => {
-    fuzzBodies(url, () => ({
-      label: 'runtime POST /stop_session',
-      method: 'POST',
-      path: () => '/stop_session',
-      headers: () => ({}),
-      valid: { session_id: sessionId },
-      accepts: { session_id: (v) => v === undefined || str(v, 128, 0), reason: (v) => v === undefined || str(v, 64, 0) },
-      required: [],
-      poison: (inner) => `{"session_id":"${sessionId}","reason":${inner}}`,
-      limit: RUNTIME_LIMIT,
-    }), unchanged);
+    fuzzBodies(
+      url,
+      () => ({
+        label: 'runtime POST /stop_session',
+        method: 'POST',
+        path: () => '/stop_session',
+        headers: () => ({}),
+        valid: { session_id: sessionId },
+        accepts: { session_id: (v) => v === undefined || str(v, 128, 0), reason: (v) => v === undefined || str(v, 64, 0) },
+        required: [],
+        poison: (inner) => `{"session_id":"${sessionId}","reason":${inner}}`,
+        limit: RUNTIME_LIMIT,
+      }),
+      unchanged,
+    );
   });
 
   for (const method of ['POST', 'PUT']) {
@@ -467,48 +623,95 @@ describe('REST fuzzing: runtime (local mode)', () => {
 
       it('bad session and connection ids → clean 4xx', { timeout: FUZZ_TIMEOUT_MS }, async () => {
         const offer = JSON.stringify({ sdp_offer: 'v=0' });
-        await fuzzIds(`runtime ${method} sdp_params (ids)`, url(), method, (id) => `${transport()}/connections/${id}/sdp_params`, {}, offer);
-        await fuzzIds(`runtime ${method} sdp_params (ids)`, url(), method, (id) => `/sessions/${id}/transport/webrtc/connections/${cid}/sdp_params`, {}, offer);
-        await fuzzIds(`runtime ${method} sdp_params (ids)`, url(), method, (id) => `/sessions/${id}/transport/webrtc/sdp_params`, {}, offer);
+        await fuzzIds(
+          `runtime ${method} sdp_params (ids)`,
+          url(),
+          method,
+          (id) => `${transport()}/connections/${id}/sdp_params`,
+          {},
+          offer,
+        );
+        await fuzzIds(
+          `runtime ${method} sdp_params (ids)`,
+          url(),
+          method,
+          (id) => `/sessions/${id}/transport/webrtc/connections/${cid}/sdp_params`,
+          {},
+          offer,
+        );
+        await fuzzIds(
+          `runtime ${method} sdp_params (ids)`,
+          url(),
+          method,
+          (id) => `/sessions/${id}/transport/webrtc/sdp_params`,
+          {},
+          offer,
+        );
         await unchanged();
       });
 
-      it('text that is no SDP offer, sent for the live connection → 400 invalid_sdp, the connection survives', { timeout: FUZZ_TIMEOUT_MS }, async () => {
-        const notSdp = fc.oneof(fc.string({ minLength: 1, maxLength: 200 }), fc.constantFrom('v=0', 'v=0\r\n', 'v=0\r\ns=-\r\n', 'hello', 'm=video'));
-        await fc.assert(
-          fc.asyncProperty(notSdp.filter((sdp) => !/^v=0\r?\n/.test(sdp) || !sdp.includes('\nm=')), async (sdp) => {
-            const body = JSON.stringify({ sdp_offer: sdp });
-            const answer = await send(`runtime ${method} sdp_params (live connection)`, `${url()}${transport()}/connections/${peer.connectionId}/sdp_params`, method, body);
-            expectCleanError(answer, body);
-            expect((answer.body as { code: string }).code).toBe('invalid_sdp');
-          }),
-          fuzzParams(),
-        );
-        await unchanged();
-        await expectAlive(url());
-      });
+      it(
+        'text that is no SDP offer, sent for the live connection → 400 invalid_sdp, the connection survives',
+        { timeout: FUZZ_TIMEOUT_MS },
+        async () => {
+          const notSdp = fc.oneof(
+            fc.string({ minLength: 1, maxLength: 200 }),
+            fc.constantFrom('v=0', 'v=0\r\n', 'v=0\r\ns=-\r\n', 'hello', 'm=video'),
+          );
+          await fc.assert(
+            fc.asyncProperty(
+              notSdp.filter((sdp) => !/^v=0\r?\n/.test(sdp) || !sdp.includes('\nm=')),
+              async (sdp) => {
+                const body = JSON.stringify({ sdp_offer: sdp });
+                const answer = await send(
+                  `runtime ${method} sdp_params (live connection)`,
+                  `${url()}${transport()}/connections/${peer.connectionId}/sdp_params`,
+                  method,
+                  body,
+                );
+                expectCleanError(answer, body);
+                expect((answer.body as { code: string }).code).toBe('invalid_sdp');
+              },
+            ),
+            fuzzParams(),
+          );
+          await unchanged();
+          await expectAlive(url());
+        },
+      );
     });
   }
 
   describe('POST ice_candidates (trickle ICE, the live connection)', () => {
-    fuzzBodies(url, () => ({
-      label: 'runtime POST …/connections/:cid/ice_candidates',
-      method: 'POST',
-      path: () => `${transport()}/connections/${peer.connectionId}/ice_candidates`,
-      headers: () => ({}),
-      valid: { candidates: [] },
-      // Conservative: any array counts as accepted (a bad candidate in it is a 400 as well).
-      accepts: { candidates: (v) => Array.isArray(v), end_of_candidates: (v) => v === undefined || typeof v === 'boolean' },
-      required: ['candidates'],
-      poison: (inner) => `{"candidates":[{"candidate":${inner}}]}`,
-      limit: RUNTIME_LIMIT,
-    }), unchanged);
+    fuzzBodies(
+      url,
+      () => ({
+        label: 'runtime POST …/connections/:cid/ice_candidates',
+        method: 'POST',
+        path: () => `${transport()}/connections/${peer.connectionId}/ice_candidates`,
+        headers: () => ({}),
+        valid: { candidates: [] },
+        // Conservative: any array counts as accepted (a bad candidate in it is a 400 as well).
+        accepts: { candidates: (v) => Array.isArray(v), end_of_candidates: (v) => v === undefined || typeof v === 'boolean' },
+        required: ['candidates'],
+        poison: (inner) => `{"candidates":[{"candidate":${inner}}]}`,
+        limit: RUNTIME_LIMIT,
+      }),
+      unchanged,
+    );
 
     it('bad candidate lines, mids and ids → clean 4xx; the connection survives', { timeout: FUZZ_TIMEOUT_MS }, async () => {
       const live = `${transport()}/connections/${peer.connectionId}/ice_candidates`;
       const badCandidate = fc.record(
         {
-          candidate: fc.oneof(fc.string({ minLength: 1, maxLength: 300 }), fc.constantFrom('candidate:1 1 udp 1 127.0.0.1 99999 typ host', 'candidate:1 1 udp 1 127.0.0.1 9 typ host\r\na=evil', 'candidate:x')),
+          candidate: fc.oneof(
+            fc.string({ minLength: 1, maxLength: 300 }),
+            fc.constantFrom(
+              'candidate:1 1 udp 1 127.0.0.1 99999 typ host',
+              'candidate:1 1 udp 1 127.0.0.1 9 typ host\r\na=evil',
+              'candidate:x',
+            ),
+          ),
           sdp_mid: fc.oneof(fc.constant(undefined), fc.string({ minLength: 1, maxLength: 64 })),
         },
         { requiredKeys: ['candidate'] },
@@ -522,7 +725,14 @@ describe('REST fuzzing: runtime (local mode)', () => {
         }),
         fuzzParams(),
       );
-      await fuzzIds('runtime POST ice_candidates (ids)', url(), 'POST', (id) => `${transport()}/connections/${id}/ice_candidates`, {}, JSON.stringify({ candidates: [], end_of_candidates: true }));
+      await fuzzIds(
+        'runtime POST ice_candidates (ids)',
+        url(),
+        'POST',
+        (id) => `${transport()}/connections/${id}/ice_candidates`,
+        {},
+        JSON.stringify({ candidates: [], end_of_candidates: true }),
+      );
       await unchanged();
       await expectAlive(url());
     });
@@ -544,9 +754,18 @@ describe('REST fuzzing: runtime (local mode)', () => {
   it('GET ice_servers: bad session ids and version headers → clean 4xx', { timeout: FUZZ_TIMEOUT_MS }, async () => {
     await fuzzIds('runtime GET ice_servers', url(), 'GET', (id) => `/sessions/${id}/transport/webrtc/ice_servers`, {});
     await fc.assert(
-      fc.asyncProperty(fc.string({ maxLength: 40 }).filter((v) => !/^\s*1(\.0*)?\s*$/.test(v) && /^[\x20-\x7e]*$/.test(v) && v.trim() !== ''), async (version) => {
-        expectCleanError(await send('runtime GET ice_servers', `${url()}${transport()}/ice_servers`, 'GET', undefined, { 'Reactor-WebRTC-Version': version }), `version ${version}`, { newerVersion: true });
-      }),
+      fc.asyncProperty(
+        fc.string({ maxLength: 40 }).filter((v) => !/^\s*1(\.0*)?\s*$/.test(v) && /^[\x20-\x7e]*$/.test(v) && v.trim() !== ''),
+        async (version) => {
+          expectCleanError(
+            await send('runtime GET ice_servers', `${url()}${transport()}/ice_servers`, 'GET', undefined, {
+              'Reactor-WebRTC-Version': version,
+            }),
+            `version ${version}`,
+            { newerVersion: true },
+          );
+        },
+      ),
       fuzzParams(),
     );
     await unchanged();
@@ -565,7 +784,10 @@ describe('REST fuzzing: runtime (local mode)', () => {
     await fc.assert(
       fc.asyncProperty(badId, anyValue, async (id, value) => {
         const body = JSON.stringify(value ?? null) ?? 'null';
-        expectCleanError(await send('runtime POST …/connections (ids)', `${url()}/sessions/${id}/transport/webrtc/connections`, 'POST', body), `id=${id.slice(0, 80)} ${show(body)}`);
+        expectCleanError(
+          await send('runtime POST …/connections (ids)', `${url()}/sessions/${id}/transport/webrtc/connections`, 'POST', body),
+          `id=${id.slice(0, 80)} ${show(body)}`,
+        );
       }),
       fuzzParams(),
     );
@@ -573,52 +795,88 @@ describe('REST fuzzing: runtime (local mode)', () => {
     await unchanged();
   });
 
-  it('PUT /sessions/:sid/uploads/:id (presigned): forged, altered or missing signatures and bad ids → clean 403/4xx, nothing stored', { timeout: FUZZ_TIMEOUT_MS }, async () => {
-    // No reservation is made here (the one slot stays free for the check below): every URL is
-    // one the runtime did not sign, so each must be refused before a byte is stored.
-    const query = fc.oneof(
-      fc.constant(''),
-      fc.record({ expires: fc.oneof(fc.integer({ min: -1, max: 2 ** 40 }).map(String), fc.string({ maxLength: 20 })), signature: fc.oneof(fc.hexaString({ minLength: 64, maxLength: 64 }), fc.string({ maxLength: 100 })) }, { requiredKeys: [] })
-        .map((q) => `?${new URLSearchParams(q as Record<string, string>).toString()}`),
-      fc.string({ maxLength: 200 }).map((raw) => `?${raw.replace(/#/g, '')}`),
-    );
-    await fc.assert(
-      fc.asyncProperty(fc.oneof(fc.constant(sessionId), badId), fc.oneof(fc.uuid(), badId), query, fc.uint8Array({ maxLength: 2048 }), async (sid, id, search, bytes) => {
-        const target = `${url()}/sessions/${sid}/uploads/${id}${search}`;
-        expectCleanError(await send('runtime PUT /sessions/:sid/uploads/:id', target, 'PUT', bytes, { 'content-type': 'application/octet-stream' }), `${target.slice(0, 200)}`);
-      }),
-      fuzzParams(),
-    );
-    await unchanged();
-  });
+  it(
+    'PUT /sessions/:sid/uploads/:id (presigned): forged, altered or missing signatures and bad ids → clean 403/4xx, nothing stored',
+    { timeout: FUZZ_TIMEOUT_MS },
+    async () => {
+      // No reservation is made here (the one slot stays free for the check below): every URL is
+      // one the runtime did not sign, so each must be refused before a byte is stored.
+      const query = fc.oneof(
+        fc.constant(''),
+        fc
+          .record(
+            {
+              expires: fc.oneof(fc.integer({ min: -1, max: 2 ** 40 }).map(String), fc.string({ maxLength: 20 })),
+              signature: fc.oneof(fc.hexaString({ minLength: 64, maxLength: 64 }), fc.string({ maxLength: 100 })),
+            },
+            { requiredKeys: [] },
+          )
+          .map((q) => `?${new URLSearchParams(q as Record<string, string>).toString()}`),
+        fc.string({ maxLength: 200 }).map((raw) => `?${raw.replace(/#/g, '')}`),
+      );
+      await fc.assert(
+        fc.asyncProperty(
+          fc.oneof(fc.constant(sessionId), badId),
+          fc.oneof(fc.uuid(), badId),
+          query,
+          fc.uint8Array({ maxLength: 2048 }),
+          async (sid, id, search, bytes) => {
+            const target = `${url()}/sessions/${sid}/uploads/${id}${search}`;
+            expectCleanError(
+              await send('runtime PUT /sessions/:sid/uploads/:id', target, 'PUT', bytes, { 'content-type': 'application/octet-stream' }),
+              `${target.slice(0, 200)}`,
+            );
+          },
+        ),
+        fuzzParams(),
+      );
+      await unchanged();
+    },
+  );
 
   describe('POST /sessions/:sid/uploads', () => {
-    fuzzBodies(url, () => ({
-      label: 'runtime POST /sessions/:sid/uploads',
-      method: 'POST',
-      path: () => `/sessions/${sessionId}/uploads`,
-      headers: () => ({}),
-      valid: { name: 'a.png', size: 10, mime_type: 'image/png' },
-      accepts: {
-        name: (v) => typeof v === 'string' && v.length >= 1 && v.length <= 1024 && !/[\u0000-\u001f/\\]/.test(v),
-        size: (v) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 1,
-        mime_type: (v) => typeof v === 'string' && /^[\w.+-]+\/[\w.+-]+$/.test(v),
-      },
-      required: ['name', 'size', 'mime_type'],
-      poison: (inner) => `{"name":${inner},"size":10,"mime_type":"image/png"}`,
-      limit: RUNTIME_LIMIT,
-    }), unchanged);
+    fuzzBodies(
+      url,
+      () => ({
+        label: 'runtime POST /sessions/:sid/uploads',
+        method: 'POST',
+        path: () => `/sessions/${sessionId}/uploads`,
+        headers: () => ({}),
+        valid: { name: 'a.png', size: 10, mime_type: 'image/png' },
+        accepts: {
+          name: (v) => typeof v === 'string' && v.length >= 1 && v.length <= 1024 && !/[\u0000-\u001f/\\]/.test(v),
+          size: (v) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 1,
+          mime_type: (v) => typeof v === 'string' && /^[\w.+-]+\/[\w.+-]+$/.test(v),
+        },
+        required: ['name', 'size', 'mime_type'],
+        poison: (inner) => `{"name":${inner},"size":10,"mime_type":"image/png"}`,
+        limit: RUNTIME_LIMIT,
+      }),
+      unchanged,
+    );
 
     it('bad ids → clean 4xx; afterwards the one upload slot is still free', { timeout: FUZZ_TIMEOUT_MS }, async () => {
-      await fuzzIds('runtime POST /sessions/:sid/uploads', url(), 'POST', (id) => `/sessions/${id}/uploads`, {}, JSON.stringify({ name: 'a.png', size: 10, mime_type: 'image/png' }));
+      await fuzzIds(
+        'runtime POST /sessions/:sid/uploads',
+        url(),
+        'POST',
+        (id) => `/sessions/${id}/uploads`,
+        {},
+        JSON.stringify({ name: 'a.png', size: 10, mime_type: 'image/png' }),
+      );
       await unchanged();
-      const ok = await send('runtime valid upload', `${url()}/sessions/${sessionId}/uploads`, 'POST', JSON.stringify({ name: 'a.png', size: 10, mime_type: 'image/png' }));
+      const ok = await send(
+        'runtime valid upload',
+        `${url()}/sessions/${sessionId}/uploads`,
+        'POST',
+        JSON.stringify({ name: 'a.png', size: 10, mime_type: 'image/png' }),
+      );
       expect(ok.status, ok.text).toBe(201);
     });
   });
 });
 
-describe.each(ENGINES)('REST fuzzing: the coordinator\'s relay and callbacks, and a hosted runtime, on %s', (engine) => {
+describe.each(ENGINES)("REST fuzzing: the coordinator's relay and callbacks, and a hosted runtime, on %s", (engine) => {
   let sentBefore: ReadonlyMap<string, number>;
   let stack: HostedStack;
   let token: string;
@@ -633,8 +891,20 @@ describe.each(ENGINES)('REST fuzzing: the coordinator\'s relay and callbacks, an
   const rows = async () => {
     const { db } = stack.coordinator.storage;
     const count = async (table: 'tokens' | 'sessions' | 'runtimes' | 'token_bindings') =>
-      Number(((await db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()) as { n: number | string }).n);
-    return { tokens: await count('tokens'), sessions: await count('sessions'), runtimes: await count('runtimes'), bindings: await count('token_bindings') };
+      Number(
+        (
+          (await db
+            .selectFrom(table)
+            .select((eb) => eb.fn.countAll().as('n'))
+            .executeTakeFirstOrThrow()) as { n: number | string }
+        ).n,
+      );
+    return {
+      tokens: await count('tokens'),
+      sessions: await count('sessions'),
+      runtimes: await count('runtimes'),
+      bindings: await count('token_bindings'),
+    };
   };
   let baseline: Awaited<ReturnType<typeof rows>>;
   /** Nothing created, the session open on both sides and still on its runtime, which is not draining. */
@@ -644,7 +914,11 @@ describe.each(ENGINES)('REST fuzzing: the coordinator\'s relay and callbacks, an
     expect(session?.status).not.toBe('ended');
     expect(session?.runtime_id).toBe(RUNTIME_ID);
     expect(stack.runtime.sessions.current?.id).toBe(sessionId);
-    const runtime = await stack.coordinator.storage.db.selectFrom('runtimes').selectAll().where('id', '=', RUNTIME_ID).executeTakeFirstOrThrow();
+    const runtime = await stack.coordinator.storage.db
+      .selectFrom('runtimes')
+      .selectAll()
+      .where('id', '=', RUNTIME_ID)
+      .executeTakeFirstOrThrow();
     expect(runtime.draining).toBe(0);
   };
 
@@ -656,7 +930,11 @@ describe.each(ENGINES)('REST fuzzing: the coordinator\'s relay and callbacks, an
     const created = await fetch(`${coordinatorUrl()}/sessions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: { name: 'pattern' }, client_info: { sdk_version: '2.9.0', sdk_type: 'js' }, supported_transports: [{ protocol: 'webrtc', version: '1.0' }] }),
+      body: JSON.stringify({
+        model: { name: 'pattern' },
+        client_info: { sdk_version: '2.9.0', sdk_type: 'js' },
+        supported_transports: [{ protocol: 'webrtc', version: '1.0' }],
+      }),
     });
     expect(created.status).toBe(200);
     sessionId = ((await created.json()) as { session_id: string }).session_id;
@@ -674,40 +952,62 @@ describe.each(ENGINES)('REST fuzzing: the coordinator\'s relay and callbacks, an
 
   for (const method of ['POST', 'PUT']) {
     describe(`relay ${method} …/connections/:cid/sdp_params`, () => {
-      fuzzBodies(coordinatorUrl, () => ({
-        label: `relay ${method} sdp_params`,
-        method,
-        path: () => `${relay()}/connections/${cid}/sdp_params`,
-        headers: bearer,
-        valid: { sdp_offer: 'v=0' },
-        accepts: SDP_PARAMS_ACCEPTS, // the relay forwards to the runtime's checks
-        required: ['sdp_offer'],
-        poison: (inner) => `{"sdp_offer":${inner}}`,
-        limit: RUNTIME_LIMIT,
-      }), unchanged);
+      fuzzBodies(
+        coordinatorUrl,
+        () => ({
+          label: `relay ${method} sdp_params`,
+          method,
+          path: () => `${relay()}/connections/${cid}/sdp_params`,
+          headers: bearer,
+          valid: { sdp_offer: 'v=0' },
+          accepts: SDP_PARAMS_ACCEPTS, // the relay forwards to the runtime's checks
+          required: ['sdp_offer'],
+          poison: (inner) => `{"sdp_offer":${inner}}`,
+          limit: RUNTIME_LIMIT,
+        }),
+        unchanged,
+      );
     });
   }
 
   describe('relay POST …/connections/:cid/ice_candidates', () => {
-    fuzzBodies(coordinatorUrl, () => ({
-      label: 'relay POST ice_candidates',
-      method: 'POST',
-      path: () => `${relay()}/connections/${cid}/ice_candidates`,
-      headers: bearer,
-      valid: { candidates: [] },
-      accepts: { candidates: (v) => Array.isArray(v), end_of_candidates: (v) => v === undefined || typeof v === 'boolean' },
-      required: ['candidates'],
-      poison: (inner) => `{"candidates":[{"candidate":${inner}}]}`,
-      limit: RUNTIME_LIMIT,
-    }), unchanged);
+    fuzzBodies(
+      coordinatorUrl,
+      () => ({
+        label: 'relay POST ice_candidates',
+        method: 'POST',
+        path: () => `${relay()}/connections/${cid}/ice_candidates`,
+        headers: bearer,
+        valid: { candidates: [] },
+        accepts: { candidates: (v) => Array.isArray(v), end_of_candidates: (v) => v === undefined || typeof v === 'boolean' },
+        required: ['candidates'],
+        poison: (inner) => `{"candidates":[{"candidate":${inner}}]}`,
+        limit: RUNTIME_LIMIT,
+      }),
+      unchanged,
+    );
   });
 
   it('relay: bad session and connection ids → clean 4xx', { timeout: FUZZ_TIMEOUT_MS }, async () => {
     const offer = JSON.stringify({ sdp_offer: 'v=0' });
     const candidates = JSON.stringify({ candidates: [], end_of_candidates: true });
     await fuzzIds('relay sdp_params (ids)', coordinatorUrl(), 'PUT', (id) => `${relay()}/connections/${id}/sdp_params`, bearer(), offer);
-    await fuzzIds('relay sdp_params (ids)', coordinatorUrl(), 'POST', (id) => `/sessions/${id}/transport/webrtc/connections/${cid}/sdp_params`, bearer(), offer);
-    await fuzzIds('relay ice_candidates (ids)', coordinatorUrl(), 'POST', (id) => `${relay()}/connections/${id}/ice_candidates`, bearer(), candidates);
+    await fuzzIds(
+      'relay sdp_params (ids)',
+      coordinatorUrl(),
+      'POST',
+      (id) => `/sessions/${id}/transport/webrtc/connections/${cid}/sdp_params`,
+      bearer(),
+      offer,
+    );
+    await fuzzIds(
+      'relay ice_candidates (ids)',
+      coordinatorUrl(),
+      'POST',
+      (id) => `${relay()}/connections/${id}/ice_candidates`,
+      bearer(),
+      candidates,
+    );
     await unchanged();
     await expectAlive(coordinatorUrl());
   });
@@ -717,61 +1017,97 @@ describe.each(ENGINES)('REST fuzzing: the coordinator\'s relay and callbacks, an
     // `after`/`limit` that are not sequence numbers (any text, any Unicode). A number out of
     // limit's range is clamped to 1–1,000, not refused (protocol.md "Session logs").
     const notANumber = fc
-      .oneof(fc.string({ minLength: 1, maxLength: 40 }), fc.fullUnicodeString({ minLength: 1, maxLength: 20 }), fc.constantFrom('-1', '1e3', '0x10', '1.5', ' 1', '99999999999999999999'))
+      .oneof(
+        fc.string({ minLength: 1, maxLength: 40 }),
+        fc.fullUnicodeString({ minLength: 1, maxLength: 20 }),
+        fc.constantFrom('-1', '1e3', '0x10', '1.5', ' 1', '99999999999999999999'),
+      )
       .filter((v) => !/^\d{1,15}$/.test(v));
-    const query = fc.oneof(notANumber.map((v) => ['after', v] as const), notANumber.map((v) => ['limit', v] as const));
+    const query = fc.oneof(
+      notANumber.map((v) => ['after', v] as const),
+      notANumber.map((v) => ['limit', v] as const),
+    );
     await fc.assert(
       fc.asyncProperty(query, async ([name, value]) => {
         const path = `/sessions/${sessionId}/logs?${name}=${encodeURIComponent(value)}`;
-        expectCleanError(await send('relay GET /sessions/:id/logs (query)', `${coordinatorUrl()}${path}`, 'GET', undefined, bearer()), path);
+        expectCleanError(
+          await send('relay GET /sessions/:id/logs (query)', `${coordinatorUrl()}${path}`, 'GET', undefined, bearer()),
+          path,
+        );
       }),
       fuzzParams(),
     );
     await unchanged();
   });
 
-  it('POST /runtimes/:id/sessions/:sid/ready|ended (runtime secret): bad runtime and session ids → clean 4xx', { timeout: FUZZ_TIMEOUT_MS }, async () => {
-    const headers = { [RUNTIME_SECRET_HEADER]: secret };
-    for (const report of ['ready', 'ended']) {
-      await fuzzIds(`relay POST /runtimes/:id/sessions/:sid/${report} (ids)`, coordinatorUrl(), 'POST', (id) => `/runtimes/${id}/sessions/${sessionId}/${report}`, headers, '{}');
-      await fuzzIds(`relay POST /runtimes/:id/sessions/:sid/${report} (ids)`, coordinatorUrl(), 'POST', (id) => `/runtimes/${RUNTIME_ID}/sessions/${id}/${report}`, headers, '{}');
-    }
-    await unchanged();
-  });
+  it(
+    'POST /runtimes/:id/sessions/:sid/ready|ended (runtime secret): bad runtime and session ids → clean 4xx',
+    { timeout: FUZZ_TIMEOUT_MS },
+    async () => {
+      const headers = { [RUNTIME_SECRET_HEADER]: secret };
+      for (const report of ['ready', 'ended']) {
+        await fuzzIds(
+          `relay POST /runtimes/:id/sessions/:sid/${report} (ids)`,
+          coordinatorUrl(),
+          'POST',
+          (id) => `/runtimes/${id}/sessions/${sessionId}/${report}`,
+          headers,
+          '{}',
+        );
+        await fuzzIds(
+          `relay POST /runtimes/:id/sessions/:sid/${report} (ids)`,
+          coordinatorUrl(),
+          'POST',
+          (id) => `/runtimes/${RUNTIME_ID}/sessions/${id}/${report}`,
+          headers,
+          '{}',
+        );
+      }
+      await unchanged();
+    },
+  );
 
   describe('POST /runtimes/:id/sessions/:sid/ended (runtime secret), the held session', () => {
-    fuzzBodies(coordinatorUrl, () => ({
-      label: 'relay POST /runtimes/:id/sessions/:sid/ended',
-      method: 'POST',
-      path: () => `/runtimes/${RUNTIME_ID}/sessions/${sessionId}/ended`,
-      headers: () => ({ [RUNTIME_SECRET_HEADER]: secret }),
-      valid: { reason: 'idle_timeout' },
-      accepts: { reason: (v) => v === undefined || typeof v === 'string' },
-      required: [],
-      poison: (inner) => `{"reason":${inner}}`,
-      limit: COORDINATOR_LIMIT,
-    }), unchanged);
+    fuzzBodies(
+      coordinatorUrl,
+      () => ({
+        label: 'relay POST /runtimes/:id/sessions/:sid/ended',
+        method: 'POST',
+        path: () => `/runtimes/${RUNTIME_ID}/sessions/${sessionId}/ended`,
+        headers: () => ({ [RUNTIME_SECRET_HEADER]: secret }),
+        valid: { reason: 'idle_timeout' },
+        accepts: { reason: (v) => v === undefined || typeof v === 'string' },
+        required: [],
+        poison: (inner) => `{"reason":${inner}}`,
+        limit: COORDINATOR_LIMIT,
+      }),
+      unchanged,
+    );
   });
 
   describe('runtime POST /hosted/sessions (runtime secret)', () => {
-    fuzzBodies(runtimeUrl, () => ({
-      label: 'hosted POST /hosted/sessions',
-      method: 'POST',
-      path: () => '/hosted/sessions',
-      headers: () => ({ [RUNTIME_SECRET_HEADER]: secret }),
-      valid: { session_id: 'fuzz-hosted-session', reconnect_window_seconds: 60, public_url: 'http://127.0.0.1:9' },
-      accepts: {
-        session_id: (v) => typeof v === 'string' && v.length >= 1 && v.length <= 128,
-        reconnect_window_seconds: (v) => v === undefined || (typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= 3600),
-        // Anything: a public_url that is not an origin is ignored.
-        public_url: () => true,
-      },
-      required: ['session_id'],
-      poison: (inner) => `{"session_id":${inner}}`,
-      limit: RUNTIME_LIMIT,
-      // The runtime already hosts a session: a body that got through would get 409, not these.
-      refusals: BODY_REFUSALS,
-    }), unchanged);
+    fuzzBodies(
+      runtimeUrl,
+      () => ({
+        label: 'hosted POST /hosted/sessions',
+        method: 'POST',
+        path: () => '/hosted/sessions',
+        headers: () => ({ [RUNTIME_SECRET_HEADER]: secret }),
+        valid: { session_id: 'fuzz-hosted-session', reconnect_window_seconds: 60, public_url: 'http://127.0.0.1:9' },
+        accepts: {
+          session_id: (v) => typeof v === 'string' && v.length >= 1 && v.length <= 128,
+          reconnect_window_seconds: (v) => v === undefined || (typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= 3600),
+          // Anything: a public_url that is not an origin is ignored.
+          public_url: () => true,
+        },
+        required: ['session_id'],
+        poison: (inner) => `{"session_id":${inner}}`,
+        limit: RUNTIME_LIMIT,
+        // The runtime already hosts a session: a body that got through would get 409, not these.
+        refusals: BODY_REFUSALS,
+      }),
+      unchanged,
+    );
   });
 });
 
@@ -798,27 +1134,40 @@ describe('REST fuzzing: POST /playground/token (a runtime minting playground tok
   });
   afterAll(async () => runtime?.close());
 
-  it('other origins, with any body → 403 forbidden, no token minted; its own page still gets one', { timeout: FUZZ_TIMEOUT_MS }, async () => {
-    // The route takes no body; its one input is the page's Origin.
-    const own = new URL(runtime.url);
-    const origin = fc.oneof(
-      fc.webUrl().map((u) => new URL(u).origin),
-      fc.string({ minLength: 1, maxLength: 80 }).filter((v) => /^[\x21-\x7e]+$/.test(v)),
-      fc.constantFrom('null', `http://${own.hostname}`, `http://${own.host}.evil.example`, `https://evil.example:${own.port}`, `http://${own.host}/`, `ws://${own.host}`),
-    ).filter((o) => o !== `http://${own.host}` && o !== `https://${own.host}`);
-    await fc.assert(
-      fc.asyncProperty(origin, anyValue, async (from, value) => {
-        const body = JSON.stringify(value ?? null) ?? 'null';
-        const answer = await send('runtime POST /playground/token', `${runtime.url}/playground/token`, 'POST', body, { origin: from });
-        expectCleanError(answer, `origin ${from} ${show(body)}`);
-        expect((answer.body as { code: string }).code).toBe('forbidden');
-      }),
-      fuzzParams(),
-    );
-    expect(mints).toBe(0);
-    const ownPage = await fetch(`${runtime.url}/playground/token`, { method: 'POST', headers: { origin: `http://${own.host}` } });
-    expect(ownPage.status).toBe(200);
-    expect(mints).toBe(1);
-    await expectAlive(runtime.url);
-  });
+  it(
+    'other origins, with any body → 403 forbidden, no token minted; its own page still gets one',
+    { timeout: FUZZ_TIMEOUT_MS },
+    async () => {
+      // The route takes no body; its one input is the page's Origin.
+      const own = new URL(runtime.url);
+      const origin = fc
+        .oneof(
+          fc.webUrl().map((u) => new URL(u).origin),
+          fc.string({ minLength: 1, maxLength: 80 }).filter((v) => /^[\x21-\x7e]+$/.test(v)),
+          fc.constantFrom(
+            'null',
+            `http://${own.hostname}`,
+            `http://${own.host}.evil.example`,
+            `https://evil.example:${own.port}`,
+            `http://${own.host}/`,
+            `ws://${own.host}`,
+          ),
+        )
+        .filter((o) => o !== `http://${own.host}` && o !== `https://${own.host}`);
+      await fc.assert(
+        fc.asyncProperty(origin, anyValue, async (from, value) => {
+          const body = JSON.stringify(value ?? null) ?? 'null';
+          const answer = await send('runtime POST /playground/token', `${runtime.url}/playground/token`, 'POST', body, { origin: from });
+          expectCleanError(answer, `origin ${from} ${show(body)}`);
+          expect((answer.body as { code: string }).code).toBe('forbidden');
+        }),
+        fuzzParams(),
+      );
+      expect(mints).toBe(0);
+      const ownPage = await fetch(`${runtime.url}/playground/token`, { method: 'POST', headers: { origin: `http://${own.host}` } });
+      expect(ownPage.status).toBe(200);
+      expect(mints).toBe(1);
+      await expectAlive(runtime.url);
+    },
+  );
 });

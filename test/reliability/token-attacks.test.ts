@@ -45,7 +45,10 @@ const LOOPBACK = '127.0.0.1';
 /** Tries per bind variant for the timing comparison. */
 const TIMING_TRIES = 30;
 
-async function call(url: string, init: { method?: string; bearer?: string; apiKey?: string; headers?: Record<string, string>; body?: unknown } = {}): Promise<Answer> {
+async function call(
+  url: string,
+  init: { method?: string; bearer?: string; apiKey?: string; headers?: Record<string, string>; body?: unknown } = {},
+): Promise<Answer> {
   const started = performance.now();
   const response = await fetch(url, {
     method: init.method ?? 'GET',
@@ -98,7 +101,11 @@ describe.each(ENGINES)('token attacks and scope escapes on %s', (engine) => {
   let target: string;
 
   const mint = async (details?: Record<string, unknown>, apiKey = key): Promise<string> => {
-    const answer = await call(`${coordinator.url}/tokens`, { method: 'POST', apiKey, body: details ? { authorization_details: [{ type: 'session', ...details }] } : {} });
+    const answer = await call(`${coordinator.url}/tokens`, {
+      method: 'POST',
+      apiKey,
+      body: details ? { authorization_details: [{ type: 'session', ...details }] } : {},
+    });
     expect(answer.status, JSON.stringify(answer.body)).toBe(200);
     return answer.body['token'] as string;
   };
@@ -108,7 +115,8 @@ describe.each(ENGINES)('token attacks and scope escapes on %s', (engine) => {
     resources: { models: { match }, sessions: { bind } },
     ...(constraints ? { constraints } : {}),
   });
-  const create = (token: string, model = 'pattern') => call(`${coordinator.url}/sessions`, { method: 'POST', bearer: token, body: createBody(model) });
+  const create = (token: string, model = 'pattern') =>
+    call(`${coordinator.url}/sessions`, { method: 'POST', bearer: token, body: createBody(model) });
   const get = (id: string, credential: string) => call(`${coordinator.url}/sessions/${id}`, { bearer: credential });
   const end = (id: string, credential: string) => call(`${coordinator.url}/sessions/${id}`, { method: 'DELETE', bearer: credential });
   /** A session row, for states the HTTP API reaches only slowly (ended, another account's). */
@@ -117,16 +125,25 @@ describe.each(ENGINES)('token attacks and scope escapes on %s', (engine) => {
     const modelId = (await coordinator.catalog.byName(model))!.id;
     await coordinator.storage.db
       .insertInto('sessions')
-      .values({ id, account_id: account, model_id: modelId, token_id: null, status, created_at: Date.now(), ready_at: null, ended_at: null, end_reason: null, max_duration_seconds: 1200 })
+      .values({
+        id,
+        account_id: account,
+        model_id: modelId,
+        token_id: null,
+        status,
+        created_at: Date.now(),
+        ready_at: null,
+        ended_at: null,
+        end_reason: null,
+        max_duration_seconds: 1200,
+      })
       .execute();
     return id;
   };
 
   /** A JWT signed with the coordinator's own key: the real claims, changed by `edit`, and `header` merged in. */
   const signedByUs = async (edit: (claims: JWTPayload) => JWTPayload, header: Record<string, unknown> = {}) =>
-    new SignJWT(edit({ ...realClaims }))
-      .setProtectedHeader({ alg: 'ES256', kid, typ: 'JWT', ...header })
-      .sign(signingKey);
+    new SignJWT(edit({ ...realClaims })).setProtectedHeader({ alg: 'ES256', kid, typ: 'JWT', ...header }).sign(signingKey);
 
   beforeAll(async () => {
     coordinator = await startCoordinator({ database: await freshDatabase(engine), port: 0, host: LOOPBACK, meterFlushMs: 0 });
@@ -148,7 +165,11 @@ describe.each(ENGINES)('token attacks and scope escapes on %s', (engine) => {
     const current = await coordinator.keyring.current();
     expect(current.kid).toBe(kid);
     signingKey = current.privateKey;
-    const row = await coordinator.storage.db.selectFrom('signing_keys').select('public_jwk').where('kid', '=', kid).executeTakeFirstOrThrow();
+    const row = await coordinator.storage.db
+      .selectFrom('signing_keys')
+      .select('public_jwk')
+      .where('kid', '=', kid)
+      .executeTakeFirstOrThrow();
     publicJwk = JSON.parse(row.public_jwk) as JWK;
     target = (await create(realToken)).body['session_id'] as string;
   });
@@ -170,16 +191,26 @@ describe.each(ENGINES)('token attacks and scope escapes on %s', (engine) => {
       const unsigned = `${encodeSegment({ alg: 'none', typ: 'JWT' })}.${encodeSegment(realClaims)}`;
       refused(await get(target, `${unsigned}.`));
       refused(await get(target, `${encodeSegment({ alg: 'none', kid, typ: 'JWT' })}.${encodeSegment(realClaims)}.`));
-      refused(await get(target, `${encodeSegment({ alg: 'NONE', kid, typ: 'JWT' })}.${encodeSegment(realClaims)}.${realToken.split('.')[2]}`));
+      refused(
+        await get(target, `${encodeSegment({ alg: 'NONE', kid, typ: 'JWT' })}.${encodeSegment(realClaims)}.${realToken.split('.')[2]}`),
+      );
       refused(await get(target, unsigned)); // two parts
     });
 
     it('HS256 signed with our public key as the HMAC secret (algorithm confusion), in every form the key is published', async () => {
       const spki = await exportSPKI((await importJWK(publicJwk, 'ES256')) as CryptoKey);
-      const secrets = [spki, JSON.stringify(publicJwk), createPublicKey({ key: publicJwk as never, format: 'jwk' }).export({ type: 'spki', format: 'der' }).toString('base64')];
+      const secrets = [
+        spki,
+        JSON.stringify(publicJwk),
+        createPublicKey({ key: publicJwk as never, format: 'jwk' })
+          .export({ type: 'spki', format: 'der' })
+          .toString('base64'),
+      ];
       for (const secret of secrets) {
         for (const alg of ['HS256', 'HS384', 'HS512']) {
-          const token = await new SignJWT({ ...realClaims }).setProtectedHeader({ alg, kid, typ: 'JWT' }).sign(new TextEncoder().encode(secret));
+          const token = await new SignJWT({ ...realClaims })
+            .setProtectedHeader({ alg, kid, typ: 'JWT' })
+            .sign(new TextEncoder().encode(secret));
           refused(await get(target, token));
         }
       }
@@ -196,7 +227,9 @@ describe.each(ENGINES)('token attacks and scope escapes on %s', (engine) => {
       }
       // Other algorithms entirely.
       const rsa = await generateKeyPair('RS256');
-      refused(await get(target, await new SignJWT({ ...realClaims }).setProtectedHeader({ alg: 'RS256', kid, typ: 'JWT' }).sign(rsa.privateKey)));
+      refused(
+        await get(target, await new SignJWT({ ...realClaims }).setProtectedHeader({ alg: 'RS256', kid, typ: 'JWT' }).sign(rsa.privateKey)),
+      );
     });
 
     it('a flipped signature byte (first, middle, last), a truncated and an empty signature', async () => {
@@ -215,10 +248,15 @@ describe.each(ENGINES)('token attacks and scope escapes on %s', (engine) => {
 
     it('missing exp (and missing jti, sub, iat), signed with our key', async () => {
       for (const claim of ['exp', 'jti', 'sub', 'iat'] as const) {
-        refused(await get(target, await signedByUs((c) => {
-          const { [claim]: _dropped, ...rest } = c;
-          return rest;
-        })));
+        refused(
+          await get(
+            target,
+            await signedByUs((c) => {
+              const { [claim]: _dropped, ...rest } = c;
+              return rest;
+            }),
+          ),
+        );
       }
     });
 
@@ -302,7 +340,7 @@ describe.each(ENGINES)('token attacks and scope escapes on %s', (engine) => {
       forbidden(await create(realToken, 'secret')); // unscoped: still only visible models
     });
 
-    it('4–7: another account\'s session, by its scoped token, unscoped token and API key (GET, DELETE, transport)', async () => {
+    it("4–7: another account's session, by its scoped token, unscoped token and API key (GET, DELETE, transport)", async () => {
       const theirs = (await create(await mint(models('pattern'), otherKey))).body['session_id'] as string;
       const mine = await mint(models('pattern'));
       const answers = [
@@ -310,7 +348,11 @@ describe.each(ENGINES)('token attacks and scope escapes on %s', (engine) => {
         await end(theirs, mine),
         await get(theirs, realToken),
         await end(theirs, key),
-        await call(`${coordinator.url}/sessions/${theirs}/transport/webrtc/sdp_params`, { method: 'POST', bearer: realToken, body: { sdp: 'v=0' } }),
+        await call(`${coordinator.url}/sessions/${theirs}/transport/webrtc/sdp_params`, {
+          method: 'POST',
+          bearer: realToken,
+          body: { sdp: 'v=0' },
+        }),
       ];
       for (const answer of answers) {
         forbidden(answer);
@@ -324,7 +366,13 @@ describe.each(ENGINES)('token attacks and scope escapes on %s', (engine) => {
       forbidden(await get(target, stranger));
       forbidden(await end(target, stranger));
       forbidden(await call(`${coordinator.url}/sessions/${target}/transport/webrtc/ice_servers`, { bearer: stranger }));
-      forbidden(await call(`${coordinator.url}/sessions/${target}/uploads`, { method: 'POST', bearer: stranger, body: { name: 'a', size: 1, mime_type: 'image/png' } }));
+      forbidden(
+        await call(`${coordinator.url}/sessions/${target}/uploads`, {
+          method: 'POST',
+          bearer: stranger,
+          body: { name: 'a', size: 1, mime_type: 'image/png' },
+        }),
+      );
     });
 
     it('11–14: bind of closed, foreign, unknown and wrong-model ids: one 403 body, timings within 10× of each other', async () => {
@@ -350,22 +398,42 @@ describe.each(ENGINES)('token attacks and scope escapes on %s', (engine) => {
       for (const body of bodies) expect(body).toEqual(bodies[0]);
       const values = Object.values(medians);
       expect(Math.max(...values) / Math.min(...values), JSON.stringify(medians)).toBeLessThan(10);
-      console.log(`[token-attacks ${engine}] bind refusal medians (ms, ${TIMING_TRIES} tries each): ${JSON.stringify(Object.fromEntries(Object.entries(medians).map(([k, v]) => [k, Number(v.toFixed(2))])))}`);
+      console.log(
+        `[token-attacks ${engine}] bind refusal medians (ms, ${TIMING_TRIES} tries each): ${JSON.stringify(Object.fromEntries(Object.entries(medians).map(([k, v]) => [k, Number(v.toFixed(2))])))}`,
+      );
     });
 
     it('15–18: authorization_details as a non-array non-object, or with an unknown or missing type → 400, no token', async () => {
-      for (const details of ['session', 42, true, null]) invalidRequest(await mintRaw({ authorization_details: details }), '/authorization_details');
+      for (const details of ['session', 42, true, null])
+        invalidRequest(await mintRaw({ authorization_details: details }), '/authorization_details');
       invalidRequest(await mintRaw({ authorization_details: [{ type: 'admin', ...models('pattern') }] }), '/authorization_details/0/type');
-      invalidRequest(await mintRaw({ authorization_details: [{ type: 'account', ...models('pattern') }] }), '/authorization_details/0/type');
+      invalidRequest(
+        await mintRaw({ authorization_details: [{ type: 'account', ...models('pattern') }] }),
+        '/authorization_details/0/type',
+      );
       invalidRequest(await mintRaw({ authorization_details: [models('pattern')] }), '/authorization_details/0/type');
       invalidRequest(await mintRaw({ authorization_details: { type: 'admin' } }), '/authorization_details/type');
       invalidRequest(await mintRaw({ authorization_details: [] }), '/authorization_details');
-      invalidRequest(await mintRaw({ authorization_details: [{ type: 'session', ...models('pattern') }, { type: 'session', ...models('secret') }] }), '/authorization_details');
-      invalidRequest(await mintRaw({ authorization_details: [{ type: 'session', ...models('*') }] }), '/authorization_details/0/resources/models/match/0');
-      invalidRequest(await mintRaw({ authorization_details: [{ type: 'session', ...models('pat*') }] }), '/authorization_details/0/resources/models/match/0');
+      invalidRequest(
+        await mintRaw({
+          authorization_details: [
+            { type: 'session', ...models('pattern') },
+            { type: 'session', ...models('secret') },
+          ],
+        }),
+        '/authorization_details',
+      );
+      invalidRequest(
+        await mintRaw({ authorization_details: [{ type: 'session', ...models('*') }] }),
+        '/authorization_details/0/resources/models/match/0',
+      );
+      invalidRequest(
+        await mintRaw({ authorization_details: [{ type: 'session', ...models('pat*') }] }),
+        '/authorization_details/0/resources/models/match/0',
+      );
     });
 
-    it('19: minting for a private model the key cannot see, or naming another account\'s session', async () => {
+    it("19: minting for a private model the key cannot see, or naming another account's session", async () => {
       forbidden(await mintRaw({ authorization_details: [{ type: 'session', ...models('secret') }] }));
       const theirs = await insertSession(otherAccountId, 'pattern');
       forbidden(await mintRaw({ authorization_details: [{ type: 'session', ...binding([theirs]) }] }));
@@ -404,7 +472,11 @@ describe.each(ENGINES)('token attacks and scope escapes on %s', (engine) => {
 
     it('28–29: the runtime API with a token or an API key → refused (no runtime secret configured: 403)', async () => {
       for (const credential of [realToken, key]) {
-        const answer = await call(`${coordinator.url}/runtimes`, { method: 'POST', bearer: credential, body: { id: 'x', url: 'http://127.0.0.1:1', model: 'pattern' } });
+        const answer = await call(`${coordinator.url}/runtimes`, {
+          method: 'POST',
+          bearer: credential,
+          body: { id: 'x', url: 'http://127.0.0.1:1', model: 'pattern' },
+        });
         expect([401, 403]).toContain(answer.status);
       }
     });
@@ -428,7 +500,7 @@ describe.each(ENGINES)('token attacks and scope escapes on %s', (engine) => {
       expect((await end(target, oldKey)).status).toBe(401);
     });
 
-    it('32: a token of a revoked API key, on its own session → 401 token_revoked (a rotated key\'s token still acts)', async () => {
+    it("32: a token of a revoked API key, on its own session → 401 token_revoked (a rotated key's token still acts)", async () => {
       const leaked = await coordinator.apiKeys.create(accountId);
       const routine = await coordinator.apiKeys.create(accountId);
       const stolen = await mint(models('pattern'), leaked.key);

@@ -27,7 +27,20 @@ describe('a runtime whose log pipe is closed', () => {
     for (const name of Object.keys(env)) if (name.startsWith('VITEST')) delete env[name];
     const child = spawn(
       process.execPath,
-      ['--conditions=source', '--import', 'tsx', 'bin/arclight.js', 'serve', 'models/examples/pattern', '--host', '127.0.0.1', '--port', String(port), '--no-playground', '--no-recording'],
+      [
+        '--conditions=source',
+        '--import',
+        'tsx',
+        'bin/arclight.js',
+        'serve',
+        'models/examples/pattern',
+        '--host',
+        '127.0.0.1',
+        '--port',
+        String(port),
+        '--no-playground',
+        '--no-recording',
+      ],
       { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
@@ -51,7 +64,10 @@ describe('a runtime whose log pipe is closed', () => {
       expect(cpuSeconds(child.pid!) - before).toBeLessThan(0.5);
       expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
       child.kill('SIGTERM');
-      const code = await Promise.race([exited, new Promise<string>((resolve) => setTimeout(() => resolve('still running 15 s after SIGTERM'), 15_000))]);
+      const code = await Promise.race([
+        exited,
+        new Promise<string>((resolve) => setTimeout(() => resolve('still running 15 s after SIGTERM'), 15_000)),
+      ]);
       expect(code).toBe(0);
     } finally {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');

@@ -2,7 +2,14 @@
 
 import { describe, expect, it } from 'vitest';
 import { histogramDelta, histogramFromText, histogramQuantile } from '../../bench/support/process-probe.ts';
-import { emitWindows, formatFigures, leastSquaresSlope, soakFigures, thresholdsCrossed, type SoakSample } from '../../bench/support/soak-figures.ts';
+import {
+  emitWindows,
+  formatFigures,
+  leastSquaresSlope,
+  soakFigures,
+  thresholdsCrossed,
+  type SoakSample,
+} from '../../bench/support/soak-figures.ts';
 
 const METRICS = `# HELP arclight_video_emit_to_send_seconds x
 # TYPE arclight_video_emit_to_send_seconds histogram
@@ -38,7 +45,13 @@ describe('histogram quantiles', () => {
 
 describe('soak figures', () => {
   it('least-squares slope', () => {
-    expect(leastSquaresSlope([[0, 1], [1, 3], [2, 5]])).toBeCloseTo(2);
+    expect(
+      leastSquaresSlope([
+        [0, 1],
+        [1, 3],
+        [2, 5],
+      ]),
+    ).toBeCloseTo(2);
     expect(leastSquaresSlope([[0, 1]])).toBeNull();
   });
 
@@ -50,7 +63,10 @@ describe('soak figures', () => {
       connections: 0,
       emitToSend: { bounds: [0.01, 0.1, Infinity], counts },
     });
-    const windows = emitWindows([sample(5, [100, 100, 100]), sample(10, [200, 200, 200]), sample(15, [200, 300, 300]), sample(20, [200, 400, 400])], 10);
+    const windows = emitWindows(
+      [sample(5, [100, 100, 100]), sample(10, [200, 200, 200]), sample(15, [200, 300, 300]), sample(20, [200, 400, 400])],
+      10,
+    );
     expect(windows.map((w) => w.frames)).toEqual([200, 200]);
     expect(windows[0]!.p99Ms).toBeCloseTo(9.9);
     expect(windows[1]!.p99Ms).toBeCloseTo(10 + 90 * 0.99);
@@ -68,9 +84,20 @@ describe('soak figures', () => {
       connections: 0,
       emitToSend: { bounds: [Infinity], counts: [0] },
     });
-    const settings = { minutes: 1, users: 1, watchSeconds: [1, 2] as const, sampleEverySeconds: 10, windowSeconds: 30, quietEverySeconds: 30, warmupFraction: 0.1 };
+    const settings = {
+      minutes: 1,
+      users: 1,
+      watchSeconds: [1, 2] as const,
+      sampleEverySeconds: 10,
+      windowSeconds: 30,
+      quietEverySeconds: 30,
+      warmupFraction: 0.1,
+    };
     const counters = { sessions: 1, attempts: 1, reconnects: 0, commands: 0, failures: [] };
-    const figures = soakFigures({ samples: [at(10, 40), at(20, 41)], quietPoints: [at(-3, 30), at(30, 34), at(60, 35)], counters, samplingErrors: [] }, settings);
+    const figures = soakFigures(
+      { samples: [at(10, 40), at(20, 41)], quietPoints: [at(-3, 30), at(30, 34), at(60, 35)], counters, samplingErrors: [] },
+      settings,
+    );
     expect(figures.processes['coordinator']!.fds.atQuietPoints).toEqual([30, 34, 35]);
     expect(figures.processes['coordinator']!.fds.quietGrowth).toBe(1);
   });
@@ -92,7 +119,15 @@ describe('soak figures', () => {
         emitToSend: { bounds: [Infinity], counts: [0] },
       };
     };
-    const settings = { minutes: 60, users: 1, watchSeconds: [1, 2] as const, sampleEverySeconds: 60, windowSeconds: 300, quietEverySeconds: 300, warmupFraction: 0.1 };
+    const settings = {
+      minutes: 60,
+      users: 1,
+      watchSeconds: [1, 2] as const,
+      sampleEverySeconds: 60,
+      windowSeconds: 300,
+      quietEverySeconds: 300,
+      warmupFraction: 0.1,
+    };
     const counters = { sessions: 1, attempts: 1, reconnects: 0, commands: 0, failures: [] };
     const samples = Array.from({ length: 61 }, (_, i) => at(i * 60));
     const figures = soakFigures({ samples, quietPoints: [at(0), at(3600)], counters, samplingErrors: [] }, settings);
@@ -102,7 +137,9 @@ describe('soak figures', () => {
     expect(figures.processes['runtime-2']!.outsideHeapSlopePerHour).toBeNull();
     expect(figures.quietPoints[1]!.heapTotalMiB).toEqual({ coordinator: 90, 'runtime-1': 40 });
     // Printed, and not judged: the RSS slope alone crosses the threshold.
-    expect(formatFigures(figures, thresholdsCrossed(figures))).toContain('RSS outside the V8 heap, slope MiB/h after 6.0 min (not judged): coordinator 0.0, runtime-1 30.0');
+    expect(formatFigures(figures, thresholdsCrossed(figures))).toContain(
+      'RSS outside the V8 heap, slope MiB/h after 6.0 min (not judged): coordinator 0.0, runtime-1 30.0',
+    );
     expect(thresholdsCrossed(figures)).toEqual(['coordinator: RSS grows 60.0 MiB/h (> 20)', 'runtime-1: RSS grows 30.0 MiB/h (> 20)']);
   });
 });

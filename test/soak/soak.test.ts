@@ -36,7 +36,9 @@ describe('soak, 18 s in CI', () => {
       expect(p.fds.max, name).toBeGreaterThan(0);
       // Before the churn, halfway, after it.
       expect(p.fds.atQuietPoints.length, name).toBeGreaterThanOrEqual(3);
-      expect(p.fds.quietGrowth!, `${name}: fds at quiet points ${p.fds.atQuietPoints.join(' ')}`).toBeLessThanOrEqual(THRESHOLDS.maxQuietFdGrowth);
+      expect(p.fds.quietGrowth!, `${name}: fds at quiet points ${p.fds.atQuietPoints.join(' ')}`).toBeLessThanOrEqual(
+        THRESHOLDS.maxQuietFdGrowth,
+      );
     }
     expect(figures.emitP99Ms.windows.length).toBeGreaterThanOrEqual(2);
     expect(figures.emitP99Ms.first).toBeGreaterThan(0);

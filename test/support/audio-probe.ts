@@ -13,7 +13,8 @@ export class AudioProbe {
   readonly #sink: { stop(): void; ondata: ((data: AudioData) => void) | null };
 
   constructor(track: MediaStreamTrack) {
-    const Sink = (wrtc as unknown as { nonstandard: { RTCAudioSink: new (t: MediaStreamTrack) => AudioProbe['_sink'] } }).nonstandard.RTCAudioSink;
+    const Sink = (wrtc as unknown as { nonstandard: { RTCAudioSink: new (t: MediaStreamTrack) => AudioProbe['_sink'] } }).nonstandard
+      .RTCAudioSink;
     this.#sink = new Sink(track);
     this.#sink.ondata = (data) => {
       this.chunks++;
@@ -39,7 +40,9 @@ export class AudioProbe {
 
 /** A 10 ms-per-call sine source for wrtc's RTCAudioSource (48 kHz mono). */
 export function startSine(frequency: number, amplitude: number): { track: MediaStreamTrack; stop(): void } {
-  const Source = (wrtc as unknown as { nonstandard: { RTCAudioSource: new () => { createTrack(): MediaStreamTrack; onData(d: object): void } } }).nonstandard.RTCAudioSource;
+  const Source = (
+    wrtc as unknown as { nonstandard: { RTCAudioSource: new () => { createTrack(): MediaStreamTrack; onData(d: object): void } } }
+  ).nonstandard.RTCAudioSource;
   const source = new Source();
   const track = source.createTrack();
   let phase = 0;
@@ -51,5 +54,11 @@ export function startSine(frequency: number, amplitude: number): { track: MediaS
     }
     source.onData({ samples, sampleRate: 48_000, bitsPerSample: 16, channelCount: 1, numberOfFrames: 480 });
   }, 10);
-  return { track, stop: () => { clearInterval(timer); track.stop(); } };
+  return {
+    track,
+    stop: () => {
+      clearInterval(timer);
+      track.stop();
+    },
+  };
 }

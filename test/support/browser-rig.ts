@@ -42,7 +42,9 @@ export function browserRig(model: unknown, name: string, options: BrowserRigOpti
       ice: { hostAddresses: [rig.net.hostAddress] },
       logger: createLogger({ test: name }, 'warn'),
     };
-    rig.runtime = options.peerFaults ? await startRuntimeWithFaults(runtimeOptions, options.peerFaults) : await startRuntime(runtimeOptions);
+    rig.runtime = options.peerFaults
+      ? await startRuntimeWithFaults(runtimeOptions, options.peerFaults)
+      : await startRuntime(runtimeOptions);
     rig.chrome = await launchChromiumInNamespace(rig.net, {
       secureOrigins: [rig.runtime.url],
       ...(options.chromiumArgs ? { extraArgs: options.chromiumArgs } : {}),
@@ -75,7 +77,10 @@ export async function openClientPage(rig: BrowserRig): Promise<{ page: Page; log
   page.on('console', (m) => log.push(`${m.type()}: ${m.text()}`));
   page.on('pageerror', (e) => log.push(`pageerror: ${e.message}`));
   await page.goto(rig.runtime.url);
-  await page.addScriptTag({ type: 'module', content: "import { ArclightClient } from '/playground/arclight-client.js'; window.ArclightClient = ArclightClient;" });
+  await page.addScriptTag({
+    type: 'module',
+    content: "import { ArclightClient } from '/playground/arclight-client.js'; window.ArclightClient = ArclightClient;",
+  });
   await page.waitForFunction(() => 'ArclightClient' in window);
   return { page, log };
 }

@@ -149,7 +149,9 @@ export function recordPageLog(page: Page): string[] {
   const lines: string[] = [];
   page.on('console', (message) => lines.push(`[console.${message.type()}] ${message.text()}`));
   page.on('pageerror', (error) => lines.push(`[pageerror] ${error.stack ?? error.message}`));
-  page.on('requestfailed', (request) => lines.push(`[requestfailed] ${request.method()} ${request.url()}: ${request.failure()?.errorText}`));
+  page.on('requestfailed', (request) =>
+    lines.push(`[requestfailed] ${request.method()} ${request.url()}: ${request.failure()?.errorText}`),
+  );
   page.on('response', (response) => {
     if (response.status() >= 400) lines.push(`[http ${response.status()}] ${response.request().method()} ${response.url()}`);
   });

@@ -41,12 +41,31 @@ export async function startCoordinatorProcess(options: {
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('VITEST') && k !== 'DATABASE_URL') env[k] = v;
   if (options.runtimeSecret) env['ARCLIGHT_RUNTIME_SECRET'] = options.runtimeSecret;
   env['ARCLIGHT_LOG'] = 'warn';
-  const args = ['--conditions=source', '--import', 'tsx', 'bin/arclight.js', 'coordinator', '--port', String(options.port), '--database', options.database, ...(options.extraArgs ?? [])];
+  const args = [
+    '--conditions=source',
+    '--import',
+    'tsx',
+    'bin/arclight.js',
+    'coordinator',
+    '--port',
+    String(options.port),
+    '--database',
+    options.database,
+    ...(options.extraArgs ?? []),
+  ];
   const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'inherit'] });
   children.add(child);
   child.once('exit', () => children.delete(child));
   const url = `http://${LOOPBACK}:${options.port}`;
-  await waitUntil(() => fetch(`${url}/pricing`).then((r) => r.ok, () => false), 20_000, 'the coordinator process to serve');
+  await waitUntil(
+    () =>
+      fetch(`${url}/pricing`).then(
+        (r) => r.ok,
+        () => false,
+      ),
+    20_000,
+    'the coordinator process to serve',
+  );
   return { url, child };
 }
 

@@ -65,7 +65,9 @@ export function findTurnserver(): string {
       // next
     }
   }
-  throw new Error(`turnserver not found (looked at ${TURNSERVER_CANDIDATES.join(', ')}). Install the Debian package \`coturn\` (\`npm test\` does, through scripts/provision.mjs, when run as root on Debian).`);
+  throw new Error(
+    `turnserver not found (looked at ${TURNSERVER_CANDIDATES.join(', ')}). Install the Debian package \`coturn\` (\`npm test\` does, through scripts/provision.mjs, when run as root on Debian).`,
+  );
 }
 
 function hasSetpriv(): boolean {
@@ -119,7 +121,16 @@ function stunBinding(address: string, port: number, timeoutMs: number): Promise<
 // ---------------------------------------------------------------------------
 
 const MAGIC_COOKIE = 0x2112a442;
-const ATTR = { USERNAME: 0x0006, MESSAGE_INTEGRITY: 0x0008, ERROR_CODE: 0x0009, REALM: 0x0014, NONCE: 0x0015, XOR_RELAYED_ADDRESS: 0x0016, REQUESTED_TRANSPORT: 0x0019, LIFETIME: 0x000d } as const;
+const ATTR = {
+  USERNAME: 0x0006,
+  MESSAGE_INTEGRITY: 0x0008,
+  ERROR_CODE: 0x0009,
+  REALM: 0x0014,
+  NONCE: 0x0015,
+  XOR_RELAYED_ADDRESS: 0x0016,
+  REQUESTED_TRANSPORT: 0x0019,
+  LIFETIME: 0x000d,
+} as const;
 const ALLOCATE_REQUEST = 0x0003;
 const ALLOCATE_SUCCESS = 0x0103;
 const ALLOCATE_ERROR = 0x0113;
@@ -175,7 +186,14 @@ function parseAttributes(message: Buffer): Map<number, Buffer> {
   return attributes;
 }
 
-function exchange(socket: ReturnType<typeof createSocket>, request: Buffer, transaction: Buffer, address: string, port: number, timeoutMs: number): Promise<Buffer> {
+function exchange(
+  socket: ReturnType<typeof createSocket>,
+  request: Buffer,
+  transaction: Buffer,
+  address: string,
+  port: number,
+  timeoutMs: number,
+): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const onMessage = (message: Buffer): void => {
       if (message.length < 20 || !message.subarray(8, 20).equals(transaction)) return;
@@ -207,21 +225,47 @@ export type AllocateResult =
  * permission to each of `peers` (a request to the server only: nothing is sent to the peers).
  * Frees the allocation again when it succeeds.
  */
-export async function tryAllocate(address: string, port: number, username: string, password: string, peers: readonly string[] = []): Promise<AllocateResult> {
+export async function tryAllocate(
+  address: string,
+  port: number,
+  username: string,
+  password: string,
+  peers: readonly string[] = [],
+): Promise<AllocateResult> {
   const socket = createSocket('udp4');
   await new Promise<void>((resolve) => socket.bind(0, address, resolve));
   try {
     const transport = Buffer.from([17, 0, 0, 0]); // UDP
     const first = randomBytes(12);
-    const challenge = await exchange(socket, stunMessage(ALLOCATE_REQUEST, first, [attribute(ATTR.REQUESTED_TRANSPORT, transport)]), first, address, port, 3_000);
+    const challenge = await exchange(
+      socket,
+      stunMessage(ALLOCATE_REQUEST, first, [attribute(ATTR.REQUESTED_TRANSPORT, transport)]),
+      first,
+      address,
+      port,
+      3_000,
+    );
     const challengeAttributes = parseAttributes(challenge);
     const realm = challengeAttributes.get(ATTR.REALM);
     const nonce = challengeAttributes.get(ATTR.NONCE);
     if (!realm || !nonce) throw new Error('the TURN server sent no REALM/NONCE challenge');
-    const key = createHash('md5').update(`${username}:${realm.toString('utf8')}:${password}`).digest();
+    const key = createHash('md5')
+      .update(`${username}:${realm.toString('utf8')}:${password}`)
+      .digest();
     const second = randomBytes(12);
-    const credentials = [attribute(ATTR.USERNAME, Buffer.from(username, 'utf8')), attribute(ATTR.REALM, realm), attribute(ATTR.NONCE, nonce)];
-    const answer = await exchange(socket, stunMessage(ALLOCATE_REQUEST, second, [attribute(ATTR.REQUESTED_TRANSPORT, transport), ...credentials], key), second, address, port, 3_000);
+    const credentials = [
+      attribute(ATTR.USERNAME, Buffer.from(username, 'utf8')),
+      attribute(ATTR.REALM, realm),
+      attribute(ATTR.NONCE, nonce),
+    ];
+    const answer = await exchange(
+      socket,
+      stunMessage(ALLOCATE_REQUEST, second, [attribute(ATTR.REQUESTED_TRANSPORT, transport), ...credentials], key),
+      second,
+      address,
+      port,
+      3_000,
+    );
     const attributes = parseAttributes(answer);
     const type = answer.readUInt16BE(0);
     if (type === ALLOCATE_ERROR) {
@@ -235,13 +279,27 @@ export async function tryAllocate(address: string, port: number, username: strin
     const permissions: Record<string, number> = {};
     for (const peer of peers) {
       const id = randomBytes(12);
-      const reply = await exchange(socket, stunMessage(CREATE_PERMISSION_REQUEST, id, [attribute(XOR_PEER_ADDRESS, xorPeerAddress(peer)), ...credentials], key), id, address, port, 3_000);
+      const reply = await exchange(
+        socket,
+        stunMessage(CREATE_PERMISSION_REQUEST, id, [attribute(XOR_PEER_ADDRESS, xorPeerAddress(peer)), ...credentials], key),
+        id,
+        address,
+        port,
+        3_000,
+      );
       permissions[peer] = reply.readUInt16BE(0) === CREATE_PERMISSION_SUCCESS ? 200 : errorCode(parseAttributes(reply));
     }
     // Free it (Refresh with LIFETIME 0).
     const lifetime = Buffer.alloc(4);
     const third = randomBytes(12);
-    await exchange(socket, stunMessage(REFRESH_REQUEST, third, [attribute(ATTR.LIFETIME, lifetime), ...credentials], key), third, address, port, 3_000).catch(() => undefined);
+    await exchange(
+      socket,
+      stunMessage(REFRESH_REQUEST, third, [attribute(ATTR.LIFETIME, lifetime), ...credentials], key),
+      third,
+      address,
+      port,
+      3_000,
+    ).catch(() => undefined);
     return { ok: true, relayed: { address: relayedAddress, port: relayedPort }, permissions };
   } finally {
     socket.close();

@@ -10,7 +10,10 @@ export interface EventStreamReader {
   stop(): void;
 }
 
-export async function readEventStream(url: string, headers: Record<string, string> = {}): Promise<EventStreamReader & { readonly status: number }> {
+export async function readEventStream(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<EventStreamReader & { readonly status: number }> {
   const abort = new AbortController();
   const response = await fetch(url, { headers: { accept: 'text/event-stream', ...headers }, signal: abort.signal });
   const events: Array<ServerSentEvent & { receivedAt: number }> = [];

@@ -89,7 +89,11 @@ async function build(): Promise<FakeNvencDriver> {
   const hash = createHash('sha256').update(JSON.stringify([cxx, flags]));
   for (const source of Object.values(SOURCES)) hash.update(readFileSync(source));
   const dir = join(tmpdir(), `arclight-fake-nvenc-${hash.digest('hex').slice(0, 16)}`);
-  const inDir = (d: string): FakeNvencDriver => ({ dir: d, libcuda: join(d, 'libcuda.so.1'), libnvidiaEncode: join(d, 'libnvidia-encode.so.1') });
+  const inDir = (d: string): FakeNvencDriver => ({
+    dir: d,
+    libcuda: join(d, 'libcuda.so.1'),
+    libnvidiaEncode: join(d, 'libnvidia-encode.so.1'),
+  });
   const driver = inDir(dir);
   if (existsSync(driver.libcuda) && existsSync(driver.libnvidiaEncode)) return driver;
   // Built aside and renamed into place, so a concurrent test process never sees half a build.

@@ -9,7 +9,13 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { launchChromiumInNamespace, launchChromiumOnLoopback, type LaunchedChromium } from './chromium.ts';
-import { assertCanCreateNetworkNamespaces, canCreateNetworkNamespaces, createTestNetwork, findIpBinary, type TestNetwork } from './netns.ts';
+import {
+  assertCanCreateNetworkNamespaces,
+  canCreateNetworkNamespaces,
+  createTestNetwork,
+  findIpBinary,
+  type TestNetwork,
+} from './netns.ts';
 
 // Loaded at /: fetch + fake webcam. Loaded at /?ice-only: ICE gathering without getUserMedia.
 const PAGE = `<!doctype html>

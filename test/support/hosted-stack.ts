@@ -12,7 +12,6 @@ import { waitUntil } from './video-probe.ts';
 
 const LOOPBACK = '127.0.0.1';
 
-
 /** How often the stack's runtime heartbeats (the coordinator tells it at registration). */
 export const HEARTBEAT_MS = 1_000;
 

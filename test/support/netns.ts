@@ -20,7 +20,17 @@
  * of more than one machine (test/e2e/multi-host.browser.test.ts).
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { accessSync, closeSync, constants as fsConstants, mkdirSync, openSync, readdirSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import {
+  accessSync,
+  closeSync,
+  constants as fsConstants,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 
@@ -88,7 +98,8 @@ export function networkNamespaceUnavailableReason(): string | null {
   if (process.platform !== 'linux') return `network namespaces need Linux (platform is ${process.platform})`;
   const uid = process.getuid?.();
   if (uid !== 0) return `network namespaces need root (uid is ${uid ?? 'unknown'}); run the tests as root, as .ci/run does`;
-  if (!findIpBinary()) return 'the `ip` command (Debian package iproute2) is not installed; `npm test` installs it (scripts/provision.mjs) when run as root on Debian';
+  if (!findIpBinary())
+    return 'the `ip` command (Debian package iproute2) is not installed; `npm test` installs it (scripts/provision.mjs) when run as root on Debian';
   return null;
 }
 
@@ -311,10 +322,7 @@ function destroySync(r: Resources): void {
   } catch {
     // namespace may not exist
   }
-  for (const argv of [
-    ...(r.hostInterface ? [[ip(), 'link', 'del', r.hostInterface]] : []),
-    [ip(), 'netns', 'del', r.namespace],
-  ]) {
+  for (const argv of [...(r.hostInterface ? [[ip(), 'link', 'del', r.hostInterface]] : []), [ip(), 'netns', 'del', r.namespace]]) {
     try {
       execSync(argv);
     } catch {
@@ -334,10 +342,7 @@ async function destroy(r: Resources): Promise<void> {
   }
   // Delete the veth explicitly: `ip netns del` only drops the name, and the
   // namespace (with its veth) lingers while any process still holds it.
-  for (const argv of [
-    ...(r.hostInterface ? [[ip(), 'link', 'del', r.hostInterface]] : []),
-    [ip(), 'netns', 'del', r.namespace],
-  ]) {
+  for (const argv of [...(r.hostInterface ? [[ip(), 'link', 'del', r.hostInterface]] : []), [ip(), 'netns', 'del', r.namespace]]) {
     try {
       await exec(argv);
     } catch (err) {
@@ -537,7 +542,8 @@ export async function createTestLan<const Name extends string>(names: readonly N
   assertCanCreateNetworkNamespaces();
   if (names.length === 0) throw new Error('createTestLan needs at least one host');
   for (const name of names) {
-    if (!LAN_HOST_NAME.test(name) || name === SWITCH_SUFFIX) throw new Error(`bad LAN host name "${name}": 1–12 lowercase letters and digits, not "${SWITCH_SUFFIX}"`);
+    if (!LAN_HOST_NAME.test(name) || name === SWITCH_SUFFIX)
+      throw new Error(`bad LAN host name "${name}": 1–12 lowercase letters and digits, not "${SWITCH_SUFFIX}"`);
   }
   if (new Set(names).size !== names.length) throw new Error('LAN host names must be distinct');
   installSafetyNet();
@@ -602,7 +608,9 @@ export async function createTestLan<const Name extends string>(names: readonly N
       () => '',
       (e: unknown) => `\n  (cleanup after failure also failed: ${(e as Error).message})`,
     );
-    throw new Error(`createTestLan failed while setting up ${prefix}* (${addressAt(0)}/${prefixLength}):\n  ${(err as Error).message}${hintFor(err)}${cleanup}`);
+    throw new Error(
+      `createTestLan failed while setting up ${prefix}* (${addressAt(0)}/${prefixLength}):\n  ${(err as Error).message}${hintFor(err)}${cleanup}`,
+    );
   }
 
   const hosts = Object.fromEntries(

@@ -20,7 +20,9 @@ export async function pollUntil<T>(
     }
     if (Date.now() > deadline) {
       const detail = options.diagnostics ? await options.diagnostics() : '';
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last value: ${last instanceof Error ? last.message : JSON.stringify(last)}${detail}`);
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}; last value: ${last instanceof Error ? last.message : JSON.stringify(last)}${detail}`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, options.intervalMs ?? 150));
   }

@@ -149,7 +149,9 @@ describe('sharedPostgres', () => {
         console.log(JSON.stringify({ port: server.port, directory: server.directory }));
         setInterval(() => {}, 1000); // wait to be killed
       `;
-      const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       let stdout = '';
       let stderr = '';
       child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));

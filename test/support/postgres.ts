@@ -141,7 +141,8 @@ interface ServerUser {
  */
 function serverUser(): ServerUser | null {
   if (process.getuid?.() !== 0) return null;
-  const id = (flag: string): number => Number(execFileSync('id', [flag, SUPERUSER], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim());
+  const id = (flag: string): number =>
+    Number(execFileSync('id', [flag, SUPERUSER], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim());
   try {
     return { uid: id('-u'), gid: id('-g') };
   } catch {
@@ -295,7 +296,13 @@ interface Postmaster {
   hasExited(): boolean;
 }
 
-function spawnPostmaster(binaries: PostgresBinaries, dataDirectory: string, cwd: string, port: number, user: ServerUser | null): Postmaster {
+function spawnPostmaster(
+  binaries: PostgresBinaries,
+  dataDirectory: string,
+  cwd: string,
+  port: number,
+  user: ServerUser | null,
+): Postmaster {
   const args = [
     '-D',
     dataDirectory,
@@ -399,7 +406,9 @@ export async function startPostgres(): Promise<PostgresServer> {
       const outcome = await waitUntilAccepting(postmaster, port);
       if (outcome === 'ready') break;
       if (outcome === 'timeout') {
-        throw new Error(`postgres did not accept connections on ${HOST}:${port} within ${START_TIMEOUT_MS} ms. Its log:\n${postmaster.log()}`);
+        throw new Error(
+          `postgres did not accept connections on ${HOST}:${port} within ${START_TIMEOUT_MS} ms. Its log:\n${postmaster.log()}`,
+        );
       }
       failures.push(`port ${port}:\n${postmaster.log()}`);
       // Someone took the port between our probe and postgres' bind: try another one.
@@ -430,7 +439,10 @@ export async function startPostgres(): Promise<PostgresServer> {
       if (running.hasExited()) throw new Error(`createDatabase: postgres exited unexpectedly. Its log:\n${running.log()}`);
       // pid + counter: unique among every database this process creates, on any server.
       // Identifiers are at most 63 bytes and must not start with a digit.
-      const safePrefix = prefix.toLowerCase().replace(/[^a-z0-9_]/g, '_').slice(0, 40);
+      const safePrefix = prefix
+        .toLowerCase()
+        .replace(/[^a-z0-9_]/g, '_')
+        .slice(0, 40);
       const name = `${/^[a-z_]/.test(safePrefix) ? '' : 'db_'}${safePrefix}_${process.pid}_${++databaseCounter}`;
       const admin = new pg.Client(connectionConfig(port, 'postgres'));
       admin.on('error', () => {}); // surfaced through the awaited calls below
@@ -469,7 +481,10 @@ export function sharedPostgres(): Promise<PostgresServer> {
       directory: server.directory,
       url: (database) => server.url(database),
       createDatabase: (prefix) => server.createDatabase(prefix),
-      stop: () => Promise.reject(new Error('sharedPostgres(): the shared server stops when the test process ends; use startPostgres() for one you stop')),
+      stop: () =>
+        Promise.reject(
+          new Error('sharedPostgres(): the shared server stops when the test process ends; use startPostgres() for one you stop'),
+        ),
     }),
     (err: unknown) => {
       shared = undefined; // let the next caller try again (and report the error itself)

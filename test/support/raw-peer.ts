@@ -97,13 +97,14 @@ export async function openRawPeer(runtimeUrl: string, sessionId: string, options
 
   const session = await fetchJson<SessionResponse>('GET', `${base}/sessions/${encodeURIComponent(sessionId)}`, undefined, [200]);
   const capabilities = session.capabilities;
-  const tracks = options.tracks === undefined
-    ? capabilities.tracks
-    : options.tracks.map((name) => {
-        const track = capabilities.tracks.find((t) => t.name === name);
-        if (!track) throw new Error(`openRawPeer: the model has no track "${name}"`);
-        return track;
-      });
+  const tracks =
+    options.tracks === undefined
+      ? capabilities.tracks
+      : options.tracks.map((name) => {
+          const track = capabilities.tracks.find((t) => t.name === name);
+          if (!track) throw new Error(`openRawPeer: the model has no track "${name}"`);
+          return track;
+        });
 
   const { connection_id: connectionId } = await fetchJson<{ connection_id: number }>('POST', `${transport}/connections`, undefined, [201]);
   const offer = await createWrtcOffer(tracks, options.dataChannelLabel ?? 'data');
@@ -123,11 +124,16 @@ export async function openRawPeer(runtimeUrl: string, sessionId: string, options
 
   try {
     const loopbackOnly = options.loopbackOnly ?? true;
-    await fetchJson('POST', `${transport}/connections/${connectionId}/sdp_params`, {
-      sdp_offer: loopbackOnly ? keepLoopbackCandidates(offer.sdp) : offer.sdp,
-      ...(options.sendTrackMapping === false ? {} : { track_mapping: offer.mapping }),
-      ...(options.pausedTracks ? { paused_tracks: options.pausedTracks } : {}),
-    }, [202]);
+    await fetchJson(
+      'POST',
+      `${transport}/connections/${connectionId}/sdp_params`,
+      {
+        sdp_offer: loopbackOnly ? keepLoopbackCandidates(offer.sdp) : offer.sdp,
+        ...(options.sendTrackMapping === false ? {} : { track_mapping: offer.mapping }),
+        ...(options.pausedTracks ? { paused_tracks: options.pausedTracks } : {}),
+      },
+      [202],
+    );
     let answer: string | undefined;
     while (answer === undefined) {
       const response = await fetch(`${transport}/connections/${connectionId}/sdp_params`);
@@ -143,7 +149,8 @@ export async function openRawPeer(runtimeUrl: string, sessionId: string, options
     }
     if (loopbackOnly) {
       const foreign = candidateAddresses(answer).filter((address) => address !== '127.0.0.1');
-      if (foreign.length > 0) throw new Error(`openRawPeer: the answer advertises non-loopback candidates ${foreign.join(', ')}; refusing to connect`);
+      if (foreign.length > 0)
+        throw new Error(`openRawPeer: the answer advertises non-loopback candidates ${foreign.join(', ')}; refusing to connect`);
     }
     await pc.setRemoteDescription({ type: 'answer', sdp: answer });
     await waitUntil(
@@ -187,7 +194,11 @@ export async function openRawPeer(runtimeUrl: string, sessionId: string, options
         };
         const timer = setTimeout(() => {
           finish();
-          reject(new Error(`openRawPeer.waitFor: no matching message within ${timeoutMs} ms; received: ${JSON.stringify(messages.slice(from)).slice(0, 2_000)}`));
+          reject(
+            new Error(
+              `openRawPeer.waitFor: no matching message within ${timeoutMs} ms; received: ${JSON.stringify(messages.slice(from)).slice(0, 2_000)}`,
+            ),
+          );
         }, timeoutMs);
         const finish = () => {
           clearTimeout(timer);
@@ -214,7 +225,10 @@ export async function openRawPeer(runtimeUrl: string, sessionId: string, options
 
 /** The connection addresses of an SDP's `a=candidate` lines. */
 export function candidateAddresses(sdp: string): string[] {
-  return sdp.split(/\r?\n/).filter((line) => line.startsWith('a=candidate:')).map((line) => line.split(' ')[4] ?? '');
+  return sdp
+    .split(/\r?\n/)
+    .filter((line) => line.startsWith('a=candidate:'))
+    .map((line) => line.split(' ')[4] ?? '');
 }
 
 /** Drops every `a=candidate` line whose address is not 127.0.0.1. */

@@ -36,7 +36,10 @@ export async function serveStaticFiles(root: string, host: string): Promise<Stat
       }
       try {
         const body = await readFile(file);
-        response.writeHead(200, { 'content-type': CONTENT_TYPES[extname(file)] ?? 'application/octet-stream', 'cache-control': 'no-store' });
+        response.writeHead(200, {
+          'content-type': CONTENT_TYPES[extname(file)] ?? 'application/octet-stream',
+          'cache-control': 'no-store',
+        });
         response.end(request.method === 'HEAD' ? undefined : body);
       } catch {
         response.writeHead(404).end();

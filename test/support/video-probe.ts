@@ -23,7 +23,8 @@ export class VideoProbe {
   readonly #sink: { stop(): void; onframe: ((event: { frame: { width: number; height: number; data: Uint8Array } }) => void) | null };
 
   constructor(track: MediaStreamTrack) {
-    const Sink = (wrtc as unknown as { nonstandard: { RTCVideoSink: new (t: MediaStreamTrack) => VideoProbe['_sink'] } }).nonstandard.RTCVideoSink;
+    const Sink = (wrtc as unknown as { nonstandard: { RTCVideoSink: new (t: MediaStreamTrack) => VideoProbe['_sink'] } }).nonstandard
+      .RTCVideoSink;
     this.#sink = new Sink(track);
     this.#sink.onframe = ({ frame }) => {
       this.frames++;
@@ -38,7 +39,10 @@ export class VideoProbe {
   }
 
   /** For the type above only. */
-  declare readonly _sink: { stop(): void; onframe: ((event: { frame: { width: number; height: number; data: Uint8Array } }) => void) | null };
+  declare readonly _sink: {
+    stop(): void;
+    onframe: ((event: { frame: { width: number; height: number; data: Uint8Array } }) => void) | null;
+  };
 
   /** Y, U and V at a pixel of the latest frame. */
   sample(x: number, y: number): I420Sample {
@@ -83,7 +87,12 @@ export async function waitUntil(check: () => boolean | Promise<boolean>, timeout
  * checking that nothing more comes: a fixed sleep is too short for a loaded machine's encoder
  * and decoder, while this adapts to them and still fails if the flow never stops.
  */
-export async function waitUntilStill(read: () => unknown | Promise<unknown>, stillMs: number, timeoutMs: number, what: string): Promise<void> {
+export async function waitUntilStill(
+  read: () => unknown | Promise<unknown>,
+  stillMs: number,
+  timeoutMs: number,
+  what: string,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let seen = JSON.stringify(await read());
   let since = performance.now();
@@ -92,11 +101,16 @@ export async function waitUntilStill(read: () => unknown | Promise<unknown>, sti
     const now = JSON.stringify(await read());
     if (now !== seen) [seen, since] = [now, performance.now()];
     if (performance.now() - since >= stillMs) return;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} to stand still for ${stillMs} ms (last: ${seen})`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} to stand still for ${stillMs} ms (last: ${seen})`);
   }
 }
 
 /** True when two samples are within `tolerance` on each of Y, U and V. */
 export function near(actual: I420Sample, expected: I420Sample, tolerance: number): boolean {
-  return Math.abs(actual.y - expected.y) <= tolerance && Math.abs(actual.u - expected.u) <= tolerance && Math.abs(actual.v - expected.v) <= tolerance;
+  return (
+    Math.abs(actual.y - expected.y) <= tolerance &&
+    Math.abs(actual.u - expected.u) <= tolerance &&
+    Math.abs(actual.v - expected.v) <= tolerance
+  );
 }

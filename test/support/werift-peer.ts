@@ -3,7 +3,16 @@
  * a test names (e.g. H.265, which no browser here has), negotiates with the runtime over the
  * 2.9.0 signalling on loopback, and exposes the raw RTP of the output video track.
  */
-import { RTCPeerConnection, RTCRtpCodecParameters, RTCRtpHeaderExtensionParameters, useNACK, usePLI, type RTCDataChannel, type RTCRtpTransceiver, type RtpPacket } from 'werift';
+import {
+  RTCPeerConnection,
+  RTCRtpCodecParameters,
+  RTCRtpHeaderExtensionParameters,
+  useNACK,
+  usePLI,
+  type RTCDataChannel,
+  type RTCRtpTransceiver,
+  type RtpPacket,
+} from 'werift';
 import type { SessionResponse } from '../../protocol/session.ts';
 import type { VideoFrame } from '../../runtime/media/frames.ts';
 import { VideoDecoder } from '../../runtime/media/video-decoder.ts';
@@ -65,7 +74,12 @@ export async function openWeriftPeer(
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({
       sdp_offer: pc.localDescription!.sdp,
-      track_mapping: session.capabilities.tracks.map((t, i) => ({ mid: transceivers[i]!.mid, name: t.name, kind: t.kind, direction: t.direction })),
+      track_mapping: session.capabilities.tracks.map((t, i) => ({
+        mid: transceivers[i]!.mid,
+        name: t.name,
+        kind: t.kind,
+        direction: t.direction,
+      })),
     }),
   });
   if (offered.status !== 202) throw new Error(`offer refused: ${offered.status} ${await offered.text()}`);
@@ -117,7 +131,12 @@ export async function decodeTrack(
   const transceiver = peer.transceiver(track);
   let chain = Promise.resolve();
   peer.onTrackRtp(track, (rtp) => {
-    const unit = depacketizer.push({ payload: rtp.payload, marker: rtp.header.marker, sequenceNumber: rtp.header.sequenceNumber, timestamp: rtp.header.timestamp });
+    const unit = depacketizer.push({
+      payload: rtp.payload,
+      marker: rtp.header.marker,
+      sequenceNumber: rtp.header.sequenceNumber,
+      timestamp: rtp.header.timestamp,
+    });
     if (depacketizer.needsKeyframe) void transceiver.receiver.sendRtcpPLI(rtp.header.ssrc);
     if (!unit) return;
     chain = chain

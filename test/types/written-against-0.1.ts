@@ -7,7 +7,16 @@
 
 import { ArclightClient } from 'arclight/client';
 import { mintToken } from 'arclight/client/server';
-import { commandFor, CommandError, convertToYuv, defineModel, nativeAddon, startRuntime, VideoEncoder, type RuntimeOptions } from 'arclight/runtime';
+import {
+  commandFor,
+  CommandError,
+  convertToYuv,
+  defineModel,
+  nativeAddon,
+  startRuntime,
+  VideoEncoder,
+  type RuntimeOptions,
+} from 'arclight/runtime';
 import { startRuntime as startRuntimeFromOperator, WordListModerator } from 'arclight/runtime/operator';
 import { NvencVideoEncoder, type CudaFrame } from 'arclight/runtime/gpu';
 

@@ -62,7 +62,9 @@ export function nodeApiHeaderDirs(): { napiInclude: string; nodeAddonApi: string
     try {
       return dirname(require.resolve(`${name}/package.json`));
     } catch {
-      throw new Error(`${name} is not installed here (npm install), and no ${name === 'node-api-headers' ? '$ARCLIGHT_NAPI_INCLUDE_DIR' : '$ARCLIGHT_NODE_ADDON_API_DIR'} names its headers`);
+      throw new Error(
+        `${name} is not installed here (npm install), and no ${name === 'node-api-headers' ? '$ARCLIGHT_NAPI_INCLUDE_DIR' : '$ARCLIGHT_NODE_ADDON_API_DIR'} names its headers`,
+      );
     }
   };
   const napiInclude = process.env['ARCLIGHT_NAPI_INCLUDE_DIR'] ?? join(fromPackage('node-api-headers'), 'include');
@@ -101,14 +103,20 @@ export async function buildAddon(sourceDir: string, buildDir: string, options: {
   const ffnvcodec = ffnvcodecIncludeDir();
   const outputDir = join(buildDir, 'Release');
   mkdirSync(outputDir, { recursive: true });
-  const compiler = (await run(process.env['CXX'] ?? 'c++', ['--version'], sourceDir, 10_000).catch(() => ({ stdout: 'no c++ on PATH', stderr: '' }))).stdout.split('\n')[0]!.trim();
+  const compiler = (
+    await run(process.env['CXX'] ?? 'c++', ['--version'], sourceDir, 10_000).catch(() => ({ stdout: 'no c++ on PATH', stderr: '' }))
+  ).stdout
+    .split('\n')[0]!
+    .trim();
 
   const configureStarted = performance.now();
   const configure = await run(
     'cmake',
     [
-      '-S', sourceDir,
-      '-B', buildDir,
+      '-S',
+      sourceDir,
+      '-B',
+      buildDir,
       '-DCMAKE_BUILD_TYPE=Release',
       // What cmake-js passes (build/CMakeCache.txt after `npm install`); CMAKE_JS_SRC and
       // CMAKE_JS_LIB are empty on Linux (Node's symbols resolve from the process at load).
@@ -137,7 +145,11 @@ export async function buildAddon(sourceDir: string, buildDir: string, options: {
   // In a child: a library that fails to load must not be this process's addon.
   const probe = await run(
     process.execPath,
-    ['-e', 'const a = require(process.argv[1]); process.stdout.write(JSON.stringify({ version: a.version(), features: a.features() }))', addonPath],
+    [
+      '-e',
+      'const a = require(process.argv[1]); process.stdout.write(JSON.stringify({ version: a.version(), features: a.features() }))',
+      addonPath,
+    ],
     sourceDir,
     Math.min(left(), 30_000),
   );

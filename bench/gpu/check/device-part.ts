@@ -13,10 +13,17 @@ const MIB = 2 ** 20;
 export async function runDevicePart(report: CheckReport, options: { mib: number }): Promise<void> {
   const addon = nativeAddon();
   if (!addon) {
-    report.record('device', 'addon', 'failed', { error: `native addon ${nativeAddonStatus().reason ?? 'not loaded'}`, path: nativeAddonStatus().path });
+    report.record('device', 'addon', 'failed', {
+      error: `native addon ${nativeAddonStatus().reason ?? 'not loaded'}`,
+      path: nativeAddonStatus().path,
+    });
     return;
   }
-  report.record('device', 'addon', 'ok', { path: nativeAddonStatus().path, version: addon.version(), nvencCompiledIn: addon.features().nvenc });
+  report.record('device', 'addon', 'ok', {
+    path: nativeAddonStatus().path,
+    version: addon.version(),
+    nvencCompiledIn: addon.features().nvenc,
+  });
 
   try {
     const info = await addon.cudaDeviceInfo(0);
@@ -67,7 +74,8 @@ export async function runDevicePart(report: CheckReport, options: { mib: number 
       downloaded = target.download();
       dtoh.push(performance.now() - t);
     }
-    const match = Buffer.compare(Buffer.from(downloaded.buffer, downloaded.byteOffset, downloaded.byteLength), Buffer.from(pattern.buffer)) === 0;
+    const match =
+      Buffer.compare(Buffer.from(downloaded.buffer, downloaded.byteOffset, downloaded.byteLength), Buffer.from(pattern.buffer)) === 0;
     const rate = (ms: number[]): number => round(options.mib / (median(ms) / 1000), 0);
     report.record('device', `memory ${options.mib} MiB`, match ? 'ok' : 'failed', {
       htodMiBps: rate(htod),

@@ -17,7 +17,14 @@ export type RingLayout = 'nv12' | 'rgba';
 
 /** Bar colours, left to right (RGB). */
 export const BAR_COLOURS: readonly (readonly [number, number, number])[] = [
-  [235, 235, 235], [235, 235, 16], [16, 235, 235], [16, 235, 16], [235, 16, 235], [235, 16, 16], [16, 16, 235], [40, 40, 40],
+  [235, 235, 235],
+  [235, 235, 16],
+  [16, 235, 235],
+  [16, 235, 16],
+  [235, 16, 235],
+  [235, 16, 16],
+  [16, 16, 235],
+  [40, 40, 40],
 ];
 const BAR_YUV: readonly Yuv[] = BAR_COLOURS.map(([r, g, b]) => rgbToYuv(r, g, b));
 
@@ -37,7 +44,8 @@ export function ringPictureRgba(width: number, height: number, k: number): Uint8
   const rgba = new Uint8Array(width * height * 4);
   const pixels = new Uint32Array(rgba.buffer);
   const little = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
-  const pack = (r: number, g: number, b: number): number => (little ? (255 << 24) | (b << 16) | (g << 8) | r : (r << 24) | (g << 16) | (b << 8) | 255) >>> 0;
+  const pack = (r: number, g: number, b: number): number =>
+    (little ? (255 << 24) | (b << 16) | (g << 8) | r : (r << 24) | (g << 16) | (b << 8) | 255) >>> 0;
   const bars = BAR_COLOURS.map(([r, g, b]) => pack(r, g, b));
   const barWidth = width / BAR_COLOURS.length;
   const half = (height >> 2) << 1; // even
@@ -101,7 +109,10 @@ export interface DeviceRing {
   free(): void;
 }
 
-export function uploadDeviceRing(addon: NativeAddon, options: { width: number; height: number; layout: RingLayout; slots: number; device?: number }): DeviceRing {
+export function uploadDeviceRing(
+  addon: NativeAddon,
+  options: { width: number; height: number; layout: RingLayout; slots: number; device?: number },
+): DeviceRing {
   const { width, height, layout, slots } = options;
   const started = performance.now();
   const pitch = ringPitch(width, layout);
@@ -113,7 +124,10 @@ export function uploadDeviceRing(addon: NativeAddon, options: { width: number; h
       const rgba = ringPictureRgba(width, height, slot);
       const i420 = layout === 'nv12' || slot === 0 ? convertToYuv(rgba, { width, height, format: 'rgba' }) : undefined;
       if (slot === 0) expectedSlot0 = i420!;
-      buffer.upload(layout === 'nv12' ? nv12AtPitch(i420!, width, height, pitch) : rgbaAtPitch(rgba, width, height, pitch), slot * slotBytes);
+      buffer.upload(
+        layout === 'nv12' ? nv12AtPitch(i420!, width, height, pitch) : rgbaAtPitch(rgba, width, height, pitch),
+        slot * slotBytes,
+      );
     }
   } catch (error) {
     buffer.free();
@@ -139,7 +153,11 @@ export function uploadDeviceRing(addon: NativeAddon, options: { width: number; h
 }
 
 /** How far a packed I420 picture is from the expected one: the largest difference, and how many samples differ by more than `tolerance`. */
-export function compareI420(actual: Uint8Array, expected: Uint8Array, tolerance: number): { maxDiff: number; over: number; sizeMatches: boolean } {
+export function compareI420(
+  actual: Uint8Array,
+  expected: Uint8Array,
+  tolerance: number,
+): { maxDiff: number; over: number; sizeMatches: boolean } {
   if (actual.length !== expected.length) return { maxDiff: 255, over: Math.max(actual.length, expected.length), sizeMatches: false };
   let maxDiff = 0;
   let over = 0;
@@ -159,7 +177,7 @@ export function compareI420(actual: Uint8Array, expected: Uint8Array, tolerance:
 export function barsDistance(i420: Uint8Array, width: number, height: number): number {
   if (i420.length < yuvByteLength(width, height)) return 255;
   const cw = width / 2;
-  const y = (height >> 2) >> 1 << 1; // half-way down the bars (which fill the top half)
+  const y = ((height >> 2) >> 1) << 1; // half-way down the bars (which fill the top half)
   let worst = 0;
   BAR_YUV.forEach((expected, i) => {
     const x = Math.floor(((i + 0.5) * width) / BAR_YUV.length) & ~1;

@@ -67,7 +67,10 @@ export async function runFramesPart(report: CheckReport, options: FramesPartOpti
     return;
   }
   // No CUDA device here: nothing to measure, and that is the finding (part "device" says why).
-  const unusable = await addon.cudaDeviceInfo(0).then(() => undefined, (error: unknown) => errorMessage(error));
+  const unusable = await addon.cudaDeviceInfo(0).then(
+    () => undefined,
+    (error: unknown) => errorMessage(error),
+  );
   for (const size of options.sizes) {
     for (const layout of LAYOUTS) {
       const step = `${size} ${layout}`;
@@ -133,9 +136,15 @@ export async function runFramesPart(report: CheckReport, options: FramesPartOpti
             downloadCopyMs: ms(copy),
             downloadConvertMs: ms(convert),
             downloadWallMs: ms(wall),
-            eventLoopDelayMs: { p50: round(delay.percentile(50) / 1e6, 3), p99: round(delay.percentile(99) / 1e6, 3), max: round(delay.max / 1e6, 3) },
+            eventLoopDelayMs: {
+              p50: round(delay.percentile(50) / 1e6, 3),
+              p99: round(delay.percentile(99) / 1e6, 3),
+              max: round(delay.max / 1e6, 3),
+            },
             eventLoopUtilisation: round(elu.utilization, 3),
-            pixelCheck: check.sizeMatches ? `max diff ${check.maxDiff}, ${check.over} samples over 2` : `size ${first.data.length} ≠ ${ring.expectedSlot0.length}`,
+            pixelCheck: check.sizeMatches
+              ? `max diff ${check.maxDiff}, ${check.over} samples over 2`
+              : `size ${first.data.length} ≠ ${ring.expectedSlot0.length}`,
           });
         }
 

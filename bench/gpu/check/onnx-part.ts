@@ -48,7 +48,8 @@ function cameraFrame(): Uint8Array {
 function run(file: string, args: readonly string[], timeoutMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
     execFile(file, args, { encoding: 'utf8', timeout: timeoutMs }, (error, stdout, stderr) => {
-      if (error) reject(new Error(`${error.message.split('\n')[0]}${stderr ? `: ${stderr.trim().split('\n').slice(-3).join(' / ')}` : ''}`));
+      if (error)
+        reject(new Error(`${error.message.split('\n')[0]}${stderr ? `: ${stderr.trim().split('\n').slice(-3).join(' / ')}` : ''}`));
       else resolve(stdout.trim());
     });
   });
@@ -63,7 +64,12 @@ async function findCuda12Libraries(): Promise<Record<string, string>> {
   const names = CUDA12_LIBRARIES.flatMap((lib, i) => [...(i ? ['-o'] : []), '-name', lib]);
   // What find printed, even when it exits non-zero (an unreadable folder) or runs out of time.
   const searched = await new Promise<string>((resolve) => {
-    execFile('find', ['/usr', '/opt', '-maxdepth', '10', '(', ...names, ')'], { encoding: 'utf8', timeout: 30_000, maxBuffer: 4 << 20 }, (_error, stdout) => resolve(stdout ?? ''));
+    execFile(
+      'find',
+      ['/usr', '/opt', '-maxdepth', '10', '(', ...names, ')'],
+      { encoding: 'utf8', timeout: 30_000, maxBuffer: 4 << 20 },
+      (_error, stdout) => resolve(stdout ?? ''),
+    );
   });
   const found: Record<string, string> = {};
   for (const lib of CUDA12_LIBRARIES) {
@@ -105,7 +111,10 @@ export async function runOnnxPart(report: CheckReport, options: { frames: number
   try {
     ort = await import('onnxruntime-node');
   } catch (error) {
-    report.record('onnx', 'onnxruntime-node', 'unavailable', { error: `onnxruntime-node does not load here: ${errorMessage(error)}`, needed: 'the bundle\'s ort.tar.xz (scripts/bundle-gpu-check.mjs) or npm install' });
+    report.record('onnx', 'onnxruntime-node', 'unavailable', {
+      error: `onnxruntime-node does not load here: ${errorMessage(error)}`,
+      needed: "the bundle's ort.tar.xz (scripts/bundle-gpu-check.mjs) or npm install",
+    });
     await recordPython(report);
     return;
   }
@@ -134,7 +143,12 @@ export async function runOnnxPart(report: CheckReport, options: { frames: number
     if (missing.length === 0) {
       // The provider is there but did not load: which of its libraries the loader cannot find.
       linked = await run('ldd', [join(binDir, 'libonnxruntime_providers_cuda.so')], 10_000).then(
-        (out) => out.split('\n').filter((l) => l.includes('not found')).map((l) => l.trim()).join('; ') || 'ldd finds every library',
+        (out) =>
+          out
+            .split('\n')
+            .filter((l) => l.includes('not found'))
+            .map((l) => l.trim())
+            .join('; ') || 'ldd finds every library',
         (e: unknown) => `ldd failed: ${errorMessage(e)}`,
       );
     }

@@ -13,7 +13,13 @@ import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { nativeAddon, nativeAddonStatus } from '../../../runtime/native/native-addon.ts';
 import { packageRoot } from '../../../server-kit/package-root.ts';
-import { histogramDelta, histogramFromText, histogramQuantile, valueFromText, type CumulativeHistogram } from '../../support/process-probe.ts';
+import {
+  histogramDelta,
+  histogramFromText,
+  histogramQuantile,
+  valueFromText,
+  type CumulativeHistogram,
+} from '../../support/process-probe.ts';
 import { RESOLUTIONS, type Resolution } from '../../support/pictures.ts';
 import { sleep } from '../../support/measure.ts';
 import { decodeTrack, openWeriftPeer, type WeriftPeer } from '../../../test/support/werift-peer.ts';
@@ -116,7 +122,11 @@ async function metricsText(url: string): Promise<string> {
 }
 
 /** A histogram's series whose labels include every `label="value"` given (summed over the rest). */
-function histogramWhere(text: string, name: string, labels: readonly string[]): { buckets: CumulativeHistogram; sum: number; count: number } {
+function histogramWhere(
+  text: string,
+  name: string,
+  labels: readonly string[],
+): { buckets: CumulativeHistogram; sum: number; count: number } {
   const lines = text.split('\n').filter((line) => line.startsWith(name) && labels.every((l) => line.includes(l)));
   const only = lines.join('\n');
   return { buckets: histogramFromText(only, name), sum: valueFromText(only, `${name}_sum`), count: valueFromText(only, `${name}_count`) };
@@ -154,7 +164,10 @@ async function streamOnce(report: CheckReport, size: Resolution, seconds: number
   let decoding: { close(): void } | undefined;
   try {
     const connectStarted = performance.now();
-    peer = await openWeriftPeer(runtime.url, { videoMime: 'video/H264', videoParameters: 'level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f' });
+    peer = await openWeriftPeer(runtime.url, {
+      videoMime: 'video/H264',
+      videoParameters: 'level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f',
+    });
     let decoded = 0;
     // Pictures are checked in the window only: the runtime opens each stream with a black frame of its own.
     let measuring = false;
@@ -214,7 +227,8 @@ async function streamOnce(report: CheckReport, size: Resolution, seconds: number
       cudaDownloadCopy: download.copy ?? 'absent from /metrics',
       cudaDownloadConvert: download.convert ?? 'absent from /metrics',
       encode: windowFigures(metricsBefore, metricsAfter, 'arclight_encode_duration_seconds', ['codec="h264"']) ?? 'absent from /metrics',
-      framesDropped: valueFromText(metricsAfter, 'arclight_frames_dropped_total') - valueFromText(metricsBefore, 'arclight_frames_dropped_total'),
+      framesDropped:
+        valueFromText(metricsAfter, 'arclight_frames_dropped_total') - valueFromText(metricsBefore, 'arclight_frames_dropped_total'),
     });
   } catch (error) {
     report.record('stream', step, 'failed', { error: errorMessage(error), runtimeStderr: runtime.stderrTail() || undefined });
@@ -228,7 +242,12 @@ async function streamOnce(report: CheckReport, size: Resolution, seconds: number
 export async function runStreamPart(report: CheckReport, options: StreamPartOptions): Promise<void> {
   // No CUDA here (no driver, or no addon): the model could not hold a frame, so say so once per size.
   const addon = nativeAddon();
-  const unusable = addon ? await addon.cudaDeviceInfo(0).then(() => undefined, (error: unknown) => errorMessage(error)) : `native addon ${nativeAddonStatus().reason ?? 'not loaded'}`;
+  const unusable = addon
+    ? await addon.cudaDeviceInfo(0).then(
+        () => undefined,
+        (error: unknown) => errorMessage(error),
+      )
+    : `native addon ${nativeAddonStatus().reason ?? 'not loaded'}`;
   for (const size of options.sizes) {
     if (unusable !== undefined) {
       report.record('stream', `${size}30 h264`, 'unavailable', { error: `no CUDA device for the model: ${unusable}` });

@@ -3,6 +3,9 @@
 // Everything it shows or changes goes through the documented platform API (docs/coordinator.md,
 // docs/dashboard.md) with the session cookie the sign-in set (HttpOnly: this script never sees
 // it); every change carries the session's CSRF token in X-Arclight-CSRF.
+//
+// Longer than ~400 lines: a page script served as is (no build step), one section per view
+// (overview, usage, sessions, keys, credits).
 
 const CSRF_HEADER = 'X-Arclight-CSRF';
 const VIEWS = ['overview', 'usage', 'sessions', 'keys', 'credits'];
@@ -36,7 +39,13 @@ async function api(method, path, body, extraHeaders = {}) {
   if (method !== 'GET' && state.session) headers[CSRF_HEADER] = state.session.csrf_token;
   let response;
   try {
-    response = await fetch(path, { method, headers, credentials: 'same-origin', cache: 'no-store', ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    response = await fetch(path, {
+      method,
+      headers,
+      credentials: 'same-origin',
+      cache: 'no-store',
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
   } catch {
     throw new ApiError(0, { code: 'network_error', message: 'The service could not be reached. Check your connection and try again.' });
   }
@@ -108,7 +117,7 @@ function fillTable(table, rows, emptyText) {
   for (const cells of rows) {
     const tr = document.createElement('tr');
     cells.forEach((td, i) => {
-      td.dataset.label = labels[i] === 'Actions' ? '' : labels[i] ?? '';
+      td.dataset.label = labels[i] === 'Actions' ? '' : (labels[i] ?? '');
       tr.append(td);
     });
     body.append(tr);
@@ -331,7 +340,8 @@ const LOADERS = {
     $('#ov-open-sub').textContent = 'sessions open (concurrency quota)';
     const { spent_credits: spent, cap_credits: cap } = usage.month;
     $('#ov-month').textContent = usd(spent);
-    $('#ov-month-sub').textContent = cap > 0 ? `${fmtInt(spent)} of a ${fmtInt(cap)}-credit cap (${usd(cap)})` : `${fmtInt(spent)} credits; no billing cap`;
+    $('#ov-month-sub').textContent =
+      cap > 0 ? `${fmtInt(spent)} of a ${fmtInt(cap)}-credit cap (${usd(cap)})` : `${fmtInt(spent)} credits; no billing cap`;
 
     fillTable(
       $('#grants-table'),
@@ -376,7 +386,8 @@ const LOADERS = {
       }),
       'No models are available to this account yet.',
     );
-    $('#pricing-note').textContent = `${fmtInt(creditsPerDollar())} credits per US dollar. Sessions are billed per second from ready until they end.`;
+    $('#pricing-note').textContent =
+      `${fmtInt(creditsPerDollar())} credits per US dollar. Sessions are billed per second from ready until they end.`;
   },
 
   async usage() {
@@ -389,7 +400,12 @@ const LOADERS = {
     drawChart($('#usage-chart'), usage.by_day ?? [], since, days);
     fillTable(
       $('#by-day-table'),
-      (usage.by_day ?? []).map((d) => [cell(d.day), cell(fmtInt(d.billed_seconds), { className: 'num' }), cell(fmtInt(d.credits), { className: 'num' }), cell(usd(d.credits), { className: 'num' })]),
+      (usage.by_day ?? []).map((d) => [
+        cell(d.day),
+        cell(fmtInt(d.billed_seconds), { className: 'num' }),
+        cell(fmtInt(d.credits), { className: 'num' }),
+        cell(usd(d.credits), { className: 'num' }),
+      ]),
       'Nothing billed in this period.',
     );
     fillTable(
@@ -473,7 +489,9 @@ const LOADERS = {
           cell(name),
           cell(`${k.prefix}…`, { className: 'mono' }),
           cell(pill(k.status, k.status === 'active' ? 'ok' : undefined)),
-          cell(k.status === 'revoked' && k.revoked_at ? `${fmtDate(k.created_at)} (revoked ${fmtDate(k.revoked_at)})` : fmtDate(k.created_at)),
+          cell(
+            k.status === 'revoked' && k.revoked_at ? `${fmtDate(k.created_at)} (revoked ${fmtDate(k.revoked_at)})` : fmtDate(k.created_at),
+          ),
           cell(actions, { className: 'row-actions' }),
         ];
       }),
@@ -489,13 +507,16 @@ const LOADERS = {
     const settings = state.pricing.settings;
     $('#buy-dollars').min = String(settings.purchase.min_dollars);
     $('#buy-dollars').max = String(settings.purchase.max_dollars);
-    $('#buy-help').textContent = `${settings.purchase.min_dollars} to ${fmtInt(settings.purchase.max_dollars)} whole dollars; ${fmtInt(creditsPerDollar())} credits a dollar, valid 365 days.${settings.max_account_credits > 0 ? ` The balance may hold up to ${fmtInt(settings.max_account_credits)} credits.` : ''}`;
+    $('#buy-help').textContent =
+      `${settings.purchase.min_dollars} to ${fmtInt(settings.purchase.max_dollars)} whole dollars; ${fmtInt(creditsPerDollar())} credits a dollar, valid 365 days.${settings.max_account_credits > 0 ? ` The balance may hold up to ${fmtInt(settings.max_account_credits)} credits.` : ''}`;
     const maxThreshold = settings.auto_topup.max_threshold_credits;
     $('#topup-threshold').max = maxThreshold === undefined ? '' : String(maxThreshold);
-    $('#topup-threshold-help').textContent = `1 to ${maxThreshold === undefined ? 'any number of' : fmtInt(maxThreshold)} credits. Leave room for the time a payment takes.`;
+    $('#topup-threshold-help').textContent =
+      `1 to ${maxThreshold === undefined ? 'any number of' : fmtInt(maxThreshold)} credits. Leave room for the time a payment takes.`;
     $('#topup-amount').min = String(settings.auto_topup.min_dollars);
     $('#topup-amount').max = String(settings.purchase.max_dollars);
-    $('#topup-amount-help').textContent = `${settings.auto_topup.min_dollars} to ${fmtInt(settings.purchase.max_dollars)} whole dollars each time.`;
+    $('#topup-amount-help').textContent =
+      `${settings.auto_topup.min_dollars} to ${fmtInt(settings.purchase.max_dollars)} whole dollars each time.`;
     const [topup, purchases] = await Promise.all([api('GET', '/platform/auto-topup'), api('GET', '/platform/purchases?limit=20')]);
     showTopup(topup, true);
     fillTable(
@@ -580,7 +601,13 @@ function drawChart(container, byDay, since, days) {
   const plotW = width - left - 8;
   const plotH = height - bottom - top;
   const total = series.reduce((sum, d) => sum + d.credits, 0);
-  const chart = svg('svg', { viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': `Credits per day from ${series[0].day} to ${series.at(-1).day}: ${fmtInt(total)} credits in all, at most ${fmtInt(highest)} in a day.`, width, height });
+  const chart = svg('svg', {
+    viewBox: `0 0 ${width} ${height}`,
+    role: 'img',
+    'aria-label': `Credits per day from ${series[0].day} to ${series.at(-1).day}: ${fmtInt(total)} credits in all, at most ${fmtInt(highest)} in a day.`,
+    width,
+    height,
+  });
   for (const fraction of [0, 0.5, 1]) {
     const y = top + plotH - fraction * plotH;
     chart.append(svg('line', { class: 'grid', x1: left, x2: width - 8, y1: y, y2: y }));
@@ -650,7 +677,12 @@ $('#key-form').addEventListener('submit', (event) => {
 });
 
 async function rotateKey(key, control) {
-  if (!confirm(`Rotate key ${key.name ?? key.prefix}? It stops working now and a new key replaces it; tokens it minted live until they expire.`)) return;
+  if (
+    !confirm(
+      `Rotate key ${key.name ?? key.prefix}? It stops working now and a new key replaces it; tokens it minted live until they expire.`,
+    )
+  )
+    return;
   control.disabled = true;
   try {
     const rotated = await api('POST', `/platform/keys/${encodeURIComponent(key.id)}/rotate`);
@@ -709,7 +741,8 @@ function showTopup(topup, fill) {
 
 $('#buy-dollars').addEventListener('input', () => {
   const text = $('#buy-dollars').value.trim();
-  $('#buy-form button[type="submit"]').textContent = /^\d{1,4}$/.test(text) && Number(text) > 0 ? `Buy ${fmtInt(Number(text) * creditsPerDollar())} credits` : 'Buy';
+  $('#buy-form button[type="submit"]').textContent =
+    /^\d{1,4}$/.test(text) && Number(text) > 0 ? `Buy ${fmtInt(Number(text) * creditsPerDollar())} credits` : 'Buy';
 });
 
 $('#buy-form').addEventListener('submit', (event) => {
@@ -719,8 +752,14 @@ $('#buy-form').addEventListener('submit', (event) => {
     const dollars = wholeNumber(form, 'dollars', 'The amount');
     // One key per submission: a retried request (a dropped answer) cannot buy twice.
     const purchase = await api('POST', '/platform/purchases', { dollars }, { 'Idempotency-Key': crypto.randomUUID() });
-    if (purchase.status === 'confirmed') say('#buy-msg', `Bought ${fmtInt(purchase.credits)} credits for ${fmtUsd(purchase.dollars)}.`, 'ok');
-    else say('#buy-msg', `Payment pending${purchase.checkout_url ? ': complete it at the provider' : ''}; the credits arrive once it is confirmed.`, 'ok');
+    if (purchase.status === 'confirmed')
+      say('#buy-msg', `Bought ${fmtInt(purchase.credits)} credits for ${fmtUsd(purchase.dollars)}.`, 'ok');
+    else
+      say(
+        '#buy-msg',
+        `Payment pending${purchase.checkout_url ? ': complete it at the provider' : ''}; the credits arrive once it is confirmed.`,
+        'ok',
+      );
     form.reset();
     form.querySelector('button[type="submit"]').textContent = 'Buy';
     await LOADERS.credits();

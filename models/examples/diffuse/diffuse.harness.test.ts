@@ -23,7 +23,7 @@ const metaOf = (t: DiffuseSession): Meta[] => t.frames('main_video').map((f) => 
 const intervals = (times: readonly number[]): number[] => times.slice(1).map((x, i) => x - times[i]!);
 
 describe('diffuse, under the test harness', () => {
-  it('makes chunks of 4–8 frames per step, every frame in order, at the track\'s size', async () => {
+  it("makes chunks of 4–8 frames per step, every frame in order, at the track's size", async () => {
     t = await createTestSession(diffuse);
     await t.advance(5_000);
     const meta = metaOf(t);
@@ -67,7 +67,9 @@ describe('diffuse, under the test harness', () => {
       additionalProperties: false,
     });
     expect(diffuse.commands!.set_paused.params).toMatchObject({ properties: { value: { type: 'boolean' } } });
-    expect(diffuse.commands!.set_ms_per_frame.params).toMatchObject({ properties: { value: { type: 'number', minimum: 20, maximum: 1000 } } });
+    expect(diffuse.commands!.set_ms_per_frame.params).toMatchObject({
+      properties: { value: { type: 'number', minimum: 20, maximum: 1000 } },
+    });
   });
 
   it('applies a new prompt (set_prompt, generated) from the next step, never half-way through a chunk', async () => {
@@ -133,7 +135,7 @@ describe('diffuse, under the test harness', () => {
     expect(meta[restart]!.prompt).toBe('a red fox');
   });
 
-  it('sends the prompt to the runtime\'s moderator when there is one', async () => {
+  it("sends the prompt to the runtime's moderator when there is one", async () => {
     t = await createTestSession(diffuse, { moderation: { moderator: new WordListModerator(['darn']) } });
     await expect(t.sendCommand('set_prompt', { value: 'a darn cat' })).rejects.toMatchObject({ code: 'moderation_rejected' });
     expect(t.session.settings.prompt).toBe(DEFAULT_PROMPT);

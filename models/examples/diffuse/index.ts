@@ -93,7 +93,7 @@ function draw(canvas: I420Canvas, prompt: string, frame: number, step: number, i
   const { background, shape } = paletteOf(prompt);
   canvas.fill(background);
   // A shape that moves 6 px a frame: uneven pacing shows as uneven motion.
-  const x = (frame * 6) % (WIDTH + 120) - 120;
+  const x = ((frame * 6) % (WIDTH + 120)) - 120;
   canvas.fillRect(x, 120, 120, 120, shape);
   canvas.drawText(prompt.toUpperCase().slice(0, 24), 20, 20, 3);
   canvas.drawText(`STEP ${step} FRAME ${index + 1}/${count}`, 20, HEIGHT - 40, 3, 180);
@@ -103,7 +103,8 @@ function draw(canvas: I420Canvas, prompt: string, frame: number, step: number, i
 export default defineModel({
   name: 'diffuse',
   version: '1.0.0',
-  description: 'A simulated generative model on the step API: chunks of 4–8 frames per step, settings (prompt, paused, speed), adaptive playout.',
+  description:
+    'A simulated generative model on the step API: chunks of 4–8 frames per step, settings (prompt, paused, speed), adaptive playout.',
   fps: FPS,
   tracks: [{ name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT, fps: 'adaptive' }],
   createSessionState: (): DiffuseState => ({ frame: 0, failedSteps: 0, seed: 24 }),

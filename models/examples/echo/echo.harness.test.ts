@@ -14,7 +14,10 @@ function solid(width: number, height: number, y: number, u: number, v: number): 
   const luma = width * height;
   const chroma = (width / 2) * (height / 2);
   const data = new Uint8Array(luma + 2 * chroma);
-  data.fill(y, 0, luma).fill(u, luma, luma + chroma).fill(v, luma + chroma);
+  data
+    .fill(y, 0, luma)
+    .fill(u, luma, luma + chroma)
+    .fill(v, luma + chroma);
   return { width, height, format: 'i420', data };
 }
 

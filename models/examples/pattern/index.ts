@@ -29,7 +29,14 @@ interface PatternState {
 const command = commandFor<PatternState>();
 
 const BARS: readonly Yuv[] = [
-  [192, 192, 192], [192, 192, 0], [0, 192, 192], [0, 192, 0], [192, 0, 192], [192, 0, 0], [0, 0, 192], [32, 32, 32],
+  [192, 192, 192],
+  [192, 192, 0],
+  [0, 192, 192],
+  [0, 192, 0],
+  [192, 0, 192],
+  [192, 0, 0],
+  [0, 0, 192],
+  [32, 32, 32],
 ].map(([r, g, b]) => rgbToYuv(r!, g!, b!));
 
 // State is inferred from createSessionState (not `defineModel<PatternState>`), so that the

@@ -60,11 +60,22 @@ describe('python-tint, under the test harness', () => {
   it('declares set_tint from Python, with its schema; the runtime validates it before Python runs', async () => {
     expect(model.commands?.['set_tint']?.params).toMatchObject({ required: ['color'], additionalProperties: false });
     t = await open();
-    expect(await t.sendCommand('set_tint', { color: '#00FF00', strength: 0.25 })).toEqual({ type: 'tint_changed', data: { color: '#00ff00', strength: 0.25 } });
-    expect(await t.sendCommand('set_tint', { color: '#123456' })).toEqual({ type: 'tint_changed', data: { color: '#123456', strength: 0.5 } });
+    expect(await t.sendCommand('set_tint', { color: '#00FF00', strength: 0.25 })).toEqual({
+      type: 'tint_changed',
+      data: { color: '#00ff00', strength: 0.25 },
+    });
+    expect(await t.sendCommand('set_tint', { color: '#123456' })).toEqual({
+      type: 'tint_changed',
+      data: { color: '#123456', strength: 0.5 },
+    });
     await expect(t.sendCommand('set_tint', { color: 'green' })).rejects.toMatchObject({ code: 'invalid_params', field: '/color' });
-    await expect(t.sendCommand('set_tint', { color: '#000000', strength: 2 })).rejects.toMatchObject({ code: 'invalid_params', field: '/strength' });
-    expect(t.logs).toContainEqual(expect.objectContaining({ message: 'tint changed', fields: { color: '#123456', strength: 0.5 }, source: 'model' }));
+    await expect(t.sendCommand('set_tint', { color: '#000000', strength: 2 })).rejects.toMatchObject({
+      code: 'invalid_params',
+      field: '/strength',
+    });
+    expect(t.logs).toContainEqual(
+      expect.objectContaining({ message: 'tint changed', fields: { color: '#123456', strength: 0.5 }, source: 'model' }),
+    );
   });
 
   it('without a webcam, plays a moving pattern at the track size', async () => {
@@ -89,7 +100,9 @@ describe('python-tint, under the test harness', () => {
     const rgb = rgbOf(camera);
     const grey = new Uint8Array(rgb.length);
     for (let i = 0; i < rgb.length; i += 3) {
-      const luma = Math.round(Math.fround(Math.fround(0.299 * rgb[i]!) + Math.fround(0.587 * rgb[i + 1]!) + Math.fround(0.114 * rgb[i + 2]!)));
+      const luma = Math.round(
+        Math.fround(Math.fround(0.299 * rgb[i]!) + Math.fround(0.587 * rgb[i + 1]!) + Math.fround(0.114 * rgb[i + 2]!)),
+      );
       grey.fill(Math.min(255, luma), i, i + 3);
     }
     const greyYuv = convertToYuv(grey, { width: WIDTH, height: HEIGHT, format: 'rgb' });

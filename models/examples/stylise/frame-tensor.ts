@@ -75,7 +75,8 @@ export function frameToTensor(frame: VideoFrame, size: number, into?: Float32Arr
   const chromaHeight = Math.ceil(height / 2);
   const uOffset = width * height;
   const vOffset = uOffset + chromaWidth * chromaHeight;
-  if (data.length < vOffset + chromaWidth * chromaHeight) throw new RangeError(`frameToTensor: ${width}x${height} i420 needs ${vOffset + chromaWidth * chromaHeight} bytes`);
+  if (data.length < vOffset + chromaWidth * chromaHeight)
+    throw new RangeError(`frameToTensor: ${width}x${height} i420 needs ${vOffset + chromaWidth * chromaHeight} bytes`);
   const rows = axis(size, top, side, 1, height);
   const cols = axis(size, left, side, 1, width);
   const chromaRows = axis(size, top, side, 0.5, chromaHeight);

@@ -10,7 +10,15 @@
  * (docs/model-authors.md, "Example: stylise").
  */
 
-import { commandFor, convertToYuv, defineModel, yuvByteLength, type ModelDefinition, type ModelSession, type VideoFrame } from 'arclight/runtime';
+import {
+  commandFor,
+  convertToYuv,
+  defineModel,
+  yuvByteLength,
+  type ModelDefinition,
+  type ModelSession,
+  type VideoFrame,
+} from 'arclight/runtime';
 import { I420Canvas } from '../shared/i420-canvas.ts';
 import { StyliseEngine } from './stylise-engine.ts';
 import { buildStyliseNetwork } from './stylise-network.ts';
@@ -91,7 +99,8 @@ export function createStyliseModel(options: StyliseOptions = {}): ModelDefinitio
     },
     messages: {
       stylise_info: {
-        description: 'Sent to each client as it connects: the onnxruntime execution provider in use, the network size and the current strength.',
+        description:
+          'Sent to each client as it connects: the onnxruntime execution provider in use, the network size and the current strength.',
         schema: {
           type: 'object',
           properties: { provider: { type: 'string' }, size: { type: 'integer' }, strength: { type: 'number', minimum: 0, maximum: 1 } },
@@ -161,7 +170,8 @@ async function stylise(session: ModelSession<StyliseState>, engine: StyliseEngin
         shown = { input, strength };
       } catch (error) {
         if (engine.dead) throw error; // the worker is gone: end the session (model_error); the next one restarts it
-        if (failures++ % 100 === 0) session.log.warn('stylise: inference failed; frame skipped', { error: (error as Error).message, failures });
+        if (failures++ % 100 === 0)
+          session.log.warn('stylise: inference failed; frame skipped', { error: (error as Error).message, failures });
         continue;
       }
     }

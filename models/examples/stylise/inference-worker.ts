@@ -54,9 +54,14 @@ if (session) {
       if (!(data instanceof Float32Array)) throw new TypeError(`the network returned no float32 "${STYLISE_IO.output}" output`);
       // Only an array that owns its whole buffer can be handed over; otherwise copy.
       const output = data.byteOffset === 0 && data.byteLength === data.buffer.byteLength ? data : data.slice();
-      post({ type: 'result', id, output, frameData, prepareMs: prepared - started, runMs }, [output.buffer as ArrayBuffer, frameData.buffer as ArrayBuffer]);
+      post({ type: 'result', id, output, frameData, prepareMs: prepared - started, runMs }, [
+        output.buffer as ArrayBuffer,
+        frameData.buffer as ArrayBuffer,
+      ]);
     } catch (error) {
-      post({ type: 'error', id, message: error instanceof Error ? error.message : String(error), frameData }, [frameData.buffer as ArrayBuffer]);
+      post({ type: 'error', id, message: error instanceof Error ? error.message : String(error), frameData }, [
+        frameData.buffer as ArrayBuffer,
+      ]);
     }
   });
 }

@@ -36,7 +36,10 @@ interface Pending {
  * is always the last resort.
  */
 export function chooseProviders(requested: string | undefined, listed: readonly string[], cudaInstalled: boolean): string[] {
-  const asked = (requested ?? '').split(',').map((p) => p.trim().toLowerCase()).filter((p) => p.length > 0);
+  const asked = (requested ?? '')
+    .split(',')
+    .map((p) => p.trim().toLowerCase())
+    .filter((p) => p.length > 0);
   const candidates = asked.length > 0 ? asked : listed.includes('cuda') && cudaInstalled ? ['cuda'] : [];
   return [...new Set([...candidates, 'cpu'])];
 }
@@ -110,7 +113,11 @@ export class StyliseEngine {
           return;
         }
         void worker.terminate();
-        reject(reply.type === 'failed' ? noProvider([...skipped, ...reply.failures]) : new Error(`unexpected ${reply.type} from the inference worker during start`));
+        reject(
+          reply.type === 'failed'
+            ? noProvider([...skipped, ...reply.failures])
+            : new Error(`unexpected ${reply.type} from the inference worker during start`),
+        );
       };
       const cleanup = () => {
         worker.off('error', onError).off('exit', onExit).off('message', onMessage);
@@ -134,7 +141,13 @@ export class StyliseEngine {
     const data = this.#spare?.length === frame.data.length ? this.#spare : new Uint8Array(frame.data.length);
     this.#spare = undefined;
     data.set(frame.data);
-    const request: RunRequest = { type: 'run', id: this.#nextId++, frame: { width: frame.width, height: frame.height, format: frame.format, data }, size, strength };
+    const request: RunRequest = {
+      type: 'run',
+      id: this.#nextId++,
+      frame: { width: frame.width, height: frame.height, format: frame.format, data },
+      size,
+      strength,
+    };
     return new Promise((resolve, reject) => {
       this.#pending.set(request.id, { resolve, reject });
       this.#worker.postMessage(request, [data.buffer as ArrayBuffer]);

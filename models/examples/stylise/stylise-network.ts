@@ -130,7 +130,8 @@ interface Initializer {
 
 /** TensorProto: dims 1, data_type 2, name 8, raw_data 9 (little-endian). */
 function writeTensor(w: ProtoWriter, { name, dims, values }: Initializer): void {
-  if (values.length !== dims.reduce((a, b) => a * b, 1)) throw new RangeError(`initializer ${name}: ${values.length} values for dims ${dims.join('x')}`);
+  if (values.length !== dims.reduce((a, b) => a * b, 1))
+    throw new RangeError(`initializer ${name}: ${values.length} values for dims ${dims.join('x')}`);
   for (const dim of dims) w.varint(1, dim);
   w.varint(2, TENSOR_FLOAT);
   w.string(8, name);
@@ -188,7 +189,12 @@ function firstConv(): { weights: Float32Array; bias: Float32Array } {
     kernel.forEach((k, i) => (weights[(out * 3 + inChannel) * 9 + i] = k * gain));
   };
   for (let c = 0; c < 3; c++) set(c, c, BLUR, 1);
-  const edges = [[SOBEL_X, 1], [SOBEL_X, -1], [SOBEL_Y, 1], [SOBEL_Y, -1]] as const;
+  const edges = [
+    [SOBEL_X, 1],
+    [SOBEL_X, -1],
+    [SOBEL_Y, 1],
+    [SOBEL_Y, -1],
+  ] as const;
   edges.forEach(([kernel, sign], e) => {
     for (let c = 0; c < 3; c++) set(3 + e, c, kernel, sign * LUMA[c]!);
   });

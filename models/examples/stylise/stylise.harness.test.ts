@@ -22,7 +22,10 @@ const stylise = createStyliseModel({ size: SIZE, providers: ['cpu'] });
 
 function webcam(colour: Yuv, width = 320, height = 240): VideoFrame {
   const data = new Uint8Array(width * height * 1.5);
-  data.fill(colour.y, 0, width * height).fill(colour.u, width * height, width * height * 1.25).fill(colour.v, width * height * 1.25);
+  data
+    .fill(colour.y, 0, width * height)
+    .fill(colour.u, width * height, width * height * 1.25)
+    .fill(colour.v, width * height * 1.25);
   return { width, height, format: 'i420', data };
 }
 
@@ -53,7 +56,13 @@ describe('stylise, under the test harness', () => {
       { type: 'stylise_info', data: info, to: 1 },
       { type: 'stylise_info', data: info, to: 2 },
     ]);
-    expect(t.logs).toContainEqual(expect.objectContaining({ message: 'stylise: onnxruntime-node execution provider', fields: { provider: 'cpu', size: SIZE }, source: 'model' }));
+    expect(t.logs).toContainEqual(
+      expect.objectContaining({
+        message: 'stylise: onnxruntime-node execution provider',
+        fields: { provider: 'cpu', size: SIZE },
+        source: 'model',
+      }),
+    );
   });
 
   it('set_strength replies strength_changed, and refuses a strength outside 0–1 with invalid_params', async () => {

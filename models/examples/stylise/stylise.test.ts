@@ -118,7 +118,11 @@ describe('the stylise engine (worker thread)', () => {
     expect(engine.provider).toBe('cpu');
     const session = await InferenceSession.create(buildStyliseNetwork(), { executionProviders: ['cpu'] });
     // Odd frame sizes; a size change reallocates the buffer that travels to the worker and back.
-    for (const [width, height, size] of [[65, 49, 32], [65, 49, 32], [99, 71, 40]] as const) {
+    for (const [width, height, size] of [
+      [65, 49, 32],
+      [65, 49, 32],
+      [99, 71, 40],
+    ] as const) {
       const frame = cameraFrame(width, height);
       const before = frame.data.slice();
       const result = await engine.stylise(frame, size, 1);

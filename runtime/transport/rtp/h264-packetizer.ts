@@ -108,7 +108,6 @@ export class H264Packetizer {
   }
 }
 
-
 function buildStapA(nals: readonly Buffer[], totalBytes: number): Buffer {
   const out = Buffer.allocUnsafe(totalBytes);
   // STAP-A header (RFC 6184 §5.7.1): F is the OR of the aggregated F bits, NRI their maximum.

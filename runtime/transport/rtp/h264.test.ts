@@ -177,12 +177,19 @@ function expectBytes(actual: Buffer | undefined, expected: Buffer): void {
 describe('splitAnnexB', () => {
   it('splits on 3- and 4-byte start codes and drops trailing zero bytes', () => {
     const buf = Buffer.from([0, 0, 0, 1, 0x67, 1, 2, 0, 0, 1, 0x68, 3, 0, 0, 0, 1, 0x65, 4, 5, 0, 0]);
-    expect(splitAnnexB(buf).map((n) => [...n])).toEqual([[0x67, 1, 2], [0x68, 3], [0x65, 4, 5]]);
+    expect(splitAnnexB(buf).map((n) => [...n])).toEqual([
+      [0x67, 1, 2],
+      [0x68, 3],
+      [0x65, 4, 5],
+    ]);
   });
 
   it('skips leading zeros and bytes before the first start code', () => {
     const buf = Buffer.from([0xaa, 0, 0, 0, 0, 0, 1, 0x41, 9, 0, 0, 0, 0, 0, 1, 0x41, 8]);
-    expect(splitAnnexB(buf).map((n) => [...n])).toEqual([[0x41, 9], [0x41, 8]]);
+    expect(splitAnnexB(buf).map((n) => [...n])).toEqual([
+      [0x41, 9],
+      [0x41, 8],
+    ]);
   });
 
   it('keeps emulation-prevented zeros inside a NAL unit', () => {
@@ -245,11 +252,7 @@ describe('H264Packetizer', () => {
 
   it('aggregates small slices with the parameter sets when everything fits', () => {
     const rng = new Rng(2);
-    const nals = [
-      makeNal(rng, NAL.sps, 15),
-      makeNal(rng, NAL.pps, 4),
-      makeNal(rng, NAL.idr, 300, { firstSlice: true }),
-    ];
+    const nals = [makeNal(rng, NAL.sps, 15), makeNal(rng, NAL.pps, 4), makeNal(rng, NAL.idr, 300, { firstSlice: true })];
     const payloads = new H264Packetizer().packetize(annexB(...nals));
     expect(payloads).toHaveLength(1);
     expect(stapANals(payloads[0]!)).toEqual(nals);
@@ -388,11 +391,7 @@ describe('H264Depacketizer', () => {
 
   it('reassembles a 200 KB IDR across the 65535 -> 0 wrap', () => {
     const rng = new Rng(8);
-    const nals = [
-      makeNal(rng, NAL.sps, 20),
-      makeNal(rng, NAL.pps, 6),
-      makeNal(rng, NAL.idr, 200 * 1024, { firstSlice: true }),
-    ];
+    const nals = [makeNal(rng, NAL.sps, 20), makeNal(rng, NAL.pps, 6), makeNal(rng, NAL.idr, 200 * 1024, { firstSlice: true })];
     const payloads = new H264Packetizer().packetize(annexB(...nals));
     const packets = new Sender(65_480).frame(payloads);
     expect(packets.some((p) => p.sequenceNumber === 65_535)).toBe(true);
@@ -481,7 +480,7 @@ describe('H264Depacketizer', () => {
     expect(depacketizer.needsKeyframe).toBe(false);
   });
 
-  it("drops a frame whose first packet was lost even though the rest look complete", () => {
+  it('drops a frame whose first packet was lost even though the rest look complete', () => {
     const rng = new Rng(23);
     const sender = new Sender();
     const depacketizer = new H264Depacketizer();
@@ -611,11 +610,7 @@ describe('H264Depacketizer', () => {
     const p = [makeNal(rng, NAL.slice, 50, { firstSlice: true })];
     expect(pushAll(depacketizer, sender.frame(packetizer.packetize(annexB(...p))))).toEqual([]);
     expect(depacketizer.needsKeyframe).toBe(true);
-    const recovery = [
-      makeNal(rng, NAL.sps, 12),
-      makeNal(rng, NAL.pps, 5),
-      makeNal(rng, NAL.slice, 80, { firstSlice: true }),
-    ];
+    const recovery = [makeNal(rng, NAL.sps, 12), makeNal(rng, NAL.pps, 5), makeNal(rng, NAL.slice, 80, { firstSlice: true })];
     const frames = pushAll(depacketizer, sender.frame(packetizer.packetize(annexB(...recovery))));
     expect(frames).toHaveLength(1);
     expect(frames[0]!.keyframe).toBe(false);
@@ -681,11 +676,7 @@ describe('H264Depacketizer', () => {
 
   it('drops a frame that grows past maxFrameBytes', () => {
     const rng = new Rng(30);
-    const big = [
-      makeNal(rng, NAL.sps, 12),
-      makeNal(rng, NAL.pps, 5),
-      makeNal(rng, NAL.idr, 5000, { firstSlice: true }),
-    ];
+    const big = [makeNal(rng, NAL.sps, 12), makeNal(rng, NAL.pps, 5), makeNal(rng, NAL.idr, 5000, { firstSlice: true })];
     const d = new H264Depacketizer({ maxFrameBytes: 4096 });
     expect(pushAll(d, new Sender().frame(new H264Packetizer().packetize(annexB(...big))))).toEqual([]);
     expect(d.needsKeyframe).toBe(true);

@@ -123,12 +123,8 @@ export class H265Depacketizer extends RtpDepacketizer {
     const fuHeader = payload[2];
     if (fuHeader === undefined) return false;
     const nalType = fuHeader & FU_TYPE_MASK;
-    return this.#unit.appendFragment(
-      payload.subarray(3),
-      nalType,
-      (fuHeader & FU_START) !== 0,
-      (fuHeader & FU_END) !== 0,
-      () => Buffer.from([(payload[0]! & ~TYPE_MASK_BYTE0) | (nalType << 1), payload[1]!]),
+    return this.#unit.appendFragment(payload.subarray(3), nalType, (fuHeader & FU_START) !== 0, (fuHeader & FU_END) !== 0, () =>
+      Buffer.from([(payload[0]! & ~TYPE_MASK_BYTE0) | (nalType << 1), payload[1]!]),
     );
   }
 }

@@ -101,7 +101,6 @@ export class H265Packetizer {
   }
 }
 
-
 /**
  * An Aggregation Packet (RFC 7798 §4.4.2). Its payload header has F = the OR of the aggregated F bits,
  * LayerId = their lowest LayerId and TID = their lowest TID.

@@ -535,7 +535,11 @@ describe('H265Depacketizer', () => {
       ['prefix SEI', [makeNal(rng, NAL.prefixSei, 20)], true],
       ['suffix SEI', [makeNal(rng, NAL.suffixSei, 20)], false],
       ['AP starting with a VPS', new H265Packetizer().packetize(annexB(makeNal(rng, NAL.vps, 24), makeNal(rng, NAL.sps, 40))), true],
-      ['AP starting with a later slice', new H265Packetizer().packetize(annexB(makeNal(rng, NAL.trailR, 20), makeNal(rng, NAL.trailR, 20))), false],
+      [
+        'AP starting with a later slice',
+        new H265Packetizer().packetize(annexB(makeNal(rng, NAL.trailR, 20), makeNal(rng, NAL.trailR, 20))),
+        false,
+      ],
       ['FU start of a first slice segment', fus, true],
       ['FU continuation', fus.slice(1), false],
     ];

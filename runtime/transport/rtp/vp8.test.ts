@@ -188,20 +188,25 @@ describe('parseVp8PayloadDescriptor (RFC 7741 §4.2)', () => {
       keyIndex: undefined,
       length: 1,
     });
-    expect(parseVp8PayloadDescriptor(Buffer.from([0x23, 0])))
-      .toMatchObject({ nonReference: true, startOfPartition: false, partitionIndex: 3, length: 1 });
+    expect(parseVp8PayloadDescriptor(Buffer.from([0x23, 0]))).toMatchObject({
+      nonReference: true,
+      startOfPartition: false,
+      partitionIndex: 3,
+      length: 1,
+    });
   });
 
   it('parses a 7-bit PictureID (M=0)', () => {
-    expect(parseVp8PayloadDescriptor(Buffer.from([0x90, 0x80, 0x35, 0])))
-      .toMatchObject({ startOfPartition: true, pictureId: 0x35, length: 3 });
+    expect(parseVp8PayloadDescriptor(Buffer.from([0x90, 0x80, 0x35, 0]))).toMatchObject({
+      startOfPartition: true,
+      pictureId: 0x35,
+      length: 3,
+    });
   });
 
   it('parses a 15-bit PictureID (M=1)', () => {
-    expect(parseVp8PayloadDescriptor(Buffer.from([0x90, 0x80, 0x80 | 0x12, 0x34, 0])))
-      .toMatchObject({ pictureId: 0x1234, length: 4 });
-    expect(parseVp8PayloadDescriptor(Buffer.from([0x80, 0x80, 0xff, 0xff, 0])))
-      .toMatchObject({ pictureId: 0x7fff, length: 4 });
+    expect(parseVp8PayloadDescriptor(Buffer.from([0x90, 0x80, 0x80 | 0x12, 0x34, 0]))).toMatchObject({ pictureId: 0x1234, length: 4 });
+    expect(parseVp8PayloadDescriptor(Buffer.from([0x80, 0x80, 0xff, 0xff, 0]))).toMatchObject({ pictureId: 0x7fff, length: 4 });
   });
 
   it('parses TL0PICIDX and the TID/Y/KEYIDX byte', () => {
@@ -218,14 +223,27 @@ describe('parseVp8PayloadDescriptor (RFC 7741 §4.2)', () => {
       length: 6,
     });
     // L only.
-    expect(parseVp8PayloadDescriptor(Buffer.from([0x80, 0x40, 0x07, 0])))
-      .toMatchObject({ pictureId: undefined, tl0PicIdx: 7, temporalLayerId: undefined, length: 3 });
+    expect(parseVp8PayloadDescriptor(Buffer.from([0x80, 0x40, 0x07, 0]))).toMatchObject({
+      pictureId: undefined,
+      tl0PicIdx: 7,
+      temporalLayerId: undefined,
+      length: 3,
+    });
     // T only: TID=1, Y=0; KEYIDX bits are not meaningful.
-    expect(parseVp8PayloadDescriptor(Buffer.from([0x80, 0x20, 0b0101_1111, 0])))
-      .toMatchObject({ temporalLayerId: 1, layerSync: false, keyIndex: undefined, length: 3 });
+    expect(parseVp8PayloadDescriptor(Buffer.from([0x80, 0x20, 0b0101_1111, 0]))).toMatchObject({
+      temporalLayerId: 1,
+      layerSync: false,
+      keyIndex: undefined,
+      length: 3,
+    });
     // K only, with a 7-bit PictureID.
-    expect(parseVp8PayloadDescriptor(Buffer.from([0x80, 0x90, 0x05, 0b1110_0011, 0])))
-      .toMatchObject({ pictureId: 5, temporalLayerId: undefined, layerSync: undefined, keyIndex: 3, length: 4 });
+    expect(parseVp8PayloadDescriptor(Buffer.from([0x80, 0x90, 0x05, 0b1110_0011, 0]))).toMatchObject({
+      pictureId: 5,
+      temporalLayerId: undefined,
+      layerSync: undefined,
+      keyIndex: 3,
+      length: 4,
+    });
     // X set but no extension fields at all.
     expect(parseVp8PayloadDescriptor(Buffer.from([0x90, 0x00, 0]))).toMatchObject({ length: 2 });
   });

@@ -52,7 +52,7 @@ describe('RetransmissionBudget', () => {
     // 4 s at 600 kbit/s = 300 kB, plus at most one full bucket (1 s of it) to start with.
     const allowed = (4 * 0.25 * 2_400_000) / 8 + ((LOSS_RECOVERY.budgetDepthMs / 1000) * 0.25 * 2_400_000) / 8;
     expect(resent * PACKET).toBeLessThanOrEqual(allowed);
-    expect(resent * PACKET).toBeGreaterThan(0.8 * (4 * 0.25 * 2_400_000) / 8);
+    expect(resent * PACKET).toBeGreaterThan((0.8 * (4 * 0.25 * 2_400_000)) / 8);
     expect(refused).toBe(4_000 - resent);
   });
 
@@ -146,7 +146,11 @@ describe('RtpTrackSender keyframe requests', () => {
     const clock = manualClock();
     let throttled = 0;
     const rules: LossRecoveryRules = LOSS_RECOVERY;
-    const sender = new RtpTrackSender(fakeTransceiver({ rtt: 0.6, receiverEstimatedMaxBitrate: 0n }), { clock: clock.now, lossRecovery: rules, onKeyframeRequestThrottled: () => throttled++ });
+    const sender = new RtpTrackSender(fakeTransceiver({ rtt: 0.6, receiverEstimatedMaxBitrate: 0n }), {
+      clock: clock.now,
+      lossRecovery: rules,
+      onKeyframeRequestThrottled: () => throttled++,
+    });
     expect(sender.pictureLost()).toBe(true);
     clock.advance(500);
     expect(sender.pictureLost()).toBe(false); // within the 600 ms RTT

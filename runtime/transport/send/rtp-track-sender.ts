@@ -178,11 +178,16 @@ export class RtpTrackSender {
     const midId = transceiver.headerExtensions.find((e) => e.uri === SDES_MID_URI)?.id;
     // A mid longer than the one-byte form carries (16 bytes; never seen: browsers use "0", "1", …)
     // is left out rather than breaking the packet-size budget above.
-    this.#mid = midId !== undefined && transceiver.mid && Buffer.byteLength(transceiver.mid) <= 16 ? { id: midId, value: Buffer.from(transceiver.mid) } : undefined;
+    this.#mid =
+      midId !== undefined && transceiver.mid && Buffer.byteLength(transceiver.mid) <= 16
+        ? { id: midId, value: Buffer.from(transceiver.mid) }
+        : undefined;
     // werift's own NACK handler finds nothing in its (unused) cache; the history here answers.
     // werift's parse runs past the NACK into the rest of the compound RTCP packet (a REMB's
     // bytes become "lost" numbers) and does not wrap at 65536: only the NACK's own entries count.
-    const { unSubscribe } = this.#sender.onGenericNack.subscribe((nack) => this.#retransmit(nackedSequenceNumbers({ header: nack.header, feedback: nack })));
+    const { unSubscribe } = this.#sender.onGenericNack.subscribe((nack) =>
+      this.#retransmit(nackedSequenceNumbers({ header: nack.header, feedback: nack })),
+    );
     this.#stopNacks = unSubscribe;
   }
 
@@ -362,7 +367,10 @@ export class RtpTrackSender {
         refused.not_in_history++;
         continue;
       }
-      const reason = this.#budget.admit({ bytes: packet.length, sentAtMs: history.sentAt(sequenceNumber)!, resentAtMs: history.resentAt(sequenceNumber) }, path);
+      const reason = this.#budget.admit(
+        { bytes: packet.length, sentAtMs: history.sentAt(sequenceNumber)!, resentAtMs: history.resentAt(sequenceNumber) },
+        path,
+      );
       if (reason !== undefined) {
         refused[reason]++;
         continue;

@@ -6,11 +6,22 @@ import { createSrtpProtector, SRTP_AEAD_AES_128_GCM, SRTP_AES128_CM_HMAC_SHA1_80
 /** A werift SRTP session whose sending keys are also handed to our protector. */
 function sessions(profile: number) {
   const keys = { localMasterKey: randomBytes(16), localMasterSalt: randomBytes(profile === SRTP_AEAD_AES_128_GCM ? 12 : 14) };
-  const werift = new SrtpSession({ keys: { ...keys, remoteMasterKey: keys.localMasterKey, remoteMasterSalt: keys.localMasterSalt }, profile: profile as 1 });
+  const werift = new SrtpSession({
+    keys: { ...keys, remoteMasterKey: keys.localMasterKey, remoteMasterSalt: keys.localMasterSalt },
+    profile: profile as 1,
+  });
   const context = werift.localContext;
-  const ours = createSrtpProtector({ profile, key: context.srtpSessionKey, salt: context.srtpSessionSalt, authKey: context.srtpSessionAuthTag });
+  const ours = createSrtpProtector({
+    profile,
+    key: context.srtpSessionKey,
+    salt: context.srtpSessionSalt,
+    authKey: context.srtpSessionAuthTag,
+  });
   // A second werift session keyed the same way, to decrypt what ours produced.
-  const receiver = new SrtpSession({ keys: { ...keys, remoteMasterKey: keys.localMasterKey, remoteMasterSalt: keys.localMasterSalt }, profile: profile as 1 });
+  const receiver = new SrtpSession({
+    keys: { ...keys, remoteMasterKey: keys.localMasterKey, remoteMasterSalt: keys.localMasterSalt },
+    profile: profile as 1,
+  });
   return { werift, ours, receiver };
 }
 
@@ -44,7 +55,13 @@ describe.each([
     const batch = seqs.map((seq, i) => {
       const payload = randomBytes(1 + i * 237); // lengths not multiples of 16
       const roc = seq < 100 ? 1 : 0;
-      return unprotected(header(seq, i === 0), i === 2 ? Buffer.concat([Buffer.alloc(1), payload]).subarray(1) : payload, roc * 65536 + seq, tagLength, i % 2 === 1);
+      return unprotected(
+        header(seq, i === 0),
+        i === 2 ? Buffer.concat([Buffer.alloc(1), payload]).subarray(1) : payload,
+        roc * 65536 + seq,
+        tagLength,
+        i % 2 === 1,
+      );
     });
     ours.protect(0x12345678, batch);
     for (const [i, seq] of seqs.entries()) {
@@ -65,6 +82,8 @@ describe.each([
 
 describe('createSrtpProtector', () => {
   it('refuses a profile it does not implement', () => {
-    expect(() => createSrtpProtector({ profile: 2, key: randomBytes(16), salt: randomBytes(14), authKey: randomBytes(20) })).toThrow(/profile 2/);
+    expect(() => createSrtpProtector({ profile: 2, key: randomBytes(16), salt: randomBytes(14), authKey: randomBytes(20) })).toThrow(
+      /profile 2/,
+    );
   });
 });

@@ -11,11 +11,25 @@
  * errors, and whatever werift itself cannot apply (tried first on a scratch peer).
  */
 
-import { SessionDescription, type MediaDescription, type RTCRtpCodecParameters, type RTCPeerConnection, type RTCRtpTransceiver } from 'werift';
+import {
+  SessionDescription,
+  type MediaDescription,
+  type RTCRtpCodecParameters,
+  type RTCPeerConnection,
+  type RTCRtpTransceiver,
+} from 'werift';
 import { ArclightError } from '../../../protocol/errors.ts';
 import type { TrackCapability } from '../../../protocol/capabilities.ts';
 import type { TrackMappingEntry } from '../../../protocol/transport.ts';
-import { assertSdpOfferShape, DEFAULT_VIDEO_CODECS, mappedTrack, orientTransceiver, runtimeDirection, setAnswer, type TrackBinding } from './answer-offer.ts';
+import {
+  assertSdpOfferShape,
+  DEFAULT_VIDEO_CODECS,
+  mappedTrack,
+  orientTransceiver,
+  runtimeDirection,
+  setAnswer,
+  type TrackBinding,
+} from './answer-offer.ts';
 import { createRuntimePeer, type PeerFactoryOptions } from './peer-factory.ts';
 import { withoutImplicitStun } from './no-implicit-stun.ts';
 
@@ -67,7 +81,9 @@ export async function answerInPlace(pc: RTCPeerConnection, request: InPlaceOffer
   // to a transceiver whose direction receives when it applies the offer.
   const previousDirections = new Map(pc.getTransceivers().map((t) => [t, t.direction]));
   for (const { mid, track } of plan) {
-    pc.getTransceivers().find((t) => t.mid === mid)?.setDirection(runtimeDirection(track));
+    pc.getTransceivers()
+      .find((t) => t.mid === mid)
+      ?.setDirection(runtimeDirection(track));
   }
   try {
     await pc.setRemoteDescription({ type: 'offer', sdp: offerSdp });
@@ -95,7 +111,8 @@ export async function answerInPlace(pc: RTCPeerConnection, request: InPlaceOffer
   for (const { mid, track } of plan) {
     if (keptKeys.has(planKey(mid, track.name))) continue;
     const transceiver = pc.getTransceivers().find((t) => t.mid === mid);
-    if (!transceiver) throw new ArclightError('internal_error', `The runtime peer has no transceiver for mid "${mid}" after applying the offer.`);
+    if (!transceiver)
+      throw new ArclightError('internal_error', `The runtime peer has no transceiver for mid "${mid}" after applying the offer.`);
     if (attached.some((b) => b.transceiver === transceiver)) continue;
     attached.push({ transceiver, track });
   }
@@ -120,7 +137,10 @@ function assertKeepsMLines(before: readonly MediaDescription[], after: readonly 
     const next = after[index];
     const mid = media.rtp.muxId;
     if (!next || next.kind !== media.kind || next.rtp.muxId !== mid) {
-      throw new ArclightError('invalid_sdp', `A renegotiation offer keeps every m-line of the current one, in order: m-line ${index} (${media.kind}, mid "${mid}") is ${next ? `now ${next.kind}, mid "${next.rtp.muxId}"` : 'missing'}. Disable an m-line with port 0 instead.`);
+      throw new ArclightError(
+        'invalid_sdp',
+        `A renegotiation offer keeps every m-line of the current one, in order: m-line ${index} (${media.kind}, mid "${mid}") is ${next ? `now ${next.kind}, mid "${next.rtp.muxId}"` : 'missing'}. Disable an m-line with port 0 instead.`,
+      );
     }
   });
 }
@@ -150,7 +170,9 @@ function planBindings(
   mapping: readonly TrackMappingEntry[] | undefined,
   current: readonly TrackBinding[],
 ): PlannedBinding[] {
-  const byMid = new Map(media.filter((m) => m.kind === 'audio' || m.kind === 'video').flatMap((m) => (m.rtp.muxId ? [[m.rtp.muxId, m] as const] : [])));
+  const byMid = new Map(
+    media.filter((m) => m.kind === 'audio' || m.kind === 'video').flatMap((m) => (m.rtp.muxId ? [[m.rtp.muxId, m] as const] : [])),
+  );
   if (mapping && mapping.length > 0) {
     const byName = new Map(tracks.map((t) => [t.name, t]));
     const seen = new Set<string>();
@@ -159,7 +181,8 @@ function planBindings(
       const track = mappedTrack(entry, byName, seen);
       const line = byMid.get(entry.mid);
       if (!line) throw new ArclightError('invalid_request', `track_mapping names mid "${entry.mid}", which the offer does not have.`);
-      if (line.kind !== entry.kind) throw new ArclightError('invalid_request', `mid "${entry.mid}" is ${line.kind} in the offer but ${entry.kind} in track_mapping.`);
+      if (line.kind !== entry.kind)
+        throw new ArclightError('invalid_request', `mid "${entry.mid}" is ${line.kind} in the offer but ${entry.kind} in track_mapping.`);
       if (carries(line, track)) plan.push({ mid: entry.mid, track });
     }
     // A mapping that names only the m-lines it adds leaves the others with their tracks.
@@ -188,7 +211,9 @@ function planBindings(
   for (const [mid, line] of byMid) {
     if (boundMids.has(mid)) continue;
     const flow = clientFlow(line);
-    const track = tracks.find((t) => !taken.has(t.name) && t.kind === line.kind && (t.direction === 'recvonly' ? flow.receives : flow.sends));
+    const track = tracks.find(
+      (t) => !taken.has(t.name) && t.kind === line.kind && (t.direction === 'recvonly' ? flow.receives : flow.sends),
+    );
     if (!track) continue;
     plan.push({ mid, track });
     taken.add(track.name);
@@ -211,7 +236,9 @@ async function assertWeriftApplies(offerSdp: string, options: PeerFactoryOptions
 /** Puts the codec a transceiver was sending first again; false when the offer no longer has it. */
 function restoreSendingCodec(transceiver: RTCRtpTransceiver, codec: RTCRtpCodecParameters | undefined): boolean {
   if (!codec) return true;
-  const same = transceiver.codecs.find((c) => c.payloadType === codec.payloadType && c.mimeType.toLowerCase() === codec.mimeType.toLowerCase());
+  const same = transceiver.codecs.find(
+    (c) => c.payloadType === codec.payloadType && c.mimeType.toLowerCase() === codec.mimeType.toLowerCase(),
+  );
   if (!same) return false;
   transceiver.codecs = [same, ...transceiver.codecs.filter((c) => c !== same)];
   transceiver.sender.codec = same;

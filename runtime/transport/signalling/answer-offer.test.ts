@@ -14,7 +14,8 @@ import { createRuntimePeer } from './peer-factory.ts';
 const LOOPBACK = '127.0.0.1';
 const TRACKS: readonly TrackCapability[] = [{ name: 'main_video', kind: 'video', direction: 'recvonly', width: 64, height: 64 }];
 
-const answerWith = (setup: string) => `v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\na=setup:${setup}\r\na=mid:0\r\nm=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\na=setup:${setup}\r\na=mid:1\r\n`;
+const answerWith = (setup: string) =>
+  `v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\na=setup:${setup}\r\na=mid:0\r\nm=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\na=setup:${setup}\r\na=mid:1\r\n`;
 
 describe('dtlsServerWherePossible', () => {
   it('answers passive (the DTLS server) on every m-line when the offer says actpass', () => {
@@ -49,7 +50,10 @@ describe('answerOffer', () => {
       expect(answerSdp.match(/^a=setup:\w+/gm)?.every((line) => line === 'a=setup:passive')).toBe(true);
       await client.setRemoteDescription({ type: 'answer', sdp: answerSdp });
       await new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`not connected in 10 s (${client.connectionState}, channel ${channel.readyState})`)), 10_000);
+        const timer = setTimeout(
+          () => reject(new Error(`not connected in 10 s (${client.connectionState}, channel ${channel.readyState})`)),
+          10_000,
+        );
         const check = () => {
           if (client.connectionState === 'connected' && channel.readyState === 'open') {
             clearTimeout(timer);

@@ -85,7 +85,11 @@ export function orientTransceiver({ transceiver, track }: TrackBinding, videoCod
  * created (rewritten by `rewrite`, if given) and set locally; werift's refusal is the client's
  * offer's fault (`invalid_sdp`).
  */
-export async function setAnswer(pc: RTCPeerConnection, bindings: readonly TrackBinding[], rewrite?: (answerSdp: string) => string): Promise<void> {
+export async function setAnswer(
+  pc: RTCPeerConnection,
+  bindings: readonly TrackBinding[],
+  rewrite?: (answerSdp: string) => string,
+): Promise<void> {
   const bound = new Set(bindings.map((b) => b.transceiver));
   for (const transceiver of pc.getTransceivers()) {
     if (!bound.has(transceiver)) transceiver.setDirection('inactive');
@@ -124,10 +128,16 @@ export function dtlsServerWherePossible(offerSdp: string): ((answerSdp: string) 
 export function mappedTrack(entry: TrackMappingEntry, byName: ReadonlyMap<string, TrackCapability>, seen: Set<string>): TrackCapability {
   const track = byName.get(entry.name);
   if (!track) {
-    throw new ArclightError('unknown_track', `track_mapping names "${entry.name}", which the model does not have. Tracks: ${[...byName.keys()].join(', ')}.`);
+    throw new ArclightError(
+      'unknown_track',
+      `track_mapping names "${entry.name}", which the model does not have. Tracks: ${[...byName.keys()].join(', ')}.`,
+    );
   }
   if (track.kind !== entry.kind || track.direction !== entry.direction) {
-    throw new ArclightError('invalid_request', `track_mapping says "${entry.name}" is ${entry.kind}/${entry.direction}; the model declares ${track.kind}/${track.direction}.`);
+    throw new ArclightError(
+      'invalid_request',
+      `track_mapping says "${entry.name}" is ${entry.kind}/${entry.direction}; the model declares ${track.kind}/${track.direction}.`,
+    );
   }
   if (seen.has(entry.name)) throw new ArclightError('invalid_request', `track_mapping names "${entry.name}" twice.`);
   seen.add(entry.name);
@@ -145,9 +155,13 @@ function bindTracks(
     return mapping.map((entry) => {
       const track = mappedTrack(entry, byName, seen);
       const transceiver = transceivers.find((t) => t.mid === entry.mid);
-      if (!transceiver) throw new ArclightError('invalid_request', `track_mapping names mid "${entry.mid}", which the offer does not have.`);
+      if (!transceiver)
+        throw new ArclightError('invalid_request', `track_mapping names mid "${entry.mid}", which the offer does not have.`);
       if (transceiver.kind !== entry.kind) {
-        throw new ArclightError('invalid_request', `mid "${entry.mid}" is ${transceiver.kind} in the offer but ${entry.kind} in track_mapping.`);
+        throw new ArclightError(
+          'invalid_request',
+          `mid "${entry.mid}" is ${transceiver.kind} in the offer but ${entry.kind} in track_mapping.`,
+        );
       }
       return { transceiver, track };
     });
@@ -160,9 +174,7 @@ function bindTracks(
     // werift's offerDirection is the offer's direction reversed — the runtime's side: a client's
     // `recvonly` (it wants our output) reads `sendonly`.
     const wantsOutput = transceiver.offerDirection === 'sendonly' || transceiver.offerDirection === 'sendrecv';
-    const index = free.findIndex(
-      (t) => t.kind === transceiver.kind && (t.direction === 'recvonly') === wantsOutput,
-    );
+    const index = free.findIndex((t) => t.kind === transceiver.kind && (t.direction === 'recvonly') === wantsOutput);
     if (index < 0) continue;
     bindings.push({ transceiver, track: free[index]! });
     free.splice(index, 1);

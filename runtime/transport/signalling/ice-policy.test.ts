@@ -25,11 +25,15 @@ describe('IcePolicy', () => {
       `a=candidate:626da4e5384a0ce2d0d93678ap 1 udp ${100 * 2 ** 24 + 8191 * 256 + 255} 203.0.113.7 40002 typ srflx raddr 10.0.0.5 rport 40002 generation 0 ufrag b980`,
     ]);
     // Everything else is untouched.
-    expect(sdp.split('\r\n').filter((line) => !line.startsWith('a=candidate:'))).toEqual(ANSWER.split('\r\n').filter((line) => !line.startsWith('a=candidate:')));
+    expect(sdp.split('\r\n').filter((line) => !line.startsWith('a=candidate:'))).toEqual(
+      ANSWER.split('\r\n').filter((line) => !line.startsWith('a=candidate:')),
+    );
   });
 
   it('without hostAddresses every host candidate gets its public twin; none without publicAddress', () => {
-    expect(candidates(new IcePolicy({ publicAddress: '203.0.113.7' }).advertisedSdp(ANSWER)).filter((l) => l.includes(' typ srflx '))).toHaveLength(2);
+    expect(
+      candidates(new IcePolicy({ publicAddress: '203.0.113.7' }).advertisedSdp(ANSWER)).filter((l) => l.includes(' typ srflx ')),
+    ).toHaveLength(2);
     expect(new IcePolicy({}).advertisedSdp(ANSWER)).toBe(ANSWER);
   });
 
@@ -41,7 +45,9 @@ describe('IcePolicy', () => {
       'a=candidate:d 1 udp 2116026367 203.0.113.7 40013 typ host generation 0',
     ].join('\r\n');
     expect(withPublicCandidates(sdp, '203.0.113.7')).toBe(sdp);
-    expect(candidates(withPublicCandidates(sdp, '2001:db8::7'))).toContain('a=candidate:ap 1 udp 1679818751 2001:db8::7 40010 typ srflx raddr 2001:db8::5 rport 40010 generation 0');
+    expect(candidates(withPublicCandidates(sdp, '2001:db8::7'))).toContain(
+      'a=candidate:ap 1 udp 1679818751 2001:db8::7 40010 typ srflx raddr 2001:db8::5 rport 40010 generation 0',
+    );
   });
 
   it('refuses a public address that is not an IP and a port range werift cannot use', () => {

@@ -119,7 +119,9 @@ export function withPublicCandidates(sdp: string, publicAddress: string): string
     const srflxPriority = SRFLX_TYPE_PREFERENCE * 2 ** 24 + localPreference * 2 ** 8 + (256 - componentId);
     // A foundation of its own (another type, so another foundation): the host one with a suffix.
     const twin = `${(foundation ?? '').slice(0, 31)}p`;
-    out.push(`a=candidate:${twin} ${component} ${transport} ${srflxPriority} ${publicAddress} ${port} typ srflx raddr ${address} rport ${port}${extensions.length ? ` ${extensions.join(' ')}` : ''}`);
+    out.push(
+      `a=candidate:${twin} ${component} ${transport} ${srflxPriority} ${publicAddress} ${port} typ srflx raddr ${address} rport ${port}${extensions.length ? ` ${extensions.join(' ')}` : ''}`,
+    );
   }
   return out.join('\r\n');
 }

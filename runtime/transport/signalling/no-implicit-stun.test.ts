@@ -39,7 +39,10 @@ describe('no implicit STUN server', () => {
 
   it('keeps a STUN server the runtime was given', async () => {
     const offer = await libwebrtcOffer();
-    const server = createRuntimePeer({ icePolicy: new IcePolicy({ hostAddresses: [LOOPBACK] }), iceServers: [{ uris: [`stun:${LOOPBACK}:3478`] }] });
+    const server = createRuntimePeer({
+      icePolicy: new IcePolicy({ hostAddresses: [LOOPBACK] }),
+      iceServers: [{ uris: [`stun:${LOOPBACK}:3478`] }],
+    });
     try {
       await server.setRemoteDescription({ type: 'offer', sdp: offer.sdp });
       withoutImplicitStun(server);

@@ -36,7 +36,6 @@ export interface PeerFactoryOptions {
   readonly videoCodecs?: readonly VideoCodec[];
 }
 
-
 export function createRuntimePeer(options: PeerFactoryOptions): RTCPeerConnection {
   // goog-remb: receivers report their bandwidth estimate, which output tracks adapt to.
   const feedback = () => [useNACK(), usePLI(), useREMB()];

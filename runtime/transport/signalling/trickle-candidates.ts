@@ -16,7 +16,8 @@ import type { IceCandidateEntry } from '../../../protocol/transport.ts';
  * `candidate:<foundation> <component> <transport> <priority> <address> <port> typ <type> [...]`.
  * The address is IPv4, IPv6 or an mDNS name (`<uuid>.local`, what browsers hide host addresses behind).
  */
-const CANDIDATE = /^candidate:[A-Za-z0-9+/]{1,32} [0-9]{1,3} (udp|tcp) [0-9]{1,10} ([0-9.]{7,15}|[0-9A-Fa-f:.]{2,45}|[A-Za-z0-9-]{1,63}\.local) ([0-9]{1,5}) typ (host|srflx|prflx|relay)( [\x21-\x7e]+)*$/i;
+const CANDIDATE =
+  /^candidate:[A-Za-z0-9+/]{1,32} [0-9]{1,3} (udp|tcp) [0-9]{1,10} ([0-9.]{7,15}|[0-9A-Fa-f:.]{2,45}|[A-Za-z0-9-]{1,63}\.local) ([0-9]{1,5}) typ (host|srflx|prflx|relay)( [\x21-\x7e]+)*$/i;
 
 /** What the offer being answered says about its m-lines and ICE credentials. */
 export interface OfferIceSections {
@@ -42,9 +43,14 @@ export function assertTrickledCandidate(entry: IceCandidateEntry, index: number,
   const field = `/candidates/${index}`;
   const match = CANDIDATE.exec(entry.candidate);
   if (!match) {
-    throw new ArclightError('invalid_request', 'Not an ICE candidate: expected "candidate:<foundation> <component> <udp|tcp> <priority> <address> <port> typ <host|srflx|prflx|relay> …".', { field: `${field}/candidate` });
+    throw new ArclightError(
+      'invalid_request',
+      'Not an ICE candidate: expected "candidate:<foundation> <component> <udp|tcp> <priority> <address> <port> typ <host|srflx|prflx|relay> …".',
+      { field: `${field}/candidate` },
+    );
   }
-  if (Number(match[3]) > 65_535) throw new ArclightError('invalid_request', `Port ${match[3]} is out of range.`, { field: `${field}/candidate` });
+  if (Number(match[3]) > 65_535)
+    throw new ArclightError('invalid_request', `Port ${match[3]} is out of range.`, { field: `${field}/candidate` });
   if (entry.sdp_mid === undefined && entry.sdp_m_line_index === undefined) {
     throw new ArclightError('invalid_request', 'A candidate needs sdp_mid or sdp_m_line_index.', { field });
   }
@@ -52,7 +58,11 @@ export function assertTrickledCandidate(entry: IceCandidateEntry, index: number,
     throw new ArclightError('invalid_request', `The offer has no m-line with mid "${entry.sdp_mid}".`, { field: `${field}/sdp_mid` });
   }
   if (entry.sdp_mid === undefined && entry.sdp_m_line_index! >= offer.mids.length) {
-    throw new ArclightError('invalid_request', `The offer has ${offer.mids.length} m-lines; sdp_m_line_index ${entry.sdp_m_line_index} is past them.`, { field: `${field}/sdp_m_line_index` });
+    throw new ArclightError(
+      'invalid_request',
+      `The offer has ${offer.mids.length} m-lines; sdp_m_line_index ${entry.sdp_m_line_index} is past them.`,
+      { field: `${field}/sdp_m_line_index` },
+    );
   }
 }
 
@@ -76,7 +86,10 @@ export async function addTrickledCandidates(
         ...(entry.sdp_m_line_index !== undefined ? { sdpMLineIndex: entry.sdp_m_line_index } : {}),
       });
     } catch (error) {
-      throw new ArclightError('invalid_request', `The candidate could not be added: ${(error as Error).message}`, { field: `/candidates/${index}`, cause: error });
+      throw new ArclightError('invalid_request', `The candidate could not be added: ${(error as Error).message}`, {
+        field: `/candidates/${index}`,
+        cause: error,
+      });
     }
   }
   // werift reads an empty candidate as end-of-candidates for every m-line of the bundle.

@@ -22,7 +22,10 @@ describe('TURN REST-API credentials (coturn use-auth-secret)', () => {
 
   it('matches openssl for other secrets and usernames', () => {
     for (const [secret, username] of [
-      ['a much longer shared secret, longer than one SHA-1 block of sixty-four bytes, to exercise key hashing', '1893456000:4f9c2a1e-7b3d-4c55-9e61-0a2b3c4d5e6f'],
+      [
+        'a much longer shared secret, longer than one SHA-1 block of sixty-four bytes, to exercise key hashing',
+        '1893456000:4f9c2a1e-7b3d-4c55-9e61-0a2b3c4d5e6f',
+      ],
       ['ünïcødé', '1:x'],
     ] as const) {
       const expected = opensslPassword(secret, username);
@@ -33,7 +36,10 @@ describe('TURN REST-API credentials (coturn use-auth-secret)', () => {
 
   it('issues <expiry>:<session id> with the expiry ttl seconds from now, and a fresh credential per call', () => {
     let now = 1_700_000_000_500; // ms: a fraction of a second is dropped, not rounded up
-    const issuer = new TurnCredentialIssuer({ urls: ['turn:turn.example.com:3478?transport=udp', 'turns:turn.example.com:5349'], secret: 'k', ttlSeconds: 600 }, () => now);
+    const issuer = new TurnCredentialIssuer(
+      { urls: ['turn:turn.example.com:3478?transport=udp', 'turns:turn.example.com:5349'], secret: 'k', ttlSeconds: 600 },
+      () => now,
+    );
     const sessionId = '4f9c2a1e-7b3d-4c55-9e61-0a2b3c4d5e6f';
     const entry = issuer.issue(sessionId);
     expect(entry.uris).toEqual(['turn:turn.example.com:3478?transport=udp', 'turns:turn.example.com:5349']);

@@ -60,7 +60,18 @@ function gathered(pc: RTCPeerConnection): Promise<void> {
 export async function startAiortcReference(lab: NetworkLab, net: TestNetwork, options: AiortcReferenceOptions): Promise<AiortcReference> {
   const reason = aiortcUnavailableReason();
   if (reason) throw new Error(`the aiortc reference cannot run: ${reason}`);
-  const [file, ...args] = net.wrap([AIORTC_PYTHON, SCRIPT, '--width', String(options.width), '--height', String(options.height), '--fps', String(options.fps), '--picture', options.picture ?? 'pattern']);
+  const [file, ...args] = net.wrap([
+    AIORTC_PYTHON,
+    SCRIPT,
+    '--width',
+    String(options.width),
+    '--height',
+    String(options.height),
+    '--fps',
+    String(options.fps),
+    '--picture',
+    options.picture ?? 'pattern',
+  ]);
   const child: ChildProcessWithoutNullStreams = spawn(file!, args, { stdio: 'pipe' });
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4_000)));
@@ -81,12 +92,21 @@ export async function startAiortcReference(lab: NetworkLab, net: TestNetwork, op
 
   const receiver = new (wrtc.RTCPeerConnection as unknown as typeof RTCPeerConnection)({ iceServers: [] });
   receiver.addTransceiver('video', { direction: 'recvonly' });
-  const stamp = { x: 2 * Math.round((40 * options.width) / 1280 / 2), y: 2 * Math.round((280 * options.height) / 720 / 2), width: options.width };
-  const video = new Promise<StampedReceiver>((resolve) => receiver.addEventListener('track', (event) => resolve(new StampedReceiver(event.track, { stamp }))));
+  const stamp = {
+    x: 2 * Math.round((40 * options.width) / 1280 / 2),
+    y: 2 * Math.round((280 * options.height) / 720 / 2),
+    width: options.width,
+  };
+  const video = new Promise<StampedReceiver>((resolve) =>
+    receiver.addEventListener('track', (event) => resolve(new StampedReceiver(event.track, { stamp }))),
+  );
   await receiver.setLocalDescription(await receiver.createOffer());
   await gathered(receiver);
   child.stdin.write(`${JSON.stringify({ type: 'offer', sdp: await lab.rewriteClientSdp(receiver.localDescription!.sdp) })}\n`);
-  const sdp = await Promise.race([answer, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer from aiortc in 20 s: ${stderr}`)), 20_000).unref())]);
+  const sdp = await Promise.race([
+    answer,
+    new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer from aiortc in 20 s: ${stderr}`)), 20_000).unref()),
+  ]);
   await receiver.setRemoteDescription({ type: 'answer', sdp: await lab.rewriteServerSdp(sdp) });
   const watched = await video;
   return {

@@ -19,7 +19,11 @@ export interface ArclightThroughLab {
   close(): Promise<void>;
 }
 
-export async function connectArclightThroughLab(lab: NetworkLab, runtimeUrl: string, options: { readonly modelName: string } & StampedReceiverOptions): Promise<ArclightThroughLab> {
+export async function connectArclightThroughLab(
+  lab: NetworkLab,
+  runtimeUrl: string,
+  options: { readonly modelName: string } & StampedReceiverOptions,
+): Promise<ArclightThroughLab> {
   const proxy = await lab.proxyHttp(runtimeUrl);
   const peers: RTCPeerConnection[] = [];
   // The client keeps its peer private; a subclass records it for getStats().

@@ -109,12 +109,20 @@ export async function connectChromiumThroughLab(
     const page = await chrome.newPage();
     await page.goto(served.url);
     await page.waitForFunction(() => typeof (window as unknown as { labStart?: unknown }).labStart === 'function');
-    await page.evaluate(([url, modelName, stamp]) => (window as unknown as { labStart: (u: string, m: string, s: unknown) => Promise<void> }).labStart(url, modelName, stamp), [proxy.url, options.modelName, options.stamp] as const);
+    await page.evaluate(
+      ([url, modelName, stamp]) =>
+        (window as unknown as { labStart: (u: string, m: string, s: unknown) => Promise<void> }).labStart(url, modelName, stamp),
+      [proxy.url, options.modelName, options.stamp] as const,
+    );
     const offset = await clockOffset(page);
     const launched = chrome;
     return {
       page,
-      frames: async () => (await page.evaluate(() => (window as unknown as { __lab: { frames: DecodedFrame[] } }).__lab.frames)).map((f) => ({ ...f, at: f.at - offset })),
+      frames: async () =>
+        (await page.evaluate(() => (window as unknown as { __lab: { frames: DecodedFrame[] } }).__lab.frames)).map((f) => ({
+          ...f,
+          at: f.at - offset,
+        })),
       frameCount: () => page.evaluate(() => (window as unknown as { __lab: { frames: unknown[] } }).__lab.frames.length),
       inbound: () => page.evaluate(() => (window as unknown as { labInbound: () => Promise<InboundVideo> }).labInbound()),
       codec: () => page.evaluate(() => (window as unknown as { __lab: { codec: string | null } }).__lab.codec),

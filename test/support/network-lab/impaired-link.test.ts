@@ -58,7 +58,14 @@ describe('ImpairedLink', () => {
     const { link, arrivals, stream } = rig();
     stream(100, 1_000, 1);
     expect(arrivals.map((a) => a.at - a.sentAt)).toEqual(new Array(100).fill(0));
-    expect(link.counters).toMatchObject({ packetsIn: 100, bytesIn: 100_000, delivered: 100, bytesDelivered: 100_000, droppedRandom: 0, inFlight: 0 });
+    expect(link.counters).toMatchObject({
+      packetsIn: 100,
+      bytesIn: 100_000,
+      delivered: 100,
+      bytesDelivered: 100_000,
+      droppedRandom: 0,
+      inFlight: 0,
+    });
   });
 
   it('drops about lossPercent of the datagrams at random, independently', () => {
@@ -223,7 +230,13 @@ describe('NetworkLab.schedule', () => {
 describe('NetworkLab seed', () => {
   /** The indexes of the first `count` down-link datagrams that the lab dropped, with `upBetween` up-link datagrams sent between each. */
   async function downDrops(upBetween: number, count = 400): Promise<number[]> {
-    const lab = await NetworkLab.start({ clientSideAddress: '127.0.0.1', clock: new ManualClock(), seed: 41, down: { lossPercent: 5 }, up: { lossPercent: 5 } });
+    const lab = await NetworkLab.start({
+      clientSideAddress: '127.0.0.1',
+      clock: new ManualClock(),
+      seed: 41,
+      down: { lossPercent: 5 },
+      up: { lossPercent: 5 },
+    });
     const sink = { send: () => undefined } as unknown as RelayedDatagram['via'];
     const datagram: RelayedDatagram = { data: Buffer.alloc(100), via: sink, to: { address: '127.0.0.1', port: 9 } };
     const drops: number[] = [];

@@ -84,7 +84,18 @@ export class ImpairedLink<T> {
   #lineTimerAt = Infinity;
 
   readonly #histogram = new DelayHistogram();
-  #counters = { packetsIn: 0, bytesIn: 0, delivered: 0, bytesDelivered: 0, droppedRandom: 0, droppedBurst: 0, droppedQueue: 0, bytesDroppedQueue: 0, reordered: 0, maxQueueBytes: 0 };
+  #counters = {
+    packetsIn: 0,
+    bytesIn: 0,
+    delivered: 0,
+    bytesDelivered: 0,
+    droppedRandom: 0,
+    droppedBurst: 0,
+    droppedQueue: 0,
+    bytesDroppedQueue: 0,
+    reordered: 0,
+    maxQueueBytes: 0,
+  };
 
   constructor(options: ImpairedLinkOptions<T>) {
     this.#clock = options.clock;

@@ -87,7 +87,10 @@ const probability = (value: number | undefined): boolean => value === undefined 
 
 /** `settings` with `change` applied; throws RangeError for a value out of range. */
 export function applyImpairment(settings: LinkSettings, change: LinkImpairment): LinkSettings {
-  const next: LinkSettings = { ...settings, ...(Object.fromEntries(Object.entries(change).filter(([, v]) => v !== undefined)) as Partial<LinkSettings>) };
+  const next: LinkSettings = {
+    ...settings,
+    ...(Object.fromEntries(Object.entries(change).filter(([, v]) => v !== undefined)) as Partial<LinkSettings>),
+  };
   check(next.lossPercent >= 0 && next.lossPercent <= 100, `lossPercent ${next.lossPercent} is not in 0–100`);
   check(next.delayMs >= 0 && Number.isFinite(next.delayMs), `delayMs ${next.delayMs} must be ≥ 0`);
   check(next.jitterMs >= 0 && Number.isFinite(next.jitterMs), `jitterMs ${next.jitterMs} must be ≥ 0`);
@@ -96,7 +99,10 @@ export function applyImpairment(settings: LinkSettings, change: LinkImpairment):
   check(next.queueBytes === null || next.queueBytes > 0, `queueBytes ${next.queueBytes} must be > 0 (null: use queueMs)`);
   const burst = next.burstLoss;
   if (burst) {
-    check(burst.p >= 0 && burst.p <= 1 && burst.r > 0 && burst.r <= 1, `burstLoss needs 0 ≤ p ≤ 1 and 0 < r ≤ 1 (got p ${burst.p}, r ${burst.r})`);
+    check(
+      burst.p >= 0 && burst.p <= 1 && burst.r > 0 && burst.r <= 1,
+      `burstLoss needs 0 ≤ p ≤ 1 and 0 < r ≤ 1 (got p ${burst.p}, r ${burst.r})`,
+    );
     check(probability(burst.lossInGood) && probability(burst.lossInBad), 'burstLoss lossInGood and lossInBad are probabilities (0–1)');
   }
   return Object.freeze(next);

@@ -33,7 +33,10 @@ describe('SDP candidate rewriting', () => {
       { address: '192.168.1.5', port: 40001 },
       { address: 'abcd.local', port: 40002 },
     ]);
-    expect(parseCandidate('candidate:2 1 udp 5 1.2.3.4 7 typ srflx raddr 9.9.9.9 rport 1 generation 0')).toMatchObject({ type: 'srflx', extensions: ['generation', '0'] });
+    expect(parseCandidate('candidate:2 1 udp 5 1.2.3.4 7 typ srflx raddr 9.9.9.9 rport 1 generation 0')).toMatchObject({
+      type: 'srflx',
+      extensions: ['generation', '0'],
+    });
   });
 
   it('swaps mapped candidates for the relay (typ host), removes the rest and duplicates, fixes c= and drops a=rtcp', () => {
@@ -49,7 +52,9 @@ describe('SDP candidate rewriting', () => {
   });
 
   it('rewrites a trickled candidate string, or says to drop it', () => {
-    expect(rewriteCandidate('candidate:1 1 udp 2130706431 10.231.0.1 40000 typ host', map)).toBe('candidate:1 1 udp 2130706431 127.0.0.1 5000 typ host');
+    expect(rewriteCandidate('candidate:1 1 udp 2130706431 10.231.0.1 40000 typ host', map)).toBe(
+      'candidate:1 1 udp 2130706431 127.0.0.1 5000 typ host',
+    );
     expect(rewriteCandidate('candidate:3 1 tcp 1 10.231.0.1 9 typ host', map)).toBeUndefined();
     expect(rewriteCandidate('candidate:4 1 udp 1 192.168.1.5 40001 typ host', map)).toBeUndefined();
   });
@@ -57,7 +62,10 @@ describe('SDP candidate rewriting', () => {
   it('rewriteJson finds SDP and candidates anywhere in a JSON body, and drops removed candidate entries', async () => {
     const body = {
       sdp_offer: 'v=0\r\nm=video 9 x\r\n',
-      nested: [{ candidate: 'candidate:1 1 udp 1 10.231.0.1 40000 typ host', sdp_mid: '0' }, { candidate: 'candidate:4 1 udp 1 192.168.1.5 40001 typ host', sdp_mid: '0' }],
+      nested: [
+        { candidate: 'candidate:1 1 udp 1 10.231.0.1 40000 typ host', sdp_mid: '0' },
+        { candidate: 'candidate:4 1 udp 1 192.168.1.5 40001 typ host', sdp_mid: '0' },
+      ],
       other: 'hello',
       n: 3,
     };

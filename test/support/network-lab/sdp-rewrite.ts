@@ -56,7 +56,8 @@ export function candidateEndpoints(text: string): Endpoint[] {
   const found = new Map<string, Endpoint>();
   for (const line of text.split(/\r?\n/)) {
     const candidate = parseCandidate(line);
-    if (candidate && candidate.transport.toLowerCase() === 'udp') found.set(endpointKey(candidate), { address: candidate.address, port: candidate.port });
+    if (candidate && candidate.transport.toLowerCase() === 'udp')
+      found.set(endpointKey(candidate), { address: candidate.address, port: candidate.port });
   }
   return [...found.values()];
 }

@@ -15,7 +15,8 @@ afterEach(async () => {
   for (const close of closers.splice(0).reverse()) await close();
 });
 
-const offer = (port: number) => `v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\nc=IN IP4 127.0.0.1\r\na=candidate:1 1 udp 1 127.0.0.1 ${port} typ host\r\n`;
+const offer = (port: number) =>
+  `v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\nc=IN IP4 127.0.0.1\r\na=candidate:1 1 udp 1 127.0.0.1 ${port} typ host\r\n`;
 
 async function body(request: IncomingMessage): Promise<string> {
   const chunks: Buffer[] = [];
@@ -28,7 +29,7 @@ describe('SignallingProxy', () => {
     const seen: string[] = [];
     const server: Server = createServer(async (request, response) => {
       if (request.url === '/offer') {
-        seen.push(((JSON.parse(await body(request)) as { sdp: string }).sdp));
+        seen.push((JSON.parse(await body(request)) as { sdp: string }).sdp);
         response.writeHead(200, { 'content-type': 'application/json' });
         response.end(JSON.stringify({ sdp_answer: offer(40_000), other: 'kept' }));
       } else {
@@ -42,7 +43,13 @@ describe('SignallingProxy', () => {
     closers.push(() => lab.close());
     const proxy = await lab.proxyHttp(`http://${LOOPBACK}:${(server.address() as AddressInfo).port}`);
 
-    const answer = (await (await fetch(`${proxy.url}/offer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sdp: offer(50_000) }) })).json()) as { sdp_answer: string; other: string };
+    const answer = (await (
+      await fetch(`${proxy.url}/offer`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ sdp: offer(50_000) }),
+      })
+    ).json()) as { sdp_answer: string; other: string };
     // The server saw the relay's server-facing socket instead of the client's 50000…
     expect(seen[0]).toMatch(/a=candidate:1 1 udp 1 127\.0\.0\.1 \d+ typ host/);
     expect(seen[0]).not.toContain(' 50000 ');

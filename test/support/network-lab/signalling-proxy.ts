@@ -33,7 +33,11 @@ type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 const HOP_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'content-encoding', 'host', 'upgrade']);
 
 /** `value` with every SDP and candidate string rewritten by `sdp` and `candidate` (removed candidates become ''). */
-export async function rewriteJson(value: Json, sdp: (text: string) => Promise<string>, candidate: (text: string) => Promise<string | undefined>): Promise<Json> {
+export async function rewriteJson(
+  value: Json,
+  sdp: (text: string) => Promise<string>,
+  candidate: (text: string) => Promise<string | undefined>,
+): Promise<Json> {
   if (typeof value === 'string') {
     if (value.startsWith('v=0')) return sdp(value);
     if (/^(a=)?candidate:/.test(value)) return (await candidate(value)) ?? '';
@@ -45,13 +49,16 @@ export async function rewriteJson(value: Json, sdp: (text: string) => Promise<st
     return items.filter((item, i) => !(isCandidateEntry(value[i]!) && isEmptyCandidate(item)));
   }
   if (value !== null && typeof value === 'object') {
-    const entries = await Promise.all(Object.entries(value).map(async ([key, item]) => [key, await rewriteJson(item, sdp, candidate)] as const));
+    const entries = await Promise.all(
+      Object.entries(value).map(async ([key, item]) => [key, await rewriteJson(item, sdp, candidate)] as const),
+    );
     return Object.fromEntries(entries);
   }
   return value;
 }
 
-const candidateOf = (value: Json): Json | undefined => (value !== null && typeof value === 'object' && !Array.isArray(value) ? value['candidate'] : value);
+const candidateOf = (value: Json): Json | undefined =>
+  value !== null && typeof value === 'object' && !Array.isArray(value) ? value['candidate'] : value;
 const isCandidateEntry = (value: Json): boolean => {
   const text = candidateOf(value);
   return typeof text === 'string' && /^(a=)?candidate:/.test(text);
@@ -109,7 +116,13 @@ export class SignallingProxy {
       for (const item of Array.isArray(value) ? value : [value]) headers.append(name, item);
     }
     if (body && isJson(request.headers['content-type'])) {
-      body = JSON.stringify(await rewriteJson(JSON.parse(Buffer.from(body).toString('utf8')) as Json, (sdp) => this.#lab.rewriteClientSdp(sdp), (c) => this.#lab.rewriteClientCandidate(c)));
+      body = JSON.stringify(
+        await rewriteJson(
+          JSON.parse(Buffer.from(body).toString('utf8')) as Json,
+          (sdp) => this.#lab.rewriteClientSdp(sdp),
+          (c) => this.#lab.rewriteClientCandidate(c),
+        ),
+      );
       this.rewrittenRequests++;
     }
     const upstream = await fetch(new URL(request.url ?? '/', this.#target), {
@@ -126,7 +139,13 @@ export class SignallingProxy {
       const text = await upstream.text();
       let out = text;
       if (text.length > 0) {
-        out = JSON.stringify(await rewriteJson(JSON.parse(text) as Json, (sdp) => this.#lab.rewriteServerSdp(sdp), (c) => this.#lab.rewriteServerCandidate(c)));
+        out = JSON.stringify(
+          await rewriteJson(
+            JSON.parse(text) as Json,
+            (sdp) => this.#lab.rewriteServerSdp(sdp),
+            (c) => this.#lab.rewriteServerCandidate(c),
+          ),
+        );
         this.rewrittenResponses++;
       }
       response.writeHead(upstream.status, responseHeaders);

@@ -70,7 +70,16 @@ export class StampedReceiver {
 
 /** Reads a wrtc peer's inbound video counters (zeros before any arrive). */
 export async function inboundVideo(pc: RTCPeerConnection): Promise<InboundVideo> {
-  const zero: InboundVideo = { bytesReceived: 0, packetsReceived: 0, packetsLost: 0, framesDecoded: 0, nackCount: 0, pliCount: 0, frameWidth: 0, frameHeight: 0 };
+  const zero: InboundVideo = {
+    bytesReceived: 0,
+    packetsReceived: 0,
+    packetsLost: 0,
+    framesDecoded: 0,
+    nackCount: 0,
+    pliCount: 0,
+    frameWidth: 0,
+    frameHeight: 0,
+  };
   let found = zero;
   (await pc.getStats()).forEach((entry: Record<string, unknown>) => {
     if (entry['type'] !== 'inbound-rtp' || (entry['kind'] ?? entry['mediaType']) !== 'video') return;

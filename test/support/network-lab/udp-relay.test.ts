@@ -38,7 +38,12 @@ afterEach(async () => {
 
 describe('UdpRelay through NetworkLab on 127.0.0.1', () => {
   it('relays both ways, hides each side from the other, and applies loss and delay per direction', async () => {
-    const lab = await NetworkLab.start({ clientSideAddress: LOOPBACK, random: seededRandom(11), up: { lossPercent: 10, delayMs: 10 }, down: { delayMs: 15 } });
+    const lab = await NetworkLab.start({
+      clientSideAddress: LOOPBACK,
+      random: seededRandom(11),
+      up: { lossPercent: 10, delayMs: 10 },
+      down: { delayMs: 15 },
+    });
     open.push(lab);
     const server = await udp();
     const seenByServer: Endpoint[] = [];
@@ -62,7 +67,15 @@ describe('UdpRelay through NetworkLab on 127.0.0.1', () => {
       if (seq % 20 === 19) await new Promise((resolve) => setTimeout(resolve, 5));
     }
     // Everything that was not dropped comes back.
-    await waitFor(() => lab.counters.up.packetsIn === 200 && lab.counters.up.inFlight === 0 && lab.counters.down.inFlight === 0 && echoes.length === lab.counters.down.delivered && lab.counters.down.packetsIn === seenByServer.length, 'the echoes');
+    await waitFor(
+      () =>
+        lab.counters.up.packetsIn === 200 &&
+        lab.counters.up.inFlight === 0 &&
+        lab.counters.down.inFlight === 0 &&
+        echoes.length === lab.counters.down.delivered &&
+        lab.counters.down.packetsIn === seenByServer.length,
+      'the echoes',
+    );
     const { up, down, relay } = lab.counters;
     expect(up.droppedRandom).toBeGreaterThan(5);
     expect(up.delivered).toBe(200 - up.droppedRandom);
@@ -90,7 +103,10 @@ describe('UdpRelay through NetworkLab on 127.0.0.1', () => {
     const client = await udp();
     const sentAt = performance.now();
     for (let i = 0; i < 60; i++) client.send(Buffer.alloc(1_000), relayed.port, relayed.address);
-    await waitFor(() => lab.counters.up.packetsIn === 60 && lab.counters.up.inFlight === 0 && arrivals.length === lab.counters.up.delivered, 'the burst to drain');
+    await waitFor(
+      () => lab.counters.up.packetsIn === 60 && lab.counters.up.inFlight === 0 && arrivals.length === lab.counters.up.delivered,
+      'the burst to drain',
+    );
     const { up } = lab.counters;
     // The socket buffers may hand the burst over in pieces, so the queue may drain in between:
     // at least the queue's worth gets through, and whatever did not fit was tail-dropped.

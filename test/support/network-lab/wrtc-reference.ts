@@ -56,7 +56,9 @@ export async function startWrtcReference(lab: NetworkLab, options: WrtcReference
   }, 1000 / options.fps);
 
   const video = new Promise<StampedReceiver>((resolve) => {
-    receiver.addEventListener('track', (event) => resolve(new StampedReceiver(event.track, { stamp: { ...drawer.stamp, width: options.width } })));
+    receiver.addEventListener('track', (event) =>
+      resolve(new StampedReceiver(event.track, { stamp: { ...drawer.stamp, width: options.width } })),
+    );
   });
   await sender.setLocalDescription(await sender.createOffer());
   await gathered(sender);
