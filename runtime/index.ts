@@ -13,7 +13,8 @@
  * ```
  * Then `arclight serve my-model.ts` (or `startRuntime({ model })` from code).
  */
-export { defineModel, command, commandFor, SKIP_STEP } from './model/definition.ts';
+export { command, commandFor, SKIP_STEP } from './model/definition.ts';
+export { defineModel } from './model/define-model.ts';
 export type {
   ModelDefinition,
   CommandSpec,

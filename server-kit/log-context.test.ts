@@ -6,8 +6,8 @@
 
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createLoggerTo, type Logger } from './log.ts';
-import { logContextFields, runWithLogContext, withLogContext } from './log-context.ts';
+import { createLoggerTo, withLogContext, type Logger } from './log.ts';
+import { logContextFields, runWithLogContext } from './log-context.ts';
 
 /** A real logger (log.ts) writing JSON lines into memory; `records` parses what it has written so far. */
 function capturedLogger(): { log: Logger; lines: string[]; readonly records: Array<Record<string, unknown>> } {

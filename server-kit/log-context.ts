@@ -5,12 +5,12 @@
  * `session.log` write meanwhile are stamped with it — including through `await`s and timers
  * started inside, which is what AsyncLocalStorage carries and an explicit logger argument cannot.
  *
- * The loggers of log.ts read the context in a pino `mixin` (`logContextFields`). Fields written
+ * The loggers of log.ts read the context in a pino `mixin` (`logContextFields`); log.ts's
+ * `withLogContext` gives a logger that enters one for each record. Fields written
  * explicitly (a logger's bindings, a record's own fields) win over the context's.
  */
 
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { Logger } from './log.ts';
 
 export type LogContextFields = Readonly<Record<string, unknown>>;
 
@@ -41,19 +41,4 @@ export function logContextFields(): LogContextFields {
   } catch {
     return {};
   }
-}
-
-/**
- * `log`, writing each record inside `context`: for a logger owned by the thing the context
- * describes (a session's own), so that its records are stamped even when written from outside
- * that thing's work — a timer, a peer's callback. Children keep the context.
- */
-export function withLogContext(log: Logger, context: LogContext): Logger {
-  return {
-    debug: (message, fields) => runWithLogContext(context, () => log.debug(message, fields)),
-    info: (message, fields) => runWithLogContext(context, () => log.info(message, fields)),
-    warn: (message, fields) => runWithLogContext(context, () => log.warn(message, fields)),
-    error: (message, fields) => runWithLogContext(context, () => log.error(message, fields)),
-    child: (bindings) => withLogContext(log.child(bindings), context),
-  };
 }

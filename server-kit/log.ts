@@ -11,7 +11,7 @@
 
 import type { Writable } from 'node:stream';
 import { pino, type Logger as PinoLogger } from 'pino';
-import { logContextFields } from './log-context.ts';
+import { logContextFields, runWithLogContext, type LogContext } from './log-context.ts';
 import { formatTextRecord, logStyleFor, type LogFormat } from './log-format.ts';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
@@ -152,4 +152,19 @@ function asText(line: string, colour: boolean): string {
   } catch {
     return line;
   }
+}
+
+/**
+ * `log`, writing each record inside `context`: for a logger owned by the thing the context
+ * describes (a session's own), so that its records are stamped even when written from outside
+ * that thing's work — a timer, a peer's callback. Children keep the context.
+ */
+export function withLogContext(log: Logger, context: LogContext): Logger {
+  return {
+    debug: (message, fields) => runWithLogContext(context, () => log.debug(message, fields)),
+    info: (message, fields) => runWithLogContext(context, () => log.info(message, fields)),
+    warn: (message, fields) => runWithLogContext(context, () => log.warn(message, fields)),
+    error: (message, fields) => runWithLogContext(context, () => log.error(message, fields)),
+    child: (bindings) => withLogContext(log.child(bindings), context),
+  };
 }

@@ -1,9 +1,8 @@
 /** Accounts and their quotas. */
 
 import { randomUUID } from 'node:crypto';
-import type { Kysely, Selectable, Transaction } from 'kysely';
+import type { Kysely, Selectable } from 'kysely';
 import type { CreditLedger, PromotionalGrant } from '../billing/credit-ledger.ts';
-import type { DatabaseEngine } from '../storage/database.ts';
 import type { AccountTable, CoordinatorDatabase } from '../storage/schema.ts';
 
 export interface AccountQuotas {
@@ -140,20 +139,4 @@ export class AccountStore {
     if (quotas.monthlyCreditCap !== undefined) values.monthly_credit_cap = quotas.monthlyCreditCap;
     if (Object.keys(values).length > 0) await this.#db.updateTable('accounts').set(values).where('id', '=', id).execute();
   }
-}
-
-/**
- * The account's row, locked until `tx` ends, so what is decided per account (admission, charging)
- * is decided one at a time — across coordinator processes too: PostgreSQL locks the row (`FOR
- * UPDATE`); on SQLite every transaction already holds the file's write lock (BEGIN IMMEDIATE,
- * storage/sqlite-dialect.ts). Undefined when there is no such account.
- */
-export async function lockAccountRow(
-  tx: Transaction<CoordinatorDatabase>,
-  engine: DatabaseEngine,
-  accountId: string,
-): Promise<Selectable<AccountTable> | undefined> {
-  let query = tx.selectFrom('accounts').selectAll().where('id', '=', accountId);
-  if (engine === 'postgres') query = query.forUpdate();
-  return query.executeTakeFirst();
 }

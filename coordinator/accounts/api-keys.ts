@@ -15,7 +15,7 @@ import type { Kysely, Selectable, Transaction } from 'kysely';
 import { ArclightError } from '../../protocol/errors.ts';
 import type { DatabaseEngine } from '../storage/database.ts';
 import type { ApiKeyTable, CoordinatorDatabase } from '../storage/schema.ts';
-import { lockAccountRow } from './account-store.ts';
+import { lockAccountRow } from './account-lock.ts';
 
 export const API_KEY_PREFIX = 'rk_';
 /** Characters of the key kept in clear, to tell keys apart in listings. */

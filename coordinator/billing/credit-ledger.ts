@@ -25,7 +25,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
 import { ArclightError } from '../../protocol/errors.ts';
-import { lockAccountRow } from '../accounts/account-store.ts';
+import { lockAccountRow } from '../accounts/account-lock.ts';
 import type { PricingSettings } from '../pricing/pricing.ts';
 import type { DatabaseEngine } from '../storage/database.ts';
 import type { CoordinatorDatabase, GrantKind } from '../storage/schema.ts';

@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable, Transaction } from 'kysely';
 import { maxDurationReason } from '../../protocol/coordinator.ts';
 import { ArclightError } from '../../protocol/errors.ts';
-import { lockAccountRow } from '../accounts/account-store.ts';
+import { lockAccountRow } from '../accounts/account-lock.ts';
 import type { CreditLedger } from '../billing/credit-ledger.ts';
 import type { DatabaseEngine } from '../storage/database.ts';
 import type { CoordinatorDatabase, SessionStatus, SessionTable } from '../storage/schema.ts';

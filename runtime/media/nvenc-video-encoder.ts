@@ -16,7 +16,6 @@ import { FrameScaler } from './frame-scaler.ts';
 import { noteVideoEncoderFreed, noteVideoEncoderOpened } from './open-encoders.ts';
 import type { VideoFrame } from './frames.ts';
 import type { CheckedEncoderOptions, EncodedVideoFrame, EncoderBackend, VideoCodec, VideoEncoderStats } from './video-encoder.ts';
-import type { VideoEncoder } from './video-encoder-factory.ts';
 
 /** NVENC settings for interactive streaming: the fastest presets still beat x264 ultrafast. */
 const STREAMING_SETTINGS = {
@@ -26,7 +25,7 @@ const STREAMING_SETTINGS = {
   vbvMs: 500,
 } as const satisfies Partial<NvencEncoderOptions>;
 
-export class NvencVideoEncoder implements VideoEncoder {
+export class NvencVideoEncoder {
   readonly #options: CheckedEncoderOptions;
   readonly #native: NvencEncoder;
   readonly #scaler = new FrameScaler();

@@ -25,15 +25,10 @@ import type { JsonValue } from '../../protocol/json-schema.ts';
 import type { LatencyMode } from '../../protocol/messages.ts';
 import type { AudioFrame, CudaVideoFrame, FrameMetadata, PixelFormat, VideoFrame } from '../media/frames.ts';
 import type { UploadedFile } from '../uploads/upload-store.ts';
-import type { ModelSession, ConnectionHandle } from './model-session.ts';
-import { withSettingCommands, type SettingCommandName, type SettingsMap, type SettingsOf, type SettingValueOf } from './settings.ts';
+import type { ModelSession, ConnectionHandle, DropPolicy } from './model-session.ts';
+import type { SettingCommandName, SettingsMap, SettingsOf, SettingValueOf } from './setting-types.ts';
 
-/**
- * What `emit` does when the track's queue is full: `block` waits for room (backpressure: the
- * model runs at the rate clients play at), `drop-oldest` discards the oldest queued frame,
- * `drop-newest` discards the frame being emitted. Drops never wait and are counted in /metrics.
- */
-export type DropPolicy = 'block' | 'drop-oldest' | 'drop-newest';
+export type { DropPolicy } from './model-session.ts';
 
 export interface OutputVideoTrackSpec {
   readonly name: string;
@@ -344,25 +339,6 @@ export interface ModelDefinition<
     session: ModelSession<State, SettingsOf<Settings>>,
     step: StepInfo<SettingsOf<Settings>>,
   ): StepErrorAction | Promise<StepErrorAction>;
-}
-
-/**
- * Identity at run time; gives the definition its types. Let `State` be inferred (type
- * `createSessionState`'s return, e.g. `(): MyState => ({...})`) rather than writing
- * `defineModel<MyState>(...)`: an explicit type argument turns off the inference of the command
- * and message types that `ModelTypesOf<typeof model>` reads.
- */
-export function defineModel<
-  State = Record<string, unknown>,
-  const Commands extends CommandMap<State> = CommandMap<State>,
-  const Messages extends MessageMap = MessageMap,
-  Input = undefined,
-  const Settings extends SettingsMap = SettingsMap,
->(
-  definition: ModelDefinition<State, Commands, Messages, Input, Settings>,
-): ModelDefinition<State, Commands & SettingCommandsOf<State, Settings>, Messages, Input, Settings> {
-  if (definition.settings === undefined) return definition as never;
-  return { ...definition, commands: withSettingCommands(definition.commands, definition.settings) } as never;
 }
 
 /** The `set_<name>` commands a `settings` declaration generates, typed for `ModelTypesOf`. */

@@ -2,7 +2,13 @@
 
 import type { JsonValue } from '../../protocol/json-schema.ts';
 import type { AudioFrame, CudaVideoFrame, FrameMetadata, VideoFrame } from '../media/frames.ts';
-import type { DropPolicy } from './definition.ts';
+
+/**
+ * What `emit` does when the track's queue is full: `block` waits for room (backpressure: the
+ * model runs at the rate clients play at), `drop-oldest` discards the oldest queued frame,
+ * `drop-newest` discards the frame being emitted. Drops never wait and are counted in /metrics.
+ */
+export type DropPolicy = 'block' | 'drop-oldest' | 'drop-newest';
 
 export interface EmitOptions {
   /** Overrides the track's drop policy for this emit. */

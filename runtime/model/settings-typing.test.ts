@@ -13,7 +13,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { describe, expect, expectTypeOf, it } from 'vitest';
-import { commandFor, defineModel } from './definition.ts';
+import { commandFor } from './definition.ts';
+import { defineModel } from './define-model.ts';
 import type { SettingsOf } from './settings.ts';
 
 const settings = {

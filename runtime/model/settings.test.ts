@@ -5,7 +5,7 @@
 
 import { afterEach, describe, expect, expectTypeOf, it } from 'vitest';
 import { createTestSession, type TestSession } from '../testing/index.ts';
-import { defineModel } from './definition.ts';
+import { defineModel } from './define-model.ts';
 import { ModelDefinitionError, validateModelDefinition } from './validate-definition.ts';
 import { CommandRouter } from './command-router.ts';
 import { createLogger } from '../../server-kit/log.ts';

@@ -8,38 +8,8 @@
 import { MODERATED_KEYWORD } from '../../protocol/moderation.ts';
 import type { CommandMap, CommandSpec } from './definition.ts';
 
-/**
- * One settable field: a JSON Schema of its value (`type`, `minimum`, `maxLength`, `enum`, …) with
- * a `default` (the value each session starts from), an optional `description`, and `moderated:
- * true` for free text that goes through moderation (as `moderated()` marks a command parameter).
- */
-export interface SettingSpec {
-  readonly default: unknown;
-  readonly description?: string;
-  readonly moderated?: boolean;
-  readonly [keyword: string]: unknown;
-}
-
-export type SettingsMap = Readonly<Record<string, SettingSpec>>;
-
-/** The value type a setting declares: from its `enum`, else its `type`, else its default's type. */
-export type SettingValueOf<S> = S extends { readonly enum: readonly (infer E)[] }
-  ? E
-  : S extends { readonly type: 'string' }
-    ? string
-    : S extends { readonly type: 'number' | 'integer' }
-      ? number
-      : S extends { readonly type: 'boolean' }
-        ? boolean
-        : S extends { readonly default: infer D }
-          ? D
-          : unknown;
-
-/** `session.settings` as a model's `settings` declaration types it. */
-export type SettingsOf<S> = { readonly [K in keyof S]: SettingValueOf<S[K]> };
-
-/** The generated commands' names. */
-export type SettingCommandName<S> = `set_${Extract<keyof S, string>}`;
+export type { SettingSpec, SettingsMap, SettingValueOf, SettingsOf, SettingCommandName } from './setting-types.ts';
+import type { SettingSpec, SettingsMap } from './setting-types.ts';
 
 /** Marks a command as generated from a setting (so normalising twice is not a name clash). */
 const GENERATED = Symbol.for('arclight.setting_command');

@@ -7,7 +7,8 @@
 
 import { afterEach, describe, expect, it } from 'vitest';
 import { createTestSession, type TestSession } from '../testing/index.ts';
-import { commandFor, defineModel, SKIP_STEP, type ModelDefinition, type OutputVideoTrackSpec, type StepResult } from './definition.ts';
+import { defineModel } from './define-model.ts';
+import { commandFor, SKIP_STEP, type ModelDefinition, type OutputVideoTrackSpec, type StepResult } from './definition.ts';
 import { ModelDefinitionError, validateModelDefinition } from './validate-definition.ts';
 import type { VideoFrame } from '../media/frames.ts';
 import { createLogger } from '../../server-kit/log.ts';
