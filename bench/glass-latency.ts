@@ -51,7 +51,8 @@ import { startRuntime, type Runtime } from '../runtime/index.ts';
 import { createLogger } from '../server-kit/log.ts';
 import { launchChromiumInNamespace, type LaunchedChromium } from '../test/support/chromium.ts';
 import { createTestNetwork, type TestNetwork } from '../test/support/netns.ts';
-import { VideoEncoder } from '../runtime/media/video-encoder-factory.ts';
+import { streamEncoders, VideoEncoder } from '../runtime/media/video-encoder-factory.ts';
+import type { VideoFrame } from '../runtime/media/frames.ts';
 import type { DropPolicy } from '../runtime/index.ts';
 import { createStampModel, emitSession, emitTimes, frameIds, stampGeometry, type StampModelOptions } from './models/stamp-model.ts';
 import { loadavg, median, sleep, summarise, systemCpu, type Summary } from './support/measure.ts';
@@ -485,9 +486,8 @@ const diff = (b: InboundStats, a: InboundStats, key: string): number | null => {
 const encodeSpans = new Map<number, EncodeSpan>();
 const allEncodes: EncodeSpan[] = [];
 {
-  const create = VideoEncoder.create;
-  VideoEncoder.create = async (options) => {
-    const encoder = await create(options);
+  /** Wraps `encode` of each encoder an opener returns. */
+  const timed = <E extends { encode(frame: VideoFrame): Promise<unknown> }>(encoder: E): E => {
     const encode = encoder.encode.bind(encoder);
     encoder.encode = (frame) => {
       const start = performance.timeOrigin + performance.now();
@@ -505,6 +505,11 @@ const allEncodes: EncodeSpan[] = [];
     };
     return encoder;
   };
+  // The runtime's streams open theirs through streamEncoders (video-encoder-factory.ts); tools through VideoEncoder.create.
+  const open = streamEncoders.open;
+  streamEncoders.open = async (options, backends) => timed(await open(options, backends));
+  const create = VideoEncoder.create;
+  VideoEncoder.create = async (options) => timed(await create(options));
 }
 
 function tailSplit(splits: readonly FrameSplit[]): TailSplit {

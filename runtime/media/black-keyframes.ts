@@ -9,7 +9,7 @@
  */
 import type { EncoderBackendRegistry } from './encoder-backends.ts';
 import { solidI420 } from './frame-convert.ts';
-import { openStreamEncoder } from './video-encoder-factory.ts';
+import { streamEncoders } from './video-encoder-factory.ts';
 import { createPacketizer, streamFormat, type VideoStreamKey } from './video-stream-key.ts';
 
 /** Process-wide: a black picture of a given stream and size never changes. */
@@ -73,7 +73,7 @@ async function encodeBlackKeyframe(
   backends: EncoderBackendRegistry,
 ): Promise<Buffer[]> {
   const format = streamFormat(key);
-  const encoder = await openStreamEncoder({ ...format, width, height, fps }, backends);
+  const encoder = await streamEncoders.open({ ...format, width, height, fps }, backends);
   try {
     encoder.requestKeyframe();
     const [unit] = await encoder.encode(solidI420(width, height, 16, 128, 128));

@@ -85,3 +85,10 @@ function defaultBitrateKbps(width: number, height: number): number {
   const scaled = (REFERENCE_BITRATE_KBPS * width * height) / REFERENCE_PIXELS;
   return Math.round(Math.min(20_000, Math.max(150, scaled)));
 }
+
+/**
+ * How the runtime's streams and black keyframes open their encoders: `openStreamEncoder` behind a
+ * property, so that a benchmark can wrap it in its process (bench/glass-latency.ts times every
+ * encode, as it wraps `VideoEncoder.create` for encoders opened by the public API).
+ */
+export const streamEncoders = { open: openStreamEncoder };

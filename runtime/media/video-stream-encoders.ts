@@ -15,7 +15,7 @@ import type { EncoderBackendRegistry } from './encoder-backends.ts';
 import type { EncoderFailureAction, EncoderFailurePhase } from './encoder-failures.ts';
 import { adaptStreamBitrate, type AdaptedStream } from './video-bitrate-adaptation.ts';
 import type { EncoderBackend, StreamVideoEncoder } from './video-encoder.ts';
-import { openStreamEncoder } from './video-encoder-factory.ts';
+import { streamEncoders } from './video-encoder-factory.ts';
 import type { SinkState } from './video-sinks.ts';
 import { createPacketizer, streamFormat, type VideoStreamKey } from './video-stream-key.ts';
 
@@ -174,7 +174,7 @@ export class VideoStreamEncoders {
     const backend = await this.#backends.select(format.codec);
     let encoder: StreamVideoEncoder;
     try {
-      encoder = await openStreamEncoder(
+      encoder = await streamEncoders.open(
         {
           ...format,
           backend,
