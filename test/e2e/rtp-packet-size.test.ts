@@ -79,11 +79,14 @@ describe.each([
     const videoType = peer.video.codecs[0]!.payloadType;
     const audioType = peer.transceiver('tone').codecs[0]!.payloadType;
     expect(peer.extensionIds.has(PLAYOUT_DELAY_URI)).toBe(true);
-    // Enough media for keyframes (split over many packets) and a few hundred audio packets.
+    // Enough media for a few hundred packets, and a frame large enough to fill packets: on a loaded
+    // machine the first 200 video packets can be the small black keyframe and deltas that fit a
+    // few evenly cut packets (seen once at 1,096 bytes), so wait for the large one too.
+    const largest = (): number => Math.max(0, ...(sent.get(videoType) ?? []));
     await waitUntil(
-      () => (sent.get(videoType)?.length ?? 0) >= 200 && (sent.get(audioType)?.length ?? 0) >= 50,
+      () => (sent.get(videoType)?.length ?? 0) >= 200 && (sent.get(audioType)?.length ?? 0) >= 50 && largest() > 1100,
       45_000,
-      'video and audio RTP',
+      'video and audio RTP, with a video packet over 1,100 bytes',
     );
     const video = sent.get(videoType)!;
     const audio = sent.get(audioType)!;
