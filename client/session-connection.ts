@@ -5,6 +5,9 @@
  * identity (session id, connection id, capabilities, last error). The link itself is
  * PeerTransport's. The features built on the engine see it through `ConnectionView`, a narrow
  * interface, and it reaches them only through `ConnectionHooks`; neither side touches the facade.
+ *
+ * Just over ~400 lines: one status machine (connect, recover, end), kept whole so its transitions
+ * are read together.
  */
 
 import type { Capabilities, TrackCapability } from '../protocol/capabilities.ts';

@@ -33,6 +33,9 @@
  * keyframe every viewer of that stream waits for; a backend that keeps failing is demoted for the
  * whole process and the fresh encoder is the next candidate's (encoder-failures.ts). Frames are
  * dropped meanwhile; the session carries on.
+ *
+ * Just over ~400 lines: the order of a frame's way out (queue, pace, encode, send) kept in one
+ * place; each stage's work is in its own file.
  */
 
 import type { DropPolicy, OutputVideoTrackSpec } from '../model/definition.ts';
