@@ -35,6 +35,8 @@ export default defineConfig({
     // supply one): every coordinator a test starts — in process, or a child process inheriting
     // the environment — gets this throwaway one. Tests of the secret's absence unset it.
     env: { ARCLIGHT_LOG: 'warn', ARCLIGHT_SIGNING_KEY_SECRET: 'arclight-tests-only-signing-key-secret' },
+    // The second names any test file whose worker died mid-run, which Vitest itself does not.
+    reporters: ['default', './test/support/unfinished-files-reporter.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     // CI machines have 2 cores.
