@@ -95,6 +95,12 @@ export class RuntimeMetrics {
     buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.033],
     registers: [this.registry],
   });
+  readonly framesConverted = new Counter({
+    name: 'arclight_video_frames_converted_total',
+    help: 'Output video frames converted to I420 once, before the encoders and the recorder read them, by track, source format (rgba) and converter (native: the addon; without it the encoders convert RGBA with swscale and nothing is counted)',
+    labelNames: ['track', 'from', 'by'] as const,
+    registers: [this.registry],
+  });
   readonly pictureLoss = new Counter({
     name: 'arclight_video_picture_loss_total',
     help: 'Picture loss reports (RTCP PLI or FIR) received from viewers of an output video track',
