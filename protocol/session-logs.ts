@@ -110,6 +110,8 @@ export type RuntimeEventBody =
       readonly track: string;
       readonly sequence: number;
       readonly duration_ms: number;
+      /** Whose encode it holds: the live H.264 stream's (`live`, no second encode) or the recorder's own. */
+      readonly encoder: 'live' | 'own';
     };
 
 export type RuntimeEventType = RuntimeEventBody['type'];

@@ -6,7 +6,7 @@
  *                           [--turn-url URL]... [--turn-ttl S] [--latency realtime|smooth] [--no-playground] [--moderator-url URL]
  *                           [--upload-max-bytes N] [--upload-mime-type T]... [--upload-max-files N] [--upload-dir DIR]
  *                           [--no-recording | --recording-dir DIR --recording-track NAME --recording-segment-seconds S
- *                            --recording-bitrate KBPS --max-clip-seconds S]
+ *                            --recording-bitrate KBPS --recording-encoder shared|own --max-clip-seconds S]
  */
 
 import { parseArgs } from 'node:util';
@@ -54,15 +54,17 @@ Options:
                           latency); smooth: bounded buffering for lossy networks (default: the
                           model's choice, else smooth)
   --no-playground         do not serve the playground page at /
-  --no-recording          do not record sessions (requestClip/requestRecording then fail); recording
-                          costs one more H.264 encode per frame
+  --no-recording          do not record sessions (requestClip/requestRecording then fail)
   --recording-dir <dir>   keep recordings here (default a fresh folder in the OS temp dir); each
                           is deleted five minutes after its session ends
   --recording-track <name>  the output video track to record (default the model's first); the first
                           output audio track is recorded beside it
   --recording-segment-seconds <s>  recording segment length (default 2); a clip holds up to one
                           segment more than asked
-  --recording-bitrate <kbps>  the recording's H.264 bitrate (default the track's live bitrate)
+  --recording-encoder <shared|own>  shared (default): record the live H.264 stream when a viewer
+                          watches one, else encode; own: always a second H.264 High encode, an
+                          archive independent of viewers
+  --recording-bitrate <kbps>  the recorder's own encoder's bitrate (default the track's live bitrate)
   --max-clip-seconds <s>  the longest clip requestClip returns (default 300; at least the segment
                           length)
   --upload-max-bytes <n>  largest upload, bytes or with K/M/G (default 100M)
@@ -109,6 +111,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         'recording-track': { type: 'string' },
         'recording-segment-seconds': { type: 'string' },
         'recording-bitrate': { type: 'string' },
+        'recording-encoder': { type: 'string' },
         'max-clip-seconds': { type: 'string' },
         'upload-max-bytes': { type: 'string' },
         'upload-mime-type': { type: 'string', multiple: true },

@@ -18,6 +18,7 @@ export type { RuntimeState, ModelReloadOutcome } from './hosting/model-host.ts';
 export { loadModelModule, ModelModuleError } from './model/load-model-module.ts';
 export type { SessionLogSettings } from './logs/session-log-registry.ts';
 export type { RecordingStorage } from './recording/recording-storage.ts';
+export type { RecordingEncoder } from './recording/track-recorder.ts';
 export type { VideoCodecPreference } from './media/video-encoder.ts';
 export type { Logger } from '../server-kit/log.ts';
 export type { ModelLoadErrorInfo } from '../protocol/session-logs.ts';

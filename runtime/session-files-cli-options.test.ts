@@ -13,6 +13,7 @@ describe('arclight serve upload and recording flags', () => {
       'recording-track': 'overlay',
       'recording-segment-seconds': '2.5',
       'recording-bitrate': '4000',
+      'recording-encoder': 'own',
       'max-clip-seconds': '60',
     });
     expect(result).toEqual({
@@ -27,6 +28,7 @@ describe('arclight serve upload and recording flags', () => {
         track: 'overlay',
         segmentSeconds: 2.5,
         bitrateKbps: 4000,
+        encoder: 'own',
         maxClipSeconds: 60,
       },
     });
@@ -51,6 +53,7 @@ describe('arclight serve upload and recording flags', () => {
     for (const bad of ['0', '1.5', 'ten']) expect(error({ 'upload-max-files': bad })).toMatch(/--upload-max-files/);
     for (const bad of ['0', '-4', '61', 'four']) expect(error({ 'recording-segment-seconds': bad })).toMatch(/--recording-segment-seconds/);
     for (const bad of ['0', '2.5', 'fast']) expect(error({ 'recording-bitrate': bad })).toMatch(/--recording-bitrate/);
+    for (const bad of ['', 'live', 'OWN']) expect(error({ 'recording-encoder': bad })).toMatch(/--recording-encoder must be shared or own/);
     // A clip is whole segments and never over the cap: the cap holds at least one.
     expect(error({ 'max-clip-seconds': '1' })).toMatch(/--max-clip-seconds must be at least the segment length \(2 s\)/);
     expect(error({ 'max-clip-seconds': '5', 'recording-segment-seconds': '6' })).toMatch(/at least the segment length \(6 s\)/);

@@ -6,7 +6,7 @@
 
 import { resolve } from 'node:path';
 import type { RuntimeOptions } from './server.ts';
-import { DEFAULT_SEGMENT_SECONDS } from './recording/track-recorder.ts';
+import { DEFAULT_SEGMENT_SECONDS, type RecordingEncoder } from './recording/track-recorder.ts';
 
 /** The flags as `util.parseArgs` gives them. */
 export interface SessionFilesFlags {
@@ -19,6 +19,7 @@ export interface SessionFilesFlags {
   readonly 'recording-track'?: string;
   readonly 'recording-segment-seconds'?: string;
   readonly 'recording-bitrate'?: string;
+  readonly 'recording-encoder'?: string;
   readonly 'max-clip-seconds'?: string;
 }
 
@@ -28,7 +29,14 @@ export interface SessionFilesOptions {
   readonly recording?: NonNullable<RuntimeOptions['recording']>;
 }
 
-const RECORDING_FLAGS = ['recording-dir', 'recording-track', 'recording-segment-seconds', 'recording-bitrate', 'max-clip-seconds'] as const;
+const RECORDING_FLAGS = [
+  'recording-dir',
+  'recording-track',
+  'recording-segment-seconds',
+  'recording-bitrate',
+  'recording-encoder',
+  'max-clip-seconds',
+] as const;
 const SIZE_UNITS: Readonly<Record<string, number>> = { '': 1, K: 1024, M: 1024 ** 2, G: 1024 ** 3 };
 
 /** The upload and recording options, or the message to print (exit 2) when a flag is wrong. */
@@ -66,6 +74,10 @@ export function sessionFilesOptionsFromFlags(flags: SessionFilesFlags): SessionF
     return { error: '--recording-segment-seconds must be a number of seconds above 0, at most 60' };
   const bitrateKbps = positiveInteger(flags['recording-bitrate']);
   if (Number.isNaN(bitrateKbps)) return { error: '--recording-bitrate must be a positive whole number of kbit/s' };
+  const encoderFlag = flags['recording-encoder'];
+  if (encoderFlag !== undefined && encoderFlag !== 'shared' && encoderFlag !== 'own')
+    return { error: `--recording-encoder must be shared or own; got "${encoderFlag}"` };
+  const encoder: RecordingEncoder | undefined = encoderFlag;
   const maxClipSeconds = positiveNumber(flags['max-clip-seconds']);
   if (Number.isNaN(maxClipSeconds)) return { error: '--max-clip-seconds must be a positive number of seconds' };
   // A clip is whole segments and never longer than the cap, so the cap must hold one.
@@ -82,6 +94,7 @@ export function sessionFilesOptionsFromFlags(flags: SessionFilesFlags): SessionF
     ...(track !== undefined ? { track } : {}),
     ...(segmentSeconds !== undefined ? { segmentSeconds } : {}),
     ...(bitrateKbps !== undefined ? { bitrateKbps } : {}),
+    ...(encoder !== undefined ? { encoder } : {}),
     ...(maxClipSeconds !== undefined ? { maxClipSeconds } : {}),
   };
   return { ...(Object.keys(uploads).length > 0 ? { uploads } : {}), recording };

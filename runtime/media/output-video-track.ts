@@ -52,7 +52,7 @@ import type { EncodedVideoFrame } from './video-encoder.ts';
 import { emittedAtOf, VideoFrameQueue, type QueuedFrame, type VideoTimeline } from './video-frame-queue.ts';
 import { VideoSinks, type VideoSink } from './video-sinks.ts';
 import { VideoStreamEncoders, type StreamPipeline, type VideoEncoderEvents } from './video-stream-encoders.ts';
-import { streamKey, toRtpTimestamp } from './video-stream-key.ts';
+import { streamKey, toRtpTimestamp, type VideoStreamKey } from './video-stream-key.ts';
 
 // Where the track's callers (the session, the test harness, benches) have always found these.
 export type { VideoStreamKey } from './video-stream-key.ts';
@@ -60,6 +60,26 @@ export type { VideoSink } from './video-sinks.ts';
 export type { VideoEncoderEvents } from './video-stream-encoders.ts';
 export type { VideoTimeline } from './video-frame-queue.ts';
 export { ADAPTATION } from './video-bitrate-adaptation.ts';
+
+/** The track's recorder, as the track sees it (recording/track-recorder.ts is one). */
+export interface VideoRecordingTap {
+  /** Whether it takes a live H.264 stream's encoded frames when the track sends one; false: always raw frames. */
+  readonly sharesLiveEncoder: boolean;
+  /** A raw frame for its own encoder; it copies what it keeps. */
+  push(frame: VideoFrame, wallTimeMs: number): void;
+  /** One access unit of a live stream's encoder (`source`: asked for keyframes at segment boundaries). */
+  pushEncoded(unit: EncodedVideoFrame, wallTimeMs: number, source: { requestKeyframe(): void }): void;
+}
+
+/**
+ * The stream a recording can take instead of encoding again: H.264 (High preferred, the better
+ * archive) at the track's size, which every stream of the track is.
+ */
+function recordableStream(streams: ReadonlySet<VideoStreamKey>): VideoStreamKey | undefined {
+  if (streams.has('h264-high')) return 'h264-high';
+  if (streams.has('h264')) return 'h264';
+  return undefined;
+}
 
 /** Frames queued between emit() and the encoder; small, so latency stays one or two frames. */
 export const DEFAULT_QUEUE_FRAMES = 2;
@@ -82,8 +102,10 @@ export class OutputVideoTrack {
   readonly #blackKeyframes: TrackBlackKeyframes;
   /** The media time of the last frame sent (see #mediaTime). */
   #lastMediaTimeMs = -Infinity;
-  /** Sees every frame the track sends (the session's recorder); must not keep `frame` (it is pooled). */
+  /** Sees every frame the track sends (tests, benches); must not keep `frame` (it is pooled). */
   #frameTap: ((frame: VideoFrame, wallTimeMs: number) => void) | undefined;
+  /** The session's recorder of this track, if it is the recorded one. */
+  #recorder: VideoRecordingTap | undefined;
   readonly #metrics: RuntimeMetrics | undefined;
   readonly #log: Logger;
   readonly #pumping: Promise<void>;
@@ -274,9 +296,17 @@ export class OutputVideoTrack {
     this.#queue.closePools();
   }
 
-  /** Lets the recorder see every frame sent (it copies what it keeps). */
+  /** Lets a test or bench see every frame sent, in host memory (the tap copies what it keeps). */
   setFrameTap(tap: ((frame: VideoFrame, wallTimeMs: number) => void) | undefined): void {
     this.#frameTap = tap;
+  }
+
+  /**
+   * Records every frame sent: as the live H.264 stream's encoded frames when the track sends one
+   * (and the recorder shares), else as raw frames for the recorder's own encoder.
+   */
+  setRecorder(recorder: VideoRecordingTap | undefined): void {
+    this.#recorder = recorder;
   }
 
   async #encodeAndSend(frame: QueuedFrame, onTime: boolean, plannedAtMs?: number): Promise<void> {
@@ -290,14 +320,19 @@ export class OutputVideoTrack {
     // A CUDA frame is read from GPU memory by NVENC; anything else reading it gets one host copy,
     // made on the thread pool (the event loop keeps serving while the GPU copy runs).
     const input = new EncoderInput(frame, this.name, this.#metrics);
+    const wallTimeMs = Date.now();
+    const streams = new Set(active.map((s) => streamKey(s.sink)));
+    // The recording takes a live stream's encoded frames when one fits: no second encode.
+    const recorder = this.#recorder;
+    const recordFrom = recorder?.sharesLiveEncoder ? recordableStream(streams) : undefined;
     try {
-      if (this.#frameTap) this.#frameTap(await input.host(), Date.now());
+      if (this.#frameTap) this.#frameTap(await input.host(), wallTimeMs);
+      if (recorder && recordFrom === undefined) recorder.push(await input.host(), wallTimeMs);
     } catch (error) {
       this.#log.warn('the frame tap failed', { error });
     }
     const mediaTimeMs = this.#mediaTime(frame, onTime, plannedAtMs);
     const rtpTimestamp = toRtpTimestamp(mediaTimeMs * 1000);
-    const streams = new Set(active.map((s) => streamKey(s.sink)));
     const emittedAt = emittedAtOf(frame);
     let sentOnce = false;
     const sent = (): void => {
@@ -343,6 +378,13 @@ export class OutputVideoTrack {
         continue;
       }
       this.#metrics?.encodeDuration.observe({ codec: key }, (performance.now() - started) / 1000);
+      if (key === recordFrom) {
+        try {
+          for (const unit of encoded) recorder!.pushEncoded(unit, wallTimeMs, encoder);
+        } catch (error) {
+          this.#log.warn('the recorder did not take a frame', { error });
+        }
+      }
       for (const unit of encoded) {
         if (unit.keyframe) this.#metrics?.keyframesEncoded.inc({ track: this.name, codec: key });
         this.#sinks.deliver(sinks, {

@@ -51,12 +51,18 @@ export function parameterSets(keyframe: Buffer): { sps: Buffer; pps: Buffer } | 
   return sps && pps ? { sps, pps } : undefined;
 }
 
-/** A sample's NAL units as `avc1` wants them: 4-byte lengths, parameter sets and delimiters left out (they are in avcC). */
+/**
+ * A sample's NAL units as the `avc3` sample entry wants them: 4-byte lengths, delimiters left out,
+ * parameter sets kept in band. `avc3` rather than `avc1` because a recording's keyframes may come
+ * from more than one encoder (the live stream's, or the recorder's own when no live stream fits:
+ * track-recorder.ts), whose SPS/PPS differ; in band, each keyframe carries its own, so init + any
+ * run of segments still decodes (the avcC in the init segment holds the first encoder's).
+ */
 function toAvcc(data: Buffer): Buffer {
   const parts: Buffer[] = [];
   for (const unit of splitAnnexB(data)) {
     const type = unit[0]! & 0x1f;
-    if (type === NAL_SPS || type === NAL_PPS || type === NAL_AUD) continue;
+    if (type === NAL_AUD) continue;
     const length = Buffer.alloc(4);
     length.writeUInt32BE(unit.length);
     parts.push(length, unit);
@@ -160,8 +166,8 @@ export function initSegment(tracks: Fmp4Tracks): Buffer {
     u16(pps.length),
     pps,
   );
-  const avc1 = box(
-    'avc1',
+  const avc3 = box(
+    'avc3',
     Buffer.alloc(6), // reserved
     u16(1), // data reference index
     Buffer.alloc(16), // pre-defined, reserved
@@ -172,7 +178,7 @@ export function initSegment(tracks: Fmp4Tracks): Buffer {
     u16(0x0018, 0xffff), // depth, pre-defined
     avcC,
   );
-  const traks = [track(VIDEO_TRACK_ID, TIMESCALE, 'vide', fullBox('vmhd', 0, 1, u16(0, 0, 0, 0)), avc1, width, height)];
+  const traks = [track(VIDEO_TRACK_ID, TIMESCALE, 'vide', fullBox('vmhd', 0, 1, u16(0, 0, 0, 0)), avc3, width, height)];
   const trexes = [fullBox('trex', 0, 0, u32(VIDEO_TRACK_ID, 1, 0, 0, 0))];
   if (tracks.audio) {
     const { sampleRate, channels, config } = tracks.audio;
@@ -219,7 +225,7 @@ export interface TrackFragment {
 }
 
 /**
- * moof + mdat, fragment number `sequence` (from 1): video samples (Annex-B, converted to avc1's
+ * moof + mdat, fragment number `sequence` (from 1): video samples (Annex-B, converted to avc3's
  * length-prefixed form) and audio samples (raw AAC), each track's data contiguous in mdat.
  */
 export function mediaSegment(sequence: number, fragments: readonly TrackFragment[]): Buffer {

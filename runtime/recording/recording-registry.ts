@@ -12,7 +12,7 @@ import type { UrlSigner } from '../uploads/url-signer.ts';
 import { clipPlaylist } from './hls-playlist.ts';
 import type { RecordingStorage } from './recording-storage.ts';
 import { SessionRecording } from './session-recording.ts';
-import type { RecordedSegment } from './track-recorder.ts';
+import type { RecordedSegment, RecordingEncoder } from './track-recorder.ts';
 
 export interface RecordingSettings {
   readonly storage: RecordingStorage;
@@ -26,7 +26,16 @@ export interface RecordingSettings {
   readonly track?: string;
   /** Target segment length; default 2 s (track-recorder.ts DEFAULT_SEGMENT_SECONDS). A clip holds up to one segment more than asked. */
   readonly segmentSeconds?: number;
-  /** Recording bitrate (quality); default the track's live bitrate. */
+  /**
+   * Where the recording's H.264 comes from. `shared` (default): the live H.264 stream's encoded
+   * frames whenever a viewer watches one (no second encode; the archive is that stream — its
+   * profile and the bitrate its viewers' links allow — with a keyframe asked of it every segment),
+   * and the recorder's own encoder while none does (only VP8 viewers, say). `own`: always the
+   * recorder's own encoder (H.264 High at `bitrateKbps`): an archive independent of viewers, at
+   * the cost of a second encode of every frame (docs/performance.md, "What recording costs").
+   */
+  readonly encoder?: RecordingEncoder;
+  /** The recorder's own encoder's bitrate (quality); default the track's live bitrate. */
   readonly bitrateKbps?: number;
   /** requestClip's cap, never exceeded; default 300 s. At least the segment length (startRuntime refuses less). */
   readonly maxClipSeconds?: number;
@@ -89,6 +98,7 @@ export class RecordingRegistry {
       storage: this.#settings.storage,
       track: { ...track, ...(this.#settings.bitrateKbps ? { bitrateKbps: this.#settings.bitrateKbps } : {}) },
       ...(this.#settings.segmentSeconds ? { segmentSeconds: this.#settings.segmentSeconds } : {}),
+      ...(this.#settings.encoder ? { encoder: this.#settings.encoder } : {}),
       ...(this.#settings.maxClipSeconds ? { maxClipSeconds: this.#settings.maxClipSeconds } : {}),
       log: this.#log.child({ session: sessionId, recording: track.name }),
       ...(onSegment ? { onSegment } : {}),

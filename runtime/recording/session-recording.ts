@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { ArclightError } from '../../protocol/errors.ts';
 import type { Logger } from '../../server-kit/log.ts';
 import type { RecordingStorage } from './recording-storage.ts';
-import { TrackRecorder, type RecordedSegment } from './track-recorder.ts';
+import { TrackRecorder, type RecordedSegment, type RecordingEncoder } from './track-recorder.ts';
 
 export interface Clip {
   readonly id: string;
@@ -32,6 +32,8 @@ export interface SessionRecordingOptions {
   /** The session's first output audio track, recorded alongside (AAC). */
   readonly audio?: { readonly channels: 1 | 2 };
   readonly segmentSeconds?: number;
+  /** Where the recording's encode comes from; default `shared` (TrackRecorderOptions.encoder). */
+  readonly encoder?: RecordingEncoder;
   /** The longest clip (requestClip is capped to it); default 300 s. */
   readonly maxClipSeconds?: number;
   readonly log: Logger;
@@ -59,6 +61,7 @@ export class SessionRecording {
       fps: options.track.fps,
       ...(options.track.bitrateKbps ? { bitrateKbps: options.track.bitrateKbps } : {}),
       ...(options.segmentSeconds ? { segmentSeconds: options.segmentSeconds } : {}),
+      ...(options.encoder ? { encoder: options.encoder } : {}),
       ...(options.audio ? { audio: options.audio } : {}),
       log: options.log,
       ...(options.onSegment ? { onSegment: options.onSegment } : {}),

@@ -90,6 +90,7 @@ export class SessionTracks {
           track: recorded.name,
           sequence: segment.sequence,
           duration_ms: Math.round(segment.durationMs),
+          encoder: segment.encoder,
         });
         reports.runtimeEvents?.publish({
           type: 'recording_segment',
@@ -97,10 +98,11 @@ export class SessionTracks {
           track: recorded.name,
           sequence: segment.sequence,
           duration_ms: Math.round(segment.durationMs),
+          encoder: segment.encoder,
         });
       },
     );
-    this.outputVideo.get(recorded.name)?.setFrameTap((frame, wallTimeMs) => recording.recorder.push(frame, wallTimeMs));
+    this.outputVideo.get(recorded.name)?.setRecorder(recording.recorder);
     if (heard) this.outputAudio.get(heard.name)?.setFrameTap((samples, wallTimeMs) => recording.recorder.pushAudio(samples, wallTimeMs));
   }
 

@@ -164,8 +164,10 @@ describe('recording and clips (local mode)', () => {
     const log = (await (await fetch(`${runtime.url}/sessions/${sessionId}/logs?limit=1000`)).json()) as SessionLogPage;
     const written = log.lines.filter((l) => l.message === 'recording segment written');
     expect(written.map((l) => ({ source: l.source, ...l.fields }))).toEqual(
-      segments().map((e) => ({ source: 'runtime', track: e.track, sequence: e.sequence, duration_ms: e.duration_ms })),
+      segments().map((e) => ({ source: 'runtime', track: e.track, sequence: e.sequence, duration_ms: e.duration_ms, encoder: e.encoder })),
     );
+    // The Node client (wrtc) watches VP8: no live H.264 stream to share, so the recorder encodes.
+    expect(segments().every((e) => e.encoder === 'own')).toBe(true);
 
     // downloadClipAsFile: one MP4 that FFmpeg opens at the clip's duration; progress rises; abort works.
     const progress: Array<[number, number, number]> = [];
