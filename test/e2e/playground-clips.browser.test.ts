@@ -138,6 +138,26 @@ describe('playground clips', () => {
     const file = await readFile((await download.path())!);
     expect(file.byteLength).toBe(bytes);
     expect(file.subarray(4, 8).toString('latin1')).toBe('ftyp');
+    // Chromium plays the file itself: the recording of this H.264 viewer's session is the live
+    // stream's own frames, `avc3` with SPS/PPS in band (track-recorder.ts).
+    const played = await page.evaluate(async (base64) => {
+      const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+      const video = document.createElement('video');
+      video.muted = true;
+      video.src = URL.createObjectURL(new Blob([bytes], { type: 'video/mp4' }));
+      document.body.append(video);
+      await new Promise((resolve, reject) => {
+        video.onloadeddata = resolve;
+        video.onerror = () => reject(new Error(`video error ${video.error?.code}: ${video.error?.message}`));
+      });
+      await video.play();
+      await new Promise((resolve) => video.requestVideoFrameCallback(resolve));
+      const result = { width: video.videoWidth, duration: video.duration };
+      video.remove();
+      return result;
+    }, file.toString('base64'));
+    expect(played.width).toBeGreaterThan(0);
+    expect(played.duration).toBeCloseTo(duration, 0);
     expect(await page.isEnabled('#clip')).toBe(true);
     expect(await page.isEnabled('#download')).toBe(true);
     expect(await page.isHidden('#status-detail')).toBe(true);
