@@ -6,7 +6,7 @@
  * (our Node client: wrtc offers no H.264) gets the host-copy path. Both decode the model's colour,
  * and a set_color command that rewrites the GPU buffer shows.
  */
-import { readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -23,6 +23,7 @@ import {
 import { nativeAddonStatus } from '../../runtime/native/native-addon.ts';
 import { rgbToYuv } from '../../models/examples/shared/i420-canvas.ts';
 import { installFakeNvencDriver } from '../support/fake-nvenc-driver.ts';
+import { readRuntimeEvents } from '../support/event-stream-reader.ts';
 import { near, VideoProbe, waitUntil } from '../support/video-probe.ts';
 import { decodeTrack, openWeriftPeer } from '../support/werift-peer.ts';
 
@@ -179,5 +180,35 @@ describe.runIf(compiledIn)('CUDA frames → NVENC → WebRTC client (fake NVIDIA
     expect(encodes.filter((e) => e.event === 'encode' && e.input === 'host' && (e as { frameIndex?: number }).frameIndex !== 0)).toEqual(
       [],
     );
+  }, 60_000);
+
+  it("records an H.264 viewer's session from the NVENC stream itself: no host copy of any frame, no second encode", async () => {
+    const recordingDir = mkdtempSync(join(tmpdir(), 'arclight-cuda-recording-'));
+    const recording = await startRuntime({
+      model: gpuModel as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+      recording: { directory: recordingDir, segmentSeconds: 1 },
+    });
+    const events = await readRuntimeEvents(recording.url);
+    const peer = await openWeriftPeer(recording.url, {
+      videoMime: 'video/H264',
+      videoParameters: 'level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f',
+    });
+    try {
+      const segments = () => events.all().filter((e) => e.type === 'recording_segment');
+      await waitUntil(() => segments().length >= 2, 20_000, 'two recording segments');
+      expect(segments().map((e) => (e.type === 'recording_segment' ? e.encoder : undefined))).toEqual(['live', 'live']);
+      const metrics = await (await fetch(`${recording.url}/metrics`)).text();
+      // The CUDA frames' host copies (for a software encoder or the recorder): none.
+      expect(metrics).not.toMatch(/^arclight_cuda_download_seconds_count\{[^}]*\} [1-9]/m);
+    } finally {
+      events.stop();
+      await peer.close();
+      await recording.close();
+      rmSync(recordingDir, { recursive: true, force: true });
+    }
   }, 60_000);
 });
