@@ -171,10 +171,11 @@ describe('SDP renegotiation on the same client peer', () => {
     expect(frames.longestGap(from, until) - sends.longestGap(from, until)).toBeLessThan(1_000);
     expect(peer.pc.connectionState).toBe('connected');
     expect((await setBrightness(1)).data.type).toBe('brightness_changed');
-    // Input still reaches the model.
+    // Input still reaches the model. Room for a loaded machine: the wrtc sender's own encoder
+    // (libwebrtc, CPU-adapted) sent under 6 frames in 10 s once while benchmarks ran beside it.
     const counted = await inputFramesCounted();
-    await waitUntil(async () => (await inputFramesCounted()) > counted + 5, 10_000, 'input frames after the refused offers');
-  }, 15_000);
+    await waitUntil(async () => (await inputFramesCounted()) > counted + 5, 25_000, 'input frames after the refused offers');
+  }, 45_000);
 
   it('an m-line turned inactive in place is detached: its input stops reaching the model, the rest goes on', async () => {
     expect(input).toBeDefined();
