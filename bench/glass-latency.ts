@@ -5,6 +5,7 @@
  *   node --conditions=source --import tsx bench/glass-latency.ts [--rounds 3] [--warmup 3] [--seconds 20]
  *        [--modes smooth,realtime] [--resolution 720p,1080p] [--codecs auto[,h264]] [--json out.json]
  *        [--queue-frames N] [--drop-policy block|drop-oldest|drop-newest] [--emit-fps F]   (diagnostics)
+ *        [--alloc-sample]   (also: JavaScript bytes allocated per frame, sampled; see below)
  *
  * Needs root and iproute2 (a throwaway network namespace: headless Chromium gathers no loopback
  * ICE candidate, see test/support/netns.ts) and the Debian `chromium`.
@@ -38,6 +39,14 @@
  * model's track (`queueFrames`, `dropPolicy`) or the rate of its frame clock (`--emit-fps`, e.g.
  * 29.5 against the track's 30), to see how the emission queue behaves. Chromium's inbound-rtp stats and the CPU of
  * the runtime process, of our Chromium and of everything else are printed with each window.
+ *
+ * GC pauses are counted per window, also per minute and by kind (scavenge, mark-compact, …).
+ * `--alloc-sample` runs V8's sampling heap profiler over each window (one sample per 4 KiB on
+ * average, objects collected since counted too) and prints the JavaScript heap bytes this process
+ * allocated per emitted frame: in all, and on the frame's way out (stacks through runtime/media/
+ * or runtime/transport/, and the node:dgram continuations of their sends). It does not see
+ * ArrayBuffer backing stores (Buffers' bytes), only their objects. It perturbs timing a little:
+ * take latency figures from runs without it.
  */
 
 import { execFileSync } from 'node:child_process';
@@ -75,8 +84,10 @@ const { values: args } = parseArgs({
     'queue-frames': { type: 'string' },
     'drop-policy': { type: 'string' },
     'emit-fps': { type: 'string' },
+    'alloc-sample': { type: 'boolean', default: false },
   },
 });
+const ALLOC_SAMPLE = args['alloc-sample'];
 const MODEL_OPTIONS: StampModelOptions = {
   ...(args['queue-frames'] === undefined ? {} : { queueFrames: Number(args['queue-frames']) }),
   ...(args['drop-policy'] === undefined ? {} : { dropPolicy: args['drop-policy'] as DropPolicy }),
@@ -153,11 +164,74 @@ function threadsByName(
 }
 
 /** Garbage collections in this process (runtime + model + bench): every pause, with when it ended. */
-const gcPauses: Array<{ end: number; ms: number }> = [];
+const gcPauses: Array<{ end: number; ms: number; kind?: string }> = [];
+/** perf_hooks' NODE_PERFORMANCE_GC_* kinds. */
+const GC_KINDS: Record<number, string> = { 1: 'scavenge', 2: 'mark-compact', 4: 'incremental', 8: 'weak-callbacks' };
 new PerformanceObserver((list) => {
-  for (const entry of list.getEntries())
-    gcPauses.push({ end: performance.timeOrigin + entry.startTime + entry.duration, ms: entry.duration });
+  for (const entry of list.getEntries()) {
+    const kind = (entry as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind;
+    gcPauses.push({
+      end: performance.timeOrigin + entry.startTime + entry.duration,
+      ms: entry.duration,
+      ...(kind === undefined ? {} : { kind: GC_KINDS[kind] ?? String(kind) }),
+    });
+  }
 }).observe({ entryTypes: ['gc'] });
+
+// ---------------------------------------------------------------------------
+// bytes allocated per frame (--alloc-sample)
+// ---------------------------------------------------------------------------
+
+interface SamplingNode {
+  callFrame: { functionName: string; url: string };
+  selfSize: number;
+  children: SamplingNode[];
+}
+
+/** JavaScript heap bytes allocated during a window, sampled: in all, and on a frame's way out. */
+interface AllocationSample {
+  totalBytes: number;
+  /** Stacks through runtime/media/ or runtime/transport/, or a node:dgram send's continuation. */
+  mediaPathBytes: number;
+  /** The media path's bytes by the file nearest the allocation (runtime/… or node:…). */
+  mediaPathBySite: Record<string, number>;
+}
+
+const allocationSession = ALLOC_SAMPLE ? new (await import('node:inspector/promises')).Session() : undefined;
+allocationSession?.connect();
+
+async function startAllocationSample(): Promise<void> {
+  await allocationSession?.post('HeapProfiler.startSampling', {
+    samplingInterval: 4096,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true,
+  } as { samplingInterval: number });
+}
+
+async function stopAllocationSample(): Promise<AllocationSample | undefined> {
+  if (!allocationSession) return undefined;
+  const { profile } = (await allocationSession.post('HeapProfiler.stopSampling')) as unknown as { profile: { head: SamplingNode } };
+  const out: AllocationSample = { totalBytes: 0, mediaPathBytes: 0, mediaPathBySite: {} };
+  const MEDIA = /\/runtime\/(media|transport)\//;
+  const SEND_CONTINUATION = /^node:(dgram|dns|internal\/dgram)/;
+  const walk = (node: SamplingNode, stack: string[]): void => {
+    const url = node.callFrame.url;
+    const here = [...stack, url];
+    if (node.selfSize > 0) {
+      out.totalBytes += node.selfSize;
+      const onPath = here.some((u) => MEDIA.test(u)) || here.some((u) => SEND_CONTINUATION.test(u));
+      if (onPath) {
+        out.mediaPathBytes += node.selfSize;
+        const nearest = [...here].reverse().find((u) => MEDIA.test(u) || u.startsWith('node:')) ?? '';
+        const site = nearest.replace(/^.*\/runtime\//, 'runtime/');
+        out.mediaPathBySite[site] = (out.mediaPathBySite[site] ?? 0) + node.selfSize;
+      }
+    }
+    for (const child of node.children) walk(child, here);
+  };
+  walk(profile.head, []);
+  return out;
+}
 
 // ---------------------------------------------------------------------------
 // the page
@@ -464,7 +538,19 @@ interface Measurement {
   /** Frames the model emitted per second during the window (30 when it keeps up). */
   emittedFps: number;
   /** GC pauses of this process during the window, and the JS heap in use at its end. */
-  gc: { count: number; totalMs: number; maxMs: number; p99Ms: number; heapUsedMiB: number };
+  gc: {
+    count: number;
+    totalMs: number;
+    maxMs: number;
+    p99Ms: number;
+    heapUsedMiB: number;
+    /** Pauses and their total per minute of the window. */
+    perMinute: number;
+    msPerMinute: number;
+    byKind: Record<string, number>;
+  };
+  /** `--alloc-sample`: sampled JavaScript heap bytes allocated per emitted frame in the window. */
+  allocatedPerFrame?: { totalBytes: number; mediaPathBytes: number; mediaPathBySite: Record<string, number> };
   /** Open file descriptors (sockets included) of this process at the window's end: a leak from earlier runtimes shows here. */
   openFds: number;
   /** `process.getActiveResourcesInfo()` by type at the window's end (timers, sockets, ...). */
@@ -645,7 +731,9 @@ async function measure(
     const spans0 = allEncodes.length;
     const gc0 = gcPauses.length;
     const stats0 = (await page.evaluate(() => (window as unknown as BenchWindow).benchOpen())) ?? {};
+    await startAllocationSample();
     await sleep(WINDOW_MS);
+    const allocated = await stopAllocationSample();
     const closed = await page.evaluate(() => (window as unknown as BenchWindow).benchClose());
     const cpu1 = systemCpu();
     const own1 = process.cpuUsage(own0);
@@ -719,14 +807,37 @@ async function measure(
       emittedFps,
       gc: (() => {
         const pauses = gcPauses.slice(gc0).map((g) => g.ms);
+        const byKind: Record<string, number> = {};
+        for (const g of gcPauses.slice(gc0)) byKind[g.kind ?? '?'] = (byKind[g.kind ?? '?'] ?? 0) + 1;
+        const totalMs = pauses.reduce((a, b) => a + b, 0);
         return {
           count: pauses.length,
-          totalMs: pauses.reduce((a, b) => a + b, 0),
+          totalMs,
           maxMs: pauses.length ? Math.max(...pauses) : 0,
           p99Ms: summarise(pauses).p99,
           heapUsedMiB: process.memoryUsage().heapUsed / 2 ** 20,
+          perMinute: (pauses.length * 60_000) / WINDOW_MS,
+          msPerMinute: (totalMs * 60_000) / WINDOW_MS,
+          byKind,
         };
       })(),
+      ...(allocated === undefined
+        ? {}
+        : (() => {
+            const frames = Math.max(1, emitTimes.size - emitted0);
+            const perFrame = (bytes: number): number => Math.round(bytes / frames);
+            return {
+              allocatedPerFrame: {
+                totalBytes: perFrame(allocated.totalBytes),
+                mediaPathBytes: perFrame(allocated.mediaPathBytes),
+                mediaPathBySite: Object.fromEntries(
+                  Object.entries(allocated.mediaPathBySite)
+                    .sort((a, b) => b[1] - a[1])
+                    .map(([site, bytes]) => [site, perFrame(bytes)]),
+                ),
+              },
+            };
+          })()),
       openFds: readdirSync('/proc/self/fd').length,
       activeResources: process
         .getActiveResourcesInfo()
@@ -769,6 +880,10 @@ function report(m: Measurement, label: string): void {
       `  clock offset page−node ${f(m.clock.offsetMs, 2)} ± ${f(m.clock.uncertaintyMs, 2)} ms; machine CPU busy ${f(m.systemCpuBusyPct, 0)}%, ` +
       `runtime process ${f(m.runtimeProcessCpuPct, 0)}% (${JSON.stringify(m.runtimeThreadsPct)}), chromium ${f(m.chromiumCpuPct, 0)}%, others ${f(m.othersCpuPct, 0)}% (of one core); model emitted ${f(m.emittedFps)} fps\n` +
       `  GC in this process: ${m.gc.count} pauses, ${f(m.gc.totalMs, 0)} ms in all, max ${f(m.gc.maxMs)} ms; heap in use ${f(m.gc.heapUsedMiB, 0)} MiB; ${m.openFds} open fds; active ${JSON.stringify(m.activeResources)}` +
+      `\n  GC per minute: ${f(m.gc.perMinute)} pauses, ${f(m.gc.msPerMinute)} ms; by kind ${JSON.stringify(m.gc.byKind)}` +
+      (m.allocatedPerFrame
+        ? `\n  JS heap allocated per emitted frame (sampled): ${m.allocatedPerFrame.totalBytes} B in all, ${m.allocatedPerFrame.mediaPathBytes} B on the way out ${JSON.stringify(m.allocatedPerFrame.mediaPathBySite)}`
+        : '') +
       (m.pageErrors.length ? `\n  page errors: ${m.pageErrors.join(' | ')}` : '') +
       '\n',
   );
@@ -852,6 +967,12 @@ async function main(): Promise<void> {
             `    split: ${tail((r) => r.presented)}\n` +
             `  encode mean ${line(rs.map((r) => r.encode.meanMs))}, p99 ${line(rs.map((r) => r.encodeSpansMs.p99))}; jitter buffer ${line(rs.map((r) => r.chrome.jitterBufferDelayMs ?? NaN))}; ` +
             `${line(rs.map((r) => r.chrome.bitrateKbps ?? NaN))} kbps; machine busy ${line(rs.map((r) => r.systemCpuBusyPct))}%, others ${line(rs.map((r) => r.othersCpuPct))}% of a core\n`,
+        );
+        process.stdout.write(
+          `  GC per minute: ${line(rs.map((r) => r.gc.perMinute))} pauses, ${line(rs.map((r) => r.gc.msPerMinute))} ms; max pause ${line(rs.map((r) => r.gc.maxMs))} ms\n` +
+            (rs.every((r) => r.allocatedPerFrame)
+              ? `  JS heap allocated per frame (sampled), bytes: ${line(rs.map((r) => r.allocatedPerFrame!.totalBytes))} in all, ${line(rs.map((r) => r.allocatedPerFrame!.mediaPathBytes))} on the way out\n`
+              : ''),
         );
         const goal = GOALS[mode];
         const verdict = (p: 'decoded' | 'presented'): string => {

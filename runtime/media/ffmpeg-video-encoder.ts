@@ -45,6 +45,8 @@ export class FfmpegVideoEncoder implements StreamVideoEncoder {
   readonly #packet: Packet;
   /** For input that is RGBA or another size: converted into #frame through a staging frame. */
   readonly #scaler = new FrameScaler();
+  /** The planes pixels are copied into (#frame's or the scaler's staging frame's), kept between frames. */
+  readonly #planes = new WritableFramePlanes();
   /** pts (frame counter) to source timestamp, so packets keep their frame's capture time. */
   readonly #timestamps = new Map<bigint, number>();
   #nextPts = 0n;
@@ -323,11 +325,8 @@ export class FfmpegVideoEncoder implements StreamVideoEncoder {
    * goes into the scaler's staging frame, and the scale into the encoder frame is left to the caller.
    */
   #stage(frame: VideoFrame): ReturnType<FrameScaler['prepare']> | undefined {
-    // The encoder may still reference the buffer (av_frame_ref on send); writing into a
-    // shared buffer would change a picture it has not finished with, so get a private one.
-    FFmpegError.throwIfError(this.#frame.makeWritable(), 'make encoder frame writable');
     if (frame.format === 'i420' && frame.width === this.#width && frame.height === this.#height) {
-      copyPackedIntoFrame(frame, this.#frame);
+      copyPackedIntoFrame(frame, this.#planes.of(this.#frame));
       return undefined;
     }
     const conversion = this.#scaler.prepare(
@@ -335,8 +334,9 @@ export class FfmpegVideoEncoder implements StreamVideoEncoder {
       { format: AV_PIX_FMT_YUV420P, width: this.#width, height: this.#height },
       'source',
     );
-    FFmpegError.throwIfError(conversion.staging.makeWritable(), 'make staging frame writable');
-    copyPackedIntoFrame(frame, conversion.staging);
+    // The scale writes into the encoder frame: it too must not be shared with the encoder.
+    FFmpegError.throwIfError(this.#frame.makeWritable(), 'make encoder frame writable');
+    copyPackedIntoFrame(frame, this.#planes.of(conversion.staging));
     return conversion;
   }
 
@@ -344,6 +344,7 @@ export class FfmpegVideoEncoder implements StreamVideoEncoder {
     if (this.#freed) return;
     this.#freed = true;
     noteVideoEncoderFreed();
+    this.#planes.clear();
     this.#scaler.free();
     this.#context.freeContext();
     this.#frame.free();
@@ -352,14 +353,58 @@ export class FfmpegVideoEncoder implements StreamVideoEncoder {
   }
 }
 
+/** An FFmpeg frame's planes as Buffers over its own memory, and each plane's row stride. */
+export interface FramePlanes {
+  readonly planes: readonly Buffer[];
+  readonly strides: readonly number[];
+}
+
 /**
- * Copies a tightly packed frame into an FFmpeg frame of the same format and size, row by row,
- * because FFmpeg pads each row to its linesize (e.g. 642 wide -> 704 bytes).
+ * The planes of the FFmpeg frames an encoder writes into, made writable, as views kept from
+ * frame to frame.
+ *
+ * node-av's `Frame.data` wraps the frame's memory in a new external Buffer per plane on every
+ * call (1.4 MB of a 720p I420 frame). V8 counts such memory as young-generation ArrayBuffer
+ * bytes until a scavenge, and once they pass twice the semi-space (~32 MB: ~23 frames at 720p)
+ * the next ArrayBuffer anything allocates forces a scavenge ("external memory pressure"): one
+ * GC every ~0.8 s, however little JavaScript garbage there was. The views are taken again only
+ * when the frame's memory may have changed: `makeWritable` gives it a new buffer when the
+ * encoder still references the old one (av_frame_ref on send), which a writable frame never
+ * needs.
  */
-function copyPackedIntoFrame(frame: VideoFrame, target: Frame): void {
-  const planes = target.data;
-  const strides = target.linesize;
-  if (!planes) throw new Error('encoder frame has no buffers');
+export class WritableFramePlanes {
+  #frame: Frame | undefined;
+  #planes: FramePlanes | undefined;
+  /** Times the views were taken (tests). */
+  taken = 0;
+
+  /** `frame`'s planes, after making it writable (a private buffer, not one the encoder still reads). */
+  of(frame: Frame): FramePlanes {
+    if (this.#frame === frame && this.#planes !== undefined && frame.isWritable) return this.#planes;
+    // The encoder may still reference the buffer (av_frame_ref on send); writing into a
+    // shared buffer would change a picture it has not finished with, so get a private one.
+    FFmpegError.throwIfError(frame.makeWritable(), 'make encoder frame writable');
+    const planes = frame.data;
+    if (!planes) throw new Error('encoder frame has no buffers');
+    this.#frame = frame;
+    this.#planes = { planes, strides: frame.linesize };
+    this.taken++;
+    return this.#planes;
+  }
+
+  /** Forgets the views (the frame is about to be freed). */
+  clear(): void {
+    this.#frame = undefined;
+    this.#planes = undefined;
+  }
+}
+
+/**
+ * Copies a tightly packed frame into an FFmpeg frame's planes of the same format and size, row by
+ * row, because FFmpeg pads each row to its linesize (e.g. 642 wide -> 704 bytes).
+ */
+export function copyPackedIntoFrame(frame: VideoFrame, target: FramePlanes): void {
+  const { planes, strides } = target;
   const { width, height, data } = frame;
   if (frame.format === 'rgba') {
     copyRows(data, 0, width * 4, planes[0]!, strides[0]!, height);

@@ -95,7 +95,8 @@ export class VideoFrameQueue {
   }
 
   async pushBatch(batch: readonly (VideoFrame | CudaVideoFrame)[], dropPolicy: DropPolicy, timeline?: VideoTimeline): Promise<void> {
-    for (const [index, frame] of batch.entries()) {
+    for (let index = 0; index < batch.length; index++) {
+      const frame = batch[index]!;
       if (this.#queue.closed) return;
       // First the copy: a CUDA pointer outside its allocation throws here, and counts as nothing.
       const copy: QueuedFrame = isCudaVideoFrame(frame) ? this.#cudaCopy(frame) : this.#pool.copy(frame);

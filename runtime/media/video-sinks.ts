@@ -96,7 +96,9 @@ export class VideoSinks {
 
   /** Connected viewers playing the track: frames are encoded and sent to these. */
   playing(): SinkState[] {
-    return [...this.#states.values()].filter((s) => s.ready && !s.paused);
+    const playing: SinkState[] = [];
+    for (const state of this.#states.values()) if (state.ready && !state.paused) playing.push(state);
+    return playing;
   }
 
   /** A connected viewer, playing or paused. */

@@ -3,7 +3,7 @@
  * STAP-A aggregation and FU-A fragmentation.
  */
 
-import { packetizeNalUnits } from './nal-aggregation.ts';
+import { packetizeNalUnits, type NalPacketization } from './nal-aggregation.ts';
 
 /** NAL unit types this module cares about (H.264 Table 7-1 and RFC 6184 §5.2 Table 3). */
 const NAL_SPS = 7;
@@ -98,15 +98,22 @@ export class H264Packetizer {
 
   /** RTP payloads for one Annex-B access unit, in sending order; empty if it holds no NAL units to send. */
   packetize(accessUnit: Buffer): Buffer[] {
-    const nals = splitAnnexB(accessUnit).filter((nal) => h264NalType(nal) !== NAL_AUD);
-    return packetizeNalUnits(nals, this.#maxPayloadBytes, {
-      aggregationHeaderBytes: STAP_A_HEADER_BYTES,
-      isParameterSet: (nal) => isParameterSet(h264NalType(nal)),
-      fragment: fragmentFuA,
-      aggregate: buildStapA,
-    });
+    const nals = splitAnnexB(accessUnit);
+    // Drops access unit delimiters in place (the array is ours): no second array per frame.
+    let kept = 0;
+    for (const nal of nals) if (h264NalType(nal) !== NAL_AUD) nals[kept++] = nal;
+    nals.length = kept;
+    return packetizeNalUnits(nals, this.#maxPayloadBytes, H264_PACKETIZATION);
   }
 }
+
+/** RFC 6184's aggregation and fragmentation, for packetizeNalUnits (one object, not one per frame). */
+const H264_PACKETIZATION: NalPacketization = {
+  aggregationHeaderBytes: STAP_A_HEADER_BYTES,
+  isParameterSet: (nal) => isParameterSet(h264NalType(nal)),
+  fragment: fragmentFuA,
+  aggregate: buildStapA,
+};
 
 function buildStapA(nals: readonly Buffer[], totalBytes: number): Buffer {
   const out = Buffer.allocUnsafe(totalBytes);

@@ -330,6 +330,16 @@ describe('H264Packetizer', () => {
     expect(packetizer.packetize(annexB(a, b2))).toEqual([a, b2]);
   });
 
+  it("leaves one access unit's payloads intact when the same packetizer packetizes the next ones (nothing shared between calls)", () => {
+    const rng = new Rng(21);
+    const packetizer = new H264Packetizer(1144);
+    const first = [makeNal(rng, NAL.sps, 15), makeNal(rng, NAL.pps, 4), makeNal(rng, NAL.idr, 9000, { firstSlice: true })];
+    const payloads = packetizer.packetize(annexB(...first));
+    const copies = payloads.map((p) => Buffer.from(p));
+    for (let i = 0; i < 10; i++) packetizer.packetize(annexB(makeNal(rng, NAL.slice, 3000 + i * 500, { firstSlice: true })));
+    expect(payloads.map((p) => Buffer.from(p))).toEqual(copies);
+  });
+
   it('drops access unit delimiters', () => {
     const packetizer = new H264Packetizer();
     expect(packetizer.packetize(Buffer.from([0, 0, 0, 1, 0x09, 0xf0]))).toEqual([]);

@@ -3,7 +3,7 @@
  * Fragmentation Units (FU), without DONL fields (sprop-max-don-diff = 0, the only mode WebRTC uses).
  */
 
-import { packetizeNalUnits } from './nal-aggregation.ts';
+import { packetizeNalUnits, type NalPacketization } from './nal-aggregation.ts';
 import { splitAnnexB } from './h264-packetizer.ts';
 
 /** NAL unit types this module cares about (H.265 Table 7-1 and RFC 7798 §4.4). */
@@ -87,19 +87,28 @@ export class H265Packetizer {
 
   /** RTP payloads for one Annex-B access unit, in sending order; empty if it holds no NAL units to send. */
   packetize(accessUnit: Buffer): Buffer[] {
-    const nals = splitAnnexB(accessUnit).filter((nal) => {
-      if (nal.length < NAL_HEADER_BYTES) return false;
-      const type = h265NalType(nal);
-      return type !== NAL_AUD && type < NAL_FIRST_UNSPECIFIED;
-    });
-    return packetizeNalUnits(nals, this.#maxPayloadBytes, {
-      aggregationHeaderBytes: NAL_HEADER_BYTES,
-      isParameterSet: (nal) => isParameterSet(h265NalType(nal)),
-      fragment: fragment,
-      aggregate: buildAp,
-    });
+    const nals = splitAnnexB(accessUnit);
+    // Drops what is not sent in place (the array is ours): no second array per frame.
+    let kept = 0;
+    for (const nal of nals) if (isSent(nal)) nals[kept++] = nal;
+    nals.length = kept;
+    return packetizeNalUnits(nals, this.#maxPayloadBytes, H265_PACKETIZATION);
   }
 }
+
+function isSent(nal: Buffer): boolean {
+  if (nal.length < NAL_HEADER_BYTES) return false;
+  const type = h265NalType(nal);
+  return type !== NAL_AUD && type < NAL_FIRST_UNSPECIFIED;
+}
+
+/** RFC 7798's aggregation and fragmentation, for packetizeNalUnits (one object, not one per frame). */
+const H265_PACKETIZATION: NalPacketization = {
+  aggregationHeaderBytes: NAL_HEADER_BYTES,
+  isParameterSet: (nal) => isParameterSet(h265NalType(nal)),
+  fragment,
+  aggregate: buildAp,
+};
 
 /**
  * An Aggregation Packet (RFC 7798 §4.4.2). Its payload header has F = the OR of the aggregated F bits,

@@ -21,6 +21,16 @@ describe('SendRateMeter', () => {
   });
 });
 
+describe('SendRateMeter memory', () => {
+  it('keeps only the window, however long it runs without being read (no NACK, no loss)', () => {
+    const meter = new SendRateMeter(1_000);
+    // An hour of 30 fps with no NACK: only note() is called.
+    for (let i = 0; i < 30 * 3_600; i++) meter.note(i * 33.4, 5_000);
+    expect(meter.entries).toBeLessThanOrEqual(2 * 31 + 64);
+    expect(meter.bitsPerSecond(30 * 3_600 * 33.4)).toBeGreaterThan(0);
+  });
+});
+
 describe('RetransmissionBudget', () => {
   it('resends within a share of the media rate, and refuses the rest (the token bucket)', () => {
     const clock = manualClock();

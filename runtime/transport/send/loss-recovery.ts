@@ -92,10 +92,23 @@ export class SendRateMeter {
     this.#times.push(atMs);
     this.#bytes.push(bytes);
     this.#sum += bytes;
+    // Entries are read only when a NACK comes; without loss they would pile up for the whole
+    // session (every frame, for hours), so what left the window goes here too.
+    this.#expire(atMs);
   }
 
   /** Bits per second over the window ending at `atMs`. */
   bitsPerSecond(atMs: number): number {
+    this.#expire(atMs);
+    return (Math.max(0, this.#sum) * 8 * 1000) / this.#windowMs;
+  }
+
+  /** Entries kept (tests: they stay within the window). */
+  get entries(): number {
+    return this.#times.length - this.#head;
+  }
+
+  #expire(atMs: number): void {
     const from = atMs - this.#windowMs;
     while (this.#head < this.#times.length && this.#times[this.#head]! <= from) {
       this.#sum -= this.#bytes[this.#head]!;
@@ -106,7 +119,6 @@ export class SendRateMeter {
       this.#bytes.splice(0, this.#head);
       this.#head = 0;
     }
-    return (Math.max(0, this.#sum) * 8 * 1000) / this.#windowMs;
   }
 }
 

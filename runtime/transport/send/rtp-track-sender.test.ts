@@ -1,6 +1,8 @@
+import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import type { RTCRtpTransceiver } from 'werift';
+import { SrtpSession, type RTCRtpTransceiver } from 'werift';
 import { ntpTimestamp, RtpTrackSender } from './rtp-track-sender.ts';
+import { SRTP_AEAD_AES_128_GCM, SRTP_AES128_CM_HMAC_SHA1_80 } from './srtp-protector.ts';
 
 describe('ntpTimestamp', () => {
   it('is seconds since 1900 and a binary fraction of the second', () => {
@@ -47,5 +49,102 @@ describe('RtpTrackSender frame hook', () => {
     sender.close();
     expect(sender.sendFrame([Buffer.alloc(10)], 6000)).toBeUndefined();
     expect(frames).toBe(3);
+  });
+});
+
+describe('RtpTrackSender packets on the wire (pooled: the send history slab, one reused batch)', () => {
+  /** A connected video sender whose packets go to `wire` (copied as they leave) and whose NACKs `nack` delivers. */
+  function connectedSender(profile: number) {
+    const keys = { localMasterKey: randomBytes(16), localMasterSalt: randomBytes(profile === SRTP_AEAD_AES_128_GCM ? 12 : 14) };
+    const keyed = { ...keys, remoteMasterKey: keys.localMasterKey, remoteMasterSalt: keys.localMasterSalt };
+    const srtp = new SrtpSession({ keys: keyed, profile: profile as 1 });
+    const receiver = new SrtpSession({ keys: keyed, profile: profile as 1 });
+    const wire: Buffer[] = [];
+    let onNack: ((nack: { header: { length?: number }; lost: number[] }) => void) | undefined;
+    const connection = {
+      nominated: { protocol: {}, remoteAddr: ['192.0.2.1', 9] }, // not plain UDP: werift's path, i.e. `send`
+      canSendApplicationData: () => true,
+      send: (packet: Buffer) => {
+        wire.push(Buffer.from(packet)); // what left at that moment
+        return Promise.resolve();
+      },
+    };
+    const transceiver = {
+      sender: {
+        kind: 'video',
+        ssrc: 0x12345678,
+        codec: { payloadType: 96, mimeType: 'video/H264' },
+        dtlsTransport: { state: 'connected', srtpStarted: true, srtp, iceTransport: { connection }, bytesSent: 0, packetsSent: 0 },
+        onGenericNack: {
+          subscribe: (listener: typeof onNack) => {
+            onNack = listener;
+            return { unSubscribe: () => {} };
+          },
+        },
+        rtcpRunning: true,
+        timestampOffset: 0,
+        octetCount: 0,
+        packetCount: 0,
+        headerBytesSent: 0,
+        retransmittedPacketsSent: 0,
+        retransmittedBytesSent: 0,
+        receiverEstimatedMaxBitrate: 0n,
+      },
+      headerExtensions: [{ id: 4, uri: 'http://www.webrtc.org/experiments/rtp-hdrext/playout-delay' }],
+      mid: '0',
+      codecs: [],
+    } as unknown as RTCRtpTransceiver;
+    let now = 10_000;
+    const sender = new RtpTrackSender(transceiver, { clock: () => now, latencyMode: () => 'realtime' });
+    return {
+      sender,
+      wire,
+      receiver,
+      nack: (sequenceNumbers: number[]) => onNack!({ header: {}, lost: sequenceNumbers }),
+      advance: (ms: number) => void (now += ms),
+    };
+  }
+
+  const seqOf = (packet: Buffer): number => packet.readUInt16BE(2);
+
+  describe.each([
+    ['AES_CM_128_HMAC_SHA1_80', SRTP_AES128_CM_HMAC_SHA1_80],
+    ['AEAD_AES_128_GCM', SRTP_AEAD_AES_128_GCM],
+  ])('%s', (_name, profile) => {
+    it('resends a NACKed packet byte for byte after later frames reused the batch and the caller reused its payload buffers', () => {
+      const { sender, wire, receiver, nack, advance } = connectedSender(profile);
+      // One buffer the caller refills for every frame (as a pooled packetizer or encoder would).
+      const scratch = Buffer.alloc(5 * 1100);
+      const frame = (fill: number, count: number): Buffer[] => {
+        scratch.fill(fill);
+        return Array.from({ length: count }, (_, i) => scratch.subarray(i * 1100, i * 1100 + 1000 + i));
+      };
+      sender.sendFrame(frame(0xa1, 5), 0);
+      const first = wire.slice();
+      expect(first).toHaveLength(5);
+      // Later frames: fewer packets than the reused batch holds, then more.
+      for (let f = 1; f <= 20; f++) sender.sendFrame(frame(0xb0 + f, f % 2 === 0 ? 2 : 4), f * 3000);
+      advance(300);
+      wire.length = 0;
+      nack([seqOf(first[3]!), seqOf(first[4]!)]);
+      expect(wire).toHaveLength(2);
+      expect(wire[0]!.equals(first[3]!)).toBe(true);
+      expect(wire[1]!.equals(first[4]!)).toBe(true);
+      const decrypted = receiver.decrypt(Buffer.from(wire[1]!));
+      // The frame's payload bytes as they were when it was sent (the extension block is on its first packet only).
+      expect(decrypted.subarray(12).equals(Buffer.alloc(1004, 0xa1))).toBe(true);
+      expect(sender.lossRecovery.retransmittedPackets).toBe(2);
+    });
+
+    it('sends exactly the frame’s packets when the reused batch is longer than the frame', () => {
+      const { sender, wire, receiver } = connectedSender(profile);
+      sender.sendFrame([Buffer.alloc(900, 1), Buffer.alloc(900, 2), Buffer.alloc(900, 3)], 0);
+      wire.length = 0;
+      sender.sendFrame([Buffer.alloc(700, 9)], 3000);
+      expect(wire).toHaveLength(1);
+      expect(wire[0]![1]! & 0x80).toBe(0x80); // the marker: the frame's last (only) packet
+      const decrypted = receiver.decrypt(Buffer.from(wire[0]!));
+      expect(decrypted.subarray(decrypted.length - 700).equals(Buffer.alloc(700, 9))).toBe(true);
+    });
   });
 });

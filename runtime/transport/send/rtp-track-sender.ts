@@ -34,7 +34,7 @@ import {
   type PathEstimate,
   type RetransmissionRefusal,
 } from './loss-recovery.ts';
-import { createSrtpProtector, type SrtpProtector, type UnprotectedPacket } from './srtp-protector.ts';
+import { createSrtpProtector, type SrtpProtector } from './srtp-protector.ts';
 import { RTP_HEADER_LENGTH } from '../rtp/packet-size.ts';
 import { nackedSequenceNumbers } from '../../quality/media-stats-reporter.ts';
 
@@ -67,6 +67,16 @@ export function ntpTimestamp(performanceMs: number): bigint {
   const fraction = Math.floor(((unixMs - seconds * 1000) / 1000) * 2 ** 32);
   return (BigInt(seconds + NTP_UNIX_OFFSET_S) << 32n) | BigInt(fraction >>> 0);
 }
+
+/** A reused entry of a frame's batch (srtp-protector.ts's UnprotectedPacket, writable). */
+interface PacketEntry {
+  packet: Buffer;
+  headerLength: number;
+  payload: Buffer;
+  index: number;
+}
+
+const EMPTY = Buffer.alloc(0);
 
 /** RFC 8285 one-byte header-extension block marker. */
 const ONE_BYTE_EXTENSIONS = 0xbede;
@@ -161,6 +171,8 @@ export class RtpTrackSender {
     keyframeRequestsThrottled: 0,
     keyframesForLoss: 0,
   };
+  /** One frame's packets on their way to SRTP, reused frame after frame (no objects per packet). */
+  readonly #batch: PacketEntry[] = [];
   /** Video only (NACK is negotiated for video codecs, not Opus); allocated on the first send. */
   #history: RtpSendHistory | undefined;
   readonly #socket = new IceDatagramWriter();
@@ -252,7 +264,8 @@ export class RtpTrackSender {
     if (this.#history === undefined && this.#sender.kind === 'video') this.#history = new RtpSendHistory();
     const history = this.#history;
     const sentAt = history ? this.#now() : 0;
-    const batch: UnprotectedPacket[] = new Array(payloads.length);
+    const batch = this.#batch;
+    while (batch.length < payloads.length) batch.push({ packet: EMPTY, headerLength: 0, payload: EMPTY, index: 0 });
     let payloadBytes = 0;
     let headerBytes = 0;
     for (let i = 0; i < payloads.length; i++) {
@@ -267,18 +280,27 @@ export class RtpTrackSender {
       packet.writeUInt32BE(timestamp, 4);
       packet.writeUInt32BE(ssrc, 8);
       ext?.copy(packet, RTP_HEADER_LENGTH);
-      batch[i] = { packet, headerLength, payload, index: this.#rolloverCounter * 0x10000 + this.#sequenceNumber };
+      const entry = batch[i]!;
+      entry.packet = packet;
+      entry.headerLength = headerLength;
+      entry.payload = payload;
+      entry.index = this.#rolloverCounter * 0x10000 + this.#sequenceNumber;
       payloadBytes += payload.length;
       headerBytes += headerLength;
       this.#sequenceNumber = (this.#sequenceNumber + 1) & 0xffff;
       if (this.#sequenceNumber === 0) this.#rolloverCounter = (this.#rolloverCounter + 1) >>> 0;
     }
-    stream.protector.protect(ssrc, batch);
+    stream.protector.protect(ssrc, batch, payloads.length);
     const drop = rtpLossFault(stream.transport);
     let wireBytes = 0;
-    for (const { packet } of batch) {
+    for (let i = 0; i < payloads.length; i++) {
+      const entry = batch[i]!;
+      const packet = entry.packet;
       wireBytes += packet.length;
       if (drop?.() !== true) this.#write(stream.transport, packet);
+      // Nothing of the frame is kept past this call: the caller's payloads, and (audio) the packet.
+      entry.packet = EMPTY;
+      entry.payload = EMPTY;
     }
     if (history) {
       this.#budget.noteMediaSent(wireBytes);

@@ -70,6 +70,22 @@ describe.each([
     }
   });
 
+  it('protects only the first `count` packets of a longer (reused) batch, and carries nothing between calls', () => {
+    const { werift, ours } = sessions(profile);
+    const first = [0, 1, 2].map((i) => unprotected(header(100 + i, i === 0), randomBytes(300 + i), 100 + i, tagLength, false));
+    ours.protect(0x12345678, first);
+    const sent = first.map((p) => Buffer.from(p.packet));
+    // The next frame's two packets in the same array; the third entry is the previous frame's.
+    const second = [3, 4].map((i) => unprotected(header(100 + i, false), randomBytes(500), 100 + i, tagLength, true));
+    const reused = [...second, first[2]!];
+    first[2]!.payload.fill(0); // the stale entry's payload buffer already holds something else
+    ours.protect(0x12345678, reused, 2);
+    expect(first[2]!.packet.equals(sent[2]!)).toBe(true); // left alone
+    for (const [i, p] of second.entries()) {
+      expect(p.packet.equals(werift.encrypt(p.payload, header(103 + i, false))), `packet ${i}`).toBe(true);
+    }
+  });
+
   it('round-trips through werift decryption', () => {
     const { ours, receiver } = sessions(profile);
     const payload = randomBytes(1180);

@@ -29,8 +29,11 @@ export interface UnprotectedPacket {
 export interface SrtpProtector {
   /** Bytes of authentication tag each packet ends with. */
   readonly tagLength: number;
-  /** Encrypts each payload into its packet after the header and writes the tag after it. */
-  protect(ssrc: number, batch: readonly UnprotectedPacket[]): void;
+  /**
+   * Encrypts each payload into its packet after the header and writes the tag after it: the
+   * first `count` entries of `batch` (default all). Nothing of the batch is kept.
+   */
+  protect(ssrc: number, batch: readonly UnprotectedPacket[], count?: number): void;
 }
 
 /** The local (sending) SRTP session keys werift derived after the DTLS handshake. */
@@ -79,14 +82,15 @@ class AesCmHmacSha1Protector implements SrtpProtector {
     this.#authKey = authKey;
   }
 
-  protect(ssrc: number, batch: readonly UnprotectedPacket[]): void {
+  protect(ssrc: number, batch: readonly UnprotectedPacket[], count = batch.length): void {
     let blocks = 0;
-    for (const { payload } of batch) blocks += Math.ceil(payload.length / BLOCK);
+    for (let i = 0; i < count; i++) blocks += Math.ceil(batch[i]!.payload.length / BLOCK);
     if (this.#counters.length < blocks * BLOCK) this.#counters = new Uint8Array(Math.max(blocks * BLOCK, 2 * this.#counters.length));
     const counters = this.#counters;
     // Counter blocks for every packet, one after the other: one native call for the frame.
     let offset = 0;
-    for (const { payload, index } of batch) {
+    for (let i = 0; i < count; i++) {
+      const { payload, index } = batch[i]!;
       const iv = this.#iv;
       this.#salt.copy(iv, 0);
       iv[14] = 0;
@@ -105,7 +109,8 @@ class AesCmHmacSha1Protector implements SrtpProtector {
     }
     const keystream = this.#ecb.update(counters.subarray(0, offset));
     offset = 0;
-    for (const { packet, headerLength, payload, index } of batch) {
+    for (let i = 0; i < count; i++) {
+      const { packet, headerLength, payload, index } = batch[i]!;
       xorInto(packet, headerLength, payload, keystream, offset);
       offset += Math.ceil(payload.length / BLOCK) * BLOCK;
       const end = headerLength + payload.length;
@@ -126,15 +131,19 @@ class AesGcmProtector implements SrtpProtector {
   readonly tagLength = 16;
   readonly #key: Buffer;
   readonly #salt: Buffer;
+  /** The IV, rewritten per packet (createCipheriv copies it). */
+  readonly #iv = Buffer.alloc(12);
 
   constructor(key: Buffer, salt: Buffer) {
     this.#key = key;
     this.#salt = Buffer.from(salt.subarray(0, 12));
   }
 
-  protect(ssrc: number, batch: readonly UnprotectedPacket[]): void {
-    for (const { packet, headerLength, payload, index } of batch) {
-      const iv = Buffer.from(this.#salt);
+  protect(ssrc: number, batch: readonly UnprotectedPacket[], count = batch.length): void {
+    const iv = this.#iv;
+    for (let i = 0; i < count; i++) {
+      const { packet, headerLength, payload, index } = batch[i]!;
+      this.#salt.copy(iv, 0);
       iv.writeUInt32BE((iv.readUInt32BE(2) ^ ssrc) >>> 0, 2);
       iv.writeUInt32BE((iv.readUInt32BE(6) ^ Math.floor(index / 0x1_0000)) >>> 0, 6);
       iv.writeUInt16BE(iv.readUInt16BE(10) ^ (index & 0xffff), 10);
