@@ -392,6 +392,11 @@ interface HistogramSnapshot {
   count: number;
 }
 
+/** The runtime's time waiting for viewers' links (arclight_send_budget_wait_seconds_total), s. */
+async function sendBudgetWaitSeconds(runtime: Runtime): Promise<number> {
+  return (await runtime.metrics.sendBudgetWait.get()).values.reduce((sum, v) => sum + v.value, 0);
+}
+
 async function encodeHistogram(runtime: Runtime, codec: string): Promise<HistogramSnapshot> {
   const metric = await runtime.metrics.encodeDuration.get();
   const snap: HistogramSnapshot = { buckets: new Map(), sum: 0, count: 0 };
@@ -537,6 +542,8 @@ interface Measurement {
   othersCpuPct: number;
   /** Frames the model emitted per second during the window (30 when it keeps up). */
   emittedFps: number;
+  /** ms the track's pacer took nothing because the viewer's link was behind (send-budget.ts): 0 on a clean link. */
+  sendBudgetWaitMs: number;
   /** GC pauses of this process during the window, and the JS heap in use at its end. */
   gc: {
     count: number;
@@ -730,6 +737,7 @@ async function measure(
     const emitted0 = emitTimes.size;
     const spans0 = allEncodes.length;
     const gc0 = gcPauses.length;
+    const budgetWait0 = await sendBudgetWaitSeconds(runtime);
     const stats0 = (await page.evaluate(() => (window as unknown as BenchWindow).benchOpen())) ?? {};
     await startAllocationSample();
     await sleep(WINDOW_MS);
@@ -743,6 +751,7 @@ async function measure(
     const mainThreadCpuPct = (((threads1.get(mainTid)?.ms ?? 0) - (threads0.get(mainTid)?.ms ?? 0)) * 100) / WINDOW_MS;
     const emittedFps = ((emitTimes.size - emitted0) * 1000) / WINDOW_MS;
     const encode1 = await Promise.all(encodeCodecs.map((c) => encodeHistogram(runtime, c)));
+    const sendBudgetWaitMs = ((await sendBudgetWaitSeconds(runtime)) - budgetWait0) * 1000;
     const session = runtime.sessions.current?.id;
     if (!session || session !== emitSession) throw new Error("the emit-time map does not belong to this run's session");
     const systemBusyPct = (100 * (cpu1.busy - cpu0.busy)) / (cpu1.total - cpu0.total);
@@ -805,6 +814,7 @@ async function measure(
       chromiumCpuPct: chromeCpuPct,
       othersCpuPct: systemBusyPct * os.availableParallelism() - runtimeProcessCpuPct - chromeCpuPct,
       emittedFps,
+      sendBudgetWaitMs,
       gc: (() => {
         const pauses = gcPauses.slice(gc0).map((g) => g.ms);
         const byKind: Record<string, number> = {};
@@ -878,7 +888,8 @@ function report(m: Measurement, label: string): void {
       `  chrome: jitter-buffer delay ${f(m.chrome.jitterBufferDelayMs)} ms (target ${f(m.chrome.jitterBufferTargetDelayMs)}), received ${m.chrome.framesReceived}, decoded ${m.chrome.framesDecoded}, ` +
       `dropped ${m.chrome.framesDropped}, packets lost ${m.chrome.packetsLost}, NACK ${m.chrome.nackCount}, PLI ${m.chrome.pliCount}, ${f(m.chrome.bitrateKbps, 0)} kbps\n` +
       `  clock offset page−node ${f(m.clock.offsetMs, 2)} ± ${f(m.clock.uncertaintyMs, 2)} ms; machine CPU busy ${f(m.systemCpuBusyPct, 0)}%, ` +
-      `runtime process ${f(m.runtimeProcessCpuPct, 0)}% (${JSON.stringify(m.runtimeThreadsPct)}), chromium ${f(m.chromiumCpuPct, 0)}%, others ${f(m.othersCpuPct, 0)}% (of one core); model emitted ${f(m.emittedFps)} fps\n` +
+      `runtime process ${f(m.runtimeProcessCpuPct, 0)}% (${JSON.stringify(m.runtimeThreadsPct)}), chromium ${f(m.chromiumCpuPct, 0)}%, others ${f(m.othersCpuPct, 0)}% (of one core); model emitted ${f(m.emittedFps)} fps; ` +
+      `waited ${f(m.sendBudgetWaitMs, 0)} ms for the send budget\n` +
       `  GC in this process: ${m.gc.count} pauses, ${f(m.gc.totalMs, 0)} ms in all, max ${f(m.gc.maxMs)} ms; heap in use ${f(m.gc.heapUsedMiB, 0)} MiB; ${m.openFds} open fds; active ${JSON.stringify(m.activeResources)}` +
       `\n  GC per minute: ${f(m.gc.perMinute)} pauses, ${f(m.gc.msPerMinute)} ms; by kind ${JSON.stringify(m.gc.byKind)}` +
       (m.allocatedPerFrame

@@ -45,6 +45,12 @@ export class RuntimeMetrics {
     labelNames: ['track', 'reason'] as const,
     registers: [this.registry],
   });
+  readonly sendBudgetWait = new Counter({
+    name: 'arclight_send_budget_wait_seconds_total',
+    help: "Time an output video track's pacer took no frame because its viewers' links were behind (send budget spent), by track",
+    labelNames: ['track'] as const,
+    registers: [this.registry],
+  });
   readonly rtpRetransmitted = new Counter({
     name: 'arclight_rtp_retransmitted_packets_total',
     help: 'RTP packets resent from the send history because a client NACKed them, by track',

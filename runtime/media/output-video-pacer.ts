@@ -30,7 +30,17 @@ export interface PacedFrameOutlet {
   send(frame: QueuedFrame, onTime: boolean, plannedAtMs?: number): Promise<void>;
   /** `send` threw: the frame is lost, the pacer carries on. */
   sendFailed(error: unknown): void;
+  /**
+   * How long the viewers' links need before the next frame may go (send-budget.ts): the pacer
+   * takes nothing meanwhile. Absent or 0: now.
+   */
+  sendBudgetWaitMs?(): number;
+  /** The pacer waited this long for the send budget (metrics). */
+  waitedForSendBudget?(ms: number): void;
 }
+
+/** The send budget is looked at again at least this often while waiting (estimates and viewers change). */
+const SEND_BUDGET_RECHECK_MS = 50;
 
 export class OutputVideoPacer {
   readonly #queue: VideoFrameQueue;
@@ -133,6 +143,9 @@ export class OutputVideoPacer {
       while (!this.#outlet.viewed() && !this.#queue.closed) {
         await new Promise<void>((resolve) => this.#viewerWaiters.push(resolve));
       }
+      // The viewers' links come next: while they are behind, take nothing (the producer waits or
+      // its frames are dropped before the encoder), rather than encode what cannot be sent.
+      await this.#waitForSendBudget();
       if (this.#adaptive) {
         if (!(await this.#pumpAdaptive(this.#adaptive))) return;
         continue;
@@ -159,6 +172,21 @@ export class OutputVideoPacer {
       this.#lastSendAt = performance.now();
       await this.#send(frame, relaxed);
     }
+  }
+
+  async #waitForSendBudget(): Promise<void> {
+    const outlet = this.#outlet;
+    if (outlet.sendBudgetWaitMs === undefined) return;
+    const started = performance.now();
+    for (;;) {
+      const wait = outlet.sendBudgetWaitMs();
+      if (!(wait > 0) || this.#queue.closed || !outlet.viewed()) break;
+      this.#queue.overflowReason = 'congestion';
+      await new Promise((resolve) => setTimeout(resolve, Math.min(wait, SEND_BUDGET_RECHECK_MS)));
+    }
+    this.#queue.overflowReason = 'queue_full';
+    const waited = performance.now() - started;
+    if (waited > 1) outlet.waitedForSendBudget?.(waited);
   }
 
   /**

@@ -17,7 +17,10 @@
  * the encoder, so the model runs on at the track's fps and no CPU is spent encoding them. While no
  * viewer is connected at all (before the first, or in a reconnect window) the pacer takes
  * nothing, so with the `block` policy the model waits in emit(); when a viewer arrives, frames
- * that queued up meanwhile are dropped but the newest. No frame → nothing sent.
+ * that queued up meanwhile are dropped but the newest. No frame → nothing sent. The viewers'
+ * links push back too: while a stream's send budget (send-budget.ts: a token bucket at its
+ * viewers' lowest bandwidth estimate) is spent, the pacer takes nothing, so a `block` model slows
+ * to what the link carries and a drop-policy model's frames are dropped before the encoder.
  *
  * A track that declares `fps: 'adaptive'` (or a range) is paced from throughput instead
  * (adaptive-pacer.ts): each emit() (a step's chunk) tells the pacer how many frames came and how
@@ -50,7 +53,8 @@ import type { CudaVideoFrame, FrameMetadata, VideoFrame } from './frames.ts';
 import { OutputVideoPacer } from './output-video-pacer.ts';
 import type { EncodedVideoFrame } from './video-encoder.ts';
 import { emittedAtOf, VideoFrameQueue, type QueuedFrame, type VideoTimeline } from './video-frame-queue.ts';
-import { VideoSinks, type VideoSink } from './video-sinks.ts';
+import { SendBudget } from './send-budget.ts';
+import { VideoSinks, type SinkState, type VideoSink } from './video-sinks.ts';
 import { VideoStreamEncoders, type StreamPipeline, type VideoEncoderEvents } from './video-stream-encoders.ts';
 import { streamKey, toRtpTimestamp, type VideoStreamKey } from './video-stream-key.ts';
 
@@ -69,6 +73,16 @@ export interface VideoRecordingTap {
   push(frame: VideoFrame, wallTimeMs: number): void;
   /** One access unit of a live stream's encoder (`source`: asked for keyframes at segment boundaries). */
   pushEncoded(unit: EncodedVideoFrame, wallTimeMs: number, source: { requestKeyframe(): void }): void;
+}
+
+/** The lowest bandwidth estimate among a stream's playing viewers (kbit/s), if any reported one. */
+function lowestEstimateKbps(sinks: readonly SinkState[]): number | undefined {
+  let lowest: number | undefined;
+  for (const { sink } of sinks) {
+    const kbps = sink.estimatedBitrateKbps?.();
+    if (kbps !== undefined && kbps > 0 && (lowest === undefined || kbps < lowest)) lowest = kbps;
+  }
+  return lowest;
 }
 
 /**
@@ -111,6 +125,8 @@ export class OutputVideoTrack {
   readonly #pumping: Promise<void>;
   /** Adaptive pacing (the spec's `fps: 'adaptive'` or range); undefined: the fixed leaky bucket. */
   readonly #adaptive: AdaptivePacer | undefined;
+  /** What the viewers' links can take (send-budget.ts): the pacer waits while it is spent. */
+  readonly #sendBudget = new SendBudget();
 
   /** `encoderBackends`: the runtime's registry, handed down by its session; a lone track (tests, benches) uses the process's. */
   constructor(
@@ -153,6 +169,8 @@ export class OutputVideoTrack {
         this.#metrics?.framesDropped.inc({ track: this.name, reason: 'encode_error' });
         this.#log.error('video frame could not be encoded', { error });
       },
+      sendBudgetWaitMs: () => this.#sendBudget.waitMs(),
+      waitedForSendBudget: (ms) => this.#metrics?.sendBudgetWait.inc({ track: this.name }, ms / 1000),
     });
     this.#publishPlayout();
     this.#pumping = this.#pacer.run();
@@ -322,6 +340,7 @@ export class OutputVideoTrack {
     const input = new EncoderInput(frame, this.name, this.#metrics);
     const wallTimeMs = Date.now();
     const streams = new Set(active.map((s) => streamKey(s.sink)));
+    this.#sendBudget.keepOnly(streams);
     // The recording takes a live stream's encoded frames when one fits: no second encode.
     const recorder = this.#recorder;
     const recordFrom = recorder?.sharesLiveEncoder ? recordableStream(streams) : undefined;
@@ -378,6 +397,9 @@ export class OutputVideoTrack {
         continue;
       }
       this.#metrics?.encodeDuration.observe({ codec: key }, (performance.now() - started) / 1000);
+      let bytes = 0;
+      for (const unit of encoded) bytes += unit.data.length;
+      this.#sendBudget.spent(key, bytes, lowestEstimateKbps(sinks));
       if (key === recordFrom) {
         try {
           for (const unit of encoded) recorder!.pushEncoded(unit, wallTimeMs, encoder);

@@ -109,9 +109,16 @@ export class VideoFrameQueue {
         continue;
       }
       const dropped = this.#queue.pushDropping(copy, dropPolicy === 'drop-oldest' ? 'oldest' : 'newest');
-      if (dropped) this.drop(dropped, 'queue_full');
+      if (dropped) this.drop(dropped, this.overflowReason);
     }
   }
+
+  /**
+   * Why a drop-policy producer's frame is dropped when the queue is full: `queue_full` (the
+   * encoder is behind), or `congestion` while the pacer waits for the viewers' links
+   * (send-budget.ts).
+   */
+  overflowReason: 'queue_full' | 'congestion' = 'queue_full';
 
   /** Drops every queued frame (a flush). */
   dropAll(reason: string): void {
