@@ -101,6 +101,18 @@ export async function openFfmpegEncoder(backend: EncoderBackend, settings: Encod
   }
 }
 
+/** `openFfmpegEncoder` on the calling thread (a rate change reopening an encoder mid-stream). */
+export function openFfmpegEncoderSync(backend: EncoderBackend, settings: EncoderSettings): CodecContext {
+  const { context, encoder } = createFfmpegEncoderContext(backend, settings);
+  try {
+    FFmpegError.throwIfError(context.open2Sync(encoder, null), `open ${backend.name}`);
+    return context;
+  } catch (error) {
+    context.freeContext();
+    throw error;
+  }
+}
+
 function setOptions(context: CodecContext, options: Record<string, string | number>): void {
   for (const [name, value] of Object.entries(options)) {
     // A misspelt option is silently ignored by FFmpeg; fail loudly instead.
@@ -115,8 +127,15 @@ function setOptions(context: CodecContext, options: Record<string, string | numb
 function configureX264(context: CodecContext, settings: EncoderSettings, bitsPerSecond: bigint, cores: number): void {
   context.threadCount = Math.max(1, Math.min(4, cores));
   context.threadType = FF_THREAD_SLICE;
-  // VBV capped at the target: near-CBR so the network sees a steady rate; a half-second buffer
-  // leaves room for an on-demand IDR without letting bursts build latency.
+  // Rate control (issue 25 part 3): one-pass ABR with a VBV whose max rate is the target. The VBV
+  // is what holds the rate: x264 may not spend above maxrate for longer than the buffer absorbs,
+  // and its ABR spends the whole budget on hard content (noise: every 2 s window within ±8 % of
+  // the target at 720p, bench/rate-control.ts). Easy content stays below the target — no
+  // `nal-hrd=cbr`, whose filler data would pad a static picture up to the full rate. The
+  // half-second buffer is the most one frame can take beyond its share: room for an on-demand
+  // IDR (and the largest 2 s swing a keyframe causes: ≤ 0.5 s of budget, then paid back) without
+  // letting bursts build latency. x264 applies changes of these (setBitrate) to the running
+  // encoder (FFmpeg's libx264 wrapper calls x264_encoder_reconfig when they change).
   context.rcMaxRate = bitsPerSecond;
   context.rcBufferSize = Number(bitsPerSecond / 2n);
   context.level = h264Level(settings.width, settings.height, settings.fps);
@@ -147,6 +166,9 @@ function configureX264(context: CodecContext, settings: EncoderSettings, bitsPer
  */
 function configureX265(context: CodecContext, settings: EncoderSettings, bitsPerSecond: bigint, cores: number): void {
   context.threadCount = 1;
+  // As x264: ABR with a VBV at the target and a half-second buffer, which holds noise within
+  // ±11 % over every 2 s window at 720p. FFmpeg's libx265 wrapper never reconfigures a running
+  // encoder, so FfmpegVideoEncoder.setBitrate reopens it for a change worth a keyframe.
   context.rcMaxRate = bitsPerSecond;
   context.rcBufferSize = Number(bitsPerSecond / 2n);
   const x265Params = [
@@ -173,6 +195,9 @@ function configureX265(context: CodecContext, settings: EncoderSettings, bitsPer
   });
 }
 
+/** libvpx's rate-control buffer, ms (see configureLibvpx). */
+const VPX_BUFFER_MS = 600n;
+
 /**
  * libvpx VP8: its row threads spin-wait on each other, which on a busy 2-core box turned 5 ms
  * encodes into 170 ms stalls; so WebRTC's rule: a second thread only above 640x480 with 3+ cores.
@@ -184,11 +209,25 @@ function configureLibvpx(context: CodecContext, settings: EncoderSettings, bitsP
   // min == max == target selects libvpx's CBR mode, the one WebRTC uses.
   context.rcMinRate = bitsPerSecond;
   context.rcMaxRate = bitsPerSecond;
-  context.rcBufferSize = Number(bitsPerSecond); // 1000 ms, as WebRTC
+  // The buffer model is what bounds the rate over a window: the encoder steers its buffer level
+  // towards the "optimal" level (FFmpeg fixes it at 5/6 of the buffer: 500 ms here), so how far
+  // the sent bits can run ahead of or behind the target is about how far the level swings: where
+  // it starts, where frame dropping starts, what a keyframe takes. 600 ms, not WebRTC's 1,000: the
+  // longer the buffer, the further the level swings while frames are being dropped (720p noise at
+  // 1 Mbit/s: 2 s windows at 0.84–1.14 of the target with 900 ms, 0.90–1.10 with 600 ms).
+  context.rcBufferSize = Number((bitsPerSecond * VPX_BUFFER_MS) / 1000n);
+  // Full range of quantizers. At 56 (WebRTC's cap) a frame of noise at 720p cannot get below
+  // ~1.9 Mbit/s, so below that the stream ran over its target (1.9 Mbit/s for a 1 Mbit/s
+  // target); at 63 it needs ~1.3 Mbit/s, and frame dropping covers the rest. Easy content never
+  // gets near either: rate control picks the quantizer, and 63 is only reached when the budget
+  // cannot be met otherwise.
   context.qMin = 2;
-  context.qMax = 56;
+  context.qMax = 63;
   setOptions(context, {
-    rc_init_occupancy: Number(bitsPerSecond / 2n), // 500 ms
+    // Start at the optimal level (500 ms): starting below it (500 of 833 ms before) made the
+    // encoder underspend for its first seconds to fill the buffer (2 s windows at 75 % of the
+    // target).
+    rc_init_occupancy: Number((bitsPerSecond * VPX_BUFFER_MS * 5n) / 6n / 1000n),
     deadline: 'realtime',
     // Fastest realtime speed step; quality at these bitrates is still fine for live video.
     'cpu-used': 12,
@@ -198,11 +237,22 @@ function configureLibvpx(context: CodecContext, settings: EncoderSettings, bitsP
     'error-resilient': 'default',
     'noise-sensitivity': 0,
     'static-thresh': 1,
+    // How hard the encoder may lower (undershoot) or raise (overshoot) a frame's target to steer
+    // its buffer back to the optimal level: WebRTC's values.
     'undershoot-pct': 100,
     'overshoot-pct': 15,
-    // Caps keyframe size relative to an average frame (WebRTC's formula), so an on-demand
-    // keyframe does not stall the pacer.
-    'max-intra-rate': Math.max(300, Math.round((600 * 0.5 * settings.fps) / 10)),
+    // Frame dropping (rc_dropframe_thresh, % of the optimal level): when a frame at the highest
+    // quantizer still costs more than the budget (noise at a low rate), libvpx skips frames once
+    // the level falls under the threshold (it starts at 2/3 of it: 333 ms here, 167 ms below the
+    // optimal level; more of them further down), so the rate holds and the frame rate gives (720p
+    // noise at 1 Mbit/s: ~22 % of frames dropped). A dropped frame gives no packet (encode()
+    // returns []), keyframes are never dropped, and on content the budget covers the level stays
+    // near the optimal one and nothing is dropped (none at 2.5 Mbit/s on the same noise).
+    'drop-threshold': 100,
+    // A keyframe may take up to 20 % of a second's budget (600 % of an average frame at 30 fps;
+    // WebRTC's formula gave 900 %). The encoder pays a keyframe's excess back over the next
+    // frames, so its size is the 2 s swing it causes: at 900 % that was 25–30 % of a window.
+    'max-intra-rate': Math.max(300, Math.round(20 * settings.fps)),
   });
 }
 
@@ -213,6 +263,14 @@ function configureLibvpx(context: CodecContext, settings: EncoderSettings, bitsP
  * without the constraint_set1 flag x264 sets; decoders treat the two alike.
  */
 function configureNvenc(context: CodecContext, codec: VideoCodec, settings: EncoderSettings, bitsPerSecond: bigint): void {
+  // Rate control (issue 25 part 3; reasoned, not measured: no NVENC engine on the machine that
+  // measured the others): NVENC's one-pass CBR, in its firmware, holds the average to the
+  // target over its VBV buffer, here half a second as for x264, so a 2 s window can be off by at
+  // most about a quarter of that. CBR without `cbr_padding`: no filler on easy content. No
+  // lookahead and no multipass, which would add latency or GPU time per frame. FFmpeg's NVENC
+  // wrapper applies changes of bit_rate / rc_max_rate / rc_buffer_size to a running encoder
+  // (nvEncReconfigureEncoder, where the GPU reports dynamic bitrate support), so setBitrate
+  // works in place, with the half-size buffer after a decrease that FfmpegVideoEncoder applies.
   context.rcMaxRate = bitsPerSecond;
   context.rcBufferSize = Number(bitsPerSecond / 2n);
   setOptions(context, {

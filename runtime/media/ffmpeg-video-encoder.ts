@@ -15,8 +15,9 @@ import {
   AVERROR_EAGAIN,
   AVERROR_EOF,
   FF_ENCODER_LIBVPX_VP8,
+  FF_ENCODER_LIBX265,
 } from 'node-av/constants';
-import { openFfmpegEncoder } from './ffmpeg-encoder-options.ts';
+import { openFfmpegEncoder, openFfmpegEncoderSync, type EncoderSettings } from './ffmpeg-encoder-options.ts';
 import { throwIfVideoEncodeFault } from '../faults/encoder-faults.ts';
 import { FrameScaler } from './frame-scaler.ts';
 import { noteVideoEncoderFreed, noteVideoEncoderOpened } from './open-encoders.ts';
@@ -30,7 +31,36 @@ import type {
   VideoCodec,
   VideoEncoderOptions,
   VideoEncoderStats,
+  H264Profile,
 } from './video-encoder.ts';
+
+/**
+ * FFmpeg encoders whose wrapper never applies a rate change to a running encoder: libvpx (its
+ * encode callback only passes a changed qmax on to vpx_codec_enc_config_set, never bit_rate or
+ * rc_max_rate) and libx265 (no reconfiguration at all). `setBitrate` reopens them at the new
+ * rate; libx264 and NVENC reconfigure in place (x264_encoder_reconfig, NVENC's dynamic bitrate).
+ */
+const REOPENED_FOR_RATE: ReadonlySet<string> = new Set([FF_ENCODER_LIBVPX_VP8, FF_ENCODER_LIBX265]);
+
+/**
+ * A reopened encoder starts with a keyframe: at most 20 % of a second's budget for libvpx (its
+ * max-intra-rate), up to half a second's for x265 (its VBV), paid back over the next frames. So a
+ * change is applied at once only when it is worth that (at least this fraction of the running
+ * rate, either way); a smaller one waits for the next keyframe asked for anyway (a new viewer, a
+ * PLI), and at most REOPEN_HOLD_S.
+ */
+export const REOPEN_MIN_CHANGE = 0.15;
+/** How long (seconds of frames) the VBV buffer stays at half its length after a rate decrease (libx264, NVENC). */
+const VBV_SETTLE_S = 2;
+/**
+ * Reopens for rate changes are at least this far apart (seconds of frames; the first counts from
+ * the open): network adaptation may lower the rate every 200 ms while capacity falls, and a
+ * keyframe each time would add to the congestion. A change that comes sooner waits, and the
+ * reopen then takes the latest target; one riding on a requested keyframe never waits.
+ */
+export const REOPEN_MIN_INTERVAL_S = 1;
+/** How long (seconds of frames) a rate change below REOPEN_MIN_CHANGE may wait for a keyframe. */
+export const REOPEN_HOLD_S = 5;
 
 /** A VideoEncoder on an FFmpeg encoder (libx264, libx265, libvpx, FFmpeg's NVENC wrappers). */
 export class FfmpegVideoEncoder implements StreamVideoEncoder {
@@ -38,8 +68,23 @@ export class FfmpegVideoEncoder implements StreamVideoEncoder {
   readonly #backend: EncoderBackend;
   readonly #width: number;
   readonly #height: number;
+  readonly #fps: number;
+  readonly #h264Profile: H264Profile;
+  /** The target `setBitrate` last asked for. */
   #bitrateKbps: number;
-  readonly #context: CodecContext;
+  /** The rate the running encoder was opened at (REOPENED_FOR_RATE backends), else #bitrateKbps. */
+  #openedKbps: number;
+  /** #framesIn when the target first differed from #openedKbps (REOPENED_FOR_RATE backends). */
+  #rateChangeSince = 0;
+  #reopens = 0;
+  /** #framesIn at the last (re)open. */
+  #openedAtFrame = 0;
+  /** The VBV buffer's length in seconds, as opened (in-place backends keep it across rate changes). */
+  readonly #bufferS: number;
+  /** #framesIn from which the VBV buffer gets its full length back after a decrease (in-place backends). */
+  #fullBufferAtFrame: number | undefined;
+  /** Replaced when a rate change reopens the encoder (REOPENED_FOR_RATE). */
+  #context: CodecContext;
   /** FFmpeg-owned yuv420p frame the encoder reads; allocated once and refilled every frame. */
   readonly #frame: Frame;
   readonly #packet: Packet;
@@ -66,7 +111,7 @@ export class FfmpegVideoEncoder implements StreamVideoEncoder {
   #threadPoolEncodes = 0;
 
   private constructor(
-    options: Required<Omit<VideoEncoderOptions, 'profile' | 'syncBelowMs'>> & { syncBelowMs: number },
+    options: Required<Omit<VideoEncoderOptions, 'profile' | 'syncBelowMs'>> & { syncBelowMs: number; h264Profile: H264Profile },
     context: CodecContext,
     frame: Frame,
     packet: Packet,
@@ -75,9 +120,13 @@ export class FfmpegVideoEncoder implements StreamVideoEncoder {
     this.#backend = options.backend;
     this.#width = options.width;
     this.#height = options.height;
+    this.#fps = options.fps;
+    this.#h264Profile = options.h264Profile;
     this.#bitrateKbps = options.bitrateKbps;
+    this.#openedKbps = options.bitrateKbps;
     this.#syncBelowMs = options.syncBelowMs;
     this.#context = context;
+    this.#bufferS = context.bitRate > 0n ? context.rcBufferSize / Number(context.bitRate) : 0.5;
     this.#frame = frame;
     this.#packet = packet;
     noteVideoEncoderOpened();
@@ -97,7 +146,7 @@ export class FfmpegVideoEncoder implements StreamVideoEncoder {
       const packet = new Packet();
       packet.alloc();
       return new FfmpegVideoEncoder(
-        { codec, width, height, fps, bitrateKbps, backend, syncBelowMs: options.syncBelowMs },
+        { codec, width, height, fps, bitrateKbps, backend, h264Profile, syncBelowMs: options.syncBelowMs },
         context,
         frame,
         packet,
@@ -124,26 +173,114 @@ export class FfmpegVideoEncoder implements StreamVideoEncoder {
     return this.#bitrateKbps;
   }
 
-  /** FFmpeg's libvpx wrapper does not apply rate changes to a running encoder: VP8 keeps its start-up rate. */
+  /**
+   * Every FFmpeg backend follows `setBitrate`: libx264 and NVENC in place, libvpx and libx265 by
+   * reopening (see REOPENED_FOR_RATE).
+   */
   get adjustsBitrateLive(): boolean {
-    return this.#backend.name !== FF_ENCODER_LIBVPX_VP8;
+    return true;
+  }
+
+  /** Times a rate change reopened the encoder (libvpx, libx265), each costing a keyframe. */
+  get reopens(): number {
+    return this.#reopens;
   }
 
   /**
-   * Changes the target bitrate from the next frame on (network adaptation). FFmpeg's encoder
-   * wrappers (libx264, libvpx, NVENC) read the context's rates per frame and reconfigure;
-   * the VBV buffer keeps its length in time.
+   * Changes the target bitrate (network adaptation). libx264 and NVENC: from the next frame on —
+   * FFmpeg's wrappers read the context's rates per frame and reconfigure, and the VBV buffer keeps
+   * its length in time. libvpx and libx265, whose wrappers never do: the next frame reopens the
+   * encoder at the new rate (that frame is then a keyframe) when the change is at least
+   * REOPEN_MIN_CHANGE of the running rate and the last reopen is REOPEN_MIN_INTERVAL_S back; a
+   * smaller one waits for the next requested keyframe, at most REOPEN_HOLD_S. `bitrateKbps` is
+   * the target asked for.
    */
   setBitrate(kbps: number): void {
     if (!(kbps > 0)) throw new RangeError(`invalid bitrate ${kbps} kbps`);
     if (this.#freed || Math.round(kbps) === Math.round(this.#bitrateKbps)) return;
+    if (REOPENED_FOR_RATE.has(this.#backend.name)) {
+      if (Math.round(this.#bitrateKbps) === Math.round(this.#openedKbps)) this.#rateChangeSince = this.#framesIn;
+      this.#bitrateKbps = kbps;
+      return;
+    }
     const context = this.#context;
-    const ratio = kbps / this.#bitrateKbps;
     const bitsPerSecond = BigInt(Math.round(kbps * 1000));
     context.bitRate = bitsPerSecond;
     context.rcMaxRate = bitsPerSecond;
-    context.rcBufferSize = Math.round(context.rcBufferSize * ratio);
+    // The VBV buffer keeps its length in time. After a decrease, though, it still holds credit
+    // earned at the old rate, and the ABR's history (decaying over ~4 s) still aims high: with
+    // the full buffer the first 2 s at the new rate ran 14–16 % over it. Half the buffer for
+    // 2 s bounds that to a quarter second of the new rate (≤ +12.5 % over a 2 s window).
+    const fullBuffer = Math.round(kbps * 1000 * this.#bufferS);
+    if (kbps < this.#bitrateKbps) {
+      context.rcBufferSize = Math.round(fullBuffer / 2);
+      this.#fullBufferAtFrame = this.#framesIn + Math.round(VBV_SETTLE_S * this.#fps);
+    } else {
+      context.rcBufferSize = fullBuffer;
+      this.#fullBufferAtFrame = undefined;
+    }
     this.#bitrateKbps = kbps;
+    this.#openedKbps = kbps;
+  }
+
+  /** Gives the VBV buffer its full length back once VBV_SETTLE_S have passed since a decrease. */
+  #restoreBufferIfDue(): void {
+    if (this.#fullBufferAtFrame === undefined || this.#framesIn < this.#fullBufferAtFrame) return;
+    this.#fullBufferAtFrame = undefined;
+    this.#context.rcBufferSize = Math.round(this.#bitrateKbps * 1000 * this.#bufferS);
+  }
+
+  /** Whether the next frame should reopen the encoder at the target (REOPENED_FOR_RATE backends). */
+  #reopenDue(): boolean {
+    if (Math.round(this.#bitrateKbps) === Math.round(this.#openedKbps)) return false;
+    // A keyframe is coming anyway (a new viewer, a PLI): the reopen costs nothing more.
+    if (this.#keyframeRequested) return true;
+    if (this.#framesIn - this.#openedAtFrame < Math.round(REOPEN_MIN_INTERVAL_S * this.#fps)) return false;
+    if (Math.abs(this.#bitrateKbps / this.#openedKbps - 1) >= REOPEN_MIN_CHANGE) return true;
+    return this.#framesIn - this.#rateChangeSince >= Math.round(REOPEN_HOLD_S * this.#fps);
+  }
+
+  #settings(kbps: number): EncoderSettings {
+    return { width: this.#width, height: this.#height, fps: this.#fps, bitrateKbps: kbps, h264Profile: this.#h264Profile };
+  }
+
+  /**
+   * Swaps in `context`, opened at `kbps`, for the running encoder. With lag-in-frames 0 (libvpx)
+   * and zerolatency (x265) the old one holds no frames, so nothing is lost; the new one's first
+   * frame is a keyframe, and pts keep counting, so packets keep their capture times.
+   */
+  #swapContext(context: CodecContext, kbps: number): void {
+    this.#context.freeContext();
+    this.#context = context;
+    this.#openedKbps = kbps;
+    this.#openedAtFrame = this.#framesIn;
+    this.#reopens++;
+  }
+
+  /** Reopens the encoder at the target if it is due (`#reopenDue`), on this thread. */
+  #reopenSyncIfDue(): void {
+    if (!this.#reopenDue()) return;
+    const kbps = this.#bitrateKbps;
+    try {
+      this.#swapContext(openFfmpegEncoderSync(this.#backend, this.#settings(kbps)), kbps);
+    } catch {
+      // The running encoder stays, at its rate; the change is dropped (adaptation asks again).
+      this.#bitrateKbps = this.#openedKbps;
+    }
+  }
+
+  /** `#reopenSyncIfDue` with the open on node-av's thread pool. */
+  async #reopenIfDue(): Promise<void> {
+    if (!this.#reopenDue()) return;
+    const kbps = this.#bitrateKbps;
+    let context: CodecContext;
+    try {
+      context = await openFfmpegEncoder(this.#backend, this.#settings(kbps));
+    } catch {
+      this.#bitrateKbps = this.#openedKbps;
+      return;
+    }
+    this.#swapContext(context, kbps);
   }
 
   /** The implementation encoding this stream (e.g. libx264, or h264_nvenc on a GPU host). */
@@ -195,6 +332,9 @@ export class FfmpegVideoEncoder implements StreamVideoEncoder {
     try {
       const started = performance.now();
       const timestampUs = frame.timestampUs ?? Math.round(started * 1000);
+      await this.#reopenIfDue();
+      this.#restoreBufferIfDue();
+      if (this.#closed) throw new Error(`${this.#codec} VideoEncoder is closed`);
       await this.#fill(frame);
 
       const stamp = this.#stamp(timestampUs);
@@ -224,6 +364,8 @@ export class FfmpegVideoEncoder implements StreamVideoEncoder {
   #encodeSync(frame: VideoFrame): EncodedVideoFrame[] {
     const started = performance.now();
     const timestampUs = frame.timestampUs ?? Math.round(started * 1000);
+    this.#reopenSyncIfDue();
+    this.#restoreBufferIfDue();
     this.#fillSync(frame);
     const stamp = this.#stamp(timestampUs);
     const out: EncodedVideoFrame[] = [];

@@ -149,7 +149,8 @@ export interface StreamVideoEncoder extends VideoEncoder {
   encodeCuda?(frame: CudaFrame, timestampUs?: number): Promise<EncodedVideoFrame[]>;
   /**
    * `false` when `setBitrate` does not reach a running encoder, so its stream keeps its opening
-   * rate (FFmpeg's libvpx wrapper); absent, it does.
+   * rate; absent, it does. Every encoder here follows it (FFmpeg's libvpx and libx265 wrappers by
+   * reopening: ffmpeg-video-encoder.ts); kept for encoders that cannot.
    */
   readonly adjustsBitrateLive?: boolean;
 }
