@@ -1,42 +1,94 @@
 /**
- * Network adaptation of a stream's bitrate: it follows the slowest receiver — the lowest REMB
- * among the stream's viewers, with 10% headroom — within [500 kbps, 10 Mbps] and never above the
- * rate the track asks for (adaptation only ever lowers it). Once a second at most, and changes
- * under 5% are ignored, so the encoder is not reconfigured every second. An encoder that cannot
- * change its rate while running (`adjustsBitrateLive === false`: FFmpeg's libvpx wrapper, so VP8)
- * keeps its start-up rate; H.264 (libx264, NVENC) and H.265 adapt.
+ * Network adaptation of a stream's bitrate: it follows the slowest receiver — the lowest estimate
+ * among the stream's viewers, with 10% headroom — within [500 kbps, 10 Mbps] (or the stream's
+ * own bounds) and never above the rate the track asks for (adaptation only ever lowers it below
+ * that, and gives it back as the estimate recovers).
+ *
+ * A viewer's estimate is the runtime's own congestion controller's target when its peer sends
+ * transport-wide feedback (transport-cc: runtime/transport/send/congestion-controller.ts), else
+ * the receiver's REMB (see `MediaTransceiver.estimatedBitrateKbps`).
+ *
+ * A decrease applies at once (at most every 200 ms: the encoder is reconfigured, not rebuilt), so
+ * a capacity drop is followed within a feedback interval or two; an increase at most once a
+ * second. Changes under 5% are ignored, so the encoder is not reconfigured for noise. libx264
+ * and NVENC take a change in place; libvpx and libx265 by reopening, a keyframe each, which
+ * ffmpeg-video-encoder.ts spaces at least a second apart. An encoder that cannot change its rate
+ * while running (`adjustsBitrateLive === false`) keeps its start-up rate.
+ *
+ * Below the floor the encoder cannot follow: the track's send budget (send-budget.ts, filled at
+ * the same estimate) then holds frames back before the encoder.
  */
 import type { StreamVideoEncoder } from './video-encoder.ts';
 import type { VideoSink } from './video-sinks.ts';
 
 /** Network adaptation bounds (issue default: 500 kbps – 10 Mbps) and cadence. */
-export const ADAPTATION = { minKbps: 500, maxKbps: 10_000, intervalMs: 1_000, headroom: 0.9 } as const;
+export const ADAPTATION = {
+  minKbps: 500,
+  maxKbps: 10_000,
+  /** Increases at most this often, ms. */
+  intervalMs: 1_000,
+  /** Decreases at most this often, ms. */
+  decreaseIntervalMs: 200,
+  headroom: 0.9,
+} as const;
+
+/** Operator bounds of the adapted rate, kbit/s (RuntimeOptions `video`). */
+export interface BitrateBounds {
+  readonly minKbps: number;
+  readonly maxKbps: number;
+}
 
 /** A stream's encoder and the adaptation state that rides with it. */
 export interface AdaptedStream {
   readonly encoder: StreamVideoEncoder;
-  /** The rate the track asks for; adaptation only ever lowers it (to what receivers can take). */
+  /** The rate the track asks for; adaptation lowers it (to what receivers can take), never raises it above. */
   readonly configuredKbps: number;
-  /** When the stream's rate was last considered (performance.now()). */
+  /** Bounds of the adapted rate; default ADAPTATION's. */
+  readonly bounds?: BitrateBounds;
+  /** When the stream's rate was last raised or considered for a raise (performance.now()). */
   adaptedAt: number;
+  /** When the stream's rate was last lowered (performance.now()). */
+  decreasedAt?: number;
 }
 
-/**
- * Sets the stream's encoder to what its viewers can take, if it is time to look and the change
- * is worth making; returns the new target (kbps), or undefined if the rate stays.
- */
-export function adaptStreamBitrate(stream: AdaptedStream, sinks: readonly { readonly sink: VideoSink }[], now: number): number | undefined {
-  if (stream.encoder.adjustsBitrateLive === false || now - stream.adaptedAt < ADAPTATION.intervalMs) return undefined;
-  stream.adaptedAt = now;
+/** The lowest of the viewers' estimates with headroom, kbps; Infinity when none has one. */
+export function viewersEstimateKbps(sinks: readonly { readonly sink: VideoSink }[]): number {
   let estimate = Infinity;
   for (const { sink } of sinks) {
     const kbps = sink.estimatedBitrateKbps?.();
     if (kbps !== undefined && kbps > 0) estimate = Math.min(estimate, kbps * ADAPTATION.headroom);
   }
-  const ceiling = Math.min(stream.configuredKbps, ADAPTATION.maxKbps);
-  const target = Math.max(ADAPTATION.minKbps, Math.min(ceiling, estimate));
-  // Hysteresis: ignore changes under 5% so the encoder is not reconfigured every second.
-  if (Math.abs(target - stream.encoder.bitrateKbps) / stream.encoder.bitrateKbps < 0.05) return undefined;
+  return estimate;
+}
+
+/**
+ * Sets the stream's encoder to what its viewers can take, if the change is worth making and it
+ * is time for it (decreases every 200 ms at most, increases every second); returns the new
+ * target (kbps), or undefined if the rate stays.
+ */
+export function adaptStreamBitrate(stream: AdaptedStream, sinks: readonly { readonly sink: VideoSink }[], now: number): number | undefined {
+  if (stream.encoder.adjustsBitrateLive === false) return undefined;
+  const decreaseDue = now - (stream.decreasedAt ?? -Infinity) >= ADAPTATION.decreaseIntervalMs;
+  const increaseDue = now - Math.max(stream.adaptedAt, stream.decreasedAt ?? -Infinity) >= ADAPTATION.intervalMs;
+  if (!decreaseDue && !increaseDue) return undefined;
+  const bounds = stream.bounds ?? ADAPTATION;
+  const estimate = viewersEstimateKbps(sinks);
+  const ceiling = Math.min(stream.configuredKbps, bounds.maxKbps);
+  const floor = Math.min(bounds.minKbps, ceiling);
+  const target = Math.max(floor, Math.min(ceiling, estimate));
+  const current = stream.encoder.bitrateKbps;
+  // Hysteresis: ignore changes under 5% so the encoder is not reconfigured for noise.
+  if (Math.abs(target - current) / current < 0.05) {
+    if (increaseDue) stream.adaptedAt = now;
+    return undefined;
+  }
+  if (target < current) {
+    if (!decreaseDue) return undefined;
+    stream.decreasedAt = now;
+  } else {
+    if (!increaseDue) return undefined;
+    stream.adaptedAt = now;
+  }
   stream.encoder.setBitrate(target);
   return target;
 }

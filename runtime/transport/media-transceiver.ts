@@ -66,7 +66,11 @@ export interface MediaTransceiver {
   createSender(options: MediaSenderOptions): MediaSender;
   /** The H.264 profile the client accepted on this m-line (when it sends H.264). */
   h264Profile(): H264Profile;
-  /** The client's receiver-estimated maximum bitrate (REMB) in kbit/s; undefined before one came. */
+  /**
+   * What the path to the client can take, kbit/s: the connection's congestion controller's target
+   * when the client sends transport-wide feedback (transport-cc), else its receiver-estimated
+   * maximum bitrate (REMB); undefined before either came.
+   */
   estimatedBitrateKbps(): number | undefined;
   /** Picture loss (PLI) the transport routed to this m-line's sender. */
   onPictureLoss(listener: () => void): Unsubscribe;

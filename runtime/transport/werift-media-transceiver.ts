@@ -1,7 +1,7 @@
 /**
  * The werift implementation of the media port (media-transceiver.ts): one werift
  * `RTCRtpTransceiver` seen as a `MediaTransceiver`. Its senders are the runtime's own RTP path
- * (runtime/webrtc/rtp-track-sender.ts); everything else reads or subscribes to werift's objects.
+ * (send/rtp-track-sender.ts); everything else reads or subscribes to werift's objects.
  *
  * One wrapper per werift transceiver and peer (werift-peer-connection.ts keeps them), so the
  * session may key its state by the wrapper as it did by the transceiver.
@@ -11,6 +11,7 @@ import type { RTCRtpTransceiver } from 'werift';
 import type { H264Profile } from '../media/video-encoder.ts';
 import { negotiatedH264Profile } from './signalling/answer-offer.ts';
 import { RtpTrackSender } from './send/rtp-track-sender.ts';
+import { existingTransportCongestion } from './send/transport-feedback.ts';
 import type { MediaSender, MediaSenderOptions, MediaTransceiver, ReceivedRtp, Unsubscribe } from './media-transceiver.ts';
 
 /** RTCP payload-specific feedback (RFC 4585) and its PLI / FIR formats (RFC 5104). */
@@ -50,6 +51,9 @@ export class WeriftMediaTransceiver implements MediaTransceiver {
   }
 
   estimatedBitrateKbps(): number | undefined {
+    // A peer that sends transport-wide feedback: the connection's own estimate (send/transport-feedback.ts).
+    const congestion = existingTransportCongestion(this.werift.sender.dtlsTransport as object | undefined);
+    if (congestion?.active()) return congestion.controller.targetBps / 1000;
     const remb = this.werift.sender.receiverEstimatedMaxBitrate;
     return remb > 0n ? Number(remb) / 1000 : undefined;
   }

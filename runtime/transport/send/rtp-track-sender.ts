@@ -15,6 +15,12 @@
  * NACKs and picture-loss reports are answered by the loss-recovery rules (loss-recovery.ts): a
  * retransmission budget, once per RTT, nothing too old, and keyframe requests throttled.
  *
+ * Where transport-wide congestion control is negotiated, every video packet carries the
+ * connection's transport-wide sequence number, its send time and size are kept for the
+ * receiver's feedback, which this sender hands to the connection's estimator
+ * (transport-feedback.ts, congestion-controller.ts); while the path is the limit, the
+ * connection's pacer spreads the packets (packet-pacer.ts).
+ *
  * Just over ~400 lines: the header, the extension, protection, the send history and NACK answers
  * share per-stream state that splitting would pass around.
  */
@@ -35,6 +41,15 @@ import {
   type RetransmissionRefusal,
 } from './loss-recovery.ts';
 import { createSrtpProtector, type SrtpProtector } from './srtp-protector.ts';
+import {
+  RTPFB,
+  TRANSPORT_WIDE_CC_URI,
+  TRANSPORT_WIDE_FEEDBACK_FORMAT,
+  existingTransportCongestion,
+  transportCongestion,
+  type TransportCongestion,
+  type TransportWideFeedback,
+} from './transport-feedback.ts';
 import { RTP_HEADER_LENGTH } from '../rtp/packet-size.ts';
 import { nackedSequenceNumbers } from '../../quality/media-stats-reporter.ts';
 
@@ -74,6 +89,8 @@ interface PacketEntry {
   headerLength: number;
   payload: Buffer;
   index: number;
+  /** When it leaves (ms of the clock): now, or later when the connection's pacer spreads the frame. */
+  at: number;
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -146,6 +163,42 @@ export interface LossRecoveryCounts {
   keyframesForLoss: number;
 }
 
+/** A packet's header-extension block, and where in it the transport-wide sequence number goes. */
+interface ExtensionBlock {
+  readonly bytes: Buffer;
+  /** Offset of the 16-bit transport-wide sequence number within `bytes`, if it carries one. */
+  readonly sequenceAt: number | undefined;
+}
+
+/**
+ * A one-byte-form block (RFC 8285) of the given elements, then the transport-wide sequence
+ * number's element (2 bytes, zero here: written per packet) when its id is given; undefined for none.
+ * mid (≤ 16) + playout-delay (3) + sequence (2), each with its element byte: 4 + 24 bytes at most
+ * (rtp/packet-size.ts's MAX_EXTENSION_BLOCK_BYTES).
+ */
+function buildExtensionBlock(
+  elements: ReadonlyArray<readonly [number, Buffer]>,
+  transportWideId: number | undefined,
+): ExtensionBlock | undefined {
+  const all = transportWideId === undefined ? elements : [...elements, [transportWideId, Buffer.alloc(2)] as const];
+  if (all.length === 0) return undefined;
+  let length = 0;
+  for (const [, data] of all) length += 1 + data.length;
+  const words = Math.ceil(length / 4);
+  const block = Buffer.alloc(4 + words * 4); // zero padding
+  block.writeUInt16BE(ONE_BYTE_EXTENSIONS, 0);
+  block.writeUInt16BE(words, 2);
+  let at = 4;
+  let sequenceAt: number | undefined;
+  for (const [id, data] of all) {
+    block[at++] = (id << 4) | (data.length - 1);
+    if (transportWideId !== undefined && id === transportWideId) sequenceAt = at;
+    data.copy(block, at);
+    at += data.length;
+  }
+  return { bytes: block, sequenceAt };
+}
+
 export class RtpTrackSender {
   readonly #transceiver: RTCRtpTransceiver;
   readonly #sender: RTCRtpSender;
@@ -156,7 +209,11 @@ export class RtpTrackSender {
   readonly #playoutDelayId: number | undefined;
   readonly #mid: { readonly id: number; readonly value: Buffer } | undefined;
   /** The first packet's extension block per latency mode, built once. */
-  readonly #extensionBlocks = new Map<LatencyMode, Buffer | undefined>();
+  readonly #extensionBlocks = new Map<LatencyMode, ExtensionBlock | undefined>();
+  /** The transport-wide sequence number's extension id, when negotiated (every packet carries it). */
+  readonly #transportWideId: number | undefined;
+  /** The block of every packet after a frame's first: the transport-wide sequence number alone. */
+  readonly #sequenceOnlyBlock: ExtensionBlock | undefined;
   readonly #latencyMode: () => LatencyMode;
   readonly #options: RtpTrackSenderOptions;
   readonly #now: Clock;
@@ -178,6 +235,7 @@ export class RtpTrackSender {
   readonly #socket = new IceDatagramWriter();
   #stream: SrtpStream | undefined;
   readonly #stopNacks: () => void;
+  readonly #stopFeedback: () => void;
   #closed = false;
 
   constructor(transceiver: RTCRtpTransceiver, options: RtpTrackSenderOptions = {}) {
@@ -190,6 +248,8 @@ export class RtpTrackSender {
     this.#budget = new RetransmissionBudget(options.lossRecovery ?? LOSS_RECOVERY, this.#now);
     this.#keyframes = new KeyframeRequestThrottle(options.lossRecovery ?? LOSS_RECOVERY, this.#now);
     this.#playoutDelayId = transceiver.headerExtensions.find((e) => e.uri === PLAYOUT_DELAY_URI)?.id;
+    this.#transportWideId = transceiver.headerExtensions.find((e) => e.uri === TRANSPORT_WIDE_CC_URI)?.id;
+    this.#sequenceOnlyBlock = this.#transportWideId === undefined ? undefined : buildExtensionBlock([], this.#transportWideId);
     const midId = transceiver.headerExtensions.find((e) => e.uri === SDES_MID_URI)?.id;
     // A mid longer than the one-byte form carries (16 bytes; never seen: browsers use "0", "1", …)
     // is left out rather than breaking the packet-size budget above.
@@ -204,6 +264,21 @@ export class RtpTrackSender {
       this.#retransmit(nackedSequenceNumbers({ header: nack.header, feedback: nack })),
     );
     this.#stopNacks = unSubscribe;
+    // Transport-wide feedback is routed to the sender whose SSRC it names; the connection's
+    // controller takes it whichever of its senders that is.
+    const onRtcp = this.#sender.onRtcp as RTCRtpSender['onRtcp'] | undefined; // absent in tests' stand-ins
+    this.#stopFeedback =
+      onRtcp?.subscribe((packet) => {
+        const rtcp = packet as { type?: number; feedback?: { count?: number } };
+        if (rtcp.type !== RTPFB || rtcp.feedback?.count !== TRANSPORT_WIDE_FEEDBACK_FORMAT || this.#closed) return;
+        const transport = this.#sender.dtlsTransport as RTCDtlsTransport | undefined;
+        if (transport === undefined) return;
+        const rtt = this.#counters.rtt;
+        transportCongestion(transport).onFeedback(
+          rtcp.feedback as unknown as TransportWideFeedback,
+          rtt === undefined ? undefined : rtt * 1000,
+        );
+      }).unSubscribe ?? (() => {});
   }
 
   /** Negotiated codec, lower-case short name (`h264`, `vp8`, `opus`), or undefined before negotiation. */
@@ -259,19 +334,24 @@ export class RtpTrackSender {
     const timestamp = (rtpTimestamp + counters.timestampOffset) >>> 0;
     const mode = this.#latencyMode();
     if (!this.#extensionBlocks.has(mode)) this.#extensionBlocks.set(mode, this.#extensionBlock(mode));
-    const extensions = this.#extensionBlocks.get(mode);
+    const firstBlock = this.#extensionBlocks.get(mode);
+    const otherBlock = this.#sequenceOnlyBlock;
+    const congestion: TransportCongestion | undefined =
+      this.#transportWideId === undefined ? undefined : transportCongestion(stream.transport);
     const tagLength = stream.protector.tagLength;
     if (this.#history === undefined && this.#sender.kind === 'video') this.#history = new RtpSendHistory();
     const history = this.#history;
     const sentAt = history ? this.#now() : 0;
     const batch = this.#batch;
-    while (batch.length < payloads.length) batch.push({ packet: EMPTY, headerLength: 0, payload: EMPTY, index: 0 });
+    while (batch.length < payloads.length) batch.push({ packet: EMPTY, headerLength: 0, payload: EMPTY, index: 0, at: 0 });
+    // Paced (packet-pacer.ts) only while the path is constrained; else every packet leaves now.
+    const pacingRate = congestion?.pacingRateBps();
     let payloadBytes = 0;
     let headerBytes = 0;
     for (let i = 0; i < payloads.length; i++) {
       const payload = payloads[i]!;
-      const ext = i === 0 ? extensions : undefined;
-      const headerLength = RTP_HEADER_LENGTH + (ext?.length ?? 0);
+      const ext = i === 0 ? firstBlock : otherBlock;
+      const headerLength = RTP_HEADER_LENGTH + (ext?.bytes.length ?? 0);
       const size = headerLength + payload.length + tagLength;
       const packet = history ? history.allocate(this.#sequenceNumber, size, sentAt) : Buffer.allocUnsafe(size);
       packet[0] = ext ? 0x90 : 0x80; // version 2, extension bit
@@ -279,8 +359,15 @@ export class RtpTrackSender {
       packet.writeUInt16BE(this.#sequenceNumber, 2);
       packet.writeUInt32BE(timestamp, 4);
       packet.writeUInt32BE(ssrc, 8);
-      ext?.copy(packet, RTP_HEADER_LENGTH);
       const entry = batch[i]!;
+      if (ext) {
+        ext.bytes.copy(packet, RTP_HEADER_LENGTH);
+        // Numbered in the order the packets leave (the pacer keeps that order), with when they leave.
+        if (congestion && ext.sequenceAt !== undefined) {
+          entry.at = congestion.pacer.reserve(size, pacingRate);
+          packet.writeUInt16BE(congestion.send(size, entry.at), RTP_HEADER_LENGTH + ext.sequenceAt);
+        }
+      }
       entry.packet = packet;
       entry.headerLength = headerLength;
       entry.payload = payload;
@@ -292,12 +379,16 @@ export class RtpTrackSender {
     }
     stream.protector.protect(ssrc, batch, payloads.length);
     const drop = rtpLossFault(stream.transport);
+    const pacer = congestion?.pacer;
+    const now = pacer ? this.#now() : 0;
     let wireBytes = 0;
     for (let i = 0; i < payloads.length; i++) {
       const entry = batch[i]!;
       const packet = entry.packet;
       wireBytes += packet.length;
-      if (drop?.() !== true) this.#write(stream.transport, packet);
+      // A paced packet (or one behind paced ones) waits its turn; it is a send-history buffer (video), kept 512 packets.
+      if (pacer && (entry.at > now || pacer.queued > 0)) pacer.dispatch(entry.at, packet, this.#writeLater);
+      else if (drop?.() !== true) this.#write(stream.transport, packet);
       // Nothing of the frame is kept past this call: the caller's payloads, and (audio) the packet.
       entry.packet = EMPTY;
       entry.payload = EMPTY;
@@ -318,9 +409,17 @@ export class RtpTrackSender {
     return timestamp;
   }
 
+  /** Writes a packet the pacer held back, unless the sender closed or lost its transport meanwhile. */
+  readonly #writeLater = (packet: Buffer): void => {
+    const stream = this.#stream;
+    if (this.#closed || stream === undefined) return;
+    if (rtpLossFault(stream.transport)?.() !== true) this.#write(stream.transport, packet);
+  };
+
   close(): void {
     this.#closed = true;
     this.#stopNacks();
+    this.#stopFeedback();
     this.#keyframeNeeded = undefined;
     this.#history?.clear();
   }
@@ -343,33 +442,28 @@ export class RtpTrackSender {
   }
 
   /** The first packet's header extensions (one-byte form, RFC 8285), or undefined for none. */
-  #extensionBlock(mode: LatencyMode): Buffer | undefined {
+  #extensionBlock(mode: LatencyMode): ExtensionBlock | undefined {
     const elements: Array<[number, Buffer]> = [];
     if (this.#mid) elements.push([this.#mid.id, this.#mid.value]);
     if (this.#playoutDelayId !== undefined) elements.push([this.#playoutDelayId, PLAYOUT_DELAY_PAYLOAD[mode]]);
-    if (elements.length === 0) return undefined;
-    let length = 0;
-    for (const [, data] of elements) length += 1 + data.length;
-    const words = Math.ceil(length / 4);
-    const block = Buffer.alloc(4 + words * 4); // zero padding
-    block.writeUInt16BE(ONE_BYTE_EXTENSIONS, 0);
-    block.writeUInt16BE(words, 2);
-    let at = 4;
-    for (const [id, data] of elements) {
-      block[at++] = (id << 4) | (data.length - 1);
-      data.copy(block, at);
-      at += data.length;
-    }
-    return block;
+    return buildExtensionBlock(elements, this.#transportWideId);
   }
 
-  /** RTT (RTCP) and the receiver's estimate (REMB), as werift last read them. */
+  /**
+   * RTT (RTCP) and the path's estimate: the connection's transport-wide congestion controller's
+   * target where the receiver sends that feedback, else its REMB, as werift last read it.
+   */
   #path(): PathEstimate {
     const rttSeconds = this.#counters.rtt;
     const remb = this.#sender.receiverEstimatedMaxBitrate;
+    const congestion = existingTransportCongestion(this.#stream?.transport);
     return {
       rttMs: rttSeconds === undefined ? undefined : rttSeconds * 1000,
-      receiverEstimateBps: typeof remb === 'bigint' && remb > 0n ? Number(remb) : undefined,
+      receiverEstimateBps: congestion?.active()
+        ? congestion.controller.targetBps
+        : typeof remb === 'bigint' && remb > 0n
+          ? Number(remb)
+          : undefined,
     };
   }
 

@@ -11,10 +11,12 @@ import {
   useNACK,
   usePLI,
   useREMB,
+  useTWCC,
 } from 'werift';
 import type { IceServerEntry } from '../../../protocol/transport.ts';
 import type { VideoCodec } from '../../media/video-encoder.ts';
 import type { IcePolicy } from './ice-policy.ts';
+import { TRANSPORT_WIDE_CC_URI } from '../send/transport-feedback.ts';
 
 /** RTP header extension asking the receiver to render without a jitter buffer delay. */
 export const PLAYOUT_DELAY_URI = 'http://www.webrtc.org/experiments/rtp-hdrext/playout-delay';
@@ -37,8 +39,10 @@ export interface PeerFactoryOptions {
 }
 
 export function createRuntimePeer(options: PeerFactoryOptions): RTCPeerConnection {
-  // goog-remb: receivers report their bandwidth estimate, which output tracks adapt to.
-  const feedback = () => [useNACK(), usePLI(), useREMB()];
+  // transport-cc: receivers report each packet's arrival (transport-wide feedback), from which
+  // the send path estimates the path's rate (send/congestion-controller.ts); goog-remb: receivers
+  // that only report their own estimate (REMB) are followed by that, as before.
+  const feedback = () => [useNACK(), usePLI(), useREMB(), useTWCC()];
   const { icePolicy } = options;
   const restricted = icePolicy.restricted;
   return new RTCPeerConnection({
@@ -72,8 +76,13 @@ export function createRuntimePeer(options: PeerFactoryOptions): RTCPeerConnectio
       ],
     },
     headerExtensions: {
-      // Always negotiated: it carries the session's latency mode, which can change mid-session.
-      video: [new RTCRtpHeaderExtensionParameters({ uri: PLAYOUT_DELAY_URI })],
+      // playout-delay: always negotiated: it carries the session's latency mode, which can change
+      // mid-session. transport-wide-cc: every video packet's transport-wide sequence number, which
+      // the receiver's transport-cc feedback reports on.
+      video: [
+        new RTCRtpHeaderExtensionParameters({ uri: PLAYOUT_DELAY_URI }),
+        new RTCRtpHeaderExtensionParameters({ uri: TRANSPORT_WIDE_CC_URI }),
+      ],
       audio: [],
     },
     iceServers: options.iceServers.map((server) => ({

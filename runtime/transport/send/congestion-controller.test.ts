@@ -1,0 +1,159 @@
+import { describe, expect, it } from 'vitest';
+import { CongestionController, DelayTrend, type PacketFeedback } from './congestion-controller.ts';
+
+/**
+ * A synthetic path: a sender that sends 30 frames a second at the controller's target (at most
+ * `encoderMaxBps`), in 1,200-byte packets, through one FIFO bottleneck of a given capacity with
+ * a 200 ms tail-drop queue and 20 ms propagation; the receiver reports every 100 ms.
+ */
+class SimulatedPath {
+  readonly controller: CongestionController;
+  capacityBps: number;
+  lossFraction = 0;
+  readonly encoderMaxBps: number;
+  now = 0;
+  #linkFreeAt = 0;
+  #pending: Array<PacketFeedback & { reportAt: number }> = [];
+  #nextFrameAt = 0;
+  #nextFeedbackAt = 100;
+  #random = 1;
+  /** Target after each feedback: [time ms, bit/s]. */
+  readonly trace: Array<[number, number]> = [];
+
+  constructor(capacityBps: number, encoderMaxBps: number) {
+    this.capacityBps = capacityBps;
+    this.encoderMaxBps = encoderMaxBps;
+    this.controller = new CongestionController({ minBps: 50_000, maxBps: 10_000_000 });
+  }
+
+  #rand(): number {
+    this.#random = (this.#random * 16807) % 2147483647;
+    return this.#random / 2147483647;
+  }
+
+  run(untilMs: number): void {
+    while (this.now < untilMs) {
+      const next = Math.min(this.#nextFrameAt, this.#nextFeedbackAt);
+      this.now = next;
+      if (next === this.#nextFrameAt) {
+        this.#sendFrame();
+        this.#nextFrameAt += 1000 / 30;
+      } else {
+        this.#feedback();
+        this.#nextFeedbackAt += 100;
+      }
+    }
+  }
+
+  #sendFrame(): void {
+    const rate = Math.min(this.encoderMaxBps, this.controller.targetBps);
+    let bytes = Math.round(rate / 8 / 30);
+    while (bytes > 0) {
+      const size = Math.min(1200, bytes);
+      bytes -= size;
+      const sentAtMs = this.now;
+      const queueMs = Math.max(0, this.#linkFreeAt - sentAtMs);
+      let arrivedAtMs: number | undefined;
+      if (queueMs > 200 || this.#rand() < this.lossFraction) {
+        arrivedAtMs = undefined;
+      } else {
+        const start = Math.max(sentAtMs, this.#linkFreeAt);
+        this.#linkFreeAt = start + (size * 8 * 1000) / this.capacityBps;
+        arrivedAtMs = this.#linkFreeAt + 20;
+      }
+      this.#pending.push({ sentAtMs, bytes: size, arrivedAtMs, reportAt: (arrivedAtMs ?? sentAtMs + 220) + 1 });
+    }
+  }
+
+  #feedback(): void {
+    const due = this.#pending.filter((p) => p.reportAt <= this.now);
+    this.#pending = this.#pending.filter((p) => p.reportAt > this.now);
+    if (due.length > 0) this.controller.onFeedback(due, this.now + 20, 40);
+    this.trace.push([this.now, this.controller.targetBps]);
+  }
+
+  /** The first time at or after `fromMs` the target was ≤ `bps`. */
+  firstAtOrBelow(bps: number, fromMs: number): number | undefined {
+    return this.trace.find(([t, v]) => t >= fromMs && v <= bps)?.[0];
+  }
+
+  firstAtOrAbove(bps: number, fromMs: number): number | undefined {
+    return this.trace.find(([t, v]) => t >= fromMs && v >= bps)?.[0];
+  }
+}
+
+describe('CongestionController', () => {
+  it('holds the rate on a path with room to spare', () => {
+    const path = new SimulatedPath(10_000_000, 2_500_000);
+    path.run(20_000);
+    // Never lowered below what the encoder sends: no false overuse on a clean path.
+    expect(Math.min(...path.trace.map(([, v]) => v))).toBeGreaterThanOrEqual(2_500_000);
+  });
+
+  it('falls under a capacity drop within 2 s and climbs back when it lifts', () => {
+    const path = new SimulatedPath(4_000_000, 2_500_000);
+    path.run(10_000);
+    expect(path.controller.targetBps).toBeGreaterThanOrEqual(2_500_000);
+    path.capacityBps = 1_000_000;
+    path.run(25_000);
+    const under = path.firstAtOrBelow(1_000_000, 10_000);
+    expect(under).toBeDefined();
+    expect(under! - 10_000).toBeLessThanOrEqual(2_000); // 20 feedback intervals
+    // It stays near the capacity while capped: under it, and not collapsed.
+    const capped = path.trace.filter(([t]) => t >= 15_000 && t < 25_000).map(([, v]) => v);
+    expect(Math.max(...capped)).toBeLessThanOrEqual(1_300_000);
+    expect(Math.min(...capped)).toBeGreaterThanOrEqual(400_000);
+    path.capacityBps = 4_000_000;
+    path.run(40_000);
+    const back = path.firstAtOrAbove(0.8 * 2_500_000, 25_000);
+    expect(back).toBeDefined();
+    expect(back! - 25_000).toBeLessThanOrEqual(10_000);
+  });
+
+  it('lowers the rate on heavy loss and raises it again when the loss stops', () => {
+    // Capacity to spare: the delay stays flat, only the loss speaks.
+    const path = new SimulatedPath(50_000_000, 2_500_000);
+    path.run(3_000);
+    const before = path.controller.targetBps;
+    path.lossFraction = 0.2;
+    path.run(6_000);
+    expect(path.controller.lossFraction).toBeGreaterThan(0.1);
+    expect(path.controller.lossBasedBps).toBeLessThan(before);
+    expect(path.controller.targetBps).toBeLessThan(2_500_000);
+    const low = path.controller.targetBps;
+    path.lossFraction = 0.01;
+    path.run(16_000);
+    expect(path.controller.targetBps).toBeGreaterThan(low * 1.5);
+  });
+
+  it('holds between 2 % and 10 % loss', () => {
+    const controller = new CongestionController({ startBps: 1_000_000 });
+    const packets = (t: number, lostEvery: number): PacketFeedback[] =>
+      Array.from({ length: 40 }, (_, i) => ({
+        sentAtMs: t + i * 2.5,
+        bytes: 1000,
+        arrivedAtMs: i % lostEvery === 0 ? undefined : t + i * 2.5 + 20,
+      }));
+    for (let t = 0; t < 3000; t += 100) controller.onFeedback(packets(t, 20), t + 120); // 5 %
+    expect(controller.lossFraction).toBeCloseTo(0.05, 2);
+    expect(controller.lossBasedBps).toBe(10_000_000); // untouched from its start
+  });
+});
+
+describe('DelayTrend', () => {
+  it('signals overuse when each group arrives later than the one before, not on jitter', () => {
+    const trend = new DelayTrend();
+    let usage = trend.usage;
+    // 30 groups, 33 ms apart, arriving with ±3 ms of jitter: normal.
+    for (let i = 0; i < 30; i++) usage = trend.packet(i * 33, i * 33 + 20 + ((i * 7) % 7) - 3);
+    expect(usage).toBe('normal');
+    // Then a queue builds: each group 5 ms later than the one before.
+    let overuseAt: number | undefined;
+    for (let i = 30; i < 80; i++) {
+      usage = trend.packet(i * 33, i * 33 + 20 + (i - 30) * 5);
+      if (usage === 'overusing' && overuseAt === undefined) overuseAt = i;
+    }
+    expect(overuseAt).toBeDefined();
+    expect(overuseAt! - 30).toBeLessThan(20);
+  });
+});

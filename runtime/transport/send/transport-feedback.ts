@@ -1,0 +1,252 @@
+/**
+ * Transport-wide congestion control's sending half (draft-holmer-rmcat-transport-wide-cc-extensions-01):
+ * one 16-bit sequence number per connection (every track of a connection shares it under BUNDLE,
+ * resends answering NACKs included), the send time and size of each numbered packet in a bounded
+ * history, and the receiver's feedback (RTCP RTPFB, FMT 15) read back into per-packet
+ * (sent, size, arrived | lost) for the congestion controller (congestion-controller.ts).
+ *
+ * werift parses the feedback's chunks and deltas; its own `packetResults` skips status-vector
+ * chunks (Chromium sends them whenever statuses mix), so the statuses are walked here.
+ */
+
+import { CongestionController, type CongestionControllerOptions, type PacketFeedback } from './congestion-controller.ts';
+import { PacketPacer } from './packet-pacer.ts';
+
+export const TRANSPORT_WIDE_CC_URI = 'http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01';
+
+/** RTCP transport-layer feedback (RTPFB, 205) and its transport-wide format. */
+export const RTPFB = 205;
+export const TRANSPORT_WIDE_FEEDBACK_FORMAT = 15;
+
+/** Packets remembered: ~16 s at 4 Mbit/s of 1,200-byte packets. */
+const HISTORY_SIZE = 8192;
+
+/** Send time and size of each numbered packet, by transport-wide sequence number (ring). */
+export class TransportSendHistory {
+  readonly #size: number;
+  /** The full (unwrapped) sequence number in each slot, -1 for none. */
+  readonly #sequence: Float64Array;
+  readonly #sentAt: Float64Array;
+  readonly #bytes: Uint32Array;
+  /** Unwrapped: the next packet's number; its low 16 bits go on the wire. */
+  #next: number;
+
+  constructor(size: number = HISTORY_SIZE, start: number = Math.floor(Math.random() * 0x10000)) {
+    this.#size = size;
+    this.#sequence = new Float64Array(size).fill(-1);
+    this.#sentAt = new Float64Array(size);
+    this.#bytes = new Uint32Array(size);
+    this.#next = start;
+  }
+
+  /** Numbers one packet sent now: returns the 16-bit sequence number to write into it. */
+  send(bytes: number, sentAtMs: number): number {
+    const sequence = this.#next++;
+    const slot = sequence % this.#size;
+    this.#sequence[slot] = sequence;
+    this.#sentAt[slot] = sentAtMs;
+    this.#bytes[slot] = bytes;
+    return sequence & 0xffff;
+  }
+
+  /** The unwrapped number of a 16-bit one, taken as the nearest to the newest sent. */
+  unwrap(sequence16: number): number {
+    const newest = this.#next - 1;
+    let diff = (sequence16 - (newest & 0xffff)) & 0xffff;
+    if (diff >= 0x8000) diff -= 0x10000;
+    return newest + diff;
+  }
+
+  /** The packet's send time and size, if still kept. */
+  get(sequence: number): { sentAtMs: number; bytes: number } | undefined {
+    if (sequence < 0) return undefined;
+    const slot = sequence % this.#size;
+    if (this.#sequence[slot] !== sequence) return undefined;
+    return { sentAtMs: this.#sentAt[slot]!, bytes: this.#bytes[slot]! };
+  }
+}
+
+/** The parts of werift's parsed `TransportWideCC` read here. */
+export interface TransportWideFeedback {
+  readonly baseSequenceNumber: number;
+  readonly packetStatusCount: number;
+  /** 24-bit, multiples of 64 ms. */
+  readonly referenceTime: number;
+  readonly packetChunks: readonly (
+    { readonly runLength: number; readonly packetStatus: number } | { readonly symbolSize: number; readonly symbolList: readonly number[] }
+  )[];
+  /** µs each (werift's `RecvDelta.delta`). */
+  readonly recvDeltas: readonly { readonly delta: number }[];
+}
+
+/** One packet's fate in a feedback: arrival in µs of the receiver's clock (reference + deltas), or lost. */
+export interface FeedbackStatus {
+  readonly sequence16: number;
+  readonly arrivedAtUs: number | undefined;
+}
+
+const NOT_RECEIVED = 0;
+const SMALL_DELTA = 1;
+const LARGE_DELTA = 2;
+
+/** The statuses of a feedback, in sequence order (a malformed one yields what it could read). */
+export function feedbackStatuses(feedback: TransportWideFeedback): FeedbackStatus[] {
+  const statuses: number[] = [];
+  const count = feedback.packetStatusCount;
+  for (const chunk of feedback.packetChunks) {
+    if (statuses.length >= count) break;
+    if ('runLength' in chunk) {
+      for (let i = 0; i < chunk.runLength && statuses.length < count; i++) statuses.push(chunk.packetStatus);
+    } else {
+      for (const symbol of chunk.symbolList) {
+        if (statuses.length >= count) break;
+        statuses.push(symbol);
+      }
+    }
+  }
+  const out: FeedbackStatus[] = [];
+  let arrivedAtUs = feedback.referenceTime * 64_000;
+  let deltaIndex = 0;
+  for (let i = 0; i < statuses.length; i++) {
+    const sequence16 = (feedback.baseSequenceNumber + i) & 0xffff;
+    const status = statuses[i];
+    if (status === SMALL_DELTA || status === LARGE_DELTA) {
+      const delta = feedback.recvDeltas[deltaIndex++];
+      if (delta === undefined) break;
+      arrivedAtUs += delta.delta;
+      out.push({ sequence16, arrivedAtUs });
+    } else if (status === NOT_RECEIVED) {
+      out.push({ sequence16, arrivedAtUs: undefined });
+    } else {
+      // 3: received without a delta (reserved in -01): counted as received at the last time.
+      out.push({ sequence16, arrivedAtUs });
+    }
+  }
+  return out;
+}
+
+/** The 24-bit reference time wraps every ~12 days; feedback times are unwrapped against the previous one. */
+const REFERENCE_WRAP_US = 2 ** 24 * 64_000;
+
+/**
+ * One connection's congestion control: its transport-wide sequence, the send history and the
+ * controller that reads the receiver's feedback.
+ */
+/** Pacing: 2.5 × the target, when the target is under 1.2 × the rate sent over the last second. */
+export const PACING = { factor: 2.5, constrainedBelow: 1.2, rateWindowMs: 1_000 } as const;
+
+export class TransportCongestion {
+  readonly history: TransportSendHistory;
+  readonly controller: CongestionController;
+  readonly pacer: PacketPacer;
+  readonly #now: () => number;
+  /** Bytes numbered per 100 ms slot over the last second (the rate sent). */
+  readonly #sentSlots = new Float64Array(10);
+  #sentSlot = 0;
+  #sentSlotAt = 0;
+  /** When the last feedback came (sender's clock), or undefined. */
+  #feedbackAtMs: number | undefined;
+  #referenceOffsetUs = 0;
+  #lastReferenceUs: number | undefined;
+  /** The highest sequence number reported so far (unwrapped): a repeated report counts once. */
+  #highestReported = -1;
+
+  constructor(options: CongestionControllerOptions & { now?: () => number; history?: TransportSendHistory } = {}) {
+    this.history = options.history ?? new TransportSendHistory();
+    this.controller = new CongestionController(options);
+    this.#now = options.now ?? (() => performance.now());
+    this.pacer = new PacketPacer({ now: this.#now });
+  }
+
+  /**
+   * Numbers a packet leaving at `atMs` (default now; later when paced); returns the 16-bit
+   * number for its extension.
+   */
+  send(bytes: number, atMs: number = this.#now()): number {
+    this.#countSent(bytes);
+    return this.history.send(bytes, atMs);
+  }
+
+  /** The rate sent over the last second, bit/s. */
+  sentBps(): number {
+    this.#countSent(0);
+    let bytes = 0;
+    for (const slot of this.#sentSlots) bytes += slot;
+    return (bytes * 8 * 1000) / PACING.rateWindowMs;
+  }
+
+  /**
+   * The pacing rate, bit/s, or undefined when packets go at once: they are paced when the
+   * receiver sends feedback and the path's estimate is near (under 1.2 ×) what is being sent.
+   */
+  pacingRateBps(): number | undefined {
+    if (!this.active()) return undefined;
+    const target = this.controller.targetBps;
+    return target < PACING.constrainedBelow * this.sentBps() ? PACING.factor * target : undefined;
+  }
+
+  #countSent(bytes: number): void {
+    const slotMs = PACING.rateWindowMs / this.#sentSlots.length;
+    const now = Math.floor(this.#now() / slotMs);
+    if (now !== this.#sentSlotAt) {
+      const steps = Math.min(this.#sentSlots.length, now - this.#sentSlotAt);
+      for (let i = 0; i < steps; i++) {
+        this.#sentSlot = (this.#sentSlot + 1) % this.#sentSlots.length;
+        this.#sentSlots[this.#sentSlot] = 0;
+      }
+      this.#sentSlotAt = now;
+    }
+    this.#sentSlots[this.#sentSlot]! += bytes;
+  }
+
+  /** The receiver sent feedback within `withinMs`: its estimate is what the path says. */
+  active(withinMs: number = 5_000): boolean {
+    return this.#feedbackAtMs !== undefined && this.#now() - this.#feedbackAtMs <= withinMs;
+  }
+
+  /** Takes one feedback report; returns the new target (bit/s). */
+  onFeedback(feedback: TransportWideFeedback, rttMs?: number): number {
+    const now = this.#now();
+    this.#feedbackAtMs = now;
+    const statuses = feedbackStatuses(feedback);
+    const reference = feedback.referenceTime * 64_000;
+    if (this.#lastReferenceUs !== undefined && reference < this.#lastReferenceUs - REFERENCE_WRAP_US / 2) {
+      this.#referenceOffsetUs += REFERENCE_WRAP_US;
+    }
+    this.#lastReferenceUs = reference;
+    const packets: PacketFeedback[] = [];
+    for (const status of statuses) {
+      const sequence = this.history.unwrap(status.sequence16);
+      if (sequence <= this.#highestReported) continue; // reported before (feedback may overlap)
+      const sent = this.history.get(sequence);
+      if (sent === undefined) continue;
+      this.#highestReported = sequence;
+      packets.push({
+        sentAtMs: sent.sentAtMs,
+        bytes: sent.bytes,
+        arrivedAtMs: status.arrivedAtUs === undefined ? undefined : (status.arrivedAtUs + this.#referenceOffsetUs) / 1000,
+      });
+    }
+    return this.controller.onFeedback(packets, now, rttMs);
+  }
+}
+
+/**
+ * The congestion state of each connection, keyed by its DTLS transport (one per connection under
+ * BUNDLE), made on first use by whichever of its senders numbers a packet first.
+ */
+const byTransport = new WeakMap<object, TransportCongestion>();
+
+export function transportCongestion(transport: object): TransportCongestion {
+  let state = byTransport.get(transport);
+  if (state === undefined) {
+    state = new TransportCongestion();
+    byTransport.set(transport, state);
+  }
+  return state;
+}
+
+/** The connection's state if one was made (a sender numbered packets on it). */
+export function existingTransportCongestion(transport: object | undefined): TransportCongestion | undefined {
+  return transport === undefined ? undefined : byTransport.get(transport);
+}
