@@ -14,7 +14,7 @@ import { startRuntime } from './server.ts';
 import type { RuntimeOptions } from './runtime-options.ts';
 import { iceOptionsFromFlags, TURN_SECRET_ENV } from './ice-cli-options.ts';
 import { sessionFilesOptionsFromFlags } from './session-files-cli-options.ts';
-import { videoCodecsFromFlag } from './video-codec-cli-options.ts';
+import { videoBitrateFromFlags, videoCodecsFromFlag } from './video-codec-cli-options.ts';
 import { HttpModerator } from './moderation/http-moderator.ts';
 import { loadModelModule, ModelModuleError } from './model/load-model-module.ts';
 import { startDevServer } from './dev/dev-server.ts';
@@ -50,6 +50,9 @@ Options:
   --codecs <list>         video codecs to answer with, in order of preference, from h265, h264, vp8
                           (default: h265 first only when a hardware HEVC encoder exists, then h264,
                           vp8); e.g. h265,h264,vp8 serves software x265 to clients that offer H.265
+  --video-min-kbps <n>    network adaptation's floor for each video stream's encoder (default 500;
+                          below it frames are held back instead: the send budget)
+  --video-max-kbps <n>    its ceiling (default 10000; a track's own bitrateKbps caps it too)
   --latency <mode>        realtime: browsers show each frame as soon as it is decoded (lowest
                           latency); smooth: bounded buffering for lossy networks (default: the
                           model's choice, else smooth)
@@ -105,6 +108,8 @@ export async function main(argv: readonly string[]): Promise<number> {
         'turn-ttl': { type: 'string' },
         latency: { type: 'string' },
         codecs: { type: 'string' },
+        'video-min-kbps': { type: 'string' },
+        'video-max-kbps': { type: 'string' },
         'no-playground': { type: 'boolean' },
         'no-recording': { type: 'boolean' },
         'recording-dir': { type: 'string' },
@@ -161,6 +166,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write(`arclight: ${videoCodecs.error}\n`);
     return 2;
   }
+  const videoBitrate = videoBitrateFromFlags(values['video-min-kbps'], values['video-max-kbps']);
+  if (videoBitrate !== undefined && 'error' in videoBitrate) {
+    process.stderr.write(`arclight: ${videoBitrate.error}\n`);
+    return 2;
+  }
   const ice = iceOptionsFromFlags(values, process.env);
   if ('error' in ice) {
     process.stderr.write(`arclight: ${ice.error}\n`);
@@ -209,6 +219,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     ice: ice.ice,
     ...(values.latency ? { latencyMode: values.latency as 'realtime' | 'smooth' } : {}),
     ...(videoCodecs ? { videoCodecs } : {}),
+    ...(videoBitrate ? { video: videoBitrate } : {}),
     playground: !values['no-playground'],
     // Recording (for clips) is on for served models unless --no-recording: it is what the spec
     // promises clients.

@@ -55,4 +55,17 @@ describe('resolveRuntimeSettings', () => {
       ),
     ).toThrow('recording.maxClipSeconds (2) must be at least the segment length (4 s)');
   });
+
+  it('fills in the adaptation bounds an operator sets, and refuses a bad pair', () => {
+    const resolve = (video: { minBitrateKbps?: number; maxBitrateKbps?: number }) =>
+      resolveRuntimeSettings({ model: model as ModelDefinition<never>, video }, { model, hardwareH265: false });
+    expect(resolve({ minBitrateKbps: 800 }).videoBitrate).toEqual({ minKbps: 800, maxKbps: 10_000 });
+    expect(resolve({ maxBitrateKbps: 3_000 }).videoBitrate).toEqual({ minKbps: 500, maxKbps: 3_000 });
+    expect(resolve({}).videoBitrate).toBeUndefined();
+    expect(() => resolve({ minBitrateKbps: 4_000, maxBitrateKbps: 3_000 })).toThrow(
+      'video.minBitrateKbps (4000) must not be above video.maxBitrateKbps (3000)',
+    );
+    expect(() => resolve({ minBitrateKbps: 10 })).toThrow('video.minBitrateKbps must be from 50 to 100,000 kbit/s; got 10');
+    expect(() => resolve({ maxBitrateKbps: Number.NaN })).toThrow('video.maxBitrateKbps must be from 50 to 100,000 kbit/s');
+  });
 });

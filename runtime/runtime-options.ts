@@ -20,6 +20,7 @@ import { DEFAULT_SEGMENT_SECONDS } from './recording/track-recorder.ts';
 import type { UploadLimits } from './uploads/upload-store.ts';
 import type { IcePolicyOptions } from './transport/signalling/ice-policy.ts';
 import type { VideoCodec } from './media/video-encoder.ts';
+import { ADAPTATION, type BitrateBounds } from './media/video-bitrate-adaptation.ts';
 import type { TurnOptions } from './transport/signalling/turn-credentials.ts';
 
 export interface RuntimeOptions {
@@ -61,6 +62,13 @@ export interface RuntimeOptions {
   readonly maxSessionSeconds?: number;
   /** Largest data-channel message accepted. Default 256 KiB. */
   readonly maxMessageBytes?: number;
+  /**
+   * Bounds of network adaptation: each video stream's encoder follows its viewers' bandwidth
+   * estimate (transport-cc or REMB, ×0.9) within [minBitrateKbps, maxBitrateKbps], and never
+   * above the track's own `bitrateKbps`. Default 500 and 10,000. Below the floor the track's send
+   * budget holds frames back instead (docs/model-authors.md "Pacing, backpressure and flush").
+   */
+  readonly video?: { readonly minBitrateKbps?: number; readonly maxBitrateKbps?: number };
   readonly logger?: Logger;
   /**
    * Output video codecs in order of preference; each client gets the first one it offers.
@@ -152,6 +160,8 @@ export interface RuntimeSettings {
   readonly maxDurationMs?: number;
   readonly maxMessageBytes: number;
   readonly latencyMode: LatencyMode;
+  /** Network adaptation's bounds, when the operator set any (else the defaults, ADAPTATION). */
+  readonly videoBitrate?: BitrateBounds;
 }
 
 /** What the defaults depend on besides the options: the model, and the encoders found. */
@@ -183,7 +193,9 @@ export function resolveRuntimeSettings(options: RuntimeOptions, { model, hardwar
       `recording.maxClipSeconds (${recording.maxClipSeconds}) must be at least the segment length (${recording.segmentSeconds ?? DEFAULT_SEGMENT_SECONDS} s)`,
     );
   }
+  const videoBitrate = bitrateBounds(options.video);
   return {
+    ...(videoBitrate ? { videoBitrate } : {}),
     port: options.port ?? 8080,
     listenHost: options.host ?? '127.0.0.1',
     corsOrigins: options.corsOrigins ?? '*',
@@ -196,4 +208,20 @@ export function resolveRuntimeSettings(options: RuntimeOptions, { model, hardwar
     maxMessageBytes: options.maxMessageBytes ?? MAX_MESSAGE_BYTES,
     latencyMode: options.latencyMode ?? model.latencyMode ?? 'smooth',
   };
+}
+
+/** The operator's adaptation bounds with the defaults filled in; throws TypeError on a bad pair. */
+function bitrateBounds(video: RuntimeOptions['video']): BitrateBounds | undefined {
+  if (video?.minBitrateKbps === undefined && video?.maxBitrateKbps === undefined) return undefined;
+  const minKbps = video.minBitrateKbps ?? ADAPTATION.minKbps;
+  const maxKbps = video.maxBitrateKbps ?? ADAPTATION.maxKbps;
+  for (const [name, value] of [
+    ['video.minBitrateKbps', minKbps],
+    ['video.maxBitrateKbps', maxKbps],
+  ] as const) {
+    if (!Number.isFinite(value) || value < 50 || value > 100_000)
+      throw new TypeError(`${name} must be from 50 to 100,000 kbit/s; got ${value}`);
+  }
+  if (minKbps > maxKbps) throw new TypeError(`video.minBitrateKbps (${minKbps}) must not be above video.maxBitrateKbps (${maxKbps})`);
+  return { minKbps, maxKbps };
 }

@@ -151,6 +151,7 @@ export async function composeRuntime(options: RuntimeOptions, internals: Runtime
     ...(settings.maxDurationMs === undefined ? {} : { maxDurationMs: settings.maxDurationMs }),
     maxMessageBytes: settings.maxMessageBytes,
     latencyMode: settings.latencyMode,
+    ...(settings.videoBitrate ? { videoBitrate: settings.videoBitrate } : {}),
     ...(registration ? { events: registration.sessionEvents } : {}),
   });
   // Starts the model's load() now; the server listens meanwhile and reports `loading`.

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { videoCodecsFromFlag } from './video-codec-cli-options.ts';
+import { videoBitrateFromFlags, videoCodecsFromFlag } from './video-codec-cli-options.ts';
 
 describe('--codecs', () => {
   it('reads a preference list, case and spaces aside', () => {
@@ -16,5 +16,17 @@ describe('--codecs', () => {
       });
     }
     expect(videoCodecsFromFlag('h264,h264')).toEqual({ error: expect.stringMatching(/twice/) });
+  });
+});
+
+describe('--video-min-kbps / --video-max-kbps', () => {
+  it('reads either or both, and says what is wrong', () => {
+    expect(videoBitrateFromFlags(undefined, undefined)).toBeUndefined();
+    expect(videoBitrateFromFlags('300', undefined)).toEqual({ minBitrateKbps: 300 });
+    expect(videoBitrateFromFlags('300', '4000')).toEqual({ minBitrateKbps: 300, maxBitrateKbps: 4000 });
+    for (const bad of ['', '0', '2.5', 'fast', '-1']) {
+      expect(videoBitrateFromFlags(bad, undefined)).toEqual({ error: expect.stringMatching(/^--video-min-kbps must be/) });
+      expect(videoBitrateFromFlags(undefined, bad)).toEqual({ error: expect.stringMatching(/^--video-max-kbps must be/) });
+    }
   });
 });

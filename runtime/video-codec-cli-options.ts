@@ -21,3 +21,25 @@ export function videoCodecsFromFlag(value: string | undefined): readonly VideoCo
   if (new Set(names).size !== names.length) return { error: `--codecs names a codec twice: "${value}"` };
   return names as VideoCodec[];
 }
+
+/**
+ * `--video-min-kbps N --video-max-kbps N`: the bounds network adaptation keeps each video
+ * stream's encoder within → `RuntimeOptions.video`; undefined without either flag, or the message
+ * to print (exit 2). Their range and order are checked by startRuntime (runtime-options.ts).
+ */
+export function videoBitrateFromFlags(
+  min: string | undefined,
+  max: string | undefined,
+): { minBitrateKbps?: number; maxBitrateKbps?: number } | undefined | { error: string } {
+  if (min === undefined && max === undefined) return undefined;
+  const bounds: { minBitrateKbps?: number; maxBitrateKbps?: number } = {};
+  for (const [flag, value, key] of [
+    ['--video-min-kbps', min, 'minBitrateKbps'],
+    ['--video-max-kbps', max, 'maxBitrateKbps'],
+  ] as const) {
+    if (value === undefined) continue;
+    if (!/^\d{1,6}$/.test(value) || Number(value) === 0) return { error: `${flag} must be a whole number of kbit/s; got "${value}"` };
+    bounds[key] = Number(value);
+  }
+  return bounds;
+}

@@ -54,6 +54,7 @@ import { OutputVideoPacer } from './output-video-pacer.ts';
 import type { EncodedVideoFrame } from './video-encoder.ts';
 import { emittedAtOf, VideoFrameQueue, type QueuedFrame, type VideoTimeline } from './video-frame-queue.ts';
 import { SendBudget } from './send-budget.ts';
+import type { BitrateBounds } from './video-bitrate-adaptation.ts';
 import { VideoSinks, type SinkState, type VideoSink } from './video-sinks.ts';
 import { VideoStreamEncoders, type StreamPipeline, type VideoEncoderEvents } from './video-stream-encoders.ts';
 import { streamKey, toRtpTimestamp, type VideoStreamKey } from './video-stream-key.ts';
@@ -136,6 +137,8 @@ export class OutputVideoTrack {
     metrics?: RuntimeMetrics,
     encoderEvents?: VideoEncoderEvents,
     encoderBackends: EncoderBackendRegistry = processEncoderBackends,
+    /** Network adaptation's bounds (RuntimeOptions `video`); default ADAPTATION's. */
+    bitrateBounds?: BitrateBounds,
   ) {
     this.name = spec.name;
     this.#spec = spec;
@@ -154,7 +157,7 @@ export class OutputVideoTrack {
     this.#sinks = new VideoSinks(spec.name, metrics);
     const backends = encoderBackends;
     this.#encoders = new VideoStreamEncoders(
-      { name: spec.name, width: spec.width, height: spec.height, fps, bitrateKbps: spec.bitrateKbps },
+      { name: spec.name, width: spec.width, height: spec.height, fps, bitrateKbps: spec.bitrateKbps, bitrateBounds },
       this.#log,
       metrics,
       encoderEvents,

@@ -13,7 +13,7 @@ import type { Logger } from '../../server-kit/log.ts';
 import type { RuntimeMetrics } from '../metrics.ts';
 import type { EncoderBackendRegistry } from './encoder-backends.ts';
 import type { EncoderFailureAction, EncoderFailurePhase } from './encoder-failures.ts';
-import { adaptStreamBitrate, type AdaptedStream } from './video-bitrate-adaptation.ts';
+import { adaptStreamBitrate, type AdaptedStream, type BitrateBounds } from './video-bitrate-adaptation.ts';
 import type { EncoderBackend, StreamVideoEncoder } from './video-encoder.ts';
 import { streamEncoders } from './video-encoder-factory.ts';
 import type { SinkState } from './video-sinks.ts';
@@ -36,6 +36,8 @@ export interface EncodedTrackFormat {
   readonly height: number;
   readonly fps: number;
   readonly bitrateKbps: number | undefined;
+  /** Network adaptation's bounds (RuntimeOptions `video`); undefined: ADAPTATION's. */
+  readonly bitrateBounds?: BitrateBounds | undefined;
 }
 
 /** At most one encoder-failure error line per track per this long; the rest are counted into it. */
@@ -192,6 +194,12 @@ export class VideoStreamEncoders {
     this.#events?.opened(key, backend);
     this.#metrics?.targetBitrate.set({ track: this.#track.name, codec: key }, encoder.bitrateKbps * 1000);
     const packetizer = createPacketizer(format.codec);
-    return { encoder, packetize: (data) => packetizer.packetize(data), configuredKbps: encoder.bitrateKbps, adaptedAt: 0 };
+    return {
+      encoder,
+      packetize: (data) => packetizer.packetize(data),
+      configuredKbps: encoder.bitrateKbps,
+      adaptedAt: 0,
+      ...(this.#track.bitrateBounds ? { bounds: this.#track.bitrateBounds } : {}),
+    };
   }
 }

@@ -27,6 +27,7 @@ import type { SessionLogRegistry } from '../logs/session-log-registry.ts';
 import type { RuntimeEventSink } from '../events/runtime-event-log.ts';
 import { Session, type DurationLimit } from './session.ts';
 import type { JsonValue } from '../../protocol/json-schema.ts';
+import type { BitrateBounds } from '../media/video-bitrate-adaptation.ts';
 
 /** Whether a session's tracks and frame rate — what its peers and encoders were built for — are the same in both versions. */
 function sameMedia(before: ModelDefinition<unknown>, after: ModelDefinition<unknown>): boolean {
@@ -48,6 +49,8 @@ export interface SessionHostOptions {
   readonly maxDurationMs?: number;
   readonly maxMessageBytes: number;
   readonly latencyMode: LatencyMode;
+  /** Network adaptation's bounds for every session's video (RuntimeOptions `video`); default ADAPTATION's. */
+  readonly videoBitrate?: BitrateBounds;
   /** Hosted mode: told when a session gets a ready client and when it ends. */
   readonly events?: SessionHostEvents;
   /** Where sessions keep uploaded files. */

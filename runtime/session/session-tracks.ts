@@ -20,6 +20,7 @@ import type { InputFrameAnnotation } from '../media/input-frame-aligner.ts';
 import { InputAudioTrack, InputVideoTrack } from '../media/input-tracks.ts';
 import { OutputAudioTrack } from '../media/output-audio-track.ts';
 import { OutputVideoTrack, type VideoEncoderEvents } from '../media/output-video-track.ts';
+import type { BitrateBounds } from '../media/video-bitrate-adaptation.ts';
 
 /** Encoder restarts reported at most this often per track (the session log, the event stream). */
 const ENCODER_RESTART_REPORT_INTERVAL_MS = 1000;
@@ -46,10 +47,14 @@ export class SessionTracks {
     metrics: RuntimeMetrics | undefined,
     reports: SessionReports,
     encoderBackends?: EncoderBackendRegistry,
+    videoBitrate?: BitrateBounds,
   ) {
     for (const spec of specs) {
       if (spec.kind === 'video' && spec.direction === 'recvonly') {
-        this.outputVideo.set(spec.name, new OutputVideoTrack(spec, fps, log, metrics, encoderEvents(spec.name, reports), encoderBackends));
+        this.outputVideo.set(
+          spec.name,
+          new OutputVideoTrack(spec, fps, log, metrics, encoderEvents(spec.name, reports), encoderBackends, videoBitrate),
+        );
       } else if (spec.kind === 'audio' && spec.direction === 'recvonly') {
         this.outputAudio.set(spec.name, new OutputAudioTrack(spec, log, metrics));
       } else if (spec.kind === 'video') {

@@ -45,6 +45,7 @@ import { SessionDeadlines, type DurationLimit } from './session-deadlines.ts';
 import { SessionRunLoop } from './session-run-loop.ts';
 import { SessionTracks, type SessionReports } from './session-tracks.ts';
 import { UndeclaredMessageWarner } from './undeclared-messages.ts';
+import type { BitrateBounds } from '../media/video-bitrate-adaptation.ts';
 
 export type { DurationLimit } from './session-deadlines.ts';
 
@@ -96,6 +97,8 @@ export interface SessionOptions {
   readonly createPeer: (options: PeerFactoryOptions) => PeerConnection;
   /** Which encoder serves each codec (the runtime's registry; a lone session defaults to the process's). */
   readonly encoderBackends?: EncoderBackendRegistry;
+  /** Network adaptation's bounds for its video streams (RuntimeOptions `video`); default ADAPTATION's. */
+  readonly videoBitrate?: BitrateBounds;
 }
 
 export class Session implements ConnectionOwner {
@@ -167,7 +170,15 @@ export class Session implements ConnectionOwner {
       recordEvent: (level, message, fields) => this.recordEvent(level, message, fields),
       runtimeEvents: options.runtimeEvents,
     };
-    this.#tracks = new SessionTracks(options.model.tracks, options.model.fps, this.log, options.metrics, reports, options.encoderBackends);
+    this.#tracks = new SessionTracks(
+      options.model.tracks,
+      options.model.fps,
+      this.log,
+      options.metrics,
+      reports,
+      options.encoderBackends,
+      options.videoBitrate,
+    );
     this.#media = new MediaBindings({
       tracks: this.#tracks,
       spec: (name) => this.#model.tracks.find((t) => t.name === name),
