@@ -13,9 +13,11 @@ export const RTP_HEADER_LENGTH = 12;
  */
 export const MAX_RTP_PACKET_BYTES = 1200;
 /**
- * The extension block we write, at its largest: one-byte form (RFC 8285), `mid` (at most 16
- * bytes, the one-byte form's limit) and playout-delay (3 bytes), each with its 1-byte element
- * header, padded to 32-bit words, after the 4-byte block header: 4 + ⌈(17 + 4) / 4⌉ × 4 = 28.
+ * The extension block we write, at its largest (a frame's first packet): one-byte form (RFC
+ * 8285), `mid` (at most 16 bytes, the one-byte form's limit), playout-delay (3 bytes) and the
+ * transport-wide sequence number (2 bytes; on every packet where transport-cc is negotiated),
+ * each with its 1-byte element header, padded to 32-bit words, after the 4-byte block header:
+ * 4 + ⌈(17 + 4 + 3) / 4⌉ × 4 = 28.
  */
 export const MAX_EXTENSION_BLOCK_BYTES = 28;
 /** The longest SRTP tag of the profiles werift negotiates (AEAD_AES_128_GCM: 16; HMAC_SHA1_80: 10). */
