@@ -177,16 +177,17 @@ export class OutputVideoPacer {
   async #waitForSendBudget(): Promise<void> {
     const outlet = this.#outlet;
     if (outlet.sendBudgetWaitMs === undefined) return;
-    const started = performance.now();
+    let started: number | undefined;
     for (;;) {
       const wait = outlet.sendBudgetWaitMs();
       if (!(wait > 0) || this.#queue.closed || !outlet.viewed()) break;
+      started ??= performance.now();
       this.#queue.overflowReason = 'congestion';
       await new Promise((resolve) => setTimeout(resolve, Math.min(wait, SEND_BUDGET_RECHECK_MS)));
     }
+    if (started === undefined) return;
     this.#queue.overflowReason = 'queue_full';
-    const waited = performance.now() - started;
-    if (waited > 1) outlet.waitedForSendBudget?.(waited);
+    outlet.waitedForSendBudget?.(performance.now() - started);
   }
 
   /**
