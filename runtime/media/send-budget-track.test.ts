@@ -77,22 +77,24 @@ async function run(estimateKbps: number | undefined, dropPolicy: DropPolicy) {
 describe('backpressure from the send budget', () => {
   it("a block model waits in emit() while its viewer's link is below the encoder's rate; without an estimate it runs at the track's pace", async () => {
     const free = await run(undefined, 'block');
-    const slow = await run(150, 'block');
+    const slow = await run(100, 'block');
     const detail = JSON.stringify({ free, slow });
-    // 150 kbit/s carries about one 4 KB frame in four of the thirty: the model is held far below its pace.
-    expect(slow.emitted, detail).toBeLessThan(free.emitted / 3);
+    // 100 kbit/s carries about one frame in five of the thirty (the encoder at its 500 kbit/s
+    // floor): the model is held far below its pace (~20 frames in 3 s, with the bucket's first
+    // half second, against 90 on a quiet machine and ~50 on a loaded one).
+    expect(slow.emitted, detail).toBeLessThan(free.emitted * 0.6);
     // What was sent fits the link, with the bucket's half second and one frame of slack.
-    expect(slow.kbps, detail).toBeLessThan(150 * 1.6);
+    expect(slow.kbps, detail).toBeLessThan(100 * 1.6);
     expect(slow.waitedSeconds, detail).toBeGreaterThan(1);
     expect(slow.congestionDrops, detail).toBe(0); // block: nothing dropped, the model waited
     expect(free.waitedSeconds, detail).toBe(0);
   }, 30_000);
 
   it('a drop-oldest model keeps its pace and its frames are dropped before the encoder, counted as congestion', async () => {
-    const slow = await run(150, 'drop-oldest');
+    const slow = await run(100, 'drop-oldest');
     const detail = JSON.stringify(slow);
     expect(slow.congestionDrops, detail).toBeGreaterThan(slow.emitted / 3);
     expect(slow.framesSent, detail).toBeLessThan(slow.emitted / 2);
-    expect(slow.kbps, detail).toBeLessThan(150 * 1.6);
+    expect(slow.kbps, detail).toBeLessThan(100 * 1.6);
   }, 30_000);
 });
