@@ -4,25 +4,35 @@
  * static) for comparison.
  *
  *   node --conditions=source --import tsx bench/recording-cost.ts [--rounds 4] [--seconds 10] [--settle 3]
- *        [--loads busy-720p,busy-1080p,pattern-720p] [--chromium] [--no-runtime] [--no-encoders]
- *        [--encoder-rounds 3] [--encoder-frames 300] [--json out.json]
+ *        [--loads busy-720p,busy-1080p,pattern-720p] [--modes off,shared,own] [--chromium] [--no-runtime]
+ *        [--no-encoders] [--encoder-rounds 3] [--encoder-frames 300] [--json out.json]
  *
- * Part 1, the runtime. Per round and load, two fresh runtimes (the real CLI in a child process,
- * bench/support/child-runtime.ts), one with `--no-recording` and one recording (the CLI's
- * default: H.264 High into 2 s fMP4 segments in a fresh folder), one after the other, the order
- * swapped every round so neither always runs second. Each runtime is measured in phases of
- * --settle + --seconds:
+ * Part 1, the runtime. Per round and load, one fresh runtime (the real CLI in a child process,
+ * bench/support/child-runtime.ts) per mode in --modes, one after the other, the order rotated
+ * every round (round 1 off, shared, own; round 2 shared, own, off; ...) so none always runs first
+ * or last:
+ *   off      `--no-recording`
+ *   shared   recording, the CLI's default (`--recording-encoder shared`): the recorder takes the
+ *            live H.264 stream's encoded frames when the track sends one (issue 26 part 2), and
+ *            encodes itself (H.264 High) while none runs — the VP8-only phase below
+ *   own      `--recording-encoder own`: the recorder always encodes itself (H.264 High, the
+ *            track's bitrate, a keyframe every 2 s): the second encode every recording had before
+ * Recordings go to 2 s fMP4 segments in a fresh folder, removed after. Each runtime is measured in
+ * phases of --settle + --seconds:
  *   0 viewers            one Node client connected, main_video paused: the model draws, nothing
  *                        is encoded — nor recorded (the recorder sees only frames that are sent)
  *   1 × VP8 (Node)       that client receives main_video (wrtc offers no H.264, so the live
- *                        stream is VP8: a live VP8 encode, plus the recorder's H.264 encode)
+ *                        stream is VP8: no live H.264 to share, so `shared` encodes as `own` does)
  *   1 × H.264 (Chromium) with --chromium (root + iproute2): the Node client paused, a Chromium
- *                        page in a network namespace receives main_video as H.264 instead
+ *                        page in a network namespace receives main_video as H.264 (Constrained
+ *                        Baseline) instead: `shared` records that stream's frames, `own` encodes
  * CPU is the runtime process's utime + stime from /proc/<pid>/stat over the window (every thread),
  * split by thread name from /proc/<pid>/task/*\/stat; the live encoder's time per frame comes from
  * the runtime's /metrics (`arclight_encode_duration_seconds`; the recorder's encoder is not in
- * it); what the recording writes is the growth of its folder over the window. Per round, the
- * figure is recording-on minus recording-off for the same phase, and on / off.
+ * it); what the recording writes is the growth of its folder over the window; which encoder made
+ * each segment written in the window (`live` or `own`) comes from the runtime's /events
+ * (`recording_segment`). Per round, the figures are each mode minus `off` for the same phase, and
+ * mode / off.
  *
  * Part 2, the encoders alone (in this process, no runtime): the same pictures drawn as the models
  * draw them, encoded frame by frame as the runtime's encoders are configured — the recorder's
@@ -44,6 +54,7 @@ import { ArclightClient } from '../client/node.ts';
 import { VideoEncoder } from '../runtime/media/video-encoder-factory.ts';
 import type { H264Profile, VideoCodec } from '../runtime/media/video-encoder.ts';
 import { launchChromiumInNamespace, type LaunchedChromium } from '../test/support/chromium.ts';
+import { readRuntimeEvents, type RuntimeEventReader } from '../test/support/event-stream-reader.ts';
 import { createTestNetwork, networkNamespaceUnavailableReason, type TestNetwork } from '../test/support/netns.ts';
 import { startChildRuntime, type ChildRuntime } from './support/child-runtime.ts';
 import { loadavg, median, sleep } from './support/measure.ts';
@@ -60,6 +71,8 @@ const { values: args } = parseArgs({
     seconds: { type: 'string', default: '10' },
     settle: { type: 'string', default: '3' },
     loads: { type: 'string', default: 'busy-720p,busy-1080p,pattern-720p' },
+    /** Runtimes per round and load, one per mode, order rotated each round: off (--no-recording), shared (default recording), own (--recording-encoder own). */
+    modes: { type: 'string', default: 'off,shared,own' },
     chromium: { type: 'boolean', default: false },
     'no-runtime': { type: 'boolean', default: false },
     'no-encoders': { type: 'boolean', default: false },
@@ -104,6 +117,14 @@ const LOADS: Record<string, Load> = {
     bitrateKbps: 2500,
   },
 };
+type Mode = 'off' | 'shared' | 'own';
+const MODES = args.modes.split(',').map((m) => {
+  const mode = m.trim();
+  if (mode !== 'off' && mode !== 'shared' && mode !== 'own') throw new Error(`unknown mode "${m}": use off, shared, own`);
+  return mode as Mode;
+});
+if (new Set(MODES).size !== MODES.length) throw new Error('--modes: each mode once');
+
 const loads = args.loads.split(',').map((name) => {
   const load = LOADS[name.trim()];
   if (!load) throw new Error(`unknown load "${name}": use ${Object.keys(LOADS).join(', ')}`);
@@ -321,6 +342,8 @@ async function closePage(page: Page | undefined): Promise<void> {
 
 interface PhaseResult {
   load: string;
+  /** off: --no-recording; shared: the default recording; own: --recording-encoder own. */
+  mode: Mode;
   recording: boolean;
   phase: string;
   cpu: CpuWindow;
@@ -331,6 +354,8 @@ interface PhaseResult {
   liveEncode: Record<string, { fps: number; meanMs: number }>;
   /** Growth of the recording folder over the window, kbit/s (segments land every ~2 s). */
   recordedKbps: number;
+  /** Recording runs: `recording_segment` events received during the window, by the encoder that made the segment. */
+  segments?: { live: number; own: number };
   /** Recording runs, on their last phase: video samples in each finished segment. */
   samplesPerSegment?: number[];
   viewer?: { codec: string; fps: number; kbps: number };
@@ -338,7 +363,9 @@ interface PhaseResult {
 
 async function measurePhase(
   load: Load,
+  mode: Mode,
   recordingDir: string | undefined,
+  events: RuntimeEventReader | undefined,
   phase: string,
   runtime: ChildRuntime,
   viewer: { codec: string; received: Subscriber } | undefined,
@@ -348,10 +375,16 @@ async function measurePhase(
   const r0 = await viewer?.received();
   const m0 = await runtimeCounters(runtime.url);
   const bytes0 = recordingDir ? folderBytes(recordingDir) : 0;
+  const events0 = events?.all().length ?? 0;
   const s0 = snapshot(runtime.pid);
   await sleep(WINDOW_MS);
   const s1 = snapshot(runtime.pid);
   const bytes1 = recordingDir ? folderBytes(recordingDir) : 0;
+  let segments: PhaseResult['segments'];
+  if (events) {
+    segments = { live: 0, own: 0 };
+    for (const e of events.all().slice(events0)) if (e.type === 'recording_segment') segments[e.encoder]++;
+  }
   const m1 = await runtimeCounters(runtime.url);
   const r1 = await viewer?.received();
   const seconds = (s1.at - s0.at) / 1000;
@@ -363,6 +396,7 @@ async function measurePhase(
   }
   const result: PhaseResult = {
     load: load.name,
+    mode,
     recording: recordingDir !== undefined,
     phase,
     cpu: cpuBetween(s0, s1),
@@ -371,6 +405,7 @@ async function measurePhase(
     droppedPerSecond: +droppedRate(m0, m1, seconds).toFixed(2),
     liveEncode,
     recordedKbps: +(((bytes1 - bytes0) * 8) / seconds / 1000).toFixed(0),
+    ...(segments ? { segments } : {}),
     ...(viewer && r0 && r1
       ? {
           viewer: {
@@ -385,46 +420,60 @@ async function measurePhase(
     .map(([k, v]) => `${k} ${v}`)
     .join(', ');
   process.stdout.write(
-    `${label} | ${load.name} rec ${result.recording ? 'on ' : 'off'} | ${phase.padEnd(21)} runtime ${result.cpu.pct.toFixed(1).padStart(5)}%  [${threads}]  ` +
+    `${label} | ${load.name} rec ${mode.padEnd(6)} | ${phase.padEnd(21)} runtime ${result.cpu.pct.toFixed(1).padStart(5)}%  [${threads}]  ` +
       `machine ${result.cpu.machineBusyPct.toFixed(0)}%  load ${result.loadavg.split(' ')[0]}\n` +
       `        emitted ${result.emittedFps} fps, dropped ${result.droppedPerSecond}/s, live encode ${JSON.stringify(liveEncode)}, recorded ${result.recordedKbps} kbit/s` +
+      (segments ? ` (segments in the window: live ${segments.live}, own ${segments.own})` : '') +
       (result.viewer ? `, viewer ${result.viewer.codec} ${result.viewer.fps} fps ${result.viewer.kbps} kbit/s` : '') +
       '\n',
   );
   return result;
 }
 
-async function runtimeRun(
-  load: Load,
-  recording: boolean,
-  host: string,
-  chrome: ChromeSetup | undefined,
-  label: string,
-): Promise<PhaseResult[]> {
-  const recordingDir = recording ? mkdtempSync(join(os.tmpdir(), 'arclight-recording-cost-')) : undefined;
-  const runtime = await startChildRuntime(host, {
-    model: load.model,
-    graceSeconds: 600,
-    stderrTailChars: 3_000,
-    recording,
-    ...(recordingDir ? { extraArgs: ['--recording-dir', recordingDir] } : {}),
-  });
+async function runtimeRun(load: Load, mode: Mode, host: string, chrome: ChromeSetup | undefined, label: string): Promise<PhaseResult[]> {
+  const recordingDir = mode === 'off' ? undefined : mkdtempSync(join(os.tmpdir(), 'arclight-recording-cost-'));
+  let runtime: ChildRuntime;
+  try {
+    runtime = await startChildRuntime(host, {
+      model: load.model,
+      graceSeconds: 600,
+      stderrTailChars: 3_000,
+      recording: recordingDir !== undefined,
+      // `shared` is the CLI's default: nothing to add.
+      ...(recordingDir ? { extraArgs: ['--recording-dir', recordingDir, ...(mode === 'own' ? ['--recording-encoder', 'own'] : [])] } : {}),
+    });
+  } catch (error) {
+    if (recordingDir) rmSync(recordingDir, { recursive: true, force: true });
+    throw error;
+  }
+  const events = recordingDir ? await readRuntimeEvents(runtime.url) : undefined;
   const viewer = new Viewer(runtime.url);
   let page: Page | undefined;
   const results: PhaseResult[] = [];
   try {
     await viewer.client.connect(undefined, { autoResumeTracks: false });
     const sessionId = viewer.client.getSessionId()!;
-    results.push(await measurePhase(load, recordingDir, '0 viewers', runtime, undefined, label));
+    results.push(await measurePhase(load, mode, recordingDir, events, '0 viewers', runtime, undefined, label));
     viewer.client.resumeTrack('main_video');
     await waitFrames('Node viewer', viewer.received, 30);
-    results.push(await measurePhase(load, recordingDir, '1 × VP8 (Node)', runtime, { codec: 'VP8', received: viewer.received }, label));
+    results.push(
+      await measurePhase(load, mode, recordingDir, events, '1 × VP8 (Node)', runtime, { codec: 'VP8', received: viewer.received }, label),
+    );
     if (chrome) {
       viewer.client.pauseTrack('main_video');
       const sub = await chromiumSubscriber(chrome, runtime, sessionId);
       page = sub.page;
       results.push(
-        await measurePhase(load, recordingDir, '1 × H.264 (Chromium)', runtime, { codec: sub.codec ?? '?', received: sub.received }, label),
+        await measurePhase(
+          load,
+          mode,
+          recordingDir,
+          events,
+          '1 × H.264 (Chromium)',
+          runtime,
+          { codec: sub.codec ?? '?', received: sub.received },
+          label,
+        ),
       );
     }
     if (recordingDir) {
@@ -438,6 +487,7 @@ async function runtimeRun(
   } finally {
     await closePage(page);
     await viewer.close();
+    events?.stop();
     await runtime.stop();
     if (recordingDir) rmSync(recordingDir, { recursive: true, force: true });
   }
@@ -540,7 +590,7 @@ async function main(): Promise<void> {
   const noNamespace = networkNamespaceUnavailableReason();
   const withChromium = args.chromium && noNamespace === null;
   process.stdout.write(
-    `recording-cost: loads ${loads.map((l) => l.name).join(', ')}; runtime: ${args['no-runtime'] ? 'no' : `${ROUNDS} rounds, ${SETTLE_MS / 1000} s settle + ${WINDOW_MS / 1000} s window per phase`}; ` +
+    `recording-cost: loads ${loads.map((l) => l.name).join(', ')}; modes ${MODES.join(', ')}; runtime: ${args['no-runtime'] ? 'no' : `${ROUNDS} rounds, ${SETTLE_MS / 1000} s settle + ${WINDOW_MS / 1000} s window per phase`}; ` +
       `Chromium: ${withChromium ? 'yes' : args.chromium ? `no (${noNamespace})` : 'no'}; encoders: ${args['no-encoders'] ? 'no' : `${ENCODER_ROUNDS} rounds × ${ENCODER_FRAMES} frames`}\n${JSON.stringify(info)}\n`,
   );
   const phases: PhaseResult[][] = [];
@@ -563,11 +613,11 @@ async function main(): Promise<void> {
       }
       for (let round = 0; round < ROUNDS; round++) {
         for (const load of loads) {
-          // Off first in even rounds, on first in odd ones.
-          const order = round % 2 === 0 ? [false, true] : [true, false];
-          const both: PhaseResult[] = [];
-          for (const recording of order) both.push(...(await runtimeRun(load, recording, host, chrome, `round ${round + 1}`)));
-          phases.push(both);
+          // Rotated by one each round: with off,shared,own, round 1 runs off first, round 2 shared, round 3 own.
+          const order = MODES.map((_, i) => MODES[(i + round) % MODES.length]!);
+          const all: PhaseResult[] = [];
+          for (const mode of order) all.push(...(await runtimeRun(load, mode, host, chrome, `round ${round + 1}`)));
+          phases.push(all);
         }
       }
     }
@@ -600,36 +650,51 @@ async function main(): Promise<void> {
     const runs = phases.filter((p) => p[0]?.load === load.name);
     if (runs.length === 0) continue;
     for (const phase of [...new Set(runs[0]!.map((p) => p.phase))]) {
-      const pick = (recording: boolean) =>
-        runs.map((r) => r.find((p) => p.phase === phase && p.recording === recording)).filter((p): p is PhaseResult => p !== undefined);
-      const off = pick(false);
-      const on = pick(true);
-      if (off.length !== on.length || off.length === 0) continue;
-      const diff = on.map((p, i) => p.cpu.pct - off[i]!.cpu.pct);
-      const ratio = on.map((p, i) => p.cpu.pct / off[i]!.cpu.pct);
-      const main = (ps: PhaseResult[]) => ps.map((p) => p.cpu.byThread['main (JS)'] ?? 0);
-      const recKbps = on.map((p) => p.recordedKbps);
-      const viewerKbps = on.map((p) => p.viewer?.kbps ?? 0);
-      const fps = [...on, ...off].map((p) => p.viewer?.fps ?? p.emittedFps);
-      const row = {
-        load: load.name,
-        phase,
-        off: spread(off.map((p) => p.cpu.pct)),
-        on: spread(on.map((p) => p.cpu.pct)),
-        onMinusOff: spread(diff),
-        onOverOff: spread(ratio, 2),
-        perRound: diff.map((d) => +d.toFixed(1)),
-        mainThreadOff: spread(main(off)),
-        mainThreadOn: spread(main(on)),
-        recordedKbps: median(recKbps),
-        viewerKbps: median(viewerKbps),
-        minFps: Math.min(...fps),
-      };
-      summary.push(row);
-      process.stdout.write(
-        `${load.name.padEnd(12)} ${phase.padEnd(21)} off ${row.off}  on ${row.on}  on−off ${row.onMinusOff} (per round ${row.perRound.join(', ')})  ` +
-          `on/off ${row.onOverOff}  main (JS) off ${row.mainThreadOff} on ${row.mainThreadOn}  recorded ${row.recordedKbps} kbit/s, viewer ${row.viewerKbps} kbit/s, min fps ${row.minFps}\n`,
-      );
+      // Per round (a row of `runs`), the phase's result in each mode; rounds missing a mode are left out.
+      const inMode = (mode: Mode) => runs.map((r) => r.find((p) => p.phase === phase && p.mode === mode));
+      const off = inMode('off');
+      for (const mode of MODES) {
+        const these = inMode(mode).filter((p): p is PhaseResult => p !== undefined);
+        if (these.length === 0) continue;
+        const main = these.map((p) => p.cpu.byThread['main (JS)'] ?? 0);
+        const fps = these.map((p) => p.viewer?.fps ?? p.emittedFps);
+        const paired = inMode(mode)
+          .map((p, i) => [p, off[i]] as const)
+          .filter((x): x is readonly [PhaseResult, PhaseResult] => x[0] !== undefined && x[1] !== undefined);
+        const diff = paired.map(([p, o]) => p.cpu.pct - o.cpu.pct);
+        const ratio = paired.map(([p, o]) => p.cpu.pct / o.cpu.pct);
+        const segments = these.filter((p) => p.segments);
+        const row = {
+          load: load.name,
+          phase,
+          mode,
+          cpu: spread(these.map((p) => p.cpu.pct)),
+          perRoundCpu: these.map((p) => +p.cpu.pct.toFixed(1)),
+          ...(mode !== 'off' && paired.length
+            ? { minusOff: spread(diff), overOff: spread(ratio, 2), perRoundOverOff: ratio.map((x) => +x.toFixed(2)) }
+            : {}),
+          mainThread: spread(main),
+          recordedKbps: median(these.map((p) => p.recordedKbps)),
+          viewerKbps: median(these.map((p) => p.viewer?.kbps ?? 0)),
+          minFps: Math.min(...fps),
+          ...(segments.length
+            ? {
+                segments: {
+                  live: segments.reduce((a, p) => a + p.segments!.live, 0),
+                  own: segments.reduce((a, p) => a + p.segments!.own, 0),
+                },
+              }
+            : {}),
+        };
+        summary.push(row);
+        process.stdout.write(
+          `${load.name.padEnd(12)} ${phase.padEnd(21)} ${mode.padEnd(6)} ${row.cpu}  (per round ${row.perRoundCpu.join(', ')})` +
+            (row.overOff ? `  −off ${row.minusOff}  /off ${row.overOff} (per round ${row.perRoundOverOff!.join(', ')})` : '') +
+            `  main (JS) ${row.mainThread}  recorded ${row.recordedKbps} kbit/s, viewer ${row.viewerKbps} kbit/s, min fps ${row.minFps}` +
+            (row.segments ? `, segments live ${row.segments.live} / own ${row.segments.own}` : '') +
+            '\n',
+        );
+      }
     }
   }
   if (encoderRuns.length) {

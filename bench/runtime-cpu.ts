@@ -4,6 +4,7 @@
  *
  *   node --conditions=source --import tsx bench/runtime-cpu.ts [--rounds 3] [--seconds 10] [--settle 3]
  *        [--viewers 1,10] [--no-chromium] [--no-busy] [--max-runtimes 8] [--no-sweep] [--json out.json]
+ *        [--sweep-model pattern[,busy]] [--sweep-viewer node|h264|vp8] [--sweep-recording off[,shared,own]] [--sweep-from 1]
  *        [--cpu-prof DIR]   (V8 CPU profile of the shared-session runtime, written when it stops)
  *
  * Every runtime is the real CLI (`bin/arclight.js serve <model>`) in a CHILD process; its CPU is
@@ -38,20 +39,41 @@
  * `arclight_frames_dropped_total` rises during the window, or any viewer decodes < 27 fps, or
  * any runtime's model emits < 27 fps (under the default `block` policy a runtime that cannot keep
  * up slows its model rather than counting drops). The answer is the largest N that passed.
+ * The sweep's options (issue 26 part 5, sessions per machine):
+ *   --sweep-model      `pattern` (default) or `busy` (noise at ~2 Mbit/s); a list runs one sweep each
+ *   --sweep-viewer     `node` (default: the wrtc Node client above, VP8, decoding in this process),
+ *                      `h264` (a werift peer offering only H.264 Constrained Baseline,
+ *                      profile-level-id=42e01f, packetization-mode=1, as Chromium gets) or `vp8`
+ *                      (the same, VP8): bench/support/rtp-viewer.ts; they count frames from the RTP
+ *                      (a new timestamp = a frame) and decode nothing, so this process's share is
+ *                      the receive path (werift: ICE, SRTP, RTCP), not a decoder
+ *   --sweep-recording  `off` (default, --no-recording), `shared` (the CLI's default: the recorder
+ *                      takes the live H.264 stream's frames when one runs), `own` (--recording-encoder
+ *                      own: a second encode, H.264 High); a list runs one sweep each, in order. Each
+ *                      recording runtime records into its own temp folder (removed when it stops);
+ *                      its /events `recording_segment` events say which encoder made each segment
+ *   --sweep-from N     start with N runtimes at once (default 1)
+ * A step also fails when a runtime's main_video sent < 27 fps (`arclight_frames_sent_total`; one
+ * viewer each, so frames sent to it). Drops for a paused or absent viewer (reasons `paused`,
+ * `no_subscribers`) do not count.
  */
 
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import type { Server } from 'node:http';
 import os from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Page } from 'playwright-core';
 import { ArclightClient } from '../client/node.ts';
 import { launchChromiumInNamespace, type LaunchedChromium } from '../test/support/chromium.ts';
+import { readRuntimeEvents, type RuntimeEventReader } from '../test/support/event-stream-reader.ts';
 import { createTestNetwork, networkNamespaceUnavailableReason, type TestNetwork } from '../test/support/netns.ts';
 import { startChildRuntime, type ChildRuntime } from './support/child-runtime.ts';
 import { loadavg, median, sleep } from './support/measure.ts';
 import { cpuSnapshot as snapshot, type CpuSnapshot } from './support/process-probe.ts';
 import { PREFER_H264_SCRIPT, servePage } from './support/page-server.ts';
 import { finishReport, runBench, runInfo } from './support/report.ts';
+import { openRtpViewer, type RtpViewerCodec } from './support/rtp-viewer.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -67,6 +89,17 @@ const { values: args } = parseArgs({
     'max-runtimes': { type: 'string', default: '8' },
     /** Skip the runtimes-per-machine sweep. */
     'no-sweep': { type: 'boolean', default: false },
+    /** The sweep's runtimes' model(s), comma-separated: `pattern`, `busy` (~2 Mbit/s noise). */
+    'sweep-model': { type: 'string', default: 'pattern' },
+    /**
+     * The sweep's viewer: `node` (an ArclightClient on wrtc: VP8, decoded in this process), `h264` or
+     * `vp8` (a werift peer that negotiates that codec and counts frames from the RTP, no decode).
+     */
+    'sweep-viewer': { type: 'string', default: 'node' },
+    /** The sweep's recording, comma-separated, one sweep each in order: `off`, `shared` (the CLI's default), `own`. */
+    'sweep-recording': { type: 'string', default: 'off' },
+    /** The sweep's first step: this many runtimes at once. */
+    'sweep-from': { type: 'string', default: '1' },
     json: { type: 'string' },
     /** Folder for V8 CPU profiles of the shared-session runtime (one file per run, on stop). */
     'cpu-prof': { type: 'string' },
@@ -80,6 +113,21 @@ if (VIEWER_COUNTS.some((n, i) => !(Number.isInteger(n) && n >= 1 && (i === 0 || 
   throw new Error('--viewers takes increasing counts, e.g. 1,10');
 }
 const MAX_RUNTIMES = Number(args['max-runtimes']);
+const SWEEP_FROM = Number(args['sweep-from']);
+if (!(Number.isInteger(SWEEP_FROM) && SWEEP_FROM >= 1)) throw new Error('--sweep-from takes a count ≥ 1');
+
+const SWEEP_MODELS = { pattern: 'models/examples/pattern', busy: 'bench/models/busy-model.ts' } as const;
+type SweepModel = keyof typeof SWEEP_MODELS;
+type SweepViewer = 'node' | RtpViewerCodec;
+type SweepRecording = 'off' | 'shared' | 'own';
+function listOption<T extends string>(flag: string, value: string, allowed: readonly T[]): T[] {
+  const out = value.split(',').map((v) => v.trim());
+  for (const v of out) if (!allowed.includes(v as T)) throw new Error(`--${flag}: "${v}" is not one of ${allowed.join(', ')}`);
+  return out as T[];
+}
+const SWEEP_MODEL_LIST = listOption<SweepModel>('sweep-model', args['sweep-model'], ['pattern', 'busy']);
+const [SWEEP_VIEWER] = listOption<SweepViewer>('sweep-viewer', args['sweep-viewer'], ['node', 'h264', 'vp8']);
+const SWEEP_RECORDING_LIST = listOption<SweepRecording>('sweep-recording', args['sweep-recording'], ['off', 'shared', 'own']);
 /** Below this a viewer or a model counts as not keeping up (of 30 fps). */
 const MIN_FPS = 27;
 
@@ -465,82 +513,249 @@ async function busyRound(index: number, host: string, chrome: ChromeSetup | unde
 // the sweep: N runtime processes, one session and one viewer each
 // ---------------------------------------------------------------------------
 
+interface SweepConfig {
+  readonly model: SweepModel;
+  readonly viewer: SweepViewer;
+  readonly recording: SweepRecording;
+}
+
+const sweepName = (c: SweepConfig): string => `${c.model}, ${c.viewer} viewer, recording ${c.recording}`;
+
+/** One runtime of the sweep: the process, its viewer, its recording folder and event stream. */
+interface SweepSlot {
+  runtime: ChildRuntime;
+  received: () => Promise<Received>;
+  close: () => Promise<void>;
+  /** The negotiated video codec (RTP viewers) or `VP8 (wrtc)`. */
+  codec: string;
+  recordingDir?: string;
+  events?: RuntimeEventReader;
+}
+
+interface SweepRuntime {
+  cpuPct: number;
+  emittedFps: number;
+  /** The runtime's `arclight_frames_sent_total{track="main_video"}` over the window (one viewer: frames sent to it). */
+  sentFps: number;
+  droppedPerSecond: number;
+  viewerFps: number;
+  viewerKbps: number;
+  /** Recording runs: `recording_segment` events in the window, by encoder (`live`: the live H.264 stream's frames; `own`: the recorder's encode). */
+  segments?: { live: number; own: number };
+  /** Recording runs: video samples in each segment file written during the window (60 = every frame of 2 s at 30 fps). */
+  samplesPerSegment?: number[];
+}
+
 interface SweepStep {
+  sweep: string;
+  config: SweepConfig;
   runtimes: number;
-  /** Per runtime: CPU % of a core, model fps, drops/s, its viewer's decoded fps. */
-  perRuntime: Array<{ cpuPct: number; emittedFps: number; droppedPerSecond: number; viewerFps: number; viewerKbps: number }>;
+  perRuntime: SweepRuntime[];
   machineBusyPct: number;
-  /** Everything in this process (the viewers' decoding), % of one core. */
+  /** Everything in this process (the viewers: wrtc decoding VP8, or werift receiving RTP), % of one core. */
   viewersCpuPct: number;
   /** Machine busy time not accounted for by the runtimes and this process (other users' work), % of one core. */
   othersCpuPct: number;
+  loadavg: string;
   ok: boolean;
   why: string[];
 }
 
-async function sweep(host: string): Promise<SweepStep[]> {
-  const steps: SweepStep[] = [];
-  const runtimes: ChildRuntime[] = [];
-  const viewers: Viewer[] = [];
+/** Frames dropped per second for any reason but a paused or absent viewer (nothing to send then). */
+function droppedRate(a: Map<string, number>, b: Map<string, number>, seconds: number): number {
+  let sum = 0;
+  for (const [key, value] of b) {
+    if (key.startsWith('arclight_frames_dropped_total') && !/reason="(paused|no_subscribers)"/.test(key)) sum += value - (a.get(key) ?? 0);
+  }
+  return sum / seconds;
+}
+
+/** Segment files (`seg-*.m4s`) under `dir`, by path. */
+function segmentFiles(dir: string): Set<string> {
+  const out = new Set<string>();
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile() && /^seg-\d+\.m4s$/.test(entry.name)) out.add(join(entry.parentPath, entry.name));
+  }
+  return out;
+}
+
+/** Video samples in a segment (its first `trun`: the video track's; no audio is recorded here). */
+function segmentSamples(path: string): number | undefined {
   try {
-    for (let n = 1; n <= MAX_RUNTIMES; n++) {
-      const runtime = await startChildRuntime(host, { graceSeconds: 600, stderrTailChars: 2_000 });
-      runtimes.push(runtime);
+    const data = readFileSync(path);
+    const at = data.indexOf('trun');
+    return at >= 4 ? data.readUInt32BE(at + 8) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function openSweepSlot(host: string, config: SweepConfig, n: number): Promise<SweepSlot> {
+  const recordingDir = config.recording === 'off' ? undefined : mkdtempSync(join(os.tmpdir(), 'arclight-sweep-recording-'));
+  const runtime = await startChildRuntime(host, {
+    model: SWEEP_MODELS[config.model],
+    graceSeconds: 600,
+    stderrTailChars: 2_000,
+    recording: recordingDir !== undefined,
+    ...(recordingDir
+      ? { extraArgs: ['--recording-dir', recordingDir, ...(config.recording === 'own' ? ['--recording-encoder', 'own'] : [])] }
+      : {}),
+  });
+  const events = recordingDir ? await readRuntimeEvents(runtime.url) : undefined;
+  const cleanUp = async (): Promise<void> => {
+    events?.stop();
+    await runtime.stop();
+    if (recordingDir) rmSync(recordingDir, { recursive: true, force: true });
+  };
+  try {
+    if (config.viewer === 'node') {
       const viewer = new Viewer(runtime.url);
-      viewers.push(viewer);
-      await viewer.client.connect(undefined, { autoResumeTracks: false });
-      viewer.client.resumeTrack('main_video');
-      await waitFrames(`sweep viewer ${n}`, viewer.received, 30, 30_000);
+      const slot: SweepSlot = {
+        runtime,
+        received: viewer.received,
+        codec: 'VP8 (wrtc, decoded)',
+        close: async () => {
+          await viewer.close();
+          await cleanUp();
+        },
+        ...(recordingDir ? { recordingDir } : {}),
+        ...(events ? { events } : {}),
+      };
+      try {
+        await viewer.client.connect(undefined, { autoResumeTracks: false });
+        viewer.client.resumeTrack('main_video');
+        await waitFrames(`sweep viewer ${n}`, viewer.received, 30, 30_000);
+      } catch (error) {
+        await slot.close();
+        throw error;
+      }
+      return slot;
+    }
+    const viewer = await openRtpViewer(runtime.url, host, config.viewer);
+    const received = async (): Promise<Received> => viewer.received();
+    const slot: SweepSlot = {
+      runtime,
+      received,
+      codec: viewer.negotiated,
+      close: async () => {
+        await viewer.close();
+        await cleanUp();
+      },
+      ...(recordingDir ? { recordingDir } : {}),
+      ...(events ? { events } : {}),
+    };
+    try {
+      await waitFrames(`sweep viewer ${n}`, received, 30, 30_000);
+    } catch (error) {
+      await slot.close();
+      throw error;
+    }
+    return slot;
+  } catch (error) {
+    // openRtpViewer failed before a slot owned the runtime (a slot's own failure closed it already: stop() is idempotent).
+    await cleanUp();
+    throw error;
+  }
+}
+
+async function sweep(host: string, config: SweepConfig): Promise<SweepStep[]> {
+  const steps: SweepStep[] = [];
+  const slots: SweepSlot[] = [];
+  const name = sweepName(config);
+  process.stdout.write(`\nsweep: ${name}; ${SWEEP_FROM}..${MAX_RUNTIMES} runtimes; loadavg ${loadavg()}\n`);
+  try {
+    for (let n = SWEEP_FROM; n <= MAX_RUNTIMES; n++) {
+      while (slots.length < n) slots.push(await openSweepSlot(host, config, slots.length + 1));
       await sleep(SETTLE_MS);
-      const r0 = await Promise.all(viewers.map((v) => v.received()));
-      const m0 = await Promise.all(runtimes.map((r) => runtimeCounters(r.url)));
-      const s0 = runtimes.map((r) => snapshot(r.pid));
+      const r0 = await Promise.all(slots.map((v) => v.received()));
+      const m0 = await Promise.all(slots.map((s) => runtimeCounters(s.runtime.url)));
+      const files0 = slots.map((s) => (s.recordingDir ? segmentFiles(s.recordingDir) : new Set<string>()));
+      const events0 = slots.map((s) => s.events?.all().length ?? 0);
+      const s0 = slots.map((s) => snapshot(s.runtime.pid));
       const own0 = process.cpuUsage();
       const t0 = performance.now();
       await sleep(WINDOW_MS);
       const seconds = (performance.now() - t0) / 1000;
       const own = process.cpuUsage(own0);
-      const s1 = runtimes.map((r) => snapshot(r.pid));
-      const m1 = await Promise.all(runtimes.map((r) => runtimeCounters(r.url)));
-      const r1 = await Promise.all(viewers.map((v) => v.received()));
-      const perRuntime = runtimes.map((_, i) => ({
-        cpuPct: +cpuBetween(s0[i]!, s1[i]!).pct.toFixed(1),
-        emittedFps: +counterRate(m0[i]!, m1[i]!, 'arclight_frames_emitted_total', seconds, 'track="main_video"').toFixed(1),
-        droppedPerSecond: +counterRate(m0[i]!, m1[i]!, 'arclight_frames_dropped_total', seconds).toFixed(2),
-        viewerFps: +((r1[i]!.frames - r0[i]!.frames) / seconds).toFixed(1),
-        viewerKbps: +(((r1[i]!.bytes - r0[i]!.bytes) * 8) / seconds / 1000).toFixed(0),
-      }));
+      const s1 = slots.map((s) => snapshot(s.runtime.pid));
+      const m1 = await Promise.all(slots.map((s) => runtimeCounters(s.runtime.url)));
+      const r1 = await Promise.all(slots.map((v) => v.received()));
+      const perRuntime: SweepRuntime[] = slots.map((slot, i) => {
+        const out: SweepRuntime = {
+          cpuPct: +cpuBetween(s0[i]!, s1[i]!).pct.toFixed(1),
+          emittedFps: +counterRate(m0[i]!, m1[i]!, 'arclight_frames_emitted_total', seconds, 'track="main_video"').toFixed(1),
+          sentFps: +counterRate(m0[i]!, m1[i]!, 'arclight_frames_sent_total', seconds, 'track="main_video"').toFixed(1),
+          droppedPerSecond: +droppedRate(m0[i]!, m1[i]!, seconds).toFixed(2),
+          viewerFps: +((r1[i]!.frames - r0[i]!.frames) / seconds).toFixed(1),
+          viewerKbps: +(((r1[i]!.bytes - r0[i]!.bytes) * 8) / seconds / 1000).toFixed(0),
+        };
+        if (slot.events) {
+          const segments = { live: 0, own: 0 };
+          for (const e of slot.events.all().slice(events0[i]!)) if (e.type === 'recording_segment') segments[e.encoder]++;
+          out.segments = segments;
+        }
+        if (slot.recordingDir) {
+          const fresh = [...segmentFiles(slot.recordingDir)].filter((f) => !files0[i]!.has(f));
+          out.samplesPerSegment = fresh.map(segmentSamples).filter((x): x is number => x !== undefined);
+        }
+        return out;
+      });
       const why: string[] = [];
       perRuntime.forEach((p, i) => {
         if (p.droppedPerSecond > 0) why.push(`runtime ${i + 1} dropped ${p.droppedPerSecond}/s`);
-        if (p.viewerFps < MIN_FPS) why.push(`viewer ${i + 1} decoded ${p.viewerFps} fps`);
+        if (p.sentFps < MIN_FPS) why.push(`runtime ${i + 1} sent ${p.sentFps} fps`);
+        if (p.viewerFps < MIN_FPS) why.push(`viewer ${i + 1} counted ${p.viewerFps} fps`);
         if (p.emittedFps < MIN_FPS) why.push(`model ${i + 1} emitted ${p.emittedFps} fps`);
       });
       const machineBusyPct = cpuBetween(s0[0]!, s1[0]!).machineBusyPct;
       const viewersCpuPct = ((own.user + own.system) / 1000 / (seconds * 1000)) * 100;
       const runtimesPct = perRuntime.reduce((sum, p) => sum + p.cpuPct, 0);
       const step: SweepStep = {
+        sweep: name,
+        config,
         runtimes: n,
         perRuntime,
         machineBusyPct: +machineBusyPct.toFixed(0),
         viewersCpuPct: +viewersCpuPct.toFixed(1),
         othersCpuPct: +(machineBusyPct * os.availableParallelism() - runtimesPct - viewersCpuPct).toFixed(0),
+        loadavg: loadavg(),
         ok: why.length === 0,
         why,
       };
       steps.push(step);
+      const segs = perRuntime.filter((p) => p.segments);
+      const samples = perRuntime.flatMap((p) => p.samplesPerSegment ?? []);
       process.stdout.write(
-        `sweep | ${n} runtime(s): ${step.ok ? 'ok' : `DROPS (${why.join('; ')})`}; machine busy ${step.machineBusyPct}%, runtimes ${runtimesPct.toFixed(0)}%, viewers (this process) ${step.viewersCpuPct}%, others ${step.othersCpuPct}% of a core\n` +
+        `sweep | ${n} runtime(s): ${step.ok ? 'ok' : `FAILS (${why.join('; ')})`}; machine busy ${step.machineBusyPct}%, runtimes ${runtimesPct.toFixed(0)}%, viewers (this process) ${step.viewersCpuPct}%, others ${step.othersCpuPct}% of a core; load ${step.loadavg.split(' ')[0]}\n` +
           `        per runtime CPU ${perRuntime.map((p) => p.cpuPct).join(', ')}; model fps ${perRuntime.map((p) => p.emittedFps).join(', ')}; ` +
-          `drops/s ${perRuntime.map((p) => p.droppedPerSecond).join(', ')}; viewer fps ${perRuntime.map((p) => p.viewerFps).join(', ')}\n`,
+          `sent fps ${perRuntime.map((p) => p.sentFps).join(', ')}; drops/s ${perRuntime.map((p) => p.droppedPerSecond).join(', ')}; ` +
+          `viewer fps ${perRuntime.map((p) => p.viewerFps).join(', ')}; viewer kbit/s median ${median(perRuntime.map((p) => p.viewerKbps))} (${slots[0]!.codec})\n` +
+          (segs.length
+            ? `        recording: segments in the window live ${segs.reduce((a, p) => a + p.segments!.live, 0)}, own ${segs.reduce((a, p) => a + p.segments!.own, 0)}; ` +
+              `video samples per segment median ${samples.length ? median(samples) : '-'} (min ${samples.length ? Math.min(...samples) : '-'})\n`
+            : ''),
       );
       if (!step.ok) break;
     }
     return steps;
   } finally {
-    for (const viewer of viewers) await viewer.close();
-    for (const runtime of runtimes) await runtime.stop();
+    for (const slot of slots) await slot.close().catch(() => {});
   }
+}
+
+/** The largest N at which every runtime held (the steps run from --sweep-from up, stopping at the first failure). */
+function density(steps: readonly SweepStep[]): { held: number; note: string } {
+  const passed = steps.filter((s) => s.ok).map((s) => s.runtimes);
+  const held = passed.length ? Math.max(...passed) : 0;
+  const last = steps.at(-1);
+  const note = !last
+    ? 'no step ran'
+    : last.ok
+      ? `all held up to --max-runtimes ${MAX_RUNTIMES}`
+      : passed.length === 0 && last.runtimes > 1
+        ? `fewer than ${last.runtimes} (the first step, ${last.runtimes}, failed: ${last.why.join('; ')})`
+        : `${last.runtimes}: ${last.why.join('; ')}`;
+  return { held, note };
 }
 
 // ---------------------------------------------------------------------------
@@ -554,13 +769,13 @@ async function main(): Promise<void> {
   process.stdout.write(
     `runtime-cpu: ${ROUNDS} rounds, ${SETTLE_MS / 1000} s settle + ${WINDOW_MS / 1000} s window per phase; viewers {${VIEWER_COUNTS.join(', ')}}; ` +
       `Chromium phases: ${withChromium ? 'yes' : `no (${args['no-chromium'] ? '--no-chromium' : noNamespace})`}; busy phases: ${args['no-busy'] ? 'no' : 'yes'}; ` +
-      `sweep: ${args['no-sweep'] ? 'no' : `up to ${MAX_RUNTIMES} runtimes`}\n${JSON.stringify(info)}\n`,
+      `sweep: ${args['no-sweep'] ? 'no' : `${SWEEP_FROM}..${MAX_RUNTIMES} runtimes, model ${SWEEP_MODEL_LIST.join(' then ')}, viewer ${SWEEP_VIEWER}, recording ${SWEEP_RECORDING_LIST.join(' then ')}`}\n${JSON.stringify(info)}\n`,
   );
   let net: TestNetwork | undefined;
   let browser: LaunchedChromium | undefined;
   let server: Server | undefined;
   const rounds: PhaseResult[][] = [];
-  let steps: SweepStep[] = [];
+  const steps: SweepStep[] = [];
   const started = performance.now();
   try {
     let host = '127.0.0.1';
@@ -581,7 +796,11 @@ async function main(): Promise<void> {
     }
     // The sweep needs no browser: close it first, so its renderer's idle CPU is not in the way.
     await browser?.close().catch(() => {});
-    if (!args['no-sweep']) steps = await sweep(host);
+    if (!args['no-sweep']) {
+      for (const model of SWEEP_MODEL_LIST) {
+        for (const recording of SWEEP_RECORDING_LIST) steps.push(...(await sweep(host, { model, viewer: SWEEP_VIEWER!, recording })));
+      }
+    }
   } finally {
     await browser?.close().catch(() => {});
     server?.close();
@@ -650,17 +869,27 @@ async function main(): Promise<void> {
       `recording one 720p30 session (H.264 + AAC): +${(recorded - one).toFixed(1)}% of a core (runtime ${recorded.toFixed(1)}% vs ${one.toFixed(1)}% without; per round +${extra.map((x) => x.toFixed(1)).join(', +')})\n`,
     );
   }
-  if (steps.length) {
-    const passed = steps.filter((s) => s.ok).map((s) => s.runtimes);
-    const max = passed.length ? Math.max(...passed) : 0;
-    const last = steps.at(-1)!;
+  const sweeps = [...new Set(steps.map((s) => s.sweep))];
+  const densities: Record<string, { held: number; note: string }> = {};
+  for (const name of sweeps) {
+    const these = steps.filter((s) => s.sweep === name);
+    const d = density(these);
+    densities[name] = d;
+    const at = these.find((s) => s.runtimes === d.held);
+    const viewer =
+      these[0]!.config.viewer === 'node'
+        ? 'one Node (wrtc, VP8, decoding) viewer'
+        : `one ${these[0]!.config.viewer.toUpperCase()} RTP-counting viewer`;
     process.stdout.write(
-      `max 720p30 runtimes (one session + one Node viewer each) on this machine before drops: ${max}` +
-        (last.ok ? ` (no drops up to --max-runtimes ${MAX_RUNTIMES})` : ` (${last.runtimes}: ${last.why.join('; ')})`) +
+      `sessions per machine, ${name} (one runtime process + session + ${viewer} each): ${d.held}` +
+        ` (${d.note})` +
+        (at
+          ? `; at ${d.held}: runtime CPU median ${median(at.perRuntime.map((p) => p.cpuPct)).toFixed(1)}% of a core, viewers ${at.viewersCpuPct}%, machine busy ${at.machineBusyPct}%`
+          : '') +
         '\n',
     );
   }
-  finishReport(info, loadavgAfter, args.json, { rounds, sweep: steps });
+  finishReport(info, loadavgAfter, args.json, { rounds, sweep: steps, densities });
 }
 
 await runBench('runtime-cpu', main);
