@@ -95,12 +95,15 @@ describe('media faults: loss, delay and a blackout on a live session', () => {
     expect(frames, JSON.stringify(watched45)).toBeGreaterThanOrEqual(Math.ceil(sent / 3));
     expect(longestGapMs - longestSendGapMs, JSON.stringify(watched45)).toBeLessThan(1_000);
     // The runtime's RTT comes from the client's RTCP receiver reports, which the delay slows both
-    // ways; a report's figure may still average in the time before the delay.
+    // ways; the figure climbs towards 150 ms report by report (seen: 25, 45, 75, 96, 111, 117 ms at
+    // 2 s intervals). Since transport-cc is negotiated it climbs slower than with REMB alone (≥ 140
+    // within 4 s then), likely because libwebrtc no longer sends a receiver report with every REMB
+    // (not verified): ~120 ms after 10–15 s here.
     const measured = () => reports.slice(reportsBefore).map((r) => r.rtt_ms ?? 0);
-    await waitUntil(() => measured().some((rtt) => rtt >= 140), 4_000, `an RTT ≥ 140 ms in media_stats (got ${measured().join(', ')})`);
+    await waitUntil(() => measured().some((rtt) => rtt >= 120), 25_000, `an RTT ≥ 120 ms in media_stats (got ${measured().join(', ')})`);
     expect(Math.max(...measured())).toBeLessThan(400);
     network.clear();
-  }, 12_000);
+  }, 40_000);
 
   it('survives a 2 s blackout: video comes back (resent packets or a keyframe after PLI), commands round-trip', async () => {
     await sleep(500); // the delayed datagrams of the previous test drain

@@ -22,10 +22,13 @@ export const MAX_RTP_PACKET_BYTES = 1200;
 export const MAX_EXTENSION_BLOCK_BYTES = 28;
 /** The longest SRTP tag of the profiles werift negotiates (AEAD_AES_128_GCM: 16; HMAC_SHA1_80: 10). */
 const MAX_SRTP_TAG_BYTES = 16;
+/** A retransmission on the RTX stream (RFC 4588) carries the original sequence number before the payload. */
+const RTX_OSN_BYTES = 2;
 /**
  * Payload bytes per packet the packetizers may use so every packet fits MAX_RTP_PACKET_BYTES on
- * the wire, whichever packet of a frame it is (the first carries the extensions) and whichever
+ * the wire, whichever packet of a frame it is (the first carries the extensions), whichever
  * viewer it goes to (a frame is packetized once for every viewer, whose mids and SRTP profiles
- * may differ): 1200 − 12 − 28 − 16 = 1144.
+ * may differ), and when it is resent on the RTX stream: 1200 − 12 − 28 − 16 − 2 = 1142.
  */
-export const MAX_RTP_PAYLOAD_BYTES = MAX_RTP_PACKET_BYTES - RTP_HEADER_LENGTH - MAX_EXTENSION_BLOCK_BYTES - MAX_SRTP_TAG_BYTES;
+export const MAX_RTP_PAYLOAD_BYTES =
+  MAX_RTP_PACKET_BYTES - RTP_HEADER_LENGTH - MAX_EXTENSION_BLOCK_BYTES - MAX_SRTP_TAG_BYTES - RTX_OSN_BYTES;

@@ -1,7 +1,11 @@
 /**
  * The last packets one connection was sent on one RTP stream, as they went to the socket
  * (SRTP-protected), so a NACKed packet is resent byte for byte: no re-encryption, and a
- * receiver that did get the first copy discards the second as a replay.
+ * receiver that did get the first copy discards the second as a replay. Where RTX is negotiated
+ * the sender rebuilds the resend from the kept packet instead (rtp-track-sender.ts: its header,
+ * and its payload decrypted, on the RTX stream): the packetizers' payload buffers are reused
+ * frame after frame, so the protected packet is the only copy kept, and keeping it costs nothing
+ * per packet.
  *
  * Packets are written straight into the history's own memory — one slab per stream, a fixed
  * slot per sequence number modulo the size — and sent from there. A per-packet buffer kept for

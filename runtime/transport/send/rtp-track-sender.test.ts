@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { SrtpSession, type RTCRtpTransceiver } from 'werift';
 import { ntpTimestamp, RtpTrackSender } from './rtp-track-sender.ts';
 import { SRTP_AEAD_AES_128_GCM, SRTP_AES128_CM_HMAC_SHA1_80 } from './srtp-protector.ts';
+import { TRANSPORT_WIDE_CC_URI } from './transport-feedback.ts';
 
 describe('ntpTimestamp', () => {
   it('is seconds since 1900 and a binary fraction of the second', () => {
@@ -54,7 +55,7 @@ describe('RtpTrackSender frame hook', () => {
 
 describe('RtpTrackSender packets on the wire (pooled: the send history slab, one reused batch)', () => {
   /** A connected video sender whose packets go to `wire` (copied as they leave) and whose NACKs `nack` delivers. */
-  function connectedSender(profile: number) {
+  function connectedSender(profile: number, { rtx = false }: { rtx?: boolean } = {}) {
     const keys = { localMasterKey: randomBytes(16), localMasterSalt: randomBytes(profile === SRTP_AEAD_AES_128_GCM ? 12 : 14) };
     const keyed = { ...keys, remoteMasterKey: keys.localMasterKey, remoteMasterSalt: keys.localMasterSalt };
     const srtp = new SrtpSession({ keys: keyed, profile: profile as 1 });
@@ -90,10 +91,25 @@ describe('RtpTrackSender packets on the wire (pooled: the send history slab, one
         retransmittedBytesSent: 0,
         receiverEstimatedMaxBitrate: 0n,
       },
-      headerExtensions: [{ id: 4, uri: 'http://www.webrtc.org/experiments/rtp-hdrext/playout-delay' }],
+      headerExtensions: [
+        { id: 4, uri: 'http://www.webrtc.org/experiments/rtp-hdrext/playout-delay' },
+        ...(rtx
+          ? [
+              { id: 1, uri: 'urn:ietf:params:rtp-hdrext:sdes:mid' },
+              { id: 3, uri: TRANSPORT_WIDE_CC_URI },
+            ]
+          : []),
+      ],
       mid: '0',
-      codecs: [],
+      // As werift negotiated them from an offer with RTX: rtx/90000 with apt= the codec's type.
+      codecs: rtx
+        ? [
+            { payloadType: 96, mimeType: 'video/H264' },
+            { payloadType: 97, mimeType: 'video/rtx', parameters: 'apt=96' },
+          ]
+        : [],
     } as unknown as RTCRtpTransceiver;
+    if (rtx) Object.assign(transceiver.sender, { rtxSsrc: RTX_SSRC });
     let now = 10_000;
     const sender = new RtpTrackSender(transceiver, { clock: () => now, latencyMode: () => 'realtime' });
     return {
@@ -106,6 +122,25 @@ describe('RtpTrackSender packets on the wire (pooled: the send history slab, one
   }
 
   const seqOf = (packet: Buffer): number => packet.readUInt16BE(2);
+  const RTX_SSRC = 0x0badf00d;
+  /** An RTP packet's header length (fixed header, extension block). */
+  const headerLengthOf = (packet: Buffer): number => (packet[0]! & 0x10 ? 16 + packet.readUInt16BE(14) * 4 : 12);
+  /** The one-byte-form extension elements of an RTP packet, by id. */
+  const extensionsOf = (packet: Buffer): Map<number, Buffer> => {
+    const elements = new Map<number, Buffer>();
+    for (let at = 16; at < headerLengthOf(packet);) {
+      if (packet[at] === 0) {
+        at++;
+        continue;
+      }
+      const id = packet[at]! >> 4;
+      const length = (packet[at]! & 0x0f) + 1;
+      elements.set(id, packet.subarray(at + 1, at + 1 + length));
+      at += 1 + length;
+    }
+    return elements;
+  };
+  const transportSeqOf = (packet: Buffer): number => extensionsOf(packet).get(3)!.readUInt16BE(0);
 
   describe.each([
     ['AES_CM_128_HMAC_SHA1_80', SRTP_AES128_CM_HMAC_SHA1_80],
@@ -134,6 +169,52 @@ describe('RtpTrackSender packets on the wire (pooled: the send history slab, one
       // The frame's payload bytes as they were when it was sent (the extension block is on its first packet only).
       expect(decrypted.subarray(12).equals(Buffer.alloc(1004, 0xa1))).toBe(true);
       expect(sender.lossRecovery.retransmittedPackets).toBe(2);
+    });
+
+    it('answers a NACK with RTX packets where RTX is negotiated (RFC 4588): own SSRC, payload type, sequence numbers, SRTP index and transport-wide numbers; OSN + the original payload', () => {
+      const { sender, wire, receiver, nack, advance } = connectedSender(profile, { rtx: true });
+      const scratch = Buffer.alloc(3 * 1100);
+      const frame = (fill: number, count: number): Buffer[] => {
+        scratch.fill(fill);
+        return Array.from({ length: count }, (_, i) => scratch.subarray(i * 1100, i * 1100 + 1000 + i));
+      };
+      sender.sendFrame(frame(0xa1, 3), 0);
+      const first = wire.slice();
+      for (let f = 1; f <= 10; f++) sender.sendFrame(frame(0xb0 + f, 2), f * 3000);
+      const sent = wire.slice();
+      const highestTransportSeq = transportSeqOf(sent[sent.length - 1]!);
+      advance(300);
+      wire.length = 0;
+      nack([seqOf(first[0]!), seqOf(first[2]!)]);
+      advance(300); // past the once-per-RTT rule
+      nack([seqOf(first[0]!)]);
+      expect(wire).toHaveLength(3);
+      const originals = [first[0]!, first[2]!, first[0]!];
+      const rtxSeq0 = seqOf(wire[0]!);
+      wire.forEach((rtxPacket, i) => {
+        const original = originals[i]!;
+        expect(rtxPacket.readUInt32BE(8)).toBe(RTX_SSRC);
+        expect(rtxPacket[1]! & 0x7f).toBe(97);
+        expect(rtxPacket[1]! & 0x80).toBe(original[1]! & 0x80); // the marker as the original's
+        expect(seqOf(rtxPacket)).toBe((rtxSeq0 + i) & 0xffff);
+        expect(rtxPacket.readUInt32BE(4)).toBe(original.readUInt32BE(4)); // same timestamp
+        // A transport-wide number of its own, after every one used before.
+        expect(transportSeqOf(rtxPacket)).toBe((highestTransportSeq + 1 + i) & 0xffff);
+        // The same extensions otherwise (mid, playout-delay on the frame's first packet).
+        const ext = extensionsOf(rtxPacket);
+        const originalExt = extensionsOf(original);
+        expect([...ext.keys()].sort()).toEqual([...originalExt.keys()].sort());
+        expect(ext.get(1)?.toString()).toBe(originalExt.get(1)?.toString());
+        // Decrypted under the RTX SSRC: the original sequence number, then the original's payload.
+        const decrypted = receiver.decrypt(Buffer.from(rtxPacket));
+        const payload = decrypted.subarray(headerLengthOf(rtxPacket));
+        expect(payload.readUInt16BE(0)).toBe(seqOf(original));
+        const originalPayload = receiver.decrypt(Buffer.from(original)).subarray(headerLengthOf(original));
+        expect(payload.subarray(2).equals(originalPayload)).toBe(true);
+        expect(originalPayload.equals(Buffer.alloc(original === first[0] ? 1000 : 1002, 0xa1))).toBe(true);
+      });
+      expect(sender.lossRecovery.retransmittedPackets).toBe(3);
+      expect(sender.lossRecovery.retransmittedBytes).toBe(wire.reduce((sum, p) => sum + p.length, 0));
     });
 
     it('sends exactly the frame’s packets when the reused batch is longer than the frame', () => {

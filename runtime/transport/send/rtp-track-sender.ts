@@ -13,7 +13,11 @@
  * arrive through its sender) and stats.
  *
  * NACKs and picture-loss reports are answered by the loss-recovery rules (loss-recovery.ts): a
- * retransmission budget, once per RTT, nothing too old, and keyframe requests throttled.
+ * retransmission budget, once per RTT, nothing too old, and keyframe requests throttled. Where
+ * the receiver negotiated RTX (RFC 4588) for the codec, a NACKed packet is resent as a new packet
+ * on the RTX stream (its own SSRC, payload type, sequence numbers and SRTP index; the original
+ * sequence number before the payload; a transport-wide sequence number of its own); otherwise the
+ * kept packet is resent as it was.
  *
  * Where transport-wide congestion control is negotiated, every video packet carries the
  * connection's transport-wide sequence number, its send time and size are kept for the
@@ -94,6 +98,46 @@ interface PacketEntry {
 }
 
 const EMPTY = Buffer.alloc(0);
+
+/** The RTX payload's original sequence number (RFC 4588 §4). */
+const RTX_OSN_BYTES = 2;
+
+/** Where a sender resends NACKed packets when RTX is negotiated. */
+interface RtxStream {
+  readonly payloadType: number;
+  readonly ssrc: number;
+}
+
+/** The `apt` (associated payload type) of an RTX codec's fmtp parameters, if any. */
+function aptOf(parameters: string | undefined): number | undefined {
+  const match = /(?:^|;)\s*apt=(\d+)/.exec(parameters ?? '');
+  return match ? Number(match[1]) : undefined;
+}
+
+/** An RTP packet's header length: fixed header, CSRCs, then the extension block if any (RFC 3550 §5.3.1). */
+function rtpHeaderLength(packet: Buffer): number {
+  let length = RTP_HEADER_LENGTH + (packet[0]! & 0x0f) * 4;
+  if (packet[0]! & 0x10) length += 4 + packet.readUInt16BE(length + 2) * 4;
+  return length;
+}
+
+/** Offset of the data of the one-byte-form (RFC 8285) extension element `id` in a packet's header, if it has one. */
+function extensionElementAt(packet: Buffer, headerLength: number, id: number): number | undefined {
+  let at = RTP_HEADER_LENGTH + (packet[0]! & 0x0f) * 4;
+  if (!(packet[0]! & 0x10) || packet.readUInt16BE(at) !== ONE_BYTE_EXTENSIONS) return undefined;
+  at += 4;
+  while (at < headerLength) {
+    const byte = packet[at]!;
+    if (byte === 0) {
+      at++; // padding
+      continue;
+    }
+    if (byte >> 4 === 15) return undefined; // reserved: stop (RFC 8285 §4.2)
+    if (byte >> 4 === id) return at + 1;
+    at += 2 + (byte & 0x0f);
+  }
+  return undefined;
+}
 
 /** RFC 8285 one-byte header-extension block marker. */
 const ONE_BYTE_EXTENSIONS = 0xbede;
@@ -228,6 +272,11 @@ export class RtpTrackSender {
     keyframeRequestsThrottled: 0,
     keyframesForLoss: 0,
   };
+  /** The RTX stream's next sequence number and its SRTP rollover counter (RFC 4588). */
+  #rtxSequenceNumber = Math.floor(Math.random() * 0x10000);
+  #rtxRolloverCounter = 0;
+  /** The RTX payload type found for a codec (looked up on its first NACK). */
+  #rtxFor: { readonly codec: object; readonly payloadType: number | undefined } | undefined;
   /** One frame's packets on their way to SRTP, reused frame after frame (no objects per packet). */
   readonly #batch: PacketEntry[] = [];
   /** Video only (NACK is negotiated for video codecs, not Opus); allocated on the first send. */
@@ -476,6 +525,7 @@ export class RtpTrackSender {
     const history = this.#history;
     if (stream === undefined || history === undefined) return;
     const drop = rtpLossFault(stream.transport);
+    const rtx = this.#rtx();
     const path = this.#path();
     const refused: Record<RetransmissionRefusal, number> = { not_in_history: 0, too_old: 0, within_rtt: 0, budget: 0 };
     let resent = 0;
@@ -486,8 +536,10 @@ export class RtpTrackSender {
         refused.not_in_history++;
         continue;
       }
+      // An RTX packet is the original's plus the 2-byte original sequence number.
+      const bytes = rtx === undefined ? packet.length : packet.length + RTX_OSN_BYTES;
       const reason = this.#budget.admit(
-        { bytes: packet.length, sentAtMs: history.sentAt(sequenceNumber)!, resentAtMs: history.resentAt(sequenceNumber) },
+        { bytes, sentAtMs: history.sentAt(sequenceNumber)!, resentAtMs: history.resentAt(sequenceNumber) },
         path,
       );
       if (reason !== undefined) {
@@ -496,10 +548,11 @@ export class RtpTrackSender {
       }
       history.markResent(sequenceNumber, this.#now());
       resent++;
-      resentBytes += packet.length;
+      resentBytes += bytes;
       this.#counters.retransmittedPacketsSent++;
-      this.#counters.retransmittedBytesSent += packet.length;
-      if (drop?.() !== true) this.#write(stream.transport, packet);
+      this.#counters.retransmittedBytesSent += bytes;
+      if (rtx !== undefined) this.#sendRtx(stream, packet, sequenceNumber, rtx);
+      else if (drop?.() !== true) this.#write(stream.transport, packet);
     }
     const counts = this.#counts;
     if (resent > 0) {
@@ -517,6 +570,66 @@ export class RtpTrackSender {
       counts.keyframesForLoss++;
       this.#keyframeNeeded();
     }
+  }
+
+  /**
+   * The RTX payload type and SSRC for the codec being sent, when the receiver negotiated RTX for
+   * it (`a=rtpmap:<pt> rtx/90000`, `a=fmtp:<pt> apt=<codec's pt>`; werift announced the SSRC in
+   * the answer's `a=ssrc-group:FID <media> <rtx>`), else undefined: resend on the media stream.
+   */
+  #rtx(): RtxStream | undefined {
+    const codec = this.#sender.codec;
+    if (codec === undefined) return undefined;
+    if (this.#rtxFor?.codec !== codec) {
+      const rtx = this.#transceiver.codecs.find(
+        (c) => c.mimeType.toLowerCase().endsWith('/rtx') && aptOf(c.parameters) === codec.payloadType,
+      );
+      this.#rtxFor = { codec, payloadType: rtx?.payloadType };
+    }
+    const payloadType = this.#rtxFor.payloadType;
+    const ssrc = (this.#sender as unknown as { rtxSsrc?: number }).rtxSsrc;
+    return payloadType === undefined || ssrc === undefined ? undefined : { payloadType, ssrc };
+  }
+
+  /**
+   * Sends the RTX packet (RFC 4588 §4) resending `packet` (as it left, SRTP-protected, sequence number
+   * `sequenceNumber`): its header and extensions (mid, playout-delay) with the RTX payload type
+   * (the marker kept), the RTX stream's next sequence number and SSRC and a new transport-wide
+   * sequence number; the payload is the original sequence number, then the original's payload
+   * (decrypted); SRTP-protected under the RTX SSRC and its own index. A new packet on a stream of
+   * its own, so protecting it reuses no keystream (the original keeps its index and its
+   * transport-wide number), and the congestion controller sees the resend's bytes and arrival. It
+   * leaves at once, or behind what the connection's pacer holds (the order it was numbered in).
+   */
+  #sendRtx(stream: SrtpStream, packet: Buffer, sequenceNumber: number, rtx: RtxStream): void {
+    const protector = stream.protector;
+    const headerLength = rtpHeaderLength(packet);
+    const payloadLength = packet.length - headerLength - protector.tagLength;
+    const payload = Buffer.allocUnsafe(RTX_OSN_BYTES + payloadLength);
+    payload.writeUInt16BE(sequenceNumber, 0);
+    // The original's SRTP index: its sequence number under this rollover counter, or the one before
+    // if it was sent before the last wrap (the history holds 512 packets, far less than 2^15).
+    const lastSent = (this.#sequenceNumber + 0xffff) & 0xffff;
+    const rollover = sequenceNumber <= lastSent ? this.#rolloverCounter : Math.max(0, this.#rolloverCounter - 1);
+    protector.decrypt(this.#sender.ssrc, packet, headerLength, rollover * 0x10000 + sequenceNumber, payload, RTX_OSN_BYTES);
+    const size = headerLength + payload.length + protector.tagLength;
+    const out = Buffer.allocUnsafe(size);
+    packet.copy(out, 0, 0, headerLength);
+    out[1] = (packet[1]! & 0x80) | rtx.payloadType;
+    out.writeUInt16BE(this.#rtxSequenceNumber, 2);
+    out.writeUInt32BE(rtx.ssrc, 8);
+    const sequenceAt = this.#transportWideId === undefined ? undefined : extensionElementAt(out, headerLength, this.#transportWideId);
+    // Numbered in the order packets leave, like media: behind what the pacer holds, if it holds any.
+    const congestion = sequenceAt === undefined ? undefined : transportCongestion(stream.transport);
+    const at = congestion ? congestion.pacer.reserve(size, congestion.pacingRateBps()) : 0;
+    if (congestion && sequenceAt !== undefined) out.writeUInt16BE(congestion.send(size, at), sequenceAt);
+    const index = this.#rtxRolloverCounter * 0x10000 + this.#rtxSequenceNumber;
+    protector.protect(rtx.ssrc, [{ packet: out, headerLength, payload, index }]);
+    this.#rtxSequenceNumber = (this.#rtxSequenceNumber + 1) & 0xffff;
+    if (this.#rtxSequenceNumber === 0) this.#rtxRolloverCounter = (this.#rtxRolloverCounter + 1) >>> 0;
+    const pacer = congestion?.pacer;
+    if (pacer && (at > this.#now() || pacer.queued > 0)) pacer.dispatch(at, out, this.#writeLater);
+    else this.#writeLater(out);
   }
 
   #write(transport: RTCDtlsTransport, packet: Buffer): void {

@@ -10,7 +10,7 @@
  * handshake); the output is byte-identical to werift's (see srtp-protector.test.ts).
  */
 
-import { createCipheriv, createHmac } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac } from 'node:crypto';
 
 /** werift's `SrtpProfile` numbers (DTLS-SRTP protection profile ids, RFC 5764 / RFC 7714). */
 export const SRTP_AES128_CM_HMAC_SHA1_80 = 1;
@@ -34,6 +34,13 @@ export interface SrtpProtector {
    * first `count` entries of `batch` (default all). Nothing of the batch is kept.
    */
   protect(ssrc: number, batch: readonly UnprotectedPacket[], count?: number): void;
+  /**
+   * The plaintext payload of a packet this protector protected (SSRC `ssrc`, SRTP index
+   * `index`): `packet` is header (`headerLength` bytes), encrypted payload, tag; the payload is
+   * written into `into` at `at`. For RTX (RFC 4588), which resends a kept packet's payload
+   * under another SSRC and index: the send history keeps packets as they left, protected.
+   */
+  decrypt(ssrc: number, packet: Buffer, headerLength: number, index: number, into: Buffer, at: number): void;
 }
 
 /** The local (sending) SRTP session keys werift derived after the DTLS handshake. */
@@ -83,6 +90,27 @@ class AesCmHmacSha1Protector implements SrtpProtector {
   }
 
   protect(ssrc: number, batch: readonly UnprotectedPacket[], count = batch.length): void {
+    const keystream = this.#keystream(ssrc, batch, count);
+    let offset = 0;
+    for (let i = 0; i < count; i++) {
+      const { packet, headerLength, payload, index } = batch[i]!;
+      xorInto(packet, headerLength, payload, keystream, offset);
+      offset += Math.ceil(payload.length / BLOCK) * BLOCK;
+      const end = headerLength + payload.length;
+      this.#roc.writeUInt32BE(Math.floor(index / 0x1_0000) >>> 0, 0);
+      const tag = createHmac('sha1', this.#authKey).update(packet.subarray(0, end)).update(this.#roc).digest();
+      tag.copy(packet, end, 0, this.tagLength);
+    }
+  }
+
+  decrypt(ssrc: number, packet: Buffer, headerLength: number, index: number, into: Buffer, at: number): void {
+    // Counter mode: XORing the same keystream again gives the plaintext back (the tag is not checked: our own packet).
+    const payload = packet.subarray(headerLength, packet.length - this.tagLength);
+    xorInto(into, at, payload, this.#keystream(ssrc, [{ packet, headerLength, payload, index }], 1), 0);
+  }
+
+  /** The keystream of the first `count` packets of `batch`, each starting on a block boundary. */
+  #keystream(ssrc: number, batch: readonly UnprotectedPacket[], count: number): Buffer {
     let blocks = 0;
     for (let i = 0; i < count; i++) blocks += Math.ceil(batch[i]!.payload.length / BLOCK);
     if (this.#counters.length < blocks * BLOCK) this.#counters = new Uint8Array(Math.max(blocks * BLOCK, 2 * this.#counters.length));
@@ -107,17 +135,7 @@ class AesCmHmacSha1Protector implements SrtpProtector {
         offset += BLOCK;
       }
     }
-    const keystream = this.#ecb.update(counters.subarray(0, offset));
-    offset = 0;
-    for (let i = 0; i < count; i++) {
-      const { packet, headerLength, payload, index } = batch[i]!;
-      xorInto(packet, headerLength, payload, keystream, offset);
-      offset += Math.ceil(payload.length / BLOCK) * BLOCK;
-      const end = headerLength + payload.length;
-      this.#roc.writeUInt32BE(Math.floor(index / 0x1_0000) >>> 0, 0);
-      const tag = createHmac('sha1', this.#authKey).update(packet.subarray(0, end)).update(this.#roc).digest();
-      tag.copy(packet, end, 0, this.tagLength);
-    }
+    return this.#ecb.update(counters.subarray(0, offset));
   }
 }
 
@@ -140,20 +158,33 @@ class AesGcmProtector implements SrtpProtector {
   }
 
   protect(ssrc: number, batch: readonly UnprotectedPacket[], count = batch.length): void {
-    const iv = this.#iv;
     for (let i = 0; i < count; i++) {
       const { packet, headerLength, payload, index } = batch[i]!;
-      this.#salt.copy(iv, 0);
-      iv.writeUInt32BE((iv.readUInt32BE(2) ^ ssrc) >>> 0, 2);
-      iv.writeUInt32BE((iv.readUInt32BE(6) ^ Math.floor(index / 0x1_0000)) >>> 0, 6);
-      iv.writeUInt16BE(iv.readUInt16BE(10) ^ (index & 0xffff), 10);
-      const cipher = createCipheriv('aes-128-gcm', this.#key, iv);
+      const cipher = createCipheriv('aes-128-gcm', this.#key, this.#ivFor(ssrc, index));
       cipher.setAAD(packet.subarray(0, headerLength));
       const end = headerLength + payload.length;
       cipher.update(payload).copy(packet, headerLength);
       cipher.final();
       cipher.getAuthTag().copy(packet, end);
     }
+  }
+
+  decrypt(ssrc: number, packet: Buffer, headerLength: number, index: number, into: Buffer, at: number): void {
+    // GCM's payload is counter-mode encrypted: update() gives the plaintext. The tag is not
+    // checked (our own packet; final() would throw on a mismatch inside a NACK handler).
+    const end = packet.length - this.tagLength;
+    const decipher = createDecipheriv('aes-128-gcm', this.#key, this.#ivFor(ssrc, index));
+    decipher.update(packet.subarray(headerLength, end)).copy(into, at);
+  }
+
+  /** IV = (0x0000 ‖ SSRC ‖ ROC ‖ SEQ) ⊕ salt, in the reused buffer. */
+  #ivFor(ssrc: number, index: number): Buffer {
+    const iv = this.#iv;
+    this.#salt.copy(iv, 0);
+    iv.writeUInt32BE((iv.readUInt32BE(2) ^ ssrc) >>> 0, 2);
+    iv.writeUInt32BE((iv.readUInt32BE(6) ^ Math.floor(index / 0x1_0000)) >>> 0, 6);
+    iv.writeUInt16BE(iv.readUInt16BE(10) ^ (index & 0xffff), 10);
+    return iv;
   }
 }
 
