@@ -2,7 +2,7 @@ import { Frame } from 'node-av/lib';
 import { AV_PIX_FMT_YUV420P } from 'node-av/constants';
 import { afterEach, describe, expect, it } from 'vitest';
 import { solidI420 } from './frame-convert.ts';
-import { WritableFramePlanes } from './ffmpeg-video-encoder.ts';
+import { WritableFramePlanes } from './ffmpeg-frame-planes.ts';
 import { VideoDecoder } from './video-decoder.ts';
 import { VideoEncoder } from './video-encoder-factory.ts';
 

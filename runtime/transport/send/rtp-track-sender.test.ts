@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { SrtpSession, type RTCRtpTransceiver } from 'werift';
-import { ntpTimestamp, RtpTrackSender } from './rtp-track-sender.ts';
+import { ntpTimestamp } from './rtp-header.ts';
+import { RtpTrackSender } from './rtp-track-sender.ts';
 import { SRTP_AEAD_AES_128_GCM, SRTP_AES128_CM_HMAC_SHA1_80 } from './srtp-protector.ts';
 import { TRANSPORT_WIDE_CC_URI } from './transport-feedback.ts';
 
