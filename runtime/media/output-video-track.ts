@@ -37,8 +37,9 @@
  * whole process and the fresh encoder is the next candidate's (encoder-failures.ts). Frames are
  * dropped meanwhile; the session carries on.
  *
- * Just over ~400 lines: the order of a frame's way out (queue, pace, encode, send) kept in one
- * place; each stage's work is in its own file.
+ * ~480 lines: the order of a frame's way out (queue, pace, encode, record, send) kept in one
+ * place; each stage's work is in its own file. The next to move out when it grows: the
+ * recorder's choice of source and the send budget's accounting, both in #encodeAndSend.
  */
 
 import type { DropPolicy, OutputVideoTrackSpec } from '../model/definition.ts';

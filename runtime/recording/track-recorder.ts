@@ -21,6 +21,9 @@
  *
  * Frames queue while the encoder works; past a few seconds of backlog new frames are dropped
  * (counted), so a slow machine loses recording frames rather than memory.
+ *
+ * ~440 lines: where segments start is decided as frames arrive and carried out as they are
+ * written, over one backlog both sources share; the fMP4 boxes are fmp4.ts, the AAC aac-encoder.ts.
  */
 
 import type { VideoFrame } from '../media/frames.ts';
