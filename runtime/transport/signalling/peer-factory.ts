@@ -43,16 +43,12 @@ export function createRuntimePeer(options: PeerFactoryOptions): RTCPeerConnectio
   // the send path estimates the path's rate (send/congestion-controller.ts); goog-remb: receivers
   // that only report their own estimate (REMB) are followed by that, as before.
   const feedback = () => [useNACK(), usePLI(), useREMB(), useTWCC()];
-  // RTX (RFC 4588) after each video codec: werift numbers it (apt = the codec before it), answers
-  // an offer's rtx with `a=ssrc-group:FID <media> <rtx>`, and the send path resends NACKed packets
-  // on that SSRC (send/rtp-track-sender.ts).
-  const rtx = () => new RTCRtpCodecParameters({ mimeType: 'video/rtx', clockRate: 90000 });
   const { icePolicy } = options;
   const restricted = icePolicy.restricted;
-  const pc = new RTCPeerConnection({
+  return new RTCPeerConnection({
     codecs: {
       // Order is preference: H.264 for browsers (hardware decode everywhere), VP8 for peers
-      // without H.264 (libwebrtc builds such as @roamhq/wrtc). Each is followed by its RTX.
+      // without H.264 (libwebrtc builds such as @roamhq/wrtc).
       video: [
         new RTCRtpCodecParameters({
           mimeType: 'video/H264',
@@ -60,7 +56,6 @@ export function createRuntimePeer(options: PeerFactoryOptions): RTCPeerConnectio
           rtcpFeedback: feedback(),
           parameters: 'level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f',
         }),
-        rtx(),
         // Main profile, level 3.1 up to 1440p; offered to clients that can take H.265 (Safari).
         new RTCRtpCodecParameters({
           mimeType: 'video/H265',
@@ -68,9 +63,7 @@ export function createRuntimePeer(options: PeerFactoryOptions): RTCPeerConnectio
           rtcpFeedback: feedback(),
           parameters: 'level-id=93;profile-id=1;tier-flag=0;tx-mode=SRST',
         }),
-        rtx(),
         new RTCRtpCodecParameters({ mimeType: 'video/VP8', clockRate: 90000, rtcpFeedback: feedback() }),
-        rtx(),
       ],
       // werift fails negotiation when an offered m-line has no codec, so Opus is always configured.
       audio: [
@@ -107,18 +100,7 @@ export function createRuntimePeer(options: PeerFactoryOptions): RTCPeerConnectio
     iceFilterCandidatePair: (pair) => icePolicy.allowsRemote(pair.remoteCandidate.host),
     maxMessageSize: SCTP_MAX_MESSAGE_SIZE,
   });
-  // With RTX a video m-line announces two SSRCs (media and RTX, `a=ssrc-group:FID`); libwebrtc
-  // takes SSRCs without an msid for separate tracks and refuses such an answer under Unified Plan.
-  // `a=msid:- <track>` ties both to the transceiver's one track in no stream (RFC 8830 "-"), as
-  // before: the runtime adds no tracks, so clients' track events keep an empty `streams`.
-  pc.onTransceiverAdded.subscribe((transceiver) => {
-    if (transceiver.kind === 'video' && transceiver.sender.streamIds.length === 0) transceiver.sender.streamIds = [NO_STREAM_MSID];
-  });
-  return pc;
 }
-
-/** The msid stream id that means "no stream" (RFC 8830 §2, JSEP). */
-const NO_STREAM_MSID = '-';
 
 /**
  * Makes the process's DTLS certificate now. werift keeps one certificate (ECDSA P-256,
