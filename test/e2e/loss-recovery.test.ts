@@ -18,6 +18,7 @@ import { PictureDrawer } from '../../bench/support/pictures.ts';
 import { connectArclightThroughLab } from '../support/network-lab/arclight-receiver.ts';
 import { seededRandom } from '../support/network-lab/clock.ts';
 import { NetworkLab } from '../support/network-lab/network-lab.ts';
+import { inboundVideo } from '../support/network-lab/stamped-receiver.ts';
 import { waitUntil } from '../support/video-probe.ts';
 
 const LOOPBACK = '127.0.0.1';
@@ -128,5 +129,84 @@ describe('loss recovery through the network lab', () => {
     const lossKeyframes = to.lossKeyframes - from.lossKeyframes;
     expect(lossKeyframes, detail).toBeGreaterThan(0);
     expect(lossKeyframes, detail).toBeLessThanOrEqual(Math.floor((to.at - from.at) / rules.lossKeyframeIntervalMs) + 1);
+  }, 60_000);
+
+  it('repairs random loss with RTX (RFC 4588): resends on the RTX stream, none on the media stream, and the picture keeps on', async () => {
+    const runtime: Runtime = await startRuntime({
+      model: grainModel() as never,
+      port: 0,
+      host: LOOPBACK,
+      ice: { hostAddresses: [LOOPBACK] },
+      playground: false,
+    });
+    cleanups.push(() => runtime.close());
+    const lab = await NetworkLab.start({ clientSideAddress: LOOPBACK, random: seededRandom(4588) });
+    cleanups.push(() => lab.close());
+    // Every datagram the runtime sends, as it enters the downlink (before the loss).
+    const rtp: Array<{ ssrc: number; payloadType: number; sequenceNumber: number }> = [];
+    const down = lab.down.send.bind(lab.down);
+    lab.down.send = (datagram, bytes) => {
+      const data = datagram.data;
+      const payloadType = (data[1] ?? 0) & 0x7f;
+      // RTP (RFC 7983: first byte 128–191), not RTCP (payload types 64–95 under the marker bit).
+      if (data.length >= 12 && data[0]! >> 6 === 2 && (payloadType < 64 || payloadType > 95))
+        rtp.push({ ssrc: data.readUInt32BE(8), payloadType, sequenceNumber: data.readUInt16BE(2) });
+      down(datagram, bytes);
+    };
+    const ours = await connectArclightThroughLab(lab, runtime.url, { modelName: 'grain' });
+    cleanups.push(() => ours.close());
+    const video = await ours.video;
+    await waitUntil(() => video.frames.length > 0, 15_000, 'the first decoded frame');
+    // The answer's RTX: `a=ssrc-group:FID <media> <rtx>` and `rtx/90000` with apt= the codec.
+    const answer = ours.peer()!.remoteDescription!.sdp;
+    const fid = /^a=ssrc-group:FID (\d+) (\d+)\r?$/m.exec(answer);
+    const rtxType = /^a=rtpmap:(\d+) rtx\/90000\r?$/m.exec(answer);
+    expect(fid, answer).not.toBeNull();
+    expect(rtxType, answer).not.toBeNull();
+    const mediaSsrc = Number(fid![1]);
+    const rtxSsrc = Number(fid![2]);
+
+    const statsBefore = await inboundVideo(ours.peer()!);
+    const framesBefore = video.frames.length;
+    const resentBefore = (await snapshot(runtime, lab)).resentPackets;
+    const seen = rtp.length;
+    lab.set({ down: { lossPercent: 3 } });
+    await sleep(4_000);
+    lab.set({ down: { lossPercent: 0 } });
+    await sleep(500);
+    const statsAfter = await inboundVideo(ours.peer()!);
+    const resent = (await snapshot(runtime, lab)).resentPackets - resentBefore;
+    const window = rtp.slice(seen);
+    const onRtx = window.filter((p) => p.ssrc === rtxSsrc);
+    const media = window.filter((p) => p.ssrc === mediaSsrc);
+    const repeated = media.length - new Set(media.map((p) => p.sequenceNumber)).size;
+    const detail = JSON.stringify({
+      resent,
+      onRtx: onRtx.length,
+      media: media.length,
+      repeated,
+      statsBefore,
+      statsAfter,
+      down: lab.counters.down,
+    });
+
+    expect(lab.counters.down.droppedRandom, detail).toBeGreaterThan(0);
+    expect(resent, detail).toBeGreaterThan(0);
+    // Every resend went out on the RTX stream with its payload type, numbered in a row; none on the media stream.
+    expect(onRtx.length, detail).toBe(resent);
+    expect(
+      onRtx.every((p) => p.payloadType === Number(rtxType![1])),
+      detail,
+    ).toBe(true);
+    expect(
+      onRtx.every((p, i) => i === 0 || p.sequenceNumber === ((onRtx[i - 1]!.sequenceNumber + 1) & 0xffff)),
+      detail,
+    ).toBe(true);
+    expect(repeated, detail).toBe(0);
+    // The client asked for the losses and took the resends: repaired losses need no keyframe (an
+    // unrepaired one each would ask for one; a resend lost as well may, once or twice).
+    expect(statsAfter.nackCount - statsBefore.nackCount, detail).toBeGreaterThan(0);
+    expect(statsAfter.pliCount - statsBefore.pliCount, detail).toBeLessThanOrEqual(2);
+    expect(video.frames.length - framesBefore, detail).toBeGreaterThan(100); // 4.5 s at 30 fps: 135
   }, 60_000);
 });

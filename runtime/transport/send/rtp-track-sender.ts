@@ -17,8 +17,7 @@
  * the receiver negotiated RTX (RFC 4588) for the codec, a NACKed packet is resent as a new packet
  * on the RTX stream (its own SSRC, payload type, sequence numbers and SRTP index; the original
  * sequence number before the payload; a transport-wide sequence number of its own); otherwise the
- * kept packet is resent as it was. (peer-factory.ts does not negotiate RTX yet — the msid it
- * needs cost Chromium its A/V sync — so today every resend is the kept packet: docs/protocol.md.)
+ * kept packet is resent as it was.
  *
  * Where transport-wide congestion control is negotiated, every video packet carries the
  * connection's transport-wide sequence number, its send time and size are kept for the

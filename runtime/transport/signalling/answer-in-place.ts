@@ -32,6 +32,7 @@ import {
 } from './answer-offer.ts';
 import { createRuntimePeer, type PeerFactoryOptions } from './peer-factory.ts';
 import { withoutImplicitStun } from './no-implicit-stun.ts';
+import { withoutInactiveSsrcs } from './inactive-sections.ts';
 
 export interface InPlaceAnswer {
   readonly answerSdp: string;
@@ -121,7 +122,7 @@ export async function answerInPlace(pc: RTCPeerConnection, request: InPlaceOffer
   await setAnswer(pc, bindings);
   const sdp = pc.localDescription?.sdp;
   if (!sdp) throw new ArclightError('internal_error', 'The runtime produced no local description.');
-  return { answerSdp: request.peerOptions.icePolicy.advertisedSdp(sdp), bindings, attached, detached };
+  return { answerSdp: withoutInactiveSsrcs(request.peerOptions.icePolicy.advertisedSdp(sdp)), bindings, attached, detached };
 }
 
 function parseOffer(sdp: string): SessionDescription {

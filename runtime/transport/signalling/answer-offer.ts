@@ -14,6 +14,7 @@ import type { H264Profile } from '../../media/video-encoder.ts';
 import type { VideoCodec } from '../../media/video-encoder.ts';
 import { keepEarlyDtlsRecords } from './early-dtls.ts';
 import { withoutImplicitStun } from './no-implicit-stun.ts';
+import { withoutInactiveSsrcs } from './inactive-sections.ts';
 
 export interface TrackBinding {
   readonly transceiver: RTCRtpTransceiver;
@@ -66,7 +67,7 @@ export async function answerOffer(
   await waitForGathering(pc);
   const sdp = pc.localDescription?.sdp;
   if (!sdp) throw new ArclightError('internal_error', 'The runtime produced no local description.');
-  return { answerSdp: icePolicy.advertisedSdp(sdp), bindings };
+  return { answerSdp: withoutInactiveSsrcs(icePolicy.advertisedSdp(sdp)), bindings };
 }
 
 /** The runtime's direction for a track: the mirror image of the client's. */

@@ -43,12 +43,16 @@ export function createRuntimePeer(options: PeerFactoryOptions): RTCPeerConnectio
   // the send path estimates the path's rate (send/congestion-controller.ts); goog-remb: receivers
   // that only report their own estimate (REMB) are followed by that, as before.
   const feedback = () => [useNACK(), usePLI(), useREMB(), useTWCC()];
+  // RTX (RFC 4588) after each video codec: werift numbers it (apt = the codec before it), answers
+  // an offer's rtx with `a=ssrc-group:FID <media> <rtx>`, and the send path resends NACKed packets
+  // on that SSRC (send/rtp-track-sender.ts).
+  const rtx = () => new RTCRtpCodecParameters({ mimeType: 'video/rtx', clockRate: 90000 });
   const { icePolicy } = options;
   const restricted = icePolicy.restricted;
-  return new RTCPeerConnection({
+  const pc = new RTCPeerConnection({
     codecs: {
       // Order is preference: H.264 for browsers (hardware decode everywhere), VP8 for peers
-      // without H.264 (libwebrtc builds such as @roamhq/wrtc).
+      // without H.264 (libwebrtc builds such as @roamhq/wrtc). Each is followed by its RTX.
       video: [
         new RTCRtpCodecParameters({
           mimeType: 'video/H264',
@@ -56,6 +60,7 @@ export function createRuntimePeer(options: PeerFactoryOptions): RTCPeerConnectio
           rtcpFeedback: feedback(),
           parameters: 'level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f',
         }),
+        rtx(),
         // Main profile, level 3.1 up to 1440p; offered to clients that can take H.265 (Safari).
         new RTCRtpCodecParameters({
           mimeType: 'video/H265',
@@ -63,7 +68,9 @@ export function createRuntimePeer(options: PeerFactoryOptions): RTCPeerConnectio
           rtcpFeedback: feedback(),
           parameters: 'level-id=93;profile-id=1;tier-flag=0;tx-mode=SRST',
         }),
+        rtx(),
         new RTCRtpCodecParameters({ mimeType: 'video/VP8', clockRate: 90000, rtcpFeedback: feedback() }),
+        rtx(),
       ],
       // werift fails negotiation when an offered m-line has no codec, so Opus is always configured.
       audio: [
@@ -100,7 +107,22 @@ export function createRuntimePeer(options: PeerFactoryOptions): RTCPeerConnectio
     iceFilterCandidatePair: (pair) => icePolicy.allowsRemote(pair.remoteCandidate.host),
     maxMessageSize: SCTP_MAX_MESSAGE_SIZE,
   });
+  // With RTX a video m-line announces two SSRCs (media and RTX, `a=ssrc-group:FID`); libwebrtc
+  // takes SSRCs without an msid for separate tracks and refuses such an answer under Unified Plan.
+  // `a=msid:arclight <track>` ties both to the transceiver's one track, and every track to one
+  // stream, so receivers synchronise audio and video (clients' track events now carry that
+  // stream). Inactive sections lose their SSRC lines in the answer (inactive-sections.ts).
+  pc.onTransceiverAdded.subscribe((transceiver) => {
+    if (transceiver.sender.streamIds.length === 0) transceiver.sender.streamIds = [SESSION_STREAM_MSID];
+  });
+  return pc;
 }
+
+/**
+ * One msid stream for every track the runtime sends: receivers keep the tracks of one stream in
+ * one A/V sync group (with "-", no stream, Chromium synchronised nothing).
+ */
+const SESSION_STREAM_MSID = 'arclight';
 
 /**
  * Makes the process's DTLS certificate now. werift keeps one certificate (ECDSA P-256,
