@@ -55,8 +55,8 @@ import { OutputVideoPacer } from './output-video-pacer.ts';
 import type { EncodedVideoFrame } from './video-encoder.ts';
 import { emittedAtOf, VideoFrameQueue, type QueuedFrame, type VideoTimeline } from './video-frame-queue.ts';
 import { SendBudget } from './send-budget.ts';
-import type { BitrateBounds } from './video-bitrate-adaptation.ts';
-import { VideoSinks, type SinkState, type VideoSink } from './video-sinks.ts';
+import { lowestEstimateKbps, type BitrateBounds } from './video-bitrate-adaptation.ts';
+import { VideoSinks, type VideoSink } from './video-sinks.ts';
 import { VideoStreamEncoders, type StreamPipeline, type VideoEncoderEvents } from './video-stream-encoders.ts';
 import { streamKey, toRtpTimestamp, type VideoStreamKey } from './video-stream-key.ts';
 
@@ -75,16 +75,6 @@ export interface VideoRecordingTap {
   push(frame: VideoFrame, wallTimeMs: number): void;
   /** One access unit of a live stream's encoder (`source`: asked for keyframes at segment boundaries). */
   pushEncoded(unit: EncodedVideoFrame, wallTimeMs: number, source: { requestKeyframe(): void }): void;
-}
-
-/** The lowest bandwidth estimate among a stream's playing viewers (kbit/s), if any reported one. */
-function lowestEstimateKbps(sinks: readonly SinkState[]): number | undefined {
-  let lowest: number | undefined;
-  for (const { sink } of sinks) {
-    const kbps = sink.estimatedBitrateKbps?.();
-    if (kbps !== undefined && kbps > 0 && (lowest === undefined || kbps < lowest)) lowest = kbps;
-  }
-  return lowest;
 }
 
 /**

@@ -51,14 +51,17 @@ export interface AdaptedStream {
   decreasedAt?: number;
 }
 
-/** The lowest of the viewers' estimates with headroom, kbps; Infinity when none has one. */
-export function viewersEstimateKbps(sinks: readonly { readonly sink: VideoSink }[]): number {
-  let estimate = Infinity;
+/**
+ * The lowest bandwidth estimate among a stream's viewers, kbps; undefined when none reported one.
+ * What the encoder targets (with headroom, below) and what the send budget fills at (send-budget.ts).
+ */
+export function lowestEstimateKbps(sinks: readonly { readonly sink: VideoSink }[]): number | undefined {
+  let lowest: number | undefined;
   for (const { sink } of sinks) {
     const kbps = sink.estimatedBitrateKbps?.();
-    if (kbps !== undefined && kbps > 0) estimate = Math.min(estimate, kbps * ADAPTATION.headroom);
+    if (kbps !== undefined && kbps > 0 && (lowest === undefined || kbps < lowest)) lowest = kbps;
   }
-  return estimate;
+  return lowest;
 }
 
 /**
@@ -72,7 +75,8 @@ export function adaptStreamBitrate(stream: AdaptedStream, sinks: readonly { read
   const increaseDue = now - Math.max(stream.adaptedAt, stream.decreasedAt ?? -Infinity) >= ADAPTATION.intervalMs;
   if (!decreaseDue && !increaseDue) return undefined;
   const bounds = stream.bounds ?? ADAPTATION;
-  const estimate = viewersEstimateKbps(sinks);
+  const lowest = lowestEstimateKbps(sinks);
+  const estimate = lowest === undefined ? Infinity : lowest * ADAPTATION.headroom;
   const ceiling = Math.min(stream.configuredKbps, bounds.maxKbps);
   const floor = Math.min(bounds.minKbps, ceiling);
   const target = Math.max(floor, Math.min(ceiling, estimate));

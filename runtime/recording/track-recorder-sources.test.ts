@@ -14,7 +14,7 @@ import { createLogger } from '../../server-kit/log.ts';
 import { solidI420 } from '../media/frame-convert.ts';
 import type { StreamVideoEncoder } from '../media/video-encoder.ts';
 import { streamEncoders } from '../media/video-encoder-factory.ts';
-import type { RecordingStorage } from './recording-storage.ts';
+import { MemoryRecordingStorage } from '../../test/support/memory-recording-storage.ts';
 import { TrackRecorder, type LiveVideoSource, type RecordedSegment } from './track-recorder.ts';
 
 const W = 160;
@@ -23,21 +23,6 @@ const FPS = 30;
 const FRAME_MS = 1000 / FPS;
 const SEGMENT_SECONDS = 1;
 const START_MS = 1_700_000_000_000;
-
-class MemoryStorage implements RecordingStorage {
-  readonly objects = new Map<string, Buffer>();
-  async write(key: string, data: Buffer): Promise<void> {
-    this.objects.set(key, data);
-  }
-  async read(key: string): Promise<Buffer> {
-    const data = this.objects.get(key);
-    if (!data) throw new Error(`no ${key}`);
-    return data;
-  }
-  async removePrefix(prefix: string): Promise<void> {
-    for (const key of [...this.objects.keys()]) if (key.startsWith(prefix)) this.objects.delete(key);
-  }
-}
 
 /** A live stream's encoder as the track has it: Constrained Baseline, keyframes when asked (counted). */
 class LiveStream implements LiveVideoSource {
@@ -65,7 +50,7 @@ interface Readback {
 }
 
 /** Joins init + segments into one MP4 (a clip download) and decodes it with FFmpeg: each picture's mean luma, and the duration. */
-async function readBack(storage: MemoryStorage, recorder: TrackRecorder, segments: readonly RecordedSegment[]): Promise<Readback> {
+async function readBack(storage: MemoryRecordingStorage, recorder: TrackRecorder, segments: readonly RecordedSegment[]): Promise<Readback> {
   const file = Buffer.concat([storage.objects.get(recorder.initKey!)!, ...segments.map((s) => storage.objects.get(s.key)!)]);
   const path = join(mkdtempSync(join(tmpdir(), 'recorder-sources-')), 'clip.mp4');
   writeFileSync(path, file);
@@ -111,8 +96,12 @@ describe('TrackRecorder sources', () => {
     for (const cleanup of cleanups.splice(0)) cleanup();
   });
 
-  function newRecorder(encoder?: 'shared' | 'own'): { recorder: TrackRecorder; storage: MemoryStorage; segments: RecordedSegment[] } {
-    const storage = new MemoryStorage();
+  function newRecorder(encoder?: 'shared' | 'own'): {
+    recorder: TrackRecorder;
+    storage: MemoryRecordingStorage;
+    segments: RecordedSegment[];
+  } {
+    const storage = new MemoryRecordingStorage();
     const segments: RecordedSegment[] = [];
     const recorder = new TrackRecorder({
       storage,

@@ -6,26 +6,11 @@
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../server-kit/log.ts';
 import type { VideoFrame } from '../media/frames.ts';
-import type { RecordingStorage } from './recording-storage.ts';
+import { MemoryRecordingStorage } from '../../test/support/memory-recording-storage.ts';
 import { TrackRecorder, type RecordedSegment } from './track-recorder.ts';
 
 const FPS = 30;
 const FRAME_MS = 1000 / FPS;
-
-class MemoryStorage implements RecordingStorage {
-  readonly objects = new Map<string, Buffer>();
-  async write(key: string, data: Buffer): Promise<void> {
-    this.objects.set(key, data);
-  }
-  async read(key: string): Promise<Buffer> {
-    const data = this.objects.get(key);
-    if (!data) throw new Error(`no ${key}`);
-    return data;
-  }
-  async removePrefix(prefix: string): Promise<void> {
-    for (const key of [...this.objects.keys()]) if (key.startsWith(prefix)) this.objects.delete(key);
-  }
-}
 
 function grey(shade: number): VideoFrame {
   const data = new Uint8Array(64 * 64 * 1.5).fill(128);
@@ -37,7 +22,7 @@ describe('TrackRecorder.cut', () => {
   it('includes every frame taken before it, also those still waiting for the encoder', async () => {
     const segments: RecordedSegment[] = [];
     const recorder = new TrackRecorder({
-      storage: new MemoryStorage(),
+      storage: new MemoryRecordingStorage(),
       prefix: 's/main_video',
       width: 64,
       height: 64,
