@@ -10,16 +10,19 @@ import type { Reporter, TestCase, TestModule } from 'vitest/node';
  */
 export default class UnfinishedFilesReporter implements Reporter {
   readonly #started = new Map<string, string | undefined>();
+  /** Files that finished: a fast file's last test-ready event can arrive after its end (Vitest batches them). */
+  readonly #ended = new Set<string>();
 
   onTestModuleStart(testModule: TestModule): void {
-    this.#started.set(testModule.moduleId, undefined);
+    if (!this.#ended.has(testModule.moduleId)) this.#started.set(testModule.moduleId, undefined);
   }
 
   onTestCaseReady(testCase: TestCase): void {
-    this.#started.set(testCase.module.moduleId, testCase.fullName);
+    if (!this.#ended.has(testCase.module.moduleId)) this.#started.set(testCase.module.moduleId, testCase.fullName);
   }
 
   onTestModuleEnd(testModule: TestModule): void {
+    this.#ended.add(testModule.moduleId);
     this.#started.delete(testModule.moduleId);
   }
 
