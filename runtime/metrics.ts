@@ -81,6 +81,12 @@ export class RuntimeMetrics {
     labelNames: ['track'] as const,
     registers: [this.registry],
   });
+  readonly bandwidthProbes = new Counter({
+    name: 'arclight_bandwidth_probes_total',
+    help: 'Bandwidth probes (a short cluster of RTX padding at twice the estimate) by the track that padded them and outcome: raised (the estimate rose to what got through), no_gain, saturated (the link was full), lost (too little feedback)',
+    labelNames: ['track', 'outcome'] as const,
+    registers: [this.registry],
+  });
   readonly framesReceived = new Counter({
     name: 'arclight_input_frames_total',
     help: 'Frames decoded from client input tracks',

@@ -161,6 +161,7 @@ export class MediaBindings {
       },
       onRetransmissionsRefused: (reason, packets) => metrics?.rtpRetransmissionsRefused.inc({ track: track.name, reason }, packets),
       onKeyframeRequestThrottled: () => metrics?.keyframeRequestsThrottled.inc({ track: track.name }),
+      onProbe: (outcome) => metrics?.bandwidthProbes.inc({ track: track.name, outcome }),
     });
     const video = this.#tracks.outputVideo.get(track.name);
     if (video) {

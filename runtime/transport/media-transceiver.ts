@@ -11,6 +11,7 @@
 import type { H264Profile } from '../media/video-encoder.ts';
 import type { LatencyMode } from '../../protocol/messages.ts';
 import type { RetransmissionRefusal } from './send/loss-recovery.ts';
+import type { ProbeOutcome } from './send/bandwidth-probe.ts';
 
 /** One RTP packet a client sent on an input m-line (header fields the depacketizers read). */
 export interface ReceivedRtp {
@@ -34,6 +35,8 @@ export interface MediaSenderOptions {
   readonly onRetransmissionsRefused?: (reason: RetransmissionRefusal, packets: number) => void;
   /** Called when a picture-loss report is ignored: a keyframe was asked for too recently. */
   readonly onKeyframeRequestThrottled?: () => void;
+  /** Called when a bandwidth probe this track padded ended, with its outcome (for metrics). */
+  readonly onProbe?: (outcome: ProbeOutcome) => void;
   /**
    * Called after every frame handed to `sendFrame`, sent or not (not connected yet, closed):
    * what `media_stats` counts as frames sent to the client.

@@ -18,7 +18,8 @@
  *   its clock) but at most by half, at most once per max(200 ms, RTT), and that rate becomes the link-capacity
  *   estimate; normal → increase, additively (about one packet per response time) while within
  *   3 deviations of the link-capacity estimate, multiplicatively (15 %/s) away from it; underuse →
- *   hold. An increase never takes the target above 1.5 × the acked rate + 10 kbit/s (an encoder
+ *   hold. A probe cluster that got through faster (bandwidth-probe.ts) sets it at once. An
+ *   increase never takes the target above 1.5 × the acked rate + 10 kbit/s (an encoder
  *   sending less than its target does not push the estimate into the blue).
  * - **Loss-based.** Over each ≥ 500 ms of feedback: loss > 10 % → the estimate falls to
  *   min(target, sent rate) × (1 − loss / 2); loss < 2 % → it grows 15 %/s; between, it holds.
@@ -26,7 +27,7 @@
  * Every time is in ms: send times on the caller's clock, arrival times on the receiver's (only
  * their differences are used).
  *
- * ~470 lines: the two estimates and the rate controller are one state machine fed one feedback
+ * ~510 lines: the two estimates and the rate controller are one state machine fed one feedback
  * at a time (the delay-based part's decision gates the rate controller, the loss-based part caps
  * its result); the doc above is most of the length.
  */
@@ -330,6 +331,8 @@ export class CongestionController {
   #delayBps: number;
   #lossBps: number;
   #lastDecreaseMs = -Infinity;
+  /** While a probe runs (and briefly after), delay-based overuse does not decrease the estimate. */
+  #decreasesHeldUntilMs = -Infinity;
   #lastIncreaseMs: number | undefined;
   #lossWindowStartMs: number | undefined;
   #lossLastChangeMs: number | undefined;
@@ -379,6 +382,40 @@ export class CongestionController {
     return this.#feedbacks;
   }
 
+  /** The upper bound of the estimate, bit/s. */
+  get maxBps(): number {
+    return this.#maxBps;
+  }
+
+  /** When the delay-based estimate last fell (the sender's clock, ms; -Infinity: never). */
+  get lastDecreaseMs(): number {
+    return this.#lastDecreaseMs;
+  }
+
+  /**
+   * Holds delay-based decreases until `untilMs`: a probe's own padding queues at a full link, and
+   * the overuse it shows is the probe's, not the media's (its result says whether the link was
+   * full). The hold is the caller's to end; loss still lowers the estimate.
+   */
+  holdDecreases(untilMs: number): void {
+    this.#decreasesHeldUntilMs = untilMs;
+  }
+
+  /**
+   * A probe cluster got through at `bps` (bandwidth-probe.ts): the path carries at least that, so
+   * an estimate below it jumps to it (and the link-capacity estimate, now stale, is forgotten).
+   * The loss-based estimate follows unless loss is high. Returns whether the target rose.
+   */
+  onProbeResult(bps: number, nowMs: number): boolean {
+    const before = this.targetBps;
+    if (!(bps > this.#delayBps)) return false;
+    this.#delayBps = Math.min(this.#maxBps, bps);
+    this.#capacity.reset();
+    this.#lastIncreaseMs = nowMs;
+    if (this.#lastLossFraction <= this.#rules.lossHigh) this.#lossBps = Math.max(this.#lossBps, this.#delayBps);
+    return this.targetBps > before;
+  }
+
   /**
    * One feedback report's packets, in transport-sequence order, at `nowMs` (the sender's clock).
    * Returns the new target, bit/s.
@@ -409,6 +446,7 @@ export class CongestionController {
     if (ackedKbps !== undefined && ackedKbps > this.#capacity.upperKbps()) this.#capacity.reset();
     if (usage === 'overusing') {
       this.#lastIncreaseMs = undefined;
+      if (nowMs < this.#decreasesHeldUntilMs) return;
       if (nowMs - this.#lastDecreaseMs < Math.max(rules.minDecreaseIntervalMs, rttMs)) return;
       const base = acked ?? this.#delayBps;
       // Never an increase; never below half the estimate in one step: a sender held back below its

@@ -25,11 +25,15 @@
  * (transport-feedback.ts, congestion-controller.ts); while the path is the limit, the
  * connection's pacer spreads the packets (packet-pacer.ts).
  *
- * ~550 lines: writing each packet, protecting it, the send history, NACK answers (a resend, or
- * an RTX packet) and transport-wide numbering share per-stream state (SRTP streams, sequence
- * numbers and rollover counters, the history) that splitting would pass around; the pure header
- * pieces are in rtp-header.ts, the rules in loss-recovery.ts. The next split, when it grows: the
- * NACK answers (#retransmit, #sendRtx) into a retransmitter over that state.
+ * It also pads the connection's bandwidth probes (bandwidth-probe.ts) with RTX copies of its
+ * recent packets.
+ *
+ * ~590 lines: writing each packet, protecting it, the send history, NACK answers (a resend, or
+ * an RTX packet), probe padding and transport-wide numbering share per-stream state (SRTP
+ * streams, sequence numbers and rollover counters, the history) that splitting would pass
+ * around; the pure header pieces are in rtp-header.ts, the rules in loss-recovery.ts. The next
+ * split is due: the RTX stream (#rtx, #sendRtx, #sendPadding) and the NACK answers
+ * (#retransmit) into a retransmitter over that state.
  */
 
 import type { RTCDtlsTransport, RTCRtpSender, RTCRtpTransceiver } from 'werift';
@@ -54,9 +58,11 @@ import {
   TRANSPORT_WIDE_FEEDBACK_FORMAT,
   existingTransportCongestion,
   transportCongestion,
+  type PaddingSource,
   type TransportCongestion,
   type TransportWideFeedback,
 } from './transport-feedback.ts';
+import type { ProbeOutcome } from './bandwidth-probe.ts';
 import { RTP_HEADER_LENGTH } from '../rtp/packet-size.ts';
 import {
   buildExtensionBlock,
@@ -138,6 +144,8 @@ export interface RtpTrackSenderOptions {
   readonly onRetransmissionsRefused?: (reason: RetransmissionRefusal, packets: number) => void;
   /** Called when a picture-loss report is ignored: a keyframe was asked for too recently. */
   readonly onKeyframeRequestThrottled?: () => void;
+  /** Called when a bandwidth probe this sender padded ended (bandwidth-probe.ts; for metrics). */
+  readonly onProbe?: (outcome: ProbeOutcome) => void;
   /**
    * Called after every frame handed to `sendFrame`, sent or not (not connected yet, closed):
    * a connection counts these for `media_stats` (frames sent to the client).
@@ -203,6 +211,13 @@ export class RtpTrackSender {
   readonly #stopNacks: () => void;
   readonly #stopFeedback: () => void;
   #closed = false;
+  /** What the connection's bandwidth probes pad with: RTX copies of this track's recent packets. */
+  readonly #padding: PaddingSource = {
+    sendPadding: () => this.#sendPadding(),
+    onProbe: (outcome) => this.#options.onProbe?.(outcome),
+  };
+  /** How far back the last padding packet reached (cycles over the newest packets). */
+  #paddingBack = 0;
 
   constructor(transceiver: RTCRtpTransceiver, options: RtpTrackSenderOptions = {}) {
     this.#transceiver = transceiver;
@@ -307,6 +322,7 @@ export class RtpTrackSender {
     const tagLength = stream.protector.tagLength;
     if (this.#history === undefined && this.#sender.kind === 'video') this.#history = new RtpSendHistory();
     const history = this.#history;
+    if (congestion && history && this.#rtx()) congestion.offerPadding(this.#padding);
     const sentAt = history ? this.#now() : 0;
     const batch = this.#batch;
     while (batch.length < payloads.length) batch.push({ packet: EMPTY, headerLength: 0, payload: EMPTY, index: 0, at: 0 });
@@ -384,6 +400,7 @@ export class RtpTrackSender {
 
   close(): void {
     this.#closed = true;
+    existingTransportCongestion(this.#stream?.transport)?.withdrawPadding(this.#padding);
     this.#stopNacks();
     this.#stopFeedback();
     this.#keyframeNeeded = undefined;
@@ -518,7 +535,7 @@ export class RtpTrackSender {
    * transport-wide number), and the congestion controller sees the resend's bytes and arrival. It
    * leaves at once, or behind what the connection's pacer holds (the order it was numbered in).
    */
-  #sendRtx(stream: SrtpStream, packet: Buffer, sequenceNumber: number, rtx: RtxStream): void {
+  #sendRtx(stream: SrtpStream, packet: Buffer, sequenceNumber: number, rtx: RtxStream, paced = true): number {
     const protector = stream.protector;
     const headerLength = rtpHeaderLength(packet);
     const payloadLength = packet.length - headerLength - protector.tagLength;
@@ -538,7 +555,7 @@ export class RtpTrackSender {
     const sequenceAt = this.#transportWideId === undefined ? undefined : extensionElementAt(out, headerLength, this.#transportWideId);
     // Numbered in the order packets leave, like media: behind what the pacer holds, if it holds any.
     const congestion = sequenceAt === undefined ? undefined : transportCongestion(stream.transport);
-    const at = congestion ? congestion.pacer.reserve(size, congestion.pacingRateBps()) : 0;
+    const at = congestion ? congestion.pacer.reserve(size, paced ? congestion.pacingRateBps() : undefined) : 0;
     if (congestion && sequenceAt !== undefined) out.writeUInt16BE(congestion.send(size, at), sequenceAt);
     const index = this.#rtxRolloverCounter * 0x10000 + this.#rtxSequenceNumber;
     protector.protect(rtx.ssrc, [{ packet: out, headerLength, payload, index }]);
@@ -547,6 +564,26 @@ export class RtpTrackSender {
     const pacer = congestion?.pacer;
     if (pacer && (at > this.#now() || pacer.queued > 0)) pacer.dispatch(at, out, this.#writeLater);
     else this.#writeLater(out);
+    return size;
+  }
+
+  /**
+   * One packet of a bandwidth probe's padding: an RTX copy of one of the last 32 packets sent
+   * (a duplicate the receiver drops, but counts in its feedback), not paced — the probe paces
+   * itself. Its size, or 0 when there is nothing to copy.
+   */
+  #sendPadding(): number {
+    const stream = this.#closed ? undefined : this.#stream;
+    const history = this.#history;
+    const rtx = this.#rtx();
+    if (stream === undefined || history === undefined || rtx === undefined) return 0;
+    for (let tries = 0; tries < 32; tries++) {
+      this.#paddingBack = (this.#paddingBack + 1) % 32;
+      const sequenceNumber = (this.#sequenceNumber - 1 - this.#paddingBack) & 0xffff;
+      const packet = history.get(sequenceNumber);
+      if (packet !== undefined) return this.#sendRtx(stream, packet, sequenceNumber, rtx, false);
+    }
+    return 0;
   }
 
   #write(transport: RTCDtlsTransport, packet: Buffer): void {

@@ -9,6 +9,7 @@
  * chunks (Chromium sends them whenever statuses mix), so the statuses are walked here.
  */
 
+import { evaluateCluster, ProbeScheduler, type ProbeOutcome, type ProbePacket, type ProbeRules } from './bandwidth-probe.ts';
 import { CongestionController, type CongestionControllerOptions, type PacketFeedback } from './congestion-controller.ts';
 import { PacketPacer } from './packet-pacer.ts';
 
@@ -55,6 +56,11 @@ export class TransportSendHistory {
     let diff = (sequence16 - (newest & 0xffff)) & 0xffff;
     if (diff >= 0x8000) diff -= 0x10000;
     return newest + diff;
+  }
+
+  /** The number the next packet will take (unwrapped). */
+  get nextSequence(): number {
+    return this.#next;
   }
 
   /** The packet's send time and size, if still kept. */
@@ -135,11 +141,45 @@ const REFERENCE_WRAP_US = 2 ** 24 * 64_000;
 /** Pacing: 2.5 × the target, when the target is under 1.2 × the rate sent over the last second. */
 export const PACING = { factor: 2.5, constrainedBelow: 1.2, rateWindowMs: 1_000 } as const;
 
+/**
+ * What sends a probe's padding (bandwidth-probe.ts): one of the connection's video senders with
+ * RTX negotiated, which resends a recent packet on its RTX stream.
+ */
+export interface PaddingSource {
+  /** Sends one padding packet now, numbered on this connection; its size on the wire, or 0 if it could not. */
+  sendPadding(): number;
+  /** A probe it padded ended so (metrics). */
+  onProbe?(outcome: ProbeOutcome): void;
+}
+
+/** A probe under way: its padding's numbers (unwrapped), and the feedback on them so far. */
+interface ProbeCluster {
+  readonly firstSequence: number;
+  /** Set when the padding is all sent. */
+  lastSequence: number | undefined;
+  readonly packets: ProbePacket[];
+  readonly source: PaddingSource;
+  /** Given up (outcome `lost`) if its feedback is not all back by then. */
+  deadlineMs: number;
+}
+
+export interface TransportCongestionOptions extends CongestionControllerOptions {
+  readonly now?: () => number;
+  readonly history?: TransportSendHistory;
+  readonly probe?: ProbeRules;
+  /** Timers for the probe's padding (tests); default setTimeout. */
+  readonly setTimer?: (fn: () => void, ms: number) => void;
+}
+
 export class TransportCongestion {
   readonly history: TransportSendHistory;
   readonly controller: CongestionController;
   readonly pacer: PacketPacer;
   readonly #now: () => number;
+  readonly #setTimer: (fn: () => void, ms: number) => void;
+  readonly #probes: ProbeScheduler;
+  #padding: PaddingSource | undefined;
+  #cluster: ProbeCluster | undefined;
   /** Bytes numbered per 100 ms slot over the last second (the rate sent). */
   readonly #sentSlots = new Float64Array(10);
   #sentSlot = 0;
@@ -151,11 +191,23 @@ export class TransportCongestion {
   /** The highest sequence number reported so far (unwrapped): a repeated report counts once. */
   #highestReported = -1;
 
-  constructor(options: CongestionControllerOptions & { now?: () => number; history?: TransportSendHistory } = {}) {
+  constructor(options: TransportCongestionOptions = {}) {
     this.history = options.history ?? new TransportSendHistory();
     this.controller = new CongestionController(options);
     this.#now = options.now ?? (() => performance.now());
+    this.#setTimer = options.setTimer ?? ((fn, ms) => void setTimeout(fn, ms));
+    this.#probes = new ProbeScheduler(options.probe);
     this.pacer = new PacketPacer({ now: this.#now });
+  }
+
+  /** A sender that can pad probes offers itself; the first one offered is kept until withdrawn. */
+  offerPadding(source: PaddingSource): void {
+    this.#padding ??= source;
+  }
+
+  /** The sender closes: it pads no more probes (one under way stops sending). */
+  withdrawPadding(source: PaddingSource): void {
+    if (this.#padding === source) this.#padding = undefined;
   }
 
   /**
@@ -215,21 +267,111 @@ export class TransportCongestion {
     }
     this.#lastReferenceUs = reference;
     const packets: PacketFeedback[] = [];
+    const cluster = this.#cluster;
     for (const status of statuses) {
       const sequence = this.history.unwrap(status.sequence16);
       if (sequence <= this.#highestReported) continue; // reported before (feedback may overlap)
       const sent = this.history.get(sequence);
       if (sent === undefined) continue;
       this.#highestReported = sequence;
-      packets.push({
+      const packet: PacketFeedback = {
         sentAtMs: sent.sentAtMs,
         bytes: sent.bytes,
         arrivedAtMs: status.arrivedAtUs === undefined ? undefined : (status.arrivedAtUs + this.#referenceOffsetUs) / 1000,
-      });
+      };
+      packets.push(packet);
+      if (cluster !== undefined && sequence >= cluster.firstSequence && sequence <= (cluster.lastSequence ?? Infinity)) {
+        cluster.packets.push(packet);
+      }
     }
-    return this.controller.onFeedback(packets, now, rttMs);
+    this.controller.onFeedback(packets, now, rttMs);
+    this.#probe(now);
+    return this.controller.targetBps;
+  }
+
+  /** Ends a probe whose feedback is all back (or overdue), then starts the next one if due. */
+  #probe(now: number): void {
+    const cluster = this.#cluster;
+    if (cluster !== undefined && cluster.lastSequence !== undefined) {
+      if (this.#highestReported >= cluster.lastSequence) this.#endProbe(cluster, now);
+      else if (now > cluster.deadlineMs) this.#endProbe(cluster, now, 'lost');
+    }
+    const source = this.#padding;
+    if (source === undefined || this.#cluster !== undefined) return;
+    const controller = this.controller;
+    const sentBps = this.sentBps();
+    const rate = this.#probes.due(now, {
+      targetBps: controller.targetBps,
+      ceilingBps: controller.maxBps,
+      sentBps,
+      lastDecreaseMs: controller.lastDecreaseMs,
+    });
+    if (rate !== undefined) this.#startProbe(source, rate, sentBps, now);
+  }
+
+  /**
+   * Pads the link up to `rateBps` (the media keeps flowing beside it) for the cluster's duration:
+   * a packet whenever the padding falls behind its share, checked every few ms.
+   */
+  #startProbe(source: PaddingSource, rateBps: number, sentBps: number, startMs: number): void {
+    const rules = this.#probes.rules;
+    // The media's share is what was sent over the last second; the padding makes up the rest,
+    // and at least enough for `minPackets` packets.
+    const paddingBps = Math.max(rateBps - sentBps, (rules.minPackets * rules.packetBytes * 8 * 1000) / rules.durationMs);
+    const cluster: ProbeCluster = {
+      firstSequence: this.history.nextSequence,
+      lastSequence: undefined,
+      packets: [],
+      source,
+      deadlineMs: Infinity,
+    };
+    this.#cluster = cluster;
+    // Until the cluster's feedback is read (and the queue it built has drained), its delay is no
+    // reason to lower the estimate.
+    this.controller.holdDecreases(Infinity);
+    let paddedBytes = 0;
+    const pad = (): void => {
+      if (this.#cluster !== cluster) return;
+      const now = this.#now();
+      const elapsed = Math.min(now - startMs, rules.durationMs);
+      const owed = (paddingBps * elapsed) / 8000;
+      while (paddedBytes < owed && this.#padding === source) {
+        const bytes = source.sendPadding();
+        if (bytes === 0) break;
+        paddedBytes += bytes;
+      }
+      if (elapsed < rules.durationMs && this.#padding === source) {
+        this.#setTimer(pad, PROBE_TICK_MS);
+        return;
+      }
+      cluster.lastSequence = this.history.nextSequence - 1;
+      cluster.deadlineMs = now + rules.timeoutMs;
+      if (cluster.lastSequence < cluster.firstSequence) this.#endProbe(cluster, now, 'lost');
+    };
+    // The first packet goes now: the cluster's send span starts with it.
+    paddedBytes += source.sendPadding();
+    this.#setTimer(pad, PROBE_TICK_MS);
+  }
+
+  #endProbe(cluster: ProbeCluster, now: number, forced?: ProbeOutcome): void {
+    this.#cluster = undefined;
+    this.controller.holdDecreases(now + PROBE_DRAIN_MS);
+    let outcome: ProbeOutcome = forced ?? 'lost';
+    if (forced === undefined) {
+      const result = evaluateCluster(cluster.packets, this.#probes.rules);
+      if (result.bps === undefined) outcome = 'lost';
+      else if (result.saturated) outcome = 'saturated';
+      else outcome = this.controller.onProbeResult(result.bps, now) ? 'raised' : 'no_gain';
+    }
+    this.#probes.finished(now, outcome);
+    cluster.source.onProbe?.(outcome);
   }
 }
+
+/** How often a probe's padding is topped up, ms. */
+const PROBE_TICK_MS = 5;
+/** After a probe's result, how long its queue is given to drain before overuse lowers the estimate again, ms. */
+const PROBE_DRAIN_MS = 250;
 
 /**
  * The congestion state of each connection, keyed by its DTLS transport (one per connection under
