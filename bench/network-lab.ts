@@ -7,6 +7,8 @@
  *   cap-step  the downlink capped at 4 → 1 → 4 Mbit/s (steps at 10 s and 25 s; 200 ms queue, tail drop)
  *   loss2     2 % random loss each way, 20 ms each way (40 ms RTT)
  *   burst5    5 % bursty loss each way (Gilbert–Elliott, mean burst 3 datagrams), 20 ms each way
+ *   loss2-rtt200  2 % random loss each way, 100 ms each way (200 ms RTT: where a NACK's repair
+ *             may come too late for the jitter buffer, and forward error correction would pay)
  * Senders:
  *   ours      an Arclight runtime (in this process) with a stamped model, to our Node client through
  *             the lab's signalling proxy (VP8: wrtc has no H.264; the runtime's VP8 keeps its
@@ -19,7 +21,10 @@
  *
  *   node --conditions=source --import tsx bench/network-lab.ts [--rounds 3] [--senders ours,wrtc,aiortc[,ours-chromium]]
  *        [--scenarios clean,cap-step,loss2,burst5] [--picture grain|pattern] [--size 1280x720] [--fps 30]
- *        [--warmup 5] [--seconds 20] [--json out.json]
+ *        [--warmup 5] [--seconds 20] [--bitrate-kbps N] [--json out.json]
+ *
+ * `--bitrate-kbps` sets our track's configured rate (default the track default, 2,500): above
+ * 4,000 the cap step's "back to 80 % of 4 Mbit/s" can be reached at all.
  *
  * Each run: a fresh sender, receiver and lab; the first decoded frame; `--warmup` s on a clean
  * link; then the scenario (cap-step lasts 40 s, the others `--seconds`). Every second the lab's
@@ -62,6 +67,7 @@ const { values: args } = parseArgs({
     fps: { type: 'string', default: '30' },
     warmup: { type: 'string', default: '5' },
     seconds: { type: 'string', default: '20' },
+    'bitrate-kbps': { type: 'string' },
     json: { type: 'string' },
   },
 });
@@ -71,6 +77,7 @@ const FPS = Number(args.fps);
 const PICTURE = args.picture as Picture;
 const WARMUP_MS = Number(args.warmup) * 1000;
 const SECONDS_MS = Number(args.seconds) * 1000;
+const BITRATE_KBPS = args['bitrate-kbps'] === undefined ? undefined : Number(args['bitrate-kbps']);
 const LOOPBACK = '127.0.0.1';
 const FREEZE_MS = 200;
 
@@ -115,6 +122,12 @@ const SCENARIOS: readonly Scenario[] = [
     steps: [{ at: 0, down: { lossPercent: 2, delayMs: 20 }, up: { lossPercent: 2, delayMs: 20 } }],
   },
   {
+    name: 'loss2-rtt200',
+    label: '2 % random loss each way, 200 ms RTT',
+    durationMs: SECONDS_MS,
+    steps: [{ at: 0, down: { lossPercent: 2, delayMs: 100 }, up: { lossPercent: 2, delayMs: 100 } }],
+  },
+  {
     name: 'burst5',
     label: '5 % bursty loss each way (GE, mean burst 3), 40 ms RTT',
     durationMs: SECONDS_MS,
@@ -130,7 +143,16 @@ function stampedModel() {
     version: '1.0.0',
     description: 'the bench picture with a frame stamp; records emit times',
     fps: FPS,
-    tracks: [{ name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT }],
+    tracks: [
+      {
+        name: 'main_video',
+        kind: 'video',
+        direction: 'recvonly',
+        width: WIDTH,
+        height: HEIGHT,
+        ...(BITRATE_KBPS === undefined ? {} : { bitrateKbps: BITRATE_KBPS }),
+      },
+    ],
     async run(session) {
       ourEmitTimes.clear();
       const drawer = new PictureDrawer(WIDTH, HEIGHT, PICTURE);
@@ -256,6 +278,10 @@ interface RunFigures {
   readonly receiver: InboundVideo;
   /** cap-step: seconds after the 4 → 1 step until the sender stayed within the cap (NaN: never). */
   readonly adaptS?: number;
+  /** cap-step: seconds after the 1 → 4 lift until a window delivered ≥ 80 % of 4 Mbit/s (NaN: never). */
+  readonly recover80S?: number;
+  /** … until a window delivered ≥ 80 % of what the sender delivered in the first phase (NaN: never). */
+  readonly recoverBeforeS?: number;
   readonly phases?: readonly PhaseFigures[];
   readonly windows: readonly Window[];
 }
@@ -354,6 +380,19 @@ async function measureOnce(sender: SenderName, scenario: Scenario): Promise<RunF
       const firstGood = inLow.findIndex((_, i) => inLow.slice(i).every((w) => w.offeredMbps <= low.capMbps * 1.05));
       adaptS = firstGood < 0 ? NaN : inLow[firstGood]!.t - low.from / 1000;
     }
+    let recover80S: number | undefined;
+    let recoverBeforeS: number | undefined;
+    const lifted = scenario.capPhases?.at(-1);
+    if (lifted && phases) {
+      // Windows sampled at their end: the figure is that end (an upper bound, 1 s resolution).
+      const after = windows.filter((w) => w.t * 1000 > lifted.from + 500);
+      const reach = (mbps: number) => {
+        const hit = after.find((w) => w.deliveredMbps >= mbps);
+        return hit === undefined ? NaN : hit.t - lifted.from / 1000;
+      };
+      recover80S = reach(0.8 * lifted.capMbps);
+      recoverBeforeS = reach(0.8 * phases[0]!.deliveredMbps);
+    }
     return {
       deliveredMbps: windows.reduce((a, w) => a + w.deliveredMbps, 0) / Math.max(1, windows.length),
       fps: windows.reduce((a, w) => a + w.fps, 0) / Math.max(1, windows.length),
@@ -365,6 +404,7 @@ async function measureOnce(sender: SenderName, scenario: Scenario): Promise<RunF
       dropped: { random: down.droppedRandom, burst: down.droppedBurst, queue: down.droppedQueue },
       receiver: await rig.inbound(),
       ...(adaptS === undefined ? {} : { adaptS }),
+      ...(recover80S === undefined ? {} : { recover80S, recoverBeforeS }),
       ...(phases === undefined ? {} : { phases }),
       windows,
     };
@@ -461,9 +501,26 @@ async function main(): Promise<void> {
           0,
         )} | | | | | |\n`,
       );
+      process.stdout.write(
+        `| ${sender} | ≥ 80 % of 4 Mbit/s, s after the lift (≤) | ${spread(
+          runs.map((r) => r.recover80S ?? NaN),
+          0,
+        )} | | | | | |\n| ${sender} | ≥ 80 % of its 0–10 s rate, s after the lift (≤) | ${spread(
+          runs.map((r) => r.recoverBeforeS ?? NaN),
+          0,
+        )} | | | | | |\n`,
+      );
     }
   }
-  finishReport(info, loadavg(), args.json, { picture: PICTURE, width: WIDTH, height: HEIGHT, fps: FPS, warmupMs: WARMUP_MS, results });
+  finishReport(info, loadavg(), args.json, {
+    picture: PICTURE,
+    width: WIDTH,
+    height: HEIGHT,
+    fps: FPS,
+    warmupMs: WARMUP_MS,
+    bitrateKbps: BITRATE_KBPS ?? null,
+    results,
+  });
 }
 
 await runBench('network-lab', main);
