@@ -8,6 +8,7 @@ import {
   RTCPeerConnection,
   RTCRtpCodecParameters,
   RTCRtpHeaderExtensionParameters,
+  type RTCRtpSender,
   useNACK,
   usePLI,
   useREMB,
@@ -114,8 +115,24 @@ export function createRuntimePeer(options: PeerFactoryOptions): RTCPeerConnectio
   // stream). Inactive sections lose their SSRC lines in the answer (inactive-sections.ts).
   pc.onTransceiverAdded.subscribe((transceiver) => {
     if (transceiver.sender.streamIds.length === 0) transceiver.sender.streamIds = [SESSION_STREAM_MSID];
+    routeRtxFeedback(pc, transceiver.sender);
   });
   return pc;
+}
+
+/**
+ * Routes RTCP that names a sender's RTX SSRC to that sender. libwebrtc's transport-wide
+ * feedback names the SSRC of the last packet it got before sending it: after an RTX packet (a
+ * resend, or a bandwidth probe's padding) that is the RTX SSRC, which werift's router does not
+ * know, so it dropped the feedback — and the congestion controller never heard of the packets it
+ * covered (a probe's cluster lost most of its feedback). werift's router keys senders by SSRC in
+ * a plain table; RTX gets the same entry as the media SSRC (werift filters receiver reports by the
+ * media SSRC itself, so an RTX stream's reports change nothing).
+ */
+function routeRtxFeedback(pc: RTCPeerConnection, sender: RTCRtpSender): void {
+  const router = (pc as unknown as { router?: { ssrcTable?: Record<number, unknown> } }).router;
+  const rtxSsrc = (sender as unknown as { rtxSsrc?: number }).rtxSsrc;
+  if (router?.ssrcTable !== undefined && rtxSsrc !== undefined) router.ssrcTable[rtxSsrc] = sender;
 }
 
 /**
