@@ -59,6 +59,7 @@ import { lowestEstimateKbps, type BitrateBounds } from './video-bitrate-adaptati
 import { VideoSinks, type VideoSink } from './video-sinks.ts';
 import { VideoStreamEncoders, type StreamPipeline, type VideoEncoderEvents } from './video-stream-encoders.ts';
 import { streamKey, toRtpTimestamp, type VideoStreamKey } from './video-stream-key.ts';
+import { defaultBitrateKbps } from './video-encoder-factory.ts';
 
 // Where the track's callers (the session, the test harness, benches) have always found these.
 export type { VideoStreamKey } from './video-stream-key.ts';
@@ -172,6 +173,11 @@ export class OutputVideoTrack {
 
   get width(): number {
     return this.#spec.width;
+  }
+
+  /** The rate the track is configured at (its `bitrateKbps`, or the default for its size), kbit/s. */
+  get configuredBitrateKbps(): number {
+    return this.#spec.bitrateKbps ?? defaultBitrateKbps(this.#spec.width, this.#spec.height);
   }
 
   get height(): number {

@@ -81,7 +81,8 @@ export async function openStreamEncoder(
   return FfmpegVideoEncoder.open(checked);
 }
 
-function defaultBitrateKbps(width: number, height: number): number {
+/** A track's rate when it configures none: scaled from a reference by its pixels, within 150–20,000 kbit/s. */
+export function defaultBitrateKbps(width: number, height: number): number {
   const scaled = (REFERENCE_BITRATE_KBPS * width * height) / REFERENCE_PIXELS;
   return Math.round(Math.min(20_000, Math.max(150, scaled)));
 }

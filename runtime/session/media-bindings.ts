@@ -153,7 +153,9 @@ export class MediaBindings {
     paused: boolean,
   ): (() => void) | undefined {
     const { metrics, log } = this.#options;
+    const video = this.#tracks.outputVideo.get(track.name);
     const sender = connection.createTrackSender(transceiver, {
+      ...(video ? { shareWeight: video.configuredBitrateKbps } : {}),
       latencyMode: this.#options.latencyMode,
       onRetransmit: (packets, bytes) => {
         metrics?.rtpRetransmitted.inc({ track: track.name }, packets);
@@ -163,7 +165,6 @@ export class MediaBindings {
       onKeyframeRequestThrottled: () => metrics?.keyframeRequestsThrottled.inc({ track: track.name }),
       onProbe: (outcome) => metrics?.bandwidthProbes.inc({ track: track.name, outcome }),
     });
-    const video = this.#tracks.outputVideo.get(track.name);
     if (video) {
       const codec = sender.codec;
       if (codec !== 'h264' && codec !== 'h265' && codec !== 'vp8') {

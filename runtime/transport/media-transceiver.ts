@@ -35,6 +35,8 @@ export interface MediaSenderOptions {
   readonly onRetransmissionsRefused?: (reason: RetransmissionRefusal, packets: number) => void;
   /** Called when a picture-loss report is ignored: a keyframe was asked for too recently. */
   readonly onKeyframeRequestThrottled?: () => void;
+  /** This track's weight when its connection's estimate is shared among several video tracks (its configured rate). */
+  readonly shareWeight?: number;
   /** Called when a bandwidth probe this track padded ended, with its outcome (for metrics). */
   readonly onProbe?: (outcome: ProbeOutcome) => void;
   /**

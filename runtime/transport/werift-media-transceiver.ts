@@ -51,9 +51,10 @@ export class WeriftMediaTransceiver implements MediaTransceiver {
   }
 
   estimatedBitrateKbps(): number | undefined {
-    // A peer that sends transport-wide feedback: the connection's own estimate (send/transport-feedback.ts).
+    // A peer that sends transport-wide feedback: the connection's own estimate
+    // (send/transport-feedback.ts), this track's share of it where the connection carries several.
     const congestion = existingTransportCongestion(this.werift.sender.dtlsTransport as object | undefined);
-    if (congestion?.active()) return congestion.controller.targetBps / 1000;
+    if (congestion?.active()) return (congestion.controller.targetBps * congestion.shareOf(this.werift.sender)) / 1000;
     const remb = this.werift.sender.receiverEstimatedMaxBitrate;
     return remb > 0n ? Number(remb) / 1000 : undefined;
   }

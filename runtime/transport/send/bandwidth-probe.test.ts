@@ -16,11 +16,15 @@ describe('evaluateCluster', () => {
     expect(result.bps).toBeCloseTo(2_000_000, -3);
   });
 
-  it('reads one that arrived slower as a full link, at the rate that came through', () => {
+  it('reads one that arrived slower as a full link, at 95 % of the rate that came through', () => {
     const result = evaluateCluster(cluster(12, 1100, 2_000_000, 1_000_000));
     expect(result.saturated).toBe(true);
-    expect(result.bps).toBeCloseTo(1_000_000, -3);
+    expect(result.bps).toBeCloseTo(950_000, -3);
     expect(result.sendBps).toBeCloseTo(2_000_000, -3);
+  });
+
+  it('gives no rate for arrivals bunched faster than twice the send rate (a stall let them out together)', () => {
+    expect(evaluateCluster(cluster(12, 1100, 1_000_000, 2_500_000)).bps).toBeUndefined();
   });
 
   it('gives no rate when too few of its packets were reported received', () => {
@@ -42,7 +46,7 @@ describe('ProbeScheduler', () => {
   it('does not probe near the ceiling, for a sender under its estimate, or just after a decrease', () => {
     const scheduler = new ProbeScheduler();
     expect(scheduler.due(0, { ...state, targetBps: 9_500_000 })).toBeUndefined();
-    expect(scheduler.due(0, { ...state, sentBps: 500_000 })).toBeUndefined();
+    expect(scheduler.due(0, { ...state, sentBps: 400_000 })).toBeUndefined();
     expect(scheduler.due(1_000, { ...state, lastDecreaseMs: 0 })).toBeUndefined();
     expect(scheduler.due(1_500, { ...state, lastDecreaseMs: 0 })).toBe(2_000_000);
     expect(new ProbeScheduler().due(0, { ...state, targetBps: 6_000_000, sentBps: 5_000_000 })).toBe(10_000_000);
@@ -69,6 +73,7 @@ function simulate(
   linkBps: number,
   seconds: number,
   padded = true,
+  weightKbps?: number,
 ): { outcomes: ProbeOutcome[]; targets: number[]; congestion: TransportCongestion } {
   let now = 0;
   const timers: Array<{ at: number; fn: () => void }> = [];
@@ -102,6 +107,7 @@ function simulate(
     now = tick;
     for (const timer of timers.splice(0).filter((t) => (t.at <= now ? true : (timers.push(t), false)))) timer.fn();
     if (tick % 33 === 0) {
+      congestion.noteSender(padding, weightKbps);
       // One frame: 0.9 × the target, in packets of up to 1,100 bytes.
       let frameBytes = (0.9 * congestion.controller.targetBps) / 8 / 30;
       while (frameBytes > 0) {
@@ -144,6 +150,13 @@ describe('TransportCongestion probing', () => {
     expect(outcomes).toContain('raised');
     // Without probes the estimate climbs at 15 %/s and stops at 1.5 × the acked rate (~1.4 Mbit/s here).
     expect(Math.max(...targets)).toBeGreaterThan(4_000_000);
+  });
+
+  it('does not probe past what the tracks could use (their configured rates)', () => {
+    const { outcomes, targets } = simulate(20_000_000, 3, true, 1_000);
+    expect(outcomes).toContain('raised');
+    // Ceiling: 1,000 kbit/s ÷ 0.9 + 10 % ≈ 1.22 Mbit/s; the estimate may still creep past it (1.5 × acked).
+    expect(Math.max(...targets)).toBeLessThan(2_000_000);
   });
 
   it('on a link already full, finds it full and leaves the estimate near the link', () => {

@@ -9,8 +9,8 @@
  * (the encoder sends near it) and is below the connection's ceiling, the sender adds padding for
  * a short cluster — its total rate `factor` × the estimate over `durationMs` — and reads the
  * cluster's feedback: if the receiver got the cluster's packets as fast as they were sent, the
- * path carries at least that rate and the estimate jumps to it; if they arrived slower, the link
- * is full (its rate is what came through) and the estimate stays.
+ * path carries at least that rate; if they arrived slower, the link is full and its rate is what
+ * came through (taken at 95 %). Either way an estimate below that rate jumps to it.
  *
  * The padding is RTX copies of recent media packets ("payload padding", as libwebrtc sends when
  * RTX is negotiated): the receiver drops them as duplicates, counts them in its transport-wide
@@ -22,7 +22,12 @@
 export interface ProbeRules {
   /** Probe only while the estimate is under this share of the connection's ceiling. */
   readonly belowCeiling: number;
-  /** Only while the sender uses the estimate: the rate sent over the last second ≥ this × the estimate. */
+  /**
+   * Only while the sender uses the estimate: the rate sent over the last second ≥ this × the
+   * estimate. Low, because an estimate runs ahead of its encoder (it may rise to 1.5 × what got
+   * through; an encoder takes 0.9 × it, once a second); the ceiling keeps a sender at its
+   * configured rate from probing for more.
+   */
   readonly boundAbove: number;
   /** The cluster's total send rate, × the estimate (capped at the ceiling). */
   readonly factor: number;
@@ -38,8 +43,12 @@ export interface ProbeRules {
   readonly afterDecreaseMs: number;
   /** A cluster whose feedback has not all come back by then is given up, ms. */
   readonly timeoutMs: number;
-  /** Received at under this share of the send rate: the link is full, no raise. */
+  /** Received at under this share of the send rate: the link is full, its rate what came through. */
   readonly saturatedBelow: number;
+  /** A full link's rate is taken at this share of what came through. */
+  readonly saturatedUse: number;
+  /** Received faster than this × the send rate: arrivals bunched (a stall let them out together), no result. */
+  readonly maxReceiveRatio: number;
   /** Share of the cluster's packets that must be reported received for a result. */
   readonly minReceivedShare: number;
   /** Largest padding packet, bytes (RTX copies are at most a media packet plus 2). */
@@ -48,7 +57,7 @@ export interface ProbeRules {
 
 export const PROBE_RULES: ProbeRules = {
   belowCeiling: 0.9,
-  boundAbove: 0.6,
+  boundAbove: 0.5,
   factor: 2,
   durationMs: 60,
   minPackets: 5,
@@ -57,14 +66,17 @@ export const PROBE_RULES: ProbeRules = {
   afterDecreaseMs: 1_500,
   timeoutMs: 1_000,
   saturatedBelow: 0.9,
+  saturatedUse: 0.95,
+  maxReceiveRatio: 2,
   minReceivedShare: 0.8,
   packetBytes: 1_200,
 };
 
 /**
- * What became of a probe: `raised` the estimate; `no_gain` (got through, but at no more than the
- * estimate); `saturated` (the link could not take the cluster's rate); `lost` (too few of its
- * packets were reported, or its feedback never came).
+ * What became of a probe: `raised` the estimate; `no_gain` (got through, at no more than the
+ * estimate); `saturated` (the link could not take the cluster's rate, and carries no more than the
+ * estimate); `lost` (too few of its packets were reported, its arrivals were bunched, or its
+ * feedback never came).
  */
 export type ProbeOutcome = 'raised' | 'no_gain' | 'saturated' | 'lost';
 
@@ -76,7 +88,7 @@ export interface ProbePacket {
 }
 
 export interface ClusterResult {
-  /** What the link carried during the cluster, bit/s: min(send, receive) when not saturated, the receive rate when saturated. */
+  /** What the path can carry by this cluster, bit/s: min(send, receive), or 95 % of the receive rate when saturated. */
   readonly bps: number | undefined;
   readonly sendBps: number | undefined;
   readonly receiveBps: number | undefined;
@@ -122,8 +134,9 @@ export function evaluateCluster(packets: readonly ProbePacket[], rules: ProbeRul
   if (!(sendSpan > 0) || !(receiveSpan > 0)) return none;
   const sendBps = ((sentBytes - lastSentBytes) * 8 * 1000) / sendSpan;
   const receiveBps = ((receivedBytes - firstArrivalBytes) * 8 * 1000) / receiveSpan;
+  if (receiveBps > rules.maxReceiveRatio * sendBps) return { ...none, sendBps, receiveBps };
   const saturated = receiveBps < rules.saturatedBelow * sendBps;
-  return { bps: saturated ? receiveBps : Math.min(sendBps, receiveBps), sendBps, receiveBps, saturated };
+  return { bps: saturated ? rules.saturatedUse * receiveBps : Math.min(sendBps, receiveBps), sendBps, receiveBps, saturated };
 }
 
 /** When the next probe may go, and at what rate. */

@@ -144,6 +144,12 @@ export interface RtpTrackSenderOptions {
   readonly onRetransmissionsRefused?: (reason: RetransmissionRefusal, packets: number) => void;
   /** Called when a picture-loss report is ignored: a keyframe was asked for too recently. */
   readonly onKeyframeRequestThrottled?: () => void;
+  /**
+   * This track's weight in its connection's estimate when the connection carries several video
+   * tracks (its configured rate, kbit/s): each gets estimate × its weight over theirs; it also
+   * bounds how high the connection's bandwidth probes look. Default: an even share, no bound.
+   */
+  readonly shareWeight?: number;
   /** Called when a bandwidth probe this sender padded ended (bandwidth-probe.ts; for metrics). */
   readonly onProbe?: (outcome: ProbeOutcome) => void;
   /**
@@ -322,7 +328,10 @@ export class RtpTrackSender {
     const tagLength = stream.protector.tagLength;
     if (this.#history === undefined && this.#sender.kind === 'video') this.#history = new RtpSendHistory();
     const history = this.#history;
-    if (congestion && history && this.#rtx()) congestion.offerPadding(this.#padding);
+    if (congestion && history) {
+      congestion.noteSender(this.#sender, this.#options.shareWeight);
+      if (this.#rtx()) congestion.offerPadding(this.#padding);
+    }
     const sentAt = history ? this.#now() : 0;
     const batch = this.#batch;
     while (batch.length < payloads.length) batch.push({ packet: EMPTY, headerLength: 0, payload: EMPTY, index: 0, at: 0 });
@@ -400,7 +409,9 @@ export class RtpTrackSender {
 
   close(): void {
     this.#closed = true;
-    existingTransportCongestion(this.#stream?.transport)?.withdrawPadding(this.#padding);
+    const congestion = existingTransportCongestion(this.#stream?.transport);
+    congestion?.withdrawPadding(this.#padding);
+    congestion?.forgetSender(this.#sender);
     this.#stopNacks();
     this.#stopFeedback();
     this.#keyframeNeeded = undefined;

@@ -171,3 +171,24 @@ describe('RtpTrackSender with transport-wide sequence numbers', () => {
     b.close();
   });
 });
+
+describe('TransportCongestion: one estimate, several video tracks', () => {
+  it('shares the estimate by the tracks’ weights among those sending, and gives a quiet one’s share back', () => {
+    let now = 0;
+    const congestion = new TransportCongestion({ now: () => now });
+    const main = {};
+    const depth = {};
+    expect(congestion.shareOf(main)).toBe(1); // not sending yet: all of it, never 0
+    congestion.noteSender(main, 2500);
+    expect(congestion.shareOf(main)).toBe(1);
+    congestion.noteSender(depth, 500);
+    expect(congestion.shareOf(main)).toBeCloseTo(2500 / 3000);
+    expect(congestion.shareOf(depth)).toBeCloseTo(500 / 3000);
+    // depth is paused: after a second without a frame its share goes back to main.
+    now = 1_500;
+    congestion.noteSender(main, 2500);
+    expect(congestion.shareOf(main)).toBe(1);
+    congestion.forgetSender(main);
+    expect(congestion.shareOf(depth)).toBe(1);
+  });
+});

@@ -180,6 +180,8 @@ export class TransportCongestion {
   readonly #probes: ProbeScheduler;
   #padding: PaddingSource | undefined;
   #cluster: ProbeCluster | undefined;
+  /** The connection's video senders: each one's weight (its track's configured rate, kbit/s; undefined: not known) and last frame. */
+  readonly #senders = new Map<object, { weight: number | undefined; lastSentMs: number }>();
   /** Bytes numbered per 100 ms slot over the last second (the rate sent). */
   readonly #sentSlots = new Float64Array(10);
   #sentSlot = 0;
@@ -198,6 +200,46 @@ export class TransportCongestion {
     this.#setTimer = options.setTimer ?? ((fn, ms) => void setTimeout(fn, ms));
     this.#probes = new ProbeScheduler(options.probe);
     this.pacer = new PacketPacer({ now: this.#now });
+  }
+
+  /**
+   * A video sender of the connection sends a frame now; its share of the estimate is weighted by
+   * `weightKbps`, its track's configured rate (undefined: an even share), which also bounds how
+   * high probes look.
+   */
+  noteSender(key: object, weightKbps: number | undefined): void {
+    const weight = weightKbps !== undefined && weightKbps > 0 ? weightKbps : undefined;
+    const now = this.#now();
+    const entry = this.#senders.get(key);
+    if (entry === undefined) this.#senders.set(key, { weight, lastSentMs: now });
+    else {
+      entry.weight = weight;
+      entry.lastSentMs = now;
+    }
+  }
+
+  /** The sender closed. */
+  forgetSender(key: object): void {
+    this.#senders.delete(key);
+  }
+
+  /**
+   * `key`'s share of the connection's estimate: its weight over the weights of the video senders
+   * that sent within the last second, itself included (1 alone). Two tracks on one link share it
+   * by their configured rates instead of each taking all of it; a paused one gives its share back.
+   */
+  shareOf(key: object): number {
+    const now = this.#now();
+    let total = 0;
+    let own: number | undefined;
+    for (const [k, entry] of this.#senders) {
+      if (k === key) own = entry.weight ?? 1;
+      else if (now - entry.lastSentMs <= SHARE_WINDOW_MS) total += entry.weight ?? 1;
+    }
+    // Not yet sending (or no weight): all of it, until its first frame says otherwise — a share of
+    // 0 would hold that first frame back (the send budget) for good.
+    if (own === undefined || !(own > 0)) return 1;
+    return own / (own + total);
   }
 
   /** A sender that can pad probes offers itself; the first one offered is kept until withdrawn. */
@@ -302,11 +344,28 @@ export class TransportCongestion {
     const sentBps = this.sentBps();
     const rate = this.#probes.due(now, {
       targetBps: controller.targetBps,
-      ceilingBps: controller.maxBps,
+      ceilingBps: this.#probeCeilingBps(now),
       sentBps,
       lastDecreaseMs: controller.lastDecreaseMs,
     });
     if (rate !== undefined) this.#startProbe(source, rate, sentBps, now);
+  }
+
+  /**
+   * How high probes look: what the connection's video tracks could use — their configured rates
+   * over the encoders' headroom (× 0.9), and a tenth more — where every sending track's rate is
+   * known, else the estimate's own bound. An estimate there needs no probing: nothing would send
+   * more.
+   */
+  #probeCeilingBps(now: number): number {
+    let demandKbps = 0;
+    for (const entry of this.#senders.values()) {
+      if (now - entry.lastSentMs > SHARE_WINDOW_MS) continue;
+      if (entry.weight === undefined) return this.controller.maxBps;
+      demandKbps += entry.weight;
+    }
+    if (demandKbps === 0) return this.controller.maxBps;
+    return Math.min(this.controller.maxBps, ((demandKbps * 1000) / PROBE_HEADROOM) * 1.1);
   }
 
   /**
@@ -360,14 +419,18 @@ export class TransportCongestion {
     if (forced === undefined) {
       const result = evaluateCluster(cluster.packets, this.#probes.rules);
       if (result.bps === undefined) outcome = 'lost';
-      else if (result.saturated) outcome = 'saturated';
-      else outcome = this.controller.onProbeResult(result.bps, now) ? 'raised' : 'no_gain';
+      else if (this.controller.onProbeResult(result.bps, now)) outcome = 'raised';
+      else outcome = result.saturated ? 'saturated' : 'no_gain';
     }
     this.#probes.finished(now, outcome);
     cluster.source.onProbe?.(outcome);
   }
 }
 
+/** The encoders' share of an estimate (video-bitrate-adaptation.ts's headroom). */
+const PROBE_HEADROOM = 0.9;
+/** A video sender counts in the others' shares while it sent a frame within this, ms. */
+const SHARE_WINDOW_MS = 1_000;
 /** How often a probe's padding is topped up, ms. */
 const PROBE_TICK_MS = 5;
 /** After a probe's result, how long its queue is given to drain before overuse lowers the estimate again, ms. */
