@@ -173,6 +173,8 @@ interface Rig {
   frames(): Promise<readonly DecodedFrame[]>;
   inbound(): Promise<InboundVideo>;
   readonly emitTimes: ReadonlyMap<number, number>;
+  /** Ours: the runtime's bandwidth probes so far, by outcome. */
+  probes?(): Promise<Record<string, number>>;
   close(): Promise<void>;
 }
 
@@ -203,6 +205,14 @@ async function startRig(sender: SenderName, lab: NetworkLab, net: TestNetwork | 
       ice: { hostAddresses: [host] },
       playground: false,
     });
+    const probes = async (): Promise<Record<string, number>> => {
+      const counts: Record<string, number> = {};
+      for (const v of (await runtime.metrics.bandwidthProbes.get()).values) {
+        const outcome = String(v.labels.outcome);
+        counts[outcome] = (counts[outcome] ?? 0) + v.value;
+      }
+      return counts;
+    };
     try {
       if (sender === 'ours-chromium') {
         const page = await connectChromiumThroughLab(lab, net!, runtime.url, { modelName: 'lab-stamp', stamp });
@@ -211,6 +221,7 @@ async function startRig(sender: SenderName, lab: NetworkLab, net: TestNetwork | 
           frames: () => page.frames(),
           inbound: () => page.inbound(),
           emitTimes: ourEmitTimes,
+          probes,
           close: async () => {
             process.stdout.write(`    (Chromium negotiated ${await page.codec()})\n`);
             await page.close();
@@ -219,10 +230,13 @@ async function startRig(sender: SenderName, lab: NetworkLab, net: TestNetwork | 
         };
       }
       const ours = await connectArclightThroughLab(lab, runtime.url, { modelName: 'lab-stamp', stamp });
-      return wrtcRig(await ours.video, ours.peer, ourEmitTimes, async () => {
-        await ours.close();
-        await runtime.close();
-      });
+      return {
+        ...wrtcRig(await ours.video, ours.peer, ourEmitTimes, async () => {
+          await ours.close();
+          await runtime.close();
+        }),
+        probes,
+      };
     } catch (error) {
       await runtime.close();
       throw error;
@@ -254,6 +268,8 @@ interface Window {
   readonly videoMbps: number;
   readonly queueDrops: number;
   readonly fps: number;
+  /** Ours: the runtime's bandwidth probes ended so far, by outcome. */
+  readonly probes?: Record<string, number>;
 }
 
 interface PhaseFigures {
@@ -349,6 +365,7 @@ async function measureOnce(sender: SenderName, scenario: Scenario): Promise<RunF
         videoMbps: mbps(now.inbound.bytesReceived - last.inbound.bytesReceived),
         queueDrops: now.down.droppedQueue - last.down.droppedQueue,
         fps: (now.inbound.framesDecoded - last.inbound.framesDecoded) / seconds,
+        ...(rig.probes ? { probes: await rig.probes() } : {}),
       });
       last = now;
     }
