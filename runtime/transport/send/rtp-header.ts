@@ -11,14 +11,34 @@ import { RTP_HEADER_LENGTH } from '../rtp/packet-size.ts';
 /**
  * playout-delay payload (http://www.webrtc.org/experiments/rtp-hdrext/playout-delay): 12-bit
  * min and max delay in 10 ms units. realtime: 0/0, render at once. smooth: 0/200 ms, the
- * receiver's jitter buffer adapts within that bound.
+ * receiver's jitter buffer adapts within that bound — and on a lossy long path a minimum that
+ * covers a repair (`smoothPlayoutDelay`).
  */
 export const PLAYOUT_DELAY_PAYLOAD: Record<LatencyMode, Buffer> = {
   realtime: Buffer.from([0, 0, 0]),
   smooth: playoutDelayPayload(0, 200),
 };
 
-function playoutDelayPayload(minMs: number, maxMs: number): Buffer {
+/**
+ * The smooth mode's playout delay for a stream whose receiver reports loss, on a path of `rttMs`:
+ * a lost packet is repaired one RTT (and a little) after it was due, and a receiver whose jitter
+ * buffer is shorter than that renders the frame late — a freeze for every loss. libwebrtc's
+ * receiver does not add the RTT to its buffer by itself (its target stayed ~12 ms at 200 ms RTT,
+ * docs/performance.md), so the sender asks for a minimum of 1.25 × RTT + 20 ms (at most 400),
+ * once the RTT is past 100 ms: below that a repair lands within 150 ms, not counted a freeze, and
+ * the latency is worth more. Undefined: the plain smooth bounds.
+ */
+export function smoothPlayoutDelay(rttMs: number | undefined): { readonly minMs: number; readonly maxMs: number } | undefined {
+  if (rttMs === undefined || !(rttMs > SMOOTH_REPAIR_RTT_MS)) return undefined;
+  const minMs = Math.min(SMOOTH_MAX_MIN_DELAY_MS, Math.round((1.25 * rttMs + 20) / 10) * 10);
+  return { minMs, maxMs: Math.max(200, minMs + 100) };
+}
+
+/** Past this RTT (ms), a lossy path's smooth stream asks for a minimum playout delay. */
+export const SMOOTH_REPAIR_RTT_MS = 100;
+const SMOOTH_MAX_MIN_DELAY_MS = 400;
+
+export function playoutDelayPayload(minMs: number, maxMs: number): Buffer {
   const min = Math.round(minMs / 10) & 0xfff;
   const max = Math.round(maxMs / 10) & 0xfff;
   return Buffer.from([min >> 4, ((min & 0xf) << 4) | (max >> 8), max & 0xff]);

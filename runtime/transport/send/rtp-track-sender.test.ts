@@ -56,7 +56,10 @@ describe('RtpTrackSender frame hook', () => {
 
 describe('RtpTrackSender packets on the wire (pooled: the send history slab, one reused batch)', () => {
   /** A connected video sender whose packets go to `wire` (copied as they leave) and whose NACKs `nack` delivers. */
-  function connectedSender(profile: number, { rtx = false }: { rtx?: boolean } = {}) {
+  function connectedSender(
+    profile: number,
+    { rtx = false, latency = 'realtime' }: { rtx?: boolean; latency?: 'realtime' | 'smooth' } = {},
+  ) {
     const keys = { localMasterKey: randomBytes(16), localMasterSalt: randomBytes(profile === SRTP_AEAD_AES_128_GCM ? 12 : 14) };
     const keyed = { ...keys, remoteMasterKey: keys.localMasterKey, remoteMasterSalt: keys.localMasterSalt };
     const srtp = new SrtpSession({ keys: keyed, profile: profile as 1 });
@@ -112,9 +115,11 @@ describe('RtpTrackSender packets on the wire (pooled: the send history slab, one
     } as unknown as RTCRtpTransceiver;
     if (rtx) Object.assign(transceiver.sender, { rtxSsrc: RTX_SSRC });
     let now = 10_000;
-    const sender = new RtpTrackSender(transceiver, { clock: () => now, latencyMode: () => 'realtime' });
+    const sender = new RtpTrackSender(transceiver, { clock: () => now, latencyMode: () => latency });
     return {
       sender,
+      /** werift's RTT from receiver reports, seconds. */
+      setRtt: (seconds: number) => Object.assign(transceiver.sender, { rtt: seconds }),
       wire,
       receiver,
       nack: (sequenceNumbers: number[]) => onNack!({ header: {}, lost: sequenceNumbers }),
@@ -216,6 +221,29 @@ describe('RtpTrackSender packets on the wire (pooled: the send history slab, one
       });
       expect(sender.lossRecovery.retransmittedPackets).toBe(3);
       expect(sender.lossRecovery.retransmittedBytes).toBe(wire.reduce((sum, p) => sum + p.length, 0));
+    });
+
+    it('in smooth mode, asks for a playout delay that covers a repair once a long path reports loss, and forgets it 10 s later', () => {
+      const { sender, wire, nack, setRtt, advance } = connectedSender(profile, { latency: 'smooth' });
+      const delayOfNextFrame = (timestamp: number): string => {
+        wire.length = 0;
+        sender.sendFrame([Buffer.alloc(500, 1)], timestamp);
+        const payload = extensionsOf(wire[0]!).get(4)!;
+        const min = ((payload[0]! << 4) | (payload[1]! >> 4)) * 10;
+        const max = (((payload[1]! & 0x0f) << 8) | payload[2]!) * 10;
+        return `${min}/${max}`;
+      };
+      expect(delayOfNextFrame(0)).toBe('0/200');
+      setRtt(0.06); // a short path: a repair lands in time anyway
+      nack([seqOf(wire[0]!)]);
+      expect(delayOfNextFrame(3000)).toBe('0/200');
+      setRtt(0.2);
+      nack([seqOf(wire[0]!)]);
+      expect(delayOfNextFrame(6000)).toBe('270/370'); // 1.25 × 200 + 20
+      setRtt(0.5);
+      expect(delayOfNextFrame(9000)).toBe('400/500'); // at most 400
+      advance(10_001);
+      expect(delayOfNextFrame(12000)).toBe('0/200');
     });
 
     it('sends exactly the frame’s packets when the reused batch is longer than the frame', () => {

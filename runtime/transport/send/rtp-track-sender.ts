@@ -69,6 +69,8 @@ import {
   ntpTimestamp,
   extensionElementAt,
   PLAYOUT_DELAY_PAYLOAD,
+  playoutDelayPayload,
+  smoothPlayoutDelay,
   rtpHeaderLength,
   SDES_MID_URI,
   type ExtensionBlock,
@@ -128,6 +130,9 @@ interface WeriftTransportCounters {
   packetsSent: number;
 }
 
+/** How long a receiver's loss report keeps smooth mode's longer playout delay, ms. */
+const LOSS_MEMORY_MS = 10_000;
+
 /** What one DTLS-SRTP association gives the send path; replaced if werift replaces it. */
 interface SrtpStream {
   readonly transport: RTCDtlsTransport;
@@ -183,8 +188,10 @@ export class RtpTrackSender {
   #rolloverCounter = 0;
   readonly #playoutDelayId: number | undefined;
   readonly #mid: { readonly id: number; readonly value: Buffer } | undefined;
-  /** The first packet's extension block per latency mode, built once. */
-  readonly #extensionBlocks = new Map<LatencyMode, ExtensionBlock | undefined>();
+  /** The first packet's extension block per latency mode (and smooth mode's delay), built once each. */
+  readonly #extensionBlocks = new Map<string, ExtensionBlock | undefined>();
+  /** When the receiver last reported a loss (a NACK), ms of the clock: smooth mode's delay follows it. */
+  #lossReportedAtMs = -Infinity;
   /** The transport-wide sequence number's extension id, when negotiated (every packet carries it). */
   readonly #transportWideId: number | undefined;
   /** The block of every packet after a frame's first: the transport-wide sequence number alone. */
@@ -320,8 +327,7 @@ export class RtpTrackSender {
     const ssrc = this.#sender.ssrc;
     const timestamp = (rtpTimestamp + counters.timestampOffset) >>> 0;
     const mode = this.#latencyMode();
-    if (!this.#extensionBlocks.has(mode)) this.#extensionBlocks.set(mode, this.#extensionBlock(mode));
-    const firstBlock = this.#extensionBlocks.get(mode);
+    const firstBlock = this.#firstExtensionBlock(mode);
     const otherBlock = this.#sequenceOnlyBlock;
     const congestion: TransportCongestion | undefined =
       this.#transportWideId === undefined ? undefined : transportCongestion(stream.transport);
@@ -436,11 +442,35 @@ export class RtpTrackSender {
   }
 
   /** The first packet's header extensions (one-byte form, RFC 8285), or undefined for none. */
-  #extensionBlock(mode: LatencyMode): ExtensionBlock | undefined {
+  #extensionBlock(playoutDelay: Buffer): ExtensionBlock | undefined {
     const elements: Array<[number, Buffer]> = [];
     if (this.#mid) elements.push([this.#mid.id, this.#mid.value]);
-    if (this.#playoutDelayId !== undefined) elements.push([this.#playoutDelayId, PLAYOUT_DELAY_PAYLOAD[mode]]);
+    if (this.#playoutDelayId !== undefined) elements.push([this.#playoutDelayId, playoutDelay]);
     return buildExtensionBlock(elements, this.#transportWideId);
+  }
+
+  /**
+   * A frame's first packet's extensions: the latency mode's playout delay, or in smooth mode on a
+   * long path whose receiver reported loss in the last 10 s, a minimum that covers a repair
+   * (rtp-header.ts, `smoothPlayoutDelay`; the RTT from receiver reports).
+   */
+  #firstExtensionBlock(mode: LatencyMode): ExtensionBlock | undefined {
+    let key: string = mode;
+    let payload = PLAYOUT_DELAY_PAYLOAD[mode];
+    if (mode === 'smooth' && this.#now() - this.#lossReportedAtMs < LOSS_MEMORY_MS) {
+      const rtt = this.#counters.rtt;
+      const delay = smoothPlayoutDelay(rtt === undefined ? undefined : rtt * 1000);
+      if (delay !== undefined) {
+        key = `smooth:${delay.minMs}:${delay.maxMs}`;
+        payload = playoutDelayPayload(delay.minMs, delay.maxMs);
+      }
+    }
+    let block = this.#extensionBlocks.get(key);
+    if (block === undefined && !this.#extensionBlocks.has(key)) {
+      block = this.#extensionBlock(payload);
+      this.#extensionBlocks.set(key, block);
+    }
+    return block;
   }
 
   /**
@@ -466,6 +496,7 @@ export class RtpTrackSender {
    * a loss left unrepaired asks for a keyframe (throttled).
    */
   #retransmit(sequenceNumbers: readonly number[]): void {
+    this.#lossReportedAtMs = this.#now();
     const stream = this.#closed ? undefined : this.#srtpStream();
     const history = this.#history;
     if (stream === undefined || history === undefined) return;
