@@ -15,9 +15,9 @@
  * NACKs and picture-loss reports are answered by the loss-recovery rules (loss-recovery.ts): a
  * retransmission budget, once per RTT, nothing too old, and keyframe requests throttled. Where
  * the receiver negotiated RTX (RFC 4588) for the codec, a NACKed packet is resent as a new packet
- * on the RTX stream (its own SSRC, payload type, sequence numbers and SRTP index; the original
- * sequence number before the payload; a transport-wide sequence number of its own); otherwise the
- * kept packet is resent as it was.
+ * on the RTX stream (rtx-sender.ts); otherwise the kept packet is resent as it was. In `smooth`
+ * mode, a receiver that reports loss on a long path is asked for a playout delay that covers a
+ * repair (rtp-header.ts, `smoothPlayoutDelay`).
  *
  * Where transport-wide congestion control is negotiated, every video packet carries the
  * connection's transport-wide sequence number, its send time and size are kept for the
@@ -28,12 +28,12 @@
  * It also pads the connection's bandwidth probes (bandwidth-probe.ts) with RTX copies of its
  * recent packets.
  *
- * ~590 lines: writing each packet, protecting it, the send history, NACK answers (a resend, or
- * an RTX packet), probe padding and transport-wide numbering share per-stream state (SRTP
- * streams, sequence numbers and rollover counters, the history) that splitting would pass
- * around; the pure header pieces are in rtp-header.ts, the rules in loss-recovery.ts. The next
- * split is due: the RTX stream (#rtx, #sendRtx, #sendPadding) and the NACK answers
- * (#retransmit) into a retransmitter over that state.
+ * ~560 lines: writing each packet, protecting it, the send history, which NACKs are answered,
+ * probe padding and transport-wide numbering share per-stream state (SRTP streams, sequence
+ * numbers and rollover counters, the history) that splitting would pass around; the pure header
+ * pieces are in rtp-header.ts, the rules in loss-recovery.ts, the RTX stream in rtx-sender.ts.
+ * The next split, when it grows: the NACK answers (#retransmit, #sendPadding) into a
+ * retransmitter over the history.
  */
 
 import type { RTCDtlsTransport, RTCRtpSender, RTCRtpTransceiver } from 'werift';
@@ -51,7 +51,8 @@ import {
   type PathEstimate,
   type RetransmissionRefusal,
 } from './loss-recovery.ts';
-import { createSrtpProtector, type SrtpProtector } from './srtp-protector.ts';
+import { createSrtpProtector, type SrtpStream } from './srtp-protector.ts';
+import { RTX_OSN_BYTES, RtxSender } from './rtx-sender.ts';
 import {
   RTPFB,
   TRANSPORT_WIDE_CC_URI,
@@ -67,11 +68,9 @@ import { RTP_HEADER_LENGTH } from '../rtp/packet-size.ts';
 import {
   buildExtensionBlock,
   ntpTimestamp,
-  extensionElementAt,
   PLAYOUT_DELAY_PAYLOAD,
   playoutDelayPayload,
   smoothPlayoutDelay,
-  rtpHeaderLength,
   SDES_MID_URI,
   type ExtensionBlock,
 } from './rtp-header.ts';
@@ -88,21 +87,6 @@ interface PacketEntry {
 }
 
 const EMPTY = Buffer.alloc(0);
-
-/** The RTX payload's original sequence number (RFC 4588 §4). */
-const RTX_OSN_BYTES = 2;
-
-/** Where a sender resends NACKed packets when RTX is negotiated. */
-interface RtxStream {
-  readonly payloadType: number;
-  readonly ssrc: number;
-}
-
-/** The `apt` (associated payload type) of an RTX codec's fmtp parameters, if any. */
-function aptOf(parameters: string | undefined): number | undefined {
-  const match = /(?:^|;)\s*apt=(\d+)/.exec(parameters ?? '');
-  return match ? Number(match[1]) : undefined;
-}
 
 /**
  * werift's `RTCRtpSender` fields that are private in its types but that its RTCP sender reports
@@ -132,13 +116,6 @@ interface WeriftTransportCounters {
 
 /** How long a receiver's loss report keeps smooth mode's longer playout delay, ms. */
 const LOSS_MEMORY_MS = 10_000;
-
-/** What one DTLS-SRTP association gives the send path; replaced if werift replaces it. */
-interface SrtpStream {
-  readonly transport: RTCDtlsTransport;
-  readonly srtp: object;
-  readonly protector: SrtpProtector;
-}
 
 export interface RtpTrackSenderOptions {
   /** Read per frame, so a session's mode change applies at once. Default `smooth`. */
@@ -210,11 +187,6 @@ export class RtpTrackSender {
     keyframeRequestsThrottled: 0,
     keyframesForLoss: 0,
   };
-  /** The RTX stream's next sequence number and its SRTP rollover counter (RFC 4588). */
-  #rtxSequenceNumber = Math.floor(Math.random() * 0x10000);
-  #rtxRolloverCounter = 0;
-  /** The RTX payload type found for a codec (looked up on its first NACK). */
-  #rtxFor: { readonly codec: object; readonly payloadType: number | undefined } | undefined;
   /** One frame's packets on their way to SRTP, reused frame after frame (no objects per packet). */
   readonly #batch: PacketEntry[] = [];
   /** Video only (NACK is negotiated for video codecs, not Opus); allocated on the first send. */
@@ -224,6 +196,8 @@ export class RtpTrackSender {
   readonly #stopNacks: () => void;
   readonly #stopFeedback: () => void;
   #closed = false;
+  /** Where NACKed packets are resent, and probes padded, when the receiver negotiated RTX. */
+  readonly #rtx: RtxSender;
   /** What the connection's bandwidth probes pad with: RTX copies of this track's recent packets. */
   readonly #padding: PaddingSource = {
     sendPadding: () => this.#sendPadding(),
@@ -244,6 +218,7 @@ export class RtpTrackSender {
     this.#playoutDelayId = transceiver.headerExtensions.find((e) => e.uri === PLAYOUT_DELAY_URI)?.id;
     this.#transportWideId = transceiver.headerExtensions.find((e) => e.uri === TRANSPORT_WIDE_CC_URI)?.id;
     this.#sequenceOnlyBlock = this.#transportWideId === undefined ? undefined : buildExtensionBlock([], this.#transportWideId);
+    this.#rtx = new RtxSender(transceiver, { transportWideId: this.#transportWideId, now: this.#now, write: this.#writeLater });
     const midId = transceiver.headerExtensions.find((e) => e.uri === SDES_MID_URI)?.id;
     // A mid longer than the one-byte form carries (16 bytes; never seen: browsers use "0", "1", …)
     // is left out rather than breaking the packet-size budget above.
@@ -336,7 +311,7 @@ export class RtpTrackSender {
     const history = this.#history;
     if (congestion && history) {
       congestion.noteSender(this.#sender, this.#options.shareWeight);
-      if (this.#rtx()) congestion.offerPadding(this.#padding);
+      if (this.#rtx.stream()) congestion.offerPadding(this.#padding);
     }
     const sentAt = history ? this.#now() : 0;
     const batch = this.#batch;
@@ -501,7 +476,7 @@ export class RtpTrackSender {
     const history = this.#history;
     if (stream === undefined || history === undefined) return;
     const drop = rtpLossFault(stream.transport);
-    const rtx = this.#rtx();
+    const rtx = this.#rtx.stream();
     const path = this.#path();
     const refused: Record<RetransmissionRefusal, number> = { not_in_history: 0, too_old: 0, within_rtt: 0, budget: 0 };
     let resent = 0;
@@ -527,7 +502,7 @@ export class RtpTrackSender {
       resentBytes += bytes;
       this.#counters.retransmittedPacketsSent++;
       this.#counters.retransmittedBytesSent += bytes;
-      if (rtx !== undefined) this.#sendRtx(stream, packet, sequenceNumber, rtx);
+      if (rtx !== undefined) this.#rtx.send(stream, rtx, packet, sequenceNumber, this.#srtpIndexOf(sequenceNumber), true);
       else if (drop?.() !== true) this.#write(stream.transport, packet);
     }
     const counts = this.#counts;
@@ -549,64 +524,14 @@ export class RtpTrackSender {
   }
 
   /**
-   * The RTX payload type and SSRC for the codec being sent, when the receiver negotiated RTX for
-   * it (`a=rtpmap:<pt> rtx/90000`, `a=fmtp:<pt> apt=<codec's pt>`; werift announced the SSRC in
-   * the answer's `a=ssrc-group:FID <media> <rtx>`), else undefined: resend on the media stream.
+   * The SRTP index a kept packet was protected under: its sequence number under this rollover
+   * counter, or the one before if it was sent before the last wrap (the history holds 512
+   * packets, far less than 2^15).
    */
-  #rtx(): RtxStream | undefined {
-    const codec = this.#sender.codec;
-    if (codec === undefined) return undefined;
-    if (this.#rtxFor?.codec !== codec) {
-      const rtx = this.#transceiver.codecs.find(
-        (c) => c.mimeType.toLowerCase().endsWith('/rtx') && aptOf(c.parameters) === codec.payloadType,
-      );
-      this.#rtxFor = { codec, payloadType: rtx?.payloadType };
-    }
-    const payloadType = this.#rtxFor.payloadType;
-    const ssrc = (this.#sender as unknown as { rtxSsrc?: number }).rtxSsrc;
-    return payloadType === undefined || ssrc === undefined ? undefined : { payloadType, ssrc };
-  }
-
-  /**
-   * Sends the RTX packet (RFC 4588 §4) resending `packet` (as it left, SRTP-protected, sequence number
-   * `sequenceNumber`): its header and extensions (mid, playout-delay) with the RTX payload type
-   * (the marker kept), the RTX stream's next sequence number and SSRC and a new transport-wide
-   * sequence number; the payload is the original sequence number, then the original's payload
-   * (decrypted); SRTP-protected under the RTX SSRC and its own index. A new packet on a stream of
-   * its own, so protecting it reuses no keystream (the original keeps its index and its
-   * transport-wide number), and the congestion controller sees the resend's bytes and arrival. It
-   * leaves at once, or behind what the connection's pacer holds (the order it was numbered in).
-   */
-  #sendRtx(stream: SrtpStream, packet: Buffer, sequenceNumber: number, rtx: RtxStream, paced = true): number {
-    const protector = stream.protector;
-    const headerLength = rtpHeaderLength(packet);
-    const payloadLength = packet.length - headerLength - protector.tagLength;
-    const payload = Buffer.allocUnsafe(RTX_OSN_BYTES + payloadLength);
-    payload.writeUInt16BE(sequenceNumber, 0);
-    // The original's SRTP index: its sequence number under this rollover counter, or the one before
-    // if it was sent before the last wrap (the history holds 512 packets, far less than 2^15).
+  #srtpIndexOf(sequenceNumber: number): number {
     const lastSent = (this.#sequenceNumber + 0xffff) & 0xffff;
     const rollover = sequenceNumber <= lastSent ? this.#rolloverCounter : Math.max(0, this.#rolloverCounter - 1);
-    protector.decrypt(this.#sender.ssrc, packet, headerLength, rollover * 0x10000 + sequenceNumber, payload, RTX_OSN_BYTES);
-    const size = headerLength + payload.length + protector.tagLength;
-    const out = Buffer.allocUnsafe(size);
-    packet.copy(out, 0, 0, headerLength);
-    out[1] = (packet[1]! & 0x80) | rtx.payloadType;
-    out.writeUInt16BE(this.#rtxSequenceNumber, 2);
-    out.writeUInt32BE(rtx.ssrc, 8);
-    const sequenceAt = this.#transportWideId === undefined ? undefined : extensionElementAt(out, headerLength, this.#transportWideId);
-    // Numbered in the order packets leave, like media: behind what the pacer holds, if it holds any.
-    const congestion = sequenceAt === undefined ? undefined : transportCongestion(stream.transport);
-    const at = congestion ? congestion.pacer.reserve(size, paced ? congestion.pacingRateBps() : undefined) : 0;
-    if (congestion && sequenceAt !== undefined) out.writeUInt16BE(congestion.send(size, at), sequenceAt);
-    const index = this.#rtxRolloverCounter * 0x10000 + this.#rtxSequenceNumber;
-    protector.protect(rtx.ssrc, [{ packet: out, headerLength, payload, index }]);
-    this.#rtxSequenceNumber = (this.#rtxSequenceNumber + 1) & 0xffff;
-    if (this.#rtxSequenceNumber === 0) this.#rtxRolloverCounter = (this.#rtxRolloverCounter + 1) >>> 0;
-    const pacer = congestion?.pacer;
-    if (pacer && (at > this.#now() || pacer.queued > 0)) pacer.dispatch(at, out, this.#writeLater);
-    else this.#writeLater(out);
-    return size;
+    return rollover * 0x10000 + sequenceNumber;
   }
 
   /**
@@ -617,13 +542,13 @@ export class RtpTrackSender {
   #sendPadding(): number {
     const stream = this.#closed ? undefined : this.#stream;
     const history = this.#history;
-    const rtx = this.#rtx();
+    const rtx = this.#rtx.stream();
     if (stream === undefined || history === undefined || rtx === undefined) return 0;
     for (let tries = 0; tries < 32; tries++) {
       this.#paddingBack = (this.#paddingBack + 1) % 32;
       const sequenceNumber = (this.#sequenceNumber - 1 - this.#paddingBack) & 0xffff;
       const packet = history.get(sequenceNumber);
-      if (packet !== undefined) return this.#sendRtx(stream, packet, sequenceNumber, rtx, false);
+      if (packet !== undefined) return this.#rtx.send(stream, rtx, packet, sequenceNumber, this.#srtpIndexOf(sequenceNumber), false);
     }
     return 0;
   }

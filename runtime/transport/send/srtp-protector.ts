@@ -11,6 +11,7 @@
  */
 
 import { createCipheriv, createDecipheriv, createHmac } from 'node:crypto';
+import type { RTCDtlsTransport } from 'werift';
 
 /** werift's `SrtpProfile` numbers (DTLS-SRTP protection profile ids, RFC 5764 / RFC 7714). */
 export const SRTP_AES128_CM_HMAC_SHA1_80 = 1;
@@ -24,6 +25,13 @@ export interface UnprotectedPacket {
   readonly payload: Buffer;
   /** 48-bit SRTP packet index: rollover counter × 65536 + sequence number. */
   readonly index: number;
+}
+
+/** What one DTLS-SRTP association gives the send path (werift's transport, its SRTP session, our protector); replaced if werift replaces it. */
+export interface SrtpStream {
+  readonly transport: RTCDtlsTransport;
+  readonly srtp: object;
+  readonly protector: SrtpProtector;
 }
 
 export interface SrtpProtector {
