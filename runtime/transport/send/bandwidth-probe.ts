@@ -9,8 +9,8 @@
  * (the encoder sends near it) and is below the connection's ceiling, the sender adds padding for
  * a short cluster — its total rate `factor` × the estimate over `durationMs` — and reads the
  * cluster's feedback: if the receiver got the cluster's packets as fast as they were sent, the
- * path carries at least that rate; if they arrived slower, the link is full and its rate is what
- * came through (taken at 95 %). Either way an estimate below that rate jumps to it.
+ * path carries at least that rate and an estimate below it jumps to it; if they arrived slower,
+ * the link is full and the estimate stays (the caller's rule, transport-feedback.ts).
  *
  * The padding is RTX copies of recent media packets ("payload padding", as libwebrtc sends when
  * RTX is negotiated): the receiver drops them as duplicates, counts them in its transport-wide
@@ -43,10 +43,8 @@ export interface ProbeRules {
   readonly afterDecreaseMs: number;
   /** A cluster whose feedback has not all come back by then is given up, ms. */
   readonly timeoutMs: number;
-  /** Received at under this share of the send rate: the link is full, its rate what came through. */
+  /** Received at under this share of the send rate: the link is full. */
   readonly saturatedBelow: number;
-  /** A full link's rate is taken at this share of what came through. */
-  readonly saturatedUse: number;
   /** Received faster than this × the send rate: arrivals bunched (a stall let them out together), no result. */
   readonly maxReceiveRatio: number;
   /** Share of the cluster's packets that must be reported received for a result. */
@@ -66,7 +64,6 @@ export const PROBE_RULES: ProbeRules = {
   afterDecreaseMs: 1_500,
   timeoutMs: 1_000,
   saturatedBelow: 0.9,
-  saturatedUse: 0.95,
   maxReceiveRatio: 2,
   minReceivedShare: 0.8,
   packetBytes: 1_200,
@@ -88,7 +85,7 @@ export interface ProbePacket {
 }
 
 export interface ClusterResult {
-  /** What the path can carry by this cluster, bit/s: min(send, receive), or 95 % of the receive rate when saturated. */
+  /** What got through, bit/s: min(send, receive); when saturated, the receive rate (the full link's). */
   readonly bps: number | undefined;
   readonly sendBps: number | undefined;
   readonly receiveBps: number | undefined;
@@ -136,7 +133,7 @@ export function evaluateCluster(packets: readonly ProbePacket[], rules: ProbeRul
   const receiveBps = ((receivedBytes - firstArrivalBytes) * 8 * 1000) / receiveSpan;
   if (receiveBps > rules.maxReceiveRatio * sendBps) return { ...none, sendBps, receiveBps };
   const saturated = receiveBps < rules.saturatedBelow * sendBps;
-  return { bps: saturated ? rules.saturatedUse * receiveBps : Math.min(sendBps, receiveBps), sendBps, receiveBps, saturated };
+  return { bps: saturated ? receiveBps : Math.min(sendBps, receiveBps), sendBps, receiveBps, saturated };
 }
 
 /** When the next probe may go, and at what rate. */
