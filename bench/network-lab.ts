@@ -31,8 +31,9 @@
  * downlink counters (bytes offered to it, delivered by it, dropped at its queue) and the receiver's
  * inbound-rtp are sampled. Per run: delivered Mbit/s, decoded fps, latency (emit → decoded at the
  * receiver, read from the frame stamp, p50/p95), frozen time (the sum of gaps > 200 ms between
- * decoded frames), and for cap-step, per phase, the share of 1 s windows in which the sender
- * offered no more than the cap (+5 %) and the seconds after the 4 → 1 step until it stayed there.
+ * decoded frames) and the longest gap, and for cap-step, per phase, the share of 1 s windows in
+ * which the sender offered no more than the cap (+5 %), the seconds after the 4 → 1 step until it
+ * stayed there and after the lift until it delivered 80 % of 4 Mbit/s (and of its first phase).
  * Rounds interleave the senders. The picture is `grain` by default (fresh noise: the rate control
  * spends its whole budget, so the cap binds).
  */
@@ -288,6 +289,8 @@ interface RunFigures {
   readonly latencyP50: number;
   readonly latencyP95: number;
   readonly frozenMs: number;
+  /** The longest gap between decoded frames, ms. */
+  readonly longestGapMs: number;
   readonly stampsRead: number;
   readonly misread: number;
   readonly dropped: { readonly random: number; readonly burst: number; readonly queue: number };
@@ -314,6 +317,19 @@ function frozenMs(times: readonly number[], from: number, to: number): number {
   }
   if (to - previous > FREEZE_MS) frozen += to - previous;
   return frozen;
+}
+
+/** The longest gap between decoded frames in [from, to) (edges count as frames). */
+function longestGapMs(times: readonly number[], from: number, to: number): number {
+  let previous = from;
+  let longest = 0;
+  for (const t of times) {
+    if (t < from) continue;
+    if (t >= to) break;
+    longest = Math.max(longest, t - previous);
+    previous = t;
+  }
+  return Math.max(longest, to - previous);
 }
 
 function latenciesIn(rig: Rig, frames: readonly DecodedFrame[], from: number, to: number): { values: number[]; misread: number } {
@@ -416,6 +432,7 @@ async function measureOnce(sender: SenderName, scenario: Scenario): Promise<RunF
       latencyP50: percentile(values, 0.5),
       latencyP95: percentile(values, 0.95),
       frozenMs: frozenMs(times, start, end),
+      longestGapMs: longestGapMs(times, start, end),
       stampsRead: values.length,
       misread,
       dropped: { random: down.droppedRandom, burst: down.droppedBurst, queue: down.droppedQueue },
@@ -472,7 +489,16 @@ async function main(): Promise<void> {
     }
   }
   process.stdout.write('\nmedian (min–max) over rounds\n');
-  const header = ['scenario', 'sender', 'delivered Mbit/s', 'decoded fps', 'latency p50 ms', 'latency p95 ms', 'frozen ms'];
+  const header = [
+    'scenario',
+    'sender',
+    'delivered Mbit/s',
+    'decoded fps',
+    'latency p50 ms',
+    'latency p95 ms',
+    'frozen ms',
+    'longest gap ms',
+  ];
   process.stdout.write(`\n| ${header.join(' | ')} |\n|${header.map(() => '---').join('|')}|\n`);
   for (const scenario of scenarios) {
     for (const sender of senders) {
@@ -484,7 +510,7 @@ async function main(): Promise<void> {
         )} | ${spread(
           runs.map((r) => r.fps),
           1,
-        )} | ${spread(runs.map((r) => r.latencyP50))} | ${spread(runs.map((r) => r.latencyP95))} | ${spread(runs.map((r) => r.frozenMs))} |\n`,
+        )} | ${spread(runs.map((r) => r.latencyP50))} | ${spread(runs.map((r) => r.latencyP95))} | ${spread(runs.map((r) => r.frozenMs))} | ${spread(runs.map((r) => r.longestGapMs))} |\n`,
       );
     }
   }
