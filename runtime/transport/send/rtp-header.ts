@@ -20,7 +20,37 @@ export const PLAYOUT_DELAY_PAYLOAD: Record<LatencyMode, Buffer> = {
 };
 
 /**
- * The smooth mode's playout delay for a stream whose receiver reports loss, on a path of `rttMs`:
+ * The lowest of the RTTs noted over the last `windowMs` (15 s; 1 s buckets): the path's own RTT,
+ * without the queue a congested bottleneck adds (which the congestion controller drains; waiting
+ * for it in the receiver's buffer would only add latency).
+ */
+export class BaseRtt {
+  readonly #windowMs: number;
+  readonly #buckets: Array<{ at: number; minMs: number }> = [];
+
+  constructor(windowMs = 15_000) {
+    this.#windowMs = windowMs;
+  }
+
+  /** Notes an RTT at `nowMs` (undefined: none known yet); returns the base RTT, ms, or undefined. */
+  note(nowMs: number, rttMs: number | undefined): number | undefined {
+    const buckets = this.#buckets;
+    while (buckets.length > 0 && buckets[0]!.at <= nowMs - this.#windowMs) buckets.shift();
+    if (rttMs !== undefined && rttMs > 0) {
+      const at = Math.floor(nowMs / 1000) * 1000;
+      const last = buckets.at(-1);
+      if (last?.at === at) last.minMs = Math.min(last.minMs, rttMs);
+      else buckets.push({ at, minMs: rttMs });
+    }
+    let base: number | undefined;
+    for (const bucket of buckets) base = base === undefined ? bucket.minMs : Math.min(base, bucket.minMs);
+    return base;
+  }
+}
+
+/**
+ * The smooth mode's playout delay for a stream whose receiver reports loss, on a path whose base
+ * RTT (`BaseRtt`: without a bottleneck's queue) is `rttMs`:
  * a lost packet is repaired one RTT (and a little) after it was due, and a receiver whose jitter
  * buffer is shorter than that renders the frame late — a freeze for every loss. libwebrtc's
  * receiver does not add the RTT to its buffer by itself (its target stayed ~12 ms at 200 ms RTT,

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { SrtpSession, type RTCRtpTransceiver } from 'werift';
-import { ntpTimestamp } from './rtp-header.ts';
+import { BaseRtt, ntpTimestamp } from './rtp-header.ts';
 import { RtpTrackSender } from './rtp-track-sender.ts';
 import { SRTP_AEAD_AES_128_GCM, SRTP_AES128_CM_HMAC_SHA1_80 } from './srtp-protector.ts';
 import { TRANSPORT_WIDE_CC_URI } from './transport-feedback.ts';
@@ -224,26 +224,44 @@ describe('RtpTrackSender packets on the wire (pooled: the send history slab, one
     });
 
     it('in smooth mode, asks for a playout delay that covers a repair once a long path reports loss, and forgets it 10 s later', () => {
-      const { sender, wire, nack, setRtt, advance } = connectedSender(profile, { latency: 'smooth' });
-      const delayOfNextFrame = (timestamp: number): string => {
-        wire.length = 0;
-        sender.sendFrame([Buffer.alloc(500, 1)], timestamp);
-        const payload = extensionsOf(wire[0]!).get(4)!;
+      const delayOf = (wire: Buffer[]): string => {
+        const payload = extensionsOf(wire.at(-1)!).get(4)!;
         const min = ((payload[0]! << 4) | (payload[1]! >> 4)) * 10;
         const max = (((payload[1]! & 0x0f) << 8) | payload[2]!) * 10;
         return `${min}/${max}`;
       };
-      expect(delayOfNextFrame(0)).toBe('0/200');
-      setRtt(0.06); // a short path: a repair lands in time anyway
-      nack([seqOf(wire[0]!)]);
-      expect(delayOfNextFrame(3000)).toBe('0/200');
+      // A short path: a repair lands in time anyway.
+      const short = connectedSender(profile, { latency: 'smooth' });
+      short.setRtt(0.06);
+      short.sender.sendFrame([Buffer.alloc(500, 1)], 0);
+      short.nack([seqOf(short.wire[0]!)]);
+      short.sender.sendFrame([Buffer.alloc(500, 1)], 3000);
+      expect(delayOf(short.wire)).toBe('0/200');
+      // A 200 ms path.
+      const { sender, wire, nack, setRtt, advance } = connectedSender(profile, { latency: 'smooth' });
       setRtt(0.2);
+      sender.sendFrame([Buffer.alloc(500, 1)], 0);
+      expect(delayOf(wire)).toBe('0/200'); // no loss reported yet
       nack([seqOf(wire[0]!)]);
-      expect(delayOfNextFrame(6000)).toBe('270/370'); // 1.25 × 200 + 20
+      sender.sendFrame([Buffer.alloc(500, 1)], 3000);
+      expect(delayOf(wire)).toBe('270/370'); // 1.25 × 200 + 20
+      // A bottleneck's queue inflates the RTT: the base RTT (the lowest over 15 s) still rules.
       setRtt(0.5);
-      expect(delayOfNextFrame(9000)).toBe('400/500'); // at most 400
+      advance(1_000);
+      sender.sendFrame([Buffer.alloc(500, 1)], 6000);
+      expect(delayOf(wire)).toBe('270/370');
+      // 10 s without a NACK: the plain bounds again.
       advance(10_001);
-      expect(delayOfNextFrame(12000)).toBe('0/200');
+      sender.sendFrame([Buffer.alloc(500, 1)], 9000);
+      expect(delayOf(wire)).toBe('0/200');
+    });
+
+    it('takes the base RTT as the lowest over 15 s, so a longer path is learnt', () => {
+      const base = new BaseRtt();
+      expect(base.note(0, undefined)).toBeUndefined();
+      expect(base.note(0, 200)).toBe(200);
+      expect(base.note(5_000, 450)).toBe(200);
+      expect(base.note(16_000, 450)).toBe(450); // the 200 ms sample is older than 15 s
     });
 
     it('sends exactly the frame’s packets when the reused batch is longer than the frame', () => {

@@ -71,6 +71,7 @@ import {
   PLAYOUT_DELAY_PAYLOAD,
   playoutDelayPayload,
   smoothPlayoutDelay,
+  BaseRtt,
   SDES_MID_URI,
   type ExtensionBlock,
 } from './rtp-header.ts';
@@ -169,6 +170,8 @@ export class RtpTrackSender {
   readonly #extensionBlocks = new Map<string, ExtensionBlock | undefined>();
   /** When the receiver last reported a loss (a NACK), ms of the clock: smooth mode's delay follows it. */
   #lossReportedAtMs = -Infinity;
+  /** The path's RTT without a bottleneck's queue (the lowest over 15 s). */
+  readonly #baseRtt = new BaseRtt();
   /** The transport-wide sequence number's extension id, when negotiated (every packet carries it). */
   readonly #transportWideId: number | undefined;
   /** The block of every packet after a frame's first: the transport-wide sequence number alone. */
@@ -427,14 +430,17 @@ export class RtpTrackSender {
   /**
    * A frame's first packet's extensions: the latency mode's playout delay, or in smooth mode on a
    * long path whose receiver reported loss in the last 10 s, a minimum that covers a repair
-   * (rtp-header.ts, `smoothPlayoutDelay`; the RTT from receiver reports).
+   * (rtp-header.ts, `smoothPlayoutDelay`; the base RTT: the lowest from receiver reports over 15 s).
    */
   #firstExtensionBlock(mode: LatencyMode): ExtensionBlock | undefined {
     let key: string = mode;
     let payload = PLAYOUT_DELAY_PAYLOAD[mode];
-    if (mode === 'smooth' && this.#now() - this.#lossReportedAtMs < LOSS_MEMORY_MS) {
-      const rtt = this.#counters.rtt;
-      const delay = smoothPlayoutDelay(rtt === undefined ? undefined : rtt * 1000);
+    const now = this.#now();
+    const rtt = this.#counters.rtt;
+    // Noted every frame, so the base is known before a congested queue inflates the RTT.
+    const baseRttMs = this.#baseRtt.note(now, rtt === undefined ? undefined : rtt * 1000);
+    if (mode === 'smooth' && now - this.#lossReportedAtMs < LOSS_MEMORY_MS) {
+      const delay = smoothPlayoutDelay(baseRttMs);
       if (delay !== undefined) {
         key = `smooth:${delay.minMs}:${delay.maxMs}`;
         payload = playoutDelayPayload(delay.minMs, delay.maxMs);
