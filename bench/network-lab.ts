@@ -7,8 +7,9 @@
  *   cap-step  the downlink capped at 4 → 1 → 4 Mbit/s (steps at 10 s and 25 s; 200 ms queue, tail drop)
  *   loss2     2 % random loss each way, 20 ms each way (40 ms RTT)
  *   burst5    5 % bursty loss each way (Gilbert–Elliott, mean burst 3 datagrams), 20 ms each way
- *   loss2-rtt200  2 % random loss each way, 100 ms each way (200 ms RTT: where a NACK's repair
- *             may come too late for the jitter buffer, and forward error correction would pay)
+ *   loss2-rtt200  2 % random loss each way on a path of 100 ms each way (200 ms RTT from the
+ *             connection's start; the loss from the scenario's): where a NACK's repair may come
+ *             too late for the receiver's jitter buffer, and forward error correction would pay
  * Senders:
  *   ours      an Arclight runtime (in this process) with a stamped model, to our Node client through
  *             the lab's signalling proxy (VP8: wrtc has no H.264; the runtime's VP8 keeps its
@@ -96,6 +97,8 @@ interface Scenario {
   readonly durationMs: number;
   readonly steps: readonly ScheduleStep[];
   readonly capPhases?: readonly CapPhase[];
+  /** A path property, there from before the first frame (the warm-up included), ms each way. */
+  readonly pathDelayMs?: number;
 }
 
 const BURST = burstLoss({ meanLossPercent: 5, meanBurst: 3 });
@@ -126,6 +129,7 @@ const SCENARIOS: readonly Scenario[] = [
     name: 'loss2-rtt200',
     label: '2 % random loss each way, 200 ms RTT',
     durationMs: SECONDS_MS,
+    pathDelayMs: 100,
     steps: [{ at: 0, down: { lossPercent: 2, delayMs: 100 }, up: { lossPercent: 2, delayMs: 100 } }],
   },
   {
@@ -357,6 +361,8 @@ async function measureOnce(sender: SenderName, scenario: Scenario): Promise<RunF
   );
   let rig: Rig | undefined;
   try {
+    // A long path is long from the start: the sender learns its RTT before the loss begins.
+    if (scenario.pathDelayMs !== undefined) lab.set({ down: { delayMs: scenario.pathDelayMs }, up: { delayMs: scenario.pathDelayMs } });
     rig = await startRig(sender, lab, net);
     const started = rig;
     const deadline = Date.now() + 20_000;
