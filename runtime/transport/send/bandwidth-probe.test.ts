@@ -62,6 +62,25 @@ describe('ProbeScheduler', () => {
     expect(scheduler.due(1_000 + PROBE_RULES.intervalMs - 1, state)).toBeUndefined();
     expect(scheduler.due(1_000 + PROBE_RULES.intervalMs, state)).toBe(2_000_000);
   });
+
+  it('backs off while the link stays full: the interval doubles per saturated probe in a row, up to the cap', () => {
+    const scheduler = new ProbeScheduler();
+    let now = 0;
+    const gaps: number[] = [];
+    scheduler.due(now, state);
+    for (let i = 0; i < 4; i++) {
+      scheduler.finished(now, 'saturated');
+      const from = now;
+      while (scheduler.due(now, state) === undefined) now += 100; // due() starts the next probe
+      gaps.push(now - from);
+    }
+    expect(gaps).toEqual([2_000, 4_000, 4_000, 4_000]);
+    // A probe that raises the estimate resets it.
+    scheduler.finished(now, 'raised');
+    scheduler.due(now + PROBE_RULES.afterRaiseMs, state);
+    scheduler.finished(now + PROBE_RULES.afterRaiseMs, 'saturated');
+    expect(scheduler.due(now + PROBE_RULES.afterRaiseMs + PROBE_RULES.intervalMs, state)).toBe(2_000_000);
+  });
 });
 
 /**

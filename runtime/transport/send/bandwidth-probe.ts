@@ -35,8 +35,13 @@ export interface ProbeRules {
   readonly durationMs: number;
   /** Fewest padding packets in a cluster; fewer received → no result. */
   readonly minPackets: number;
-  /** Between probes, ms, once one found nothing more. */
+  /**
+   * Between probes, ms, once one found nothing more; doubled after each probe in a row that found
+   * the link full, up to `maxIntervalMs` (a link that stays narrow is not probed every few seconds:
+   * each probe queues ~60 ms at it).
+   */
   readonly intervalMs: number;
+  readonly maxIntervalMs: number;
   /** After a probe that raised the estimate, the next one, ms (keep climbing while the link allows). */
   readonly afterRaiseMs: number;
   /** No probe within this of a decrease: the path just said no, ms. */
@@ -59,7 +64,8 @@ export const PROBE_RULES: ProbeRules = {
   factor: 2,
   durationMs: 60,
   minPackets: 5,
-  intervalMs: 3_000,
+  intervalMs: 2_000,
+  maxIntervalMs: 4_000,
   afterRaiseMs: 500,
   afterDecreaseMs: 1_500,
   timeoutMs: 1_000,
@@ -141,6 +147,8 @@ export class ProbeScheduler {
   readonly #rules: ProbeRules;
   #nextAtMs = -Infinity;
   #inFlight = false;
+  /** Probes in a row that found the link full. */
+  #saturatedInARow = 0;
 
   constructor(rules: ProbeRules = PROBE_RULES) {
     this.#rules = rules;
@@ -171,7 +179,16 @@ export class ProbeScheduler {
 
   /** The probe that started ended so; the next waits accordingly. */
   finished(nowMs: number, outcome: ProbeOutcome): void {
+    const rules = this.#rules;
     this.#inFlight = false;
-    this.#nextAtMs = nowMs + (outcome === 'raised' ? this.#rules.afterRaiseMs : this.#rules.intervalMs);
+    if (outcome === 'raised') {
+      this.#saturatedInARow = 0;
+      this.#nextAtMs = nowMs + rules.afterRaiseMs;
+      return;
+    }
+    if (outcome === 'saturated') this.#saturatedInARow++;
+    else this.#saturatedInARow = 0;
+    const backoff = 2 ** Math.max(0, this.#saturatedInARow - 1);
+    this.#nextAtMs = nowMs + Math.min(rules.maxIntervalMs, rules.intervalMs * backoff);
   }
 }
