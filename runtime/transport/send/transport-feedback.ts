@@ -7,6 +7,11 @@
  *
  * werift parses the feedback's chunks and deltas; its own `packetResults` skips status-vector
  * chunks (Chromium sends them whenever statuses mix), so the statuses are walked here.
+ *
+ * The connection's state also runs its bandwidth probes (bandwidth-probe.ts decides when and how
+ * a cluster reads) and shares its estimate among its video tracks. ~460 lines: the feedback
+ * walk, the send history, pacing, probes and shares all key on the connection's one transport-wide
+ * sequence; the next to move out, if it grows, is the probe's run (start, pad, end).
  */
 
 import { evaluateCluster, ProbeScheduler, type ProbeOutcome, type ProbePacket, type ProbeRules } from './bandwidth-probe.ts';
