@@ -66,8 +66,9 @@ describe('one connection estimate, several video tracks', () => {
       host: LOOPBACK,
       ice: { hostAddresses: [LOOPBACK] },
       playground: false,
-      // A floor under both shares, so neither target is held at the default 500 kbit/s floor.
-      video: { minBitrateKbps: 100 },
+      // The lowest floor allowed, under both shares, so neither target is held at the default
+      // 500 kbit/s floor.
+      video: { minBitrateKbps: 50 },
     });
     cleanups.push(() => runtime.close());
     const lab = await NetworkLab.start({ clientSideAddress: LOOPBACK, random: seededRandom(2025) });
@@ -86,12 +87,15 @@ describe('one connection estimate, several video tracks', () => {
       samples.push(await targetsKbps(runtime));
       await sleep(250);
     }
+    // Samples where a target sits at a bound say nothing of the share (a loaded machine's estimate
+    // can dip that low for a moment).
     const ratios = samples
+      .filter((s) => (s.thumb_video ?? 0) > 55 && (s.main_video ?? Infinity) < 2000)
       .map((s) => (s.main_video ?? NaN) / (s.thumb_video ?? NaN))
       .filter(Number.isFinite)
       .sort((a, b) => a - b);
     const detail = JSON.stringify(samples);
-    expect(ratios.length, detail).toBeGreaterThan(8);
+    expect(ratios.length, detail).toBeGreaterThan(4);
     const median = ratios[Math.floor(ratios.length / 2)]!;
     // 4 : 1 by weight; each target moves in steps (5 % hysteresis, VP8 reopened for ≥ 15 %).
     expect(median, detail).toBeGreaterThan(3);
