@@ -46,8 +46,11 @@ export class RtxSender {
   #sequenceNumber = Math.floor(Math.random() * 0x10000);
   /** SRTP rollover counter of the RTX stream. */
   #rolloverCounter = 0;
-  /** The RTX payload type found for a codec (looked up when the codec changes). */
-  #for: { readonly codec: object; readonly payloadType: number | undefined } | undefined;
+  /**
+   * The RTX stream found for a codec and the sender's RTX SSRC (looked up again when either
+   * changes): asked for on every frame, so nothing is allocated when they have not.
+   */
+  #for: { readonly codec: object; readonly ssrc: number | undefined; readonly stream: RtxStream | undefined } | undefined;
 
   constructor(transceiver: RTCRtpTransceiver, options: RtxSenderOptions) {
     this.#transceiver = transceiver;
@@ -63,15 +66,14 @@ export class RtxSender {
     const sender = this.#transceiver.sender;
     const codec = sender.codec;
     if (codec === undefined) return undefined;
-    if (this.#for?.codec !== codec) {
-      const rtx = this.#transceiver.codecs.find(
-        (c) => c.mimeType.toLowerCase().endsWith('/rtx') && aptOf(c.parameters) === codec.payloadType,
-      );
-      this.#for = { codec, payloadType: rtx?.payloadType };
-    }
-    const payloadType = this.#for.payloadType;
     const ssrc = (sender as unknown as { rtxSsrc?: number }).rtxSsrc;
-    return payloadType === undefined || ssrc === undefined ? undefined : { payloadType, ssrc };
+    if (this.#for?.codec !== codec || this.#for.ssrc !== ssrc) {
+      const payloadType = this.#transceiver.codecs.find(
+        (c) => c.mimeType.toLowerCase().endsWith('/rtx') && aptOf(c.parameters) === codec.payloadType,
+      )?.payloadType;
+      this.#for = { codec, ssrc, stream: payloadType === undefined || ssrc === undefined ? undefined : { payloadType, ssrc } };
+    }
+    return this.#for.stream;
   }
 
   /**
