@@ -12,6 +12,8 @@
  */
 
 import { drawFrameStamp, I420Canvas, rgbToYuv, type Yuv } from '../../models/examples/shared/i420-canvas.ts';
+// The seeded PRNG (mulberry32) the network lab's loss draws on: every run draws the same noise.
+import { seededRandom as random } from '../../test/support/network-lab/clock.ts';
 
 export type Picture = 'pattern' | 'grain';
 
@@ -32,18 +34,6 @@ const SPEED = 4;
 /** Where the stamp sits at each size: where `pattern` puts it at 720p, scaled with the frame. */
 export function stampPosition(width: number, height: number): { x: number; y: number } {
   return { x: 2 * Math.round((40 * width) / 1280 / 2), y: 2 * Math.round((280 * height) / 720 / 2) };
-}
-
-/** Small deterministic PRNG (mulberry32), so every run draws the same noise. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 export class PictureDrawer {

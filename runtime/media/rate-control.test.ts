@@ -13,6 +13,7 @@ import { ENCODER_BACKEND_CANDIDATES } from './encoder-backends.ts';
 import { FfmpegVideoEncoder, REOPEN_HOLD_S, REOPEN_MIN_INTERVAL_S } from './ffmpeg-video-encoder.ts';
 import { openStreamEncoder } from './video-encoder-factory.ts';
 import type { EncoderBackend, H264Profile, StreamVideoEncoder } from './video-encoder.ts';
+import { seededRandom as random } from '../../test/support/network-lab/clock.ts';
 
 const WIDTH = 640;
 const HEIGHT = 360;
@@ -26,18 +27,6 @@ function backend(name: string): EncoderBackend {
     .find((c) => c.backend.name === name);
   if (!found) throw new Error(`no ${name} candidate`);
   return found.backend;
-}
-
-/** mulberry32: the same noise every run. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** How much noise: ± around mid-grey in luma and in chroma. */
@@ -95,6 +84,38 @@ async function open(name: string, kbps: number, profile?: H264Profile): Promise<
   });
 }
 
+/** Feeds an encoder fresh noise, frame i at i / FPS s; notes which frames came out keyframes. */
+class NoiseFeed {
+  readonly keyframes: number[] = [];
+  readonly #encoder: StreamVideoEncoder;
+  readonly #noise: NoiseFrames;
+  #next = 0;
+
+  constructor(encoder: StreamVideoEncoder, level: Noise) {
+    this.#encoder = encoder;
+    this.#noise = new NoiseFrames(level);
+  }
+
+  /** Encodes the next frame; its bytes. */
+  async encodeOne(): Promise<number> {
+    const i = this.#next++;
+    const out = await this.#encoder.encode({
+      width: WIDTH,
+      height: HEIGHT,
+      format: 'i420',
+      data: this.#noise.next(),
+      timestampUs: Math.round((i * 1e6) / FPS),
+    });
+    if (out.some((unit) => unit.keyframe)) this.keyframes.push(i);
+    return out.reduce((n, unit) => n + unit.data.byteLength, 0);
+  }
+
+  /** Encodes frames until frame `end` (exclusive) is next. */
+  async encodeUntil(end: number): Promise<void> {
+    while (this.#next < end) await this.encodeOne();
+  }
+}
+
 /** Encodes `frames` noise frames; `before(i)` runs ahead of frame i. Bytes per frame. */
 async function encodeNoise(
   encoder: StreamVideoEncoder,
@@ -102,18 +123,11 @@ async function encodeNoise(
   frames: number,
   before?: (i: number) => void,
 ): Promise<number[]> {
-  const noise = new NoiseFrames(noiseLevel);
+  const feed = new NoiseFeed(encoder, noiseLevel);
   const bytes: number[] = [];
   for (let i = 0; i < frames; i++) {
     before?.(i);
-    const out = await encoder.encode({
-      width: WIDTH,
-      height: HEIGHT,
-      format: 'i420',
-      data: noise.next(),
-      timestampUs: Math.round((i * 1e6) / FPS),
-    });
-    bytes.push(out.reduce((n, unit) => n + unit.data.byteLength, 0));
+    bytes.push(await feed.encodeOne());
   }
   return bytes;
 }
@@ -193,35 +207,23 @@ describe('setBitrate reaches the running encoder for every codec', () => {
     try {
       expect(encoder).toBeInstanceOf(FfmpegVideoEncoder);
       const vp8 = encoder as FfmpegVideoEncoder;
-      const keyframes: number[] = [];
-      const noise = new NoiseFrames(GRAIN);
-      const encodeOne = async (i: number): Promise<void> => {
-        const out = await vp8.encode({
-          width: WIDTH,
-          height: HEIGHT,
-          format: 'i420',
-          data: noise.next(),
-          timestampUs: Math.round((i * 1e6) / FPS),
-        });
-        if (out.some((u) => u.keyframe)) keyframes.push(i);
-      };
-      let i = 0;
-      for (; i < 10; i++) await encodeOne(i);
+      const feed = new NoiseFeed(vp8, GRAIN);
+      await feed.encodeUntil(10);
       vp8.setBitrate(560); // −7 %: held
-      for (; i < 20; i++) await encodeOne(i);
+      await feed.encodeUntil(20);
       expect(vp8.reopens).toBe(0);
-      expect(keyframes).toEqual([0]);
+      expect(feed.keyframes).toEqual([0]);
       vp8.requestKeyframe(); // a keyframe is coming anyway: the held change rides on it
-      await encodeOne(i++);
+      await feed.encodeOne();
       expect(vp8.reopens).toBe(1);
-      expect(keyframes).toEqual([0, 20]);
+      expect(feed.keyframes).toEqual([0, 20]);
       vp8.setBitrate(600); // +7 %, and no keyframe asked for: applied after REOPEN_HOLD_S
       const hold = REOPEN_HOLD_S * FPS;
-      for (let k = 0; k < hold; k++) await encodeOne(i++);
+      await feed.encodeUntil(21 + hold);
       expect(vp8.reopens).toBe(1);
-      await encodeOne(i++);
+      await feed.encodeOne();
       expect(vp8.reopens).toBe(2);
-      expect(keyframes).toEqual([0, 20, 21 + hold]);
+      expect(feed.keyframes).toEqual([0, 20, 21 + hold]);
     } finally {
       encoder.close();
     }
@@ -233,21 +235,9 @@ describe('setBitrate reaches the running encoder for every codec', () => {
     async () => {
       const vp8 = (await open('libvpx', 600)) as FfmpegVideoEncoder;
       try {
-        const keyframes: number[] = [];
-        const noise = new NoiseFrames(GRAIN);
-        let i = 0;
-        const encodeUntil = async (end: number): Promise<void> => {
-          for (; i < end; i++) {
-            const out = await vp8.encode({
-              width: WIDTH,
-              height: HEIGHT,
-              format: 'i420',
-              data: noise.next(),
-              timestampUs: Math.round((i * 1e6) / FPS),
-            });
-            if (out.some((u) => u.keyframe)) keyframes.push(i);
-          }
-        };
+        const feed = new NoiseFeed(vp8, GRAIN);
+        const keyframes = feed.keyframes;
+        const encodeUntil = (end: number): Promise<void> => feed.encodeUntil(end);
         const interval = REOPEN_MIN_INTERVAL_S * FPS;
         await encodeUntil(interval + 10);
         vp8.setBitrate(400); // −33 %, the last open a second back: at once
