@@ -1,10 +1,10 @@
-import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { SrtpSession, type RTCRtpTransceiver } from 'werift';
+import type { RTCRtpTransceiver } from 'werift';
 import { BaseRtt, ntpTimestamp } from './rtp-header.ts';
 import { RtpTrackSender } from './rtp-track-sender.ts';
 import { SRTP_AEAD_AES_128_GCM, SRTP_AES128_CM_HMAC_SHA1_80 } from './srtp-protector.ts';
 import { TRANSPORT_WIDE_CC_URI } from './transport-feedback.ts';
+import { connectedTransport, extensionsOf, rtpHeaderLengthOf, senderCounters } from '../../../test/support/werift-sender-stand-in.ts';
 
 describe('ntpTimestamp', () => {
   it('is seconds since 1900 and a binary fraction of the second', () => {
@@ -60,40 +60,21 @@ describe('RtpTrackSender packets on the wire (pooled: the send history slab, one
     profile: number,
     { rtx = false, latency = 'realtime' }: { rtx?: boolean; latency?: 'realtime' | 'smooth' } = {},
   ) {
-    const keys = { localMasterKey: randomBytes(16), localMasterSalt: randomBytes(profile === SRTP_AEAD_AES_128_GCM ? 12 : 14) };
-    const keyed = { ...keys, remoteMasterKey: keys.localMasterKey, remoteMasterSalt: keys.localMasterSalt };
-    const srtp = new SrtpSession({ keys: keyed, profile: profile as 1 });
-    const receiver = new SrtpSession({ keys: keyed, profile: profile as 1 });
-    const wire: Buffer[] = [];
+    const { transport, wire, receiver } = connectedTransport(profile);
     let onNack: ((nack: { header: { length?: number }; lost: number[] }) => void) | undefined;
-    const connection = {
-      nominated: { protocol: {}, remoteAddr: ['192.0.2.1', 9] }, // not plain UDP: werift's path, i.e. `send`
-      canSendApplicationData: () => true,
-      send: (packet: Buffer) => {
-        wire.push(Buffer.from(packet)); // what left at that moment
-        return Promise.resolve();
-      },
-    };
     const transceiver = {
       sender: {
         kind: 'video',
         ssrc: 0x12345678,
         codec: { payloadType: 96, mimeType: 'video/H264' },
-        dtlsTransport: { state: 'connected', srtpStarted: true, srtp, iceTransport: { connection }, bytesSent: 0, packetsSent: 0 },
+        dtlsTransport: transport,
         onGenericNack: {
           subscribe: (listener: typeof onNack) => {
             onNack = listener;
             return { unSubscribe: () => {} };
           },
         },
-        rtcpRunning: true,
-        timestampOffset: 0,
-        octetCount: 0,
-        packetCount: 0,
-        headerBytesSent: 0,
-        retransmittedPacketsSent: 0,
-        retransmittedBytesSent: 0,
-        receiverEstimatedMaxBitrate: 0n,
+        ...senderCounters(),
       },
       headerExtensions: [
         { id: 4, uri: 'http://www.webrtc.org/experiments/rtp-hdrext/playout-delay' },
@@ -129,23 +110,6 @@ describe('RtpTrackSender packets on the wire (pooled: the send history slab, one
 
   const seqOf = (packet: Buffer): number => packet.readUInt16BE(2);
   const RTX_SSRC = 0x0badf00d;
-  /** An RTP packet's header length (fixed header, extension block). */
-  const headerLengthOf = (packet: Buffer): number => (packet[0]! & 0x10 ? 16 + packet.readUInt16BE(14) * 4 : 12);
-  /** The one-byte-form extension elements of an RTP packet, by id. */
-  const extensionsOf = (packet: Buffer): Map<number, Buffer> => {
-    const elements = new Map<number, Buffer>();
-    for (let at = 16; at < headerLengthOf(packet);) {
-      if (packet[at] === 0) {
-        at++;
-        continue;
-      }
-      const id = packet[at]! >> 4;
-      const length = (packet[at]! & 0x0f) + 1;
-      elements.set(id, packet.subarray(at + 1, at + 1 + length));
-      at += 1 + length;
-    }
-    return elements;
-  };
   const transportSeqOf = (packet: Buffer): number => extensionsOf(packet).get(3)!.readUInt16BE(0);
 
   describe.each([
@@ -213,9 +177,9 @@ describe('RtpTrackSender packets on the wire (pooled: the send history slab, one
         expect(ext.get(1)?.toString()).toBe(originalExt.get(1)?.toString());
         // Decrypted under the RTX SSRC: the original sequence number, then the original's payload.
         const decrypted = receiver.decrypt(Buffer.from(rtxPacket));
-        const payload = decrypted.subarray(headerLengthOf(rtxPacket));
+        const payload = decrypted.subarray(rtpHeaderLengthOf(rtxPacket));
         expect(payload.readUInt16BE(0)).toBe(seqOf(original));
-        const originalPayload = receiver.decrypt(Buffer.from(original)).subarray(headerLengthOf(original));
+        const originalPayload = receiver.decrypt(Buffer.from(original)).subarray(rtpHeaderLengthOf(original));
         expect(payload.subarray(2).equals(originalPayload)).toBe(true);
         expect(originalPayload.equals(Buffer.alloc(original === first[0] ? 1000 : 1002, 0xa1))).toBe(true);
       });

@@ -1,6 +1,5 @@
-import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { RtcpHeader, SrtpSession, TransportWideCC, type RTCRtpTransceiver } from 'werift';
+import { RtcpHeader, TransportWideCC, type RTCRtpTransceiver } from 'werift';
 import { RtpTrackSender } from './rtp-track-sender.ts';
 import { SRTP_AEAD_AES_128_GCM } from './srtp-protector.ts';
 import {
@@ -11,6 +10,7 @@ import {
   TransportSendHistory,
   type TransportWideFeedback,
 } from './transport-feedback.ts';
+import { connectedTransport, extensionsOf, senderCounters } from '../../../test/support/werift-sender-stand-in.ts';
 
 /** A transport-wide feedback packet's body (after the 4-byte RTCP header), parsed by werift as the runtime gets it. */
 function feedback(base: number, count: number, referenceTime: number, chunks: number[], deltas: Buffer): TransportWideFeedback {
@@ -91,20 +91,7 @@ describe('TransportCongestion', () => {
 
 describe('RtpTrackSender with transport-wide sequence numbers', () => {
   it('numbers every packet of every track of a connection from one counter, and feeds feedback to the connection', () => {
-    const keys = { localMasterKey: randomBytes(16), localMasterSalt: randomBytes(12) };
-    const keyed = { ...keys, remoteMasterKey: keys.localMasterKey, remoteMasterSalt: keys.localMasterSalt };
-    const srtp = new SrtpSession({ keys: keyed, profile: SRTP_AEAD_AES_128_GCM as 1 });
-    const receiver = new SrtpSession({ keys: keyed, profile: SRTP_AEAD_AES_128_GCM as 1 });
-    const wire: Buffer[] = [];
-    const connection = {
-      nominated: { protocol: {}, remoteAddr: ['192.0.2.1', 9] },
-      canSendApplicationData: () => true,
-      send: (packet: Buffer) => {
-        wire.push(Buffer.from(packet));
-        return Promise.resolve();
-      },
-    };
-    const transport = { state: 'connected', srtpStarted: true, srtp, iceTransport: { connection }, bytesSent: 0, packetsSent: 0 };
+    const { transport, wire, receiver } = connectedTransport(SRTP_AEAD_AES_128_GCM);
     const rtcpListeners: Array<(packet: unknown) => void> = [];
     const transceiver = (ssrc: number, mid: string) =>
       ({
@@ -120,14 +107,7 @@ describe('RtpTrackSender with transport-wide sequence numbers', () => {
               return { unSubscribe: () => {} };
             },
           },
-          rtcpRunning: true,
-          timestampOffset: 0,
-          octetCount: 0,
-          packetCount: 0,
-          headerBytesSent: 0,
-          retransmittedPacketsSent: 0,
-          retransmittedBytesSent: 0,
-          receiverEstimatedMaxBitrate: 0n,
+          ...senderCounters(),
         },
         headerExtensions: [
           { id: 4, uri: 'http://www.webrtc.org/experiments/rtp-hdrext/playout-delay' },
@@ -145,19 +125,7 @@ describe('RtpTrackSender with transport-wide sequence numbers', () => {
     const sequences = wire.map((packet) => {
       const clear = receiver.decrypt(Buffer.from(packet));
       expect(clear.readUInt16BE(12)).toBe(0xbede); // every packet has the one-byte extension block
-      const words = clear.readUInt16BE(14);
-      const elements = new Map<number, Buffer>();
-      for (let at = 16; at < 16 + words * 4;) {
-        const byte = clear[at]!;
-        if (byte === 0) {
-          at++;
-          continue;
-        }
-        const length = (byte & 0xf) + 1;
-        elements.set(byte >> 4, clear.subarray(at + 1, at + 1 + length));
-        at += 1 + length;
-      }
-      return elements.get(5)!.readUInt16BE(0);
+      return extensionsOf(clear).get(5)!.readUInt16BE(0);
     });
     for (let i = 1; i < sequences.length; i++) expect(sequences[i]).toBe((sequences[0]! + i) & 0xffff);
     // Feedback on any of the connection's senders reaches the connection's controller.
