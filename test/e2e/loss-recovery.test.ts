@@ -83,22 +83,33 @@ async function snapshot(runtime: Runtime, lab: NetworkLab): Promise<Snapshot> {
   };
 }
 
+/**
+ * A runtime streaming `grainModel` to our Node client through a network lab whose random draws
+ * start from `seed`, up to the first decoded frame; `beforeConnect` gets the lab first. All of it
+ * is closed after the test.
+ */
+async function streamThroughLab(seed: number, beforeConnect?: (lab: NetworkLab) => void) {
+  const runtime: Runtime = await startRuntime({
+    model: grainModel() as never,
+    port: 0,
+    host: LOOPBACK,
+    ice: { hostAddresses: [LOOPBACK] },
+    playground: false,
+  });
+  cleanups.push(() => runtime.close());
+  const lab = await NetworkLab.start({ clientSideAddress: LOOPBACK, random: seededRandom(seed) });
+  cleanups.push(() => lab.close());
+  beforeConnect?.(lab);
+  const ours = await connectArclightThroughLab(lab, runtime.url, { modelName: 'grain' });
+  cleanups.push(() => ours.close());
+  const video = await ours.video;
+  await waitUntil(() => video.frames.length > 0, 15_000, 'the first decoded frame');
+  return { runtime, lab, ours, video };
+}
+
 describe('loss recovery through the network lab', () => {
   it('keeps resends within the retransmission budget when a bottleneck drops most of the video', async () => {
-    const runtime: Runtime = await startRuntime({
-      model: grainModel() as never,
-      port: 0,
-      host: LOOPBACK,
-      ice: { hostAddresses: [LOOPBACK] },
-      playground: false,
-    });
-    cleanups.push(() => runtime.close());
-    const lab = await NetworkLab.start({ clientSideAddress: LOOPBACK, random: seededRandom(254) });
-    cleanups.push(() => lab.close());
-    const ours = await connectArclightThroughLab(lab, runtime.url, { modelName: 'grain' });
-    cleanups.push(() => ours.close());
-    const video = await ours.video;
-    await waitUntil(() => video.frames.length > 0, 15_000, 'the first decoded frame');
+    const { runtime, lab } = await streamThroughLab(254);
 
     lab.set({ down: { capMbps: CAP_MBPS, queueMs: 200 } });
     const before = await snapshot(runtime, lab); // the budget's rate window reaches back 1 s from `from`
@@ -132,31 +143,19 @@ describe('loss recovery through the network lab', () => {
   }, 60_000);
 
   it('repairs random loss with RTX (RFC 4588): resends on the RTX stream, none on the media stream, and the picture keeps on', async () => {
-    const runtime: Runtime = await startRuntime({
-      model: grainModel() as never,
-      port: 0,
-      host: LOOPBACK,
-      ice: { hostAddresses: [LOOPBACK] },
-      playground: false,
-    });
-    cleanups.push(() => runtime.close());
-    const lab = await NetworkLab.start({ clientSideAddress: LOOPBACK, random: seededRandom(4588) });
-    cleanups.push(() => lab.close());
     // Every datagram the runtime sends, as it enters the downlink (before the loss).
     const rtp: Array<{ ssrc: number; payloadType: number; sequenceNumber: number }> = [];
-    const down = lab.down.send.bind(lab.down);
-    lab.down.send = (datagram, bytes) => {
-      const data = datagram.data;
-      const payloadType = (data[1] ?? 0) & 0x7f;
-      // RTP (RFC 7983: first byte 128–191), not RTCP (payload types 64–95 under the marker bit).
-      if (data.length >= 12 && data[0]! >> 6 === 2 && (payloadType < 64 || payloadType > 95))
-        rtp.push({ ssrc: data.readUInt32BE(8), payloadType, sequenceNumber: data.readUInt16BE(2) });
-      down(datagram, bytes);
-    };
-    const ours = await connectArclightThroughLab(lab, runtime.url, { modelName: 'grain' });
-    cleanups.push(() => ours.close());
-    const video = await ours.video;
-    await waitUntil(() => video.frames.length > 0, 15_000, 'the first decoded frame');
+    const { runtime, lab, ours, video } = await streamThroughLab(4588, (lab) => {
+      const down = lab.down.send.bind(lab.down);
+      lab.down.send = (datagram, bytes) => {
+        const data = datagram.data;
+        const payloadType = (data[1] ?? 0) & 0x7f;
+        // RTP (RFC 7983: first byte 128–191), not RTCP (payload types 64–95 under the marker bit).
+        if (data.length >= 12 && data[0]! >> 6 === 2 && (payloadType < 64 || payloadType > 95))
+          rtp.push({ ssrc: data.readUInt32BE(8), payloadType, sequenceNumber: data.readUInt16BE(2) });
+        down(datagram, bytes);
+      };
+    });
     // The answer's RTX: `a=ssrc-group:FID <media> <rtx>` and `rtx/90000` with apt= the codec.
     const answer = ours.peer()!.remoteDescription!.sdp;
     const fid = /^a=ssrc-group:FID (\d+) (\d+)\r?$/m.exec(answer);
