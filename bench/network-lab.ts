@@ -80,6 +80,9 @@ const PICTURE = args.picture as Picture;
 const WARMUP_MS = Number(args.warmup) * 1000;
 const SECONDS_MS = Number(args.seconds) * 1000;
 const BITRATE_KBPS = args['bitrate-kbps'] === undefined ? undefined : Number(args['bitrate-kbps']);
+if (BITRATE_KBPS !== undefined && !(Number.isInteger(BITRATE_KBPS) && BITRATE_KBPS > 0)) {
+  throw new TypeError(`--bitrate-kbps must be a whole number of kbit/s above 0; got "${args['bitrate-kbps']}"`);
+}
 const LOOPBACK = '127.0.0.1';
 const FREEZE_MS = 200;
 

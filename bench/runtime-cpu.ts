@@ -608,35 +608,27 @@ async function openSweepSlot(host: string, config: SweepConfig, n: number): Prom
     if (recordingDir) rmSync(recordingDir, { recursive: true, force: true });
   };
   try {
+    // The Node client (VP8, decoded) connects once its slot exists; an RTP viewer is connected when opened.
+    let viewer: { received: () => Promise<Received>; codec: string; close: () => Promise<void>; connect: () => Promise<void> };
     if (config.viewer === 'node') {
-      const viewer = new Viewer(runtime.url);
-      const slot: SweepSlot = {
-        runtime,
-        received: viewer.received,
+      const node = new Viewer(runtime.url);
+      viewer = {
+        received: node.received,
         codec: 'VP8 (wrtc, decoded)',
-        close: async () => {
-          await viewer.close();
-          await cleanUp();
+        close: () => node.close(),
+        connect: async () => {
+          await node.client.connect(undefined, { autoResumeTracks: false });
+          node.client.resumeTrack('main_video');
         },
-        ...(recordingDir ? { recordingDir } : {}),
-        ...(events ? { events } : {}),
       };
-      try {
-        await viewer.client.connect(undefined, { autoResumeTracks: false });
-        viewer.client.resumeTrack('main_video');
-        await waitFrames(`sweep viewer ${n}`, viewer.received, 30, 30_000);
-      } catch (error) {
-        await slot.close();
-        throw error;
-      }
-      return slot;
+    } else {
+      const rtp = await openRtpViewer(runtime.url, host, config.viewer);
+      viewer = { received: async () => rtp.received(), codec: rtp.negotiated, close: () => rtp.close(), connect: async () => {} };
     }
-    const viewer = await openRtpViewer(runtime.url, host, config.viewer);
-    const received = async (): Promise<Received> => viewer.received();
     const slot: SweepSlot = {
       runtime,
-      received,
-      codec: viewer.negotiated,
+      received: viewer.received,
+      codec: viewer.codec,
       close: async () => {
         await viewer.close();
         await cleanUp();
@@ -645,7 +637,8 @@ async function openSweepSlot(host: string, config: SweepConfig, n: number): Prom
       ...(events ? { events } : {}),
     };
     try {
-      await waitFrames(`sweep viewer ${n}`, received, 30, 30_000);
+      await viewer.connect();
+      await waitFrames(`sweep viewer ${n}`, viewer.received, 30, 30_000);
     } catch (error) {
       await slot.close();
       throw error;
