@@ -53,14 +53,20 @@ export class RuntimeMetrics {
   });
   readonly rtpRetransmitted = new Counter({
     name: 'arclight_rtp_retransmitted_packets_total',
-    help: 'RTP packets resent from the send history because a client NACKed them, by track',
+    help: 'RTP packets resent from the send history: a client NACKed them, or they were resent unasked (arclight_rtp_unasked_resends_total), by track',
     labelNames: ['track'] as const,
     registers: [this.registry],
   });
   readonly rtpRetransmittedBytes = new Counter({
     name: 'arclight_rtp_retransmitted_bytes_total',
-    help: 'Bytes of RTP packets resent for NACKs (SRTP-protected, as on the wire), by track',
+    help: 'Bytes of RTP packets resent, for NACKs or unasked (SRTP-protected, as on the wire), by track',
     labelNames: ['track'] as const,
+    registers: [this.registry],
+  });
+  readonly rtpUnaskedResends = new Counter({
+    name: 'arclight_rtp_unasked_resends_total',
+    help: 'RTP packets resent that no NACK asked for (also in arclight_rtp_retransmitted_packets_total), by track and reason (feedback_loss: transport-wide feedback reported the copy lost; second_copy: a resend sent twice on a path that loses without queueing)',
+    labelNames: ['track', 'reason'] as const,
     registers: [this.registry],
   });
   readonly rtpRetransmissionsRefused = new Counter({

@@ -162,6 +162,7 @@ export class MediaBindings {
         metrics?.rtpRetransmittedBytes.inc({ track: track.name }, bytes);
       },
       onRetransmissionsRefused: (reason, packets) => metrics?.rtpRetransmissionsRefused.inc({ track: track.name, reason }, packets),
+      onUnaskedResends: (reason, packets) => metrics?.rtpUnaskedResends.inc({ track: track.name, reason }, packets),
       onKeyframeRequestThrottled: () => metrics?.keyframeRequestsThrottled.inc({ track: track.name }),
       onProbe: (outcome) => metrics?.bandwidthProbes.inc({ track: track.name, outcome }),
     });

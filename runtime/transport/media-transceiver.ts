@@ -10,7 +10,7 @@
 
 import type { H264Profile } from '../media/video-encoder.ts';
 import type { LatencyMode } from '../../protocol/messages.ts';
-import type { RetransmissionRefusal } from './send/loss-recovery.ts';
+import type { RetransmissionRefusal, UnaskedResend } from './send/loss-recovery.ts';
 import type { ProbeOutcome } from './send/bandwidth-probe.ts';
 
 /** One RTP packet a client sent on an input m-line (header fields the depacketizers read). */
@@ -29,8 +29,10 @@ export type Unsubscribe = () => void;
 export interface MediaSenderOptions {
   /** Read per frame, so a session's mode change applies at once. Default `smooth`. */
   readonly latencyMode?: () => LatencyMode;
-  /** Called with the number of packets (and their bytes) resent for a NACK (for metrics). */
+  /** Called with the number of packets (and their bytes) resent, for a NACK or unasked (for metrics). */
   readonly onRetransmit?: (packets: number, bytes: number) => void;
+  /** Called with the number of packets resent that no NACK asked for, by reason (also in `onRetransmit`; for metrics). */
+  readonly onUnaskedResends?: (reason: UnaskedResend, packets: number) => void;
   /** Called with the NACKed packets not resent, by reason (for metrics). */
   readonly onRetransmissionsRefused?: (reason: RetransmissionRefusal, packets: number) => void;
   /** Called when a picture-loss report is ignored: a keyframe was asked for too recently. */

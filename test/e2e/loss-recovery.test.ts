@@ -56,6 +56,8 @@ interface Snapshot {
   readonly resentBytes: number;
   readonly resentPackets: number;
   readonly refused: Record<string, number>;
+  /** Resends no NACK asked for, by reason (`feedback_loss`, `second_copy`). */
+  readonly unasked: Record<string, number>;
   readonly lossKeyframes: number;
   readonly at: number;
 }
@@ -73,11 +75,15 @@ async function snapshot(runtime: Runtime, lab: NetworkLab): Promise<Snapshot> {
   const refused: Record<string, number> = {};
   for (const reason of ['not_in_history', 'too_old', 'within_rtt', 'budget'])
     refused[reason] = value('arclight_rtp_retransmissions_refused_total', [`reason="${reason}"`]);
+  const unasked: Record<string, number> = {};
+  for (const reason of ['feedback_loss', 'second_copy'])
+    unasked[reason] = value('arclight_rtp_unasked_resends_total', [`reason="${reason}"`]);
   return {
     offered: lab.counters.down.bytesIn,
     resentBytes: value('arclight_rtp_retransmitted_bytes_total'),
     resentPackets: value('arclight_rtp_retransmitted_packets_total'),
     refused,
+    unasked,
     lossKeyframes: value('arclight_video_loss_keyframe_requests_total'),
     at: performance.now(),
   };
@@ -214,5 +220,31 @@ describe('loss recovery through the network lab', () => {
     expect(statsAfter.nackCount - statsBefore.nackCount, detail).toBeGreaterThan(0);
     expect(statsAfter.pliCount - statsBefore.pliCount, detail).toBeLessThanOrEqual(2);
     expect(video.frames.length - framesBefore, detail).toBeGreaterThan(100); // 4.5 s at 30 fps: 135
+  }, 60_000);
+
+  it('resends what the feedback reports lost when the uplink loses NACKs, and each resend twice on a path that only loses', async () => {
+    const { runtime, lab, ours, video } = await streamThroughLab(2525);
+    const statsBefore = await inboundVideo(ours.peer()!);
+    const framesBefore = video.frames.length;
+    const before = await snapshot(runtime, lab);
+    // A quarter of the receiver's NACKs (and feedback) lost on the way back; 3 % of the video.
+    lab.set({ down: { lossPercent: 3 }, up: { lossPercent: 25 } });
+    await sleep(5_000);
+    lab.set({ down: { lossPercent: 0 }, up: { lossPercent: 0 } });
+    await sleep(500);
+    const after = await snapshot(runtime, lab);
+    const statsAfter = await inboundVideo(ours.peer()!);
+    const unasked = (reason: string): number => after.unasked[reason]! - before.unasked[reason]!;
+    const detail = JSON.stringify({ before, after, statsBefore, statsAfter, counters: lab.counters });
+
+    expect(lab.counters.down.droppedRandom, detail).toBeGreaterThan(0);
+    expect(lab.counters.up.droppedRandom, detail).toBeGreaterThan(0);
+    // Losses whose NACK never came were resent from the transport-wide feedback…
+    expect(unasked('feedback_loss'), detail).toBeGreaterThan(0);
+    // …and, with no queue on the path, every resend went twice.
+    expect(unasked('second_copy'), detail).toBeGreaterThan(0);
+    expect(after.resentPackets - before.resentPackets, detail).toBeGreaterThanOrEqual(unasked('feedback_loss') + unasked('second_copy'));
+    // The picture kept on: 5.5 s at 30 fps is 165 frames.
+    expect(video.frames.length - framesBefore, detail).toBeGreaterThan(120);
   }, 60_000);
 });

@@ -185,6 +185,17 @@ describe('TransportCongestion probing', () => {
     expect(targets.at(-1)!).toBeLessThan(1_400_000);
   });
 
+  it('paces a path that queues, not one whose probe got through since its last decrease', () => {
+    // A full link: probes find it full, and the delay-based estimate keeps falling back to it.
+    const full = simulate(1_100_000, 8).congestion;
+    expect(full.pacingRateBps()).toBeGreaterThan(0);
+    // A wide link whose tracks want ~1 Mbit/s: the estimate sits near the rate sent (under 1.2 ×
+    // it, where pacing used to start), but a probe got through and nothing queued since.
+    const wide = simulate(20_000_000, 3, true, 1_000).congestion;
+    expect(wide.controller.targetBps).toBeLessThan(1.2 * wide.sentBps());
+    expect(wide.pacingRateBps()).toBeUndefined();
+  });
+
   it('without a sender to pad, does not probe, and the estimate climbs only as far as the media shows', () => {
     const { outcomes, targets } = simulate(20_000_000, 3, false);
     expect(outcomes).toEqual([]);

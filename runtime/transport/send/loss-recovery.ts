@@ -34,6 +34,14 @@ export type RetransmissionRefusal = 'not_in_history' | 'too_old' | 'within_rtt' 
 
 export const RETRANSMISSION_REFUSALS: readonly RetransmissionRefusal[] = ['not_in_history', 'too_old', 'within_rtt', 'budget'];
 
+/**
+ * Why a packet was resent without a NACK asking (a label of `arclight_rtp_unasked_resends_total`):
+ * `feedback_loss`, the connection's transport-wide feedback reported the copy lost (its NACK was
+ * lost, or the resend was); `second_copy`, a resend's second copy on a path that loses without
+ * queueing (rtp-track-sender.ts).
+ */
+export type UnaskedResend = 'feedback_loss' | 'second_copy';
+
 export interface LossRecoveryRules {
   /** Share of the media rate (or of the receiver's estimate, if lower) resends may use. */
   readonly budgetShare: number;

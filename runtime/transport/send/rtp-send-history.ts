@@ -17,7 +17,8 @@
  * with the newer packet's bytes — a lost packet, as it would be anyway on such a link.
  *
  * Each slot also keeps when its packet was first sent and last resent (ms of the sender's clock),
- * which the loss-recovery rules read (loss-recovery.ts: too old, once per RTT).
+ * which the loss-recovery rules read (loss-recovery.ts: too old, once per RTT), and how many
+ * copies were resent (a report that one copy was lost asks for another only if it was the newest).
  */
 
 /** Packets kept per stream: ~2 s of a 2 Mbit/s 720p stream, ~0.5 s at 10 Mbit/s. */
@@ -36,6 +37,8 @@ export class RtpSendHistory {
   readonly #sentAt: Float64Array;
   /** NaN: not resent. */
   readonly #resentAt: Float64Array;
+  /** How many times each packet was resent (its copies after the first; wraps at 256). */
+  readonly #resends: Uint8Array;
   readonly #oversized = new Map<number, Buffer>();
 
   constructor(
@@ -47,6 +50,7 @@ export class RtpSendHistory {
     this.#sequenceNumbers = new Uint16Array(size);
     this.#sentAt = new Float64Array(size);
     this.#resentAt = new Float64Array(size).fill(NaN);
+    this.#resends = new Uint8Array(size);
   }
 
   /**
@@ -58,6 +62,7 @@ export class RtpSendHistory {
     this.#sequenceNumbers[slot] = sequenceNumber;
     this.#sentAt[slot] = sentAtMs;
     this.#resentAt[slot] = NaN;
+    this.#resends[slot] = 0;
     this.#oversized.delete(slot);
     if (length > this.slotBytes) {
       this.#lengths[slot] = 0;
@@ -90,9 +95,24 @@ export class RtpSendHistory {
     return Number.isNaN(at) ? undefined : at;
   }
 
-  /** Notes that the packet with this sequence number was resent at `atMs` (if it is still kept). */
-  markResent(sequenceNumber: number, atMs: number): void {
-    if (this.get(sequenceNumber) !== undefined) this.#resentAt[sequenceNumber % this.size] = atMs;
+  /**
+   * How many times the packet with this sequence number was resent (0: only its first copy
+   * left), if it is still kept: the number of its newest copy.
+   */
+  resends(sequenceNumber: number): number | undefined {
+    return this.get(sequenceNumber) === undefined ? undefined : this.#resends[sequenceNumber % this.size];
+  }
+
+  /**
+   * Notes that the packet with this sequence number was resent at `atMs` (if it is still kept);
+   * returns the new copy's number (1 for the first resend), or undefined.
+   */
+  markResent(sequenceNumber: number, atMs: number): number | undefined {
+    if (this.get(sequenceNumber) === undefined) return undefined;
+    const slot = sequenceNumber % this.size;
+    this.#resentAt[slot] = atMs;
+    this.#resends[slot] = (this.#resends[slot]! + 1) & 0xff;
+    return this.#resends[slot];
   }
 
   clear(): void {

@@ -50,6 +50,7 @@ import {
   type LossRecoveryRules,
   type PathEstimate,
   type RetransmissionRefusal,
+  type UnaskedResend,
 } from './loss-recovery.ts';
 import { createSrtpProtector, type SrtpStream } from './srtp-protector.ts';
 import { RTX_OSN_BYTES, RtxSender } from './rtx-sender.ts';
@@ -60,6 +61,8 @@ import {
   existingTransportCongestion,
   transportCongestion,
   type PaddingSource,
+  type ReportedLoss,
+  type ReportedLossListener,
   type TransportCongestion,
   type TransportWideFeedback,
 } from './transport-feedback.ts';
@@ -121,8 +124,14 @@ const LOSS_MEMORY_MS = 10_000;
 export interface RtpTrackSenderOptions {
   /** Read per frame, so a session's mode change applies at once. Default `smooth`. */
   readonly latencyMode?: () => LatencyMode;
-  /** Called with the number of packets (and their bytes) resent for a NACK (for metrics). */
+  /** Called with the number of packets (and their bytes) resent for a NACK or reported loss (for metrics). */
   readonly onRetransmit?: (packets: number, bytes: number) => void;
+  /**
+   * Called with the number of packets resent that no NACK asked for (also counted in
+   * `onRetransmit`; for metrics): `feedback_loss`, the connection's transport-wide feedback
+   * reported them lost first; `second_copy`, a resend's second copy.
+   */
+  readonly onUnaskedResends?: (reason: UnaskedResend, packets: number) => void;
   /** Called with the NACKed packets not resent, by reason (for metrics). */
   readonly onRetransmissionsRefused?: (reason: RetransmissionRefusal, packets: number) => void;
   /** Called when a picture-loss report is ignored: a keyframe was asked for too recently. */
@@ -143,12 +152,21 @@ export interface RtpTrackSenderOptions {
   /** The loss-recovery rules (default LOSS_RECOVERY) and their clock (default `performance.now()`); for tests. */
   readonly lossRecovery?: LossRecoveryRules;
   readonly clock?: Clock;
+  /** Timers (a resend's second copy); default setTimeout. For tests. */
+  readonly setTimer?: (fn: () => void, ms: number) => void;
 }
+
+/** A resend's second copy leaves this long after the first, ms: past a short burst of loss. */
+const SECOND_COPY_AFTER_MS = 10;
 
 /** What one sender did with loss reports so far (tests, diagnostics). */
 export interface LossRecoveryCounts {
   retransmittedPackets: number;
   retransmittedBytes: number;
+  /** Of those, resent because transport-wide feedback reported them lost before a NACK came. */
+  repairedFromFeedback: number;
+  /** Of those, second copies of a resend (a path that loses without queueing). */
+  secondCopies: number;
   /** Media bytes sent (not resends), for comparison with the budget. */
   mediaBytes: number;
   refused: Record<RetransmissionRefusal, number>;
@@ -179,12 +197,15 @@ export class RtpTrackSender {
   readonly #latencyMode: () => LatencyMode;
   readonly #options: RtpTrackSenderOptions;
   readonly #now: Clock;
+  readonly #setTimer: (fn: () => void, ms: number) => void;
   readonly #budget: RetransmissionBudget;
   readonly #keyframes: KeyframeRequestThrottle;
   #keyframeNeeded: (() => void) | undefined;
   readonly #counts: LossRecoveryCounts = {
     retransmittedPackets: 0,
     retransmittedBytes: 0,
+    repairedFromFeedback: 0,
+    secondCopies: 0,
     mediaBytes: 0,
     refused: { not_in_history: 0, too_old: 0, within_rtt: 0, budget: 0 },
     keyframeRequestsThrottled: 0,
@@ -206,6 +227,8 @@ export class RtpTrackSender {
     sendPadding: () => this.#sendPadding(),
     onProbe: (outcome) => this.#options.onProbe?.(outcome),
   };
+  /** Hears which of this sender's packets the connection's feedback reports lost. */
+  readonly #lossListener: ReportedLossListener = { onReportedLoss: (losses) => this.#repairReportedLoss(losses) };
   /** How far back the last padding packet reached (cycles over the newest packets). */
   #paddingBack = 0;
 
@@ -216,6 +239,7 @@ export class RtpTrackSender {
     this.#latencyMode = options.latencyMode ?? (() => 'smooth');
     this.#options = options;
     this.#now = options.clock ?? (() => performance.now());
+    this.#setTimer = options.setTimer ?? ((fn, ms) => void setTimeout(fn, ms));
     this.#budget = new RetransmissionBudget(options.lossRecovery ?? LOSS_RECOVERY, this.#now);
     this.#keyframes = new KeyframeRequestThrottle(options.lossRecovery ?? LOSS_RECOVERY, this.#now);
     this.#playoutDelayId = transceiver.headerExtensions.find((e) => e.uri === PLAYOUT_DELAY_URI)?.id;
@@ -233,7 +257,7 @@ export class RtpTrackSender {
     // werift's parse runs past the NACK into the rest of the compound RTCP packet (a REMB's
     // bytes become "lost" numbers) and does not wrap at 65536: only the NACK's own entries count.
     const { unSubscribe } = this.#sender.onGenericNack.subscribe((nack) =>
-      this.#retransmit(nackedSequenceNumbers({ header: nack.header, feedback: nack })),
+      this.#retransmit(nackedSequenceNumbers({ header: nack.header, feedback: nack }), 'nack'),
     );
     this.#stopNacks = unSubscribe;
     // Transport-wide feedback is routed to the sender whose SSRC it names; the connection's
@@ -321,6 +345,8 @@ export class RtpTrackSender {
     while (batch.length < payloads.length) batch.push({ packet: EMPTY, headerLength: 0, payload: EMPTY, index: 0, at: 0 });
     // Paced (packet-pacer.ts) only while the path is constrained; else every packet leaves now.
     const pacingRate = congestion?.pacingRateBps();
+    // Video's packets are kept for resends: the connection's feedback says which were lost.
+    const lossListener = history ? this.#lossListener : undefined;
     let payloadBytes = 0;
     let headerBytes = 0;
     for (let i = 0; i < payloads.length; i++) {
@@ -340,7 +366,7 @@ export class RtpTrackSender {
         // Numbered in the order the packets leave (the pacer keeps that order), with when they leave.
         if (congestion && ext.sequenceAt !== undefined) {
           entry.at = congestion.pacer.reserve(size, pacingRate);
-          packet.writeUInt16BE(congestion.send(size, entry.at), RTP_HEADER_LENGTH + ext.sequenceAt);
+          packet.writeUInt16BE(congestion.send(size, entry.at, lossListener, this.#sequenceNumber), RTP_HEADER_LENGTH + ext.sequenceAt);
         }
       }
       entry.packet = packet;
@@ -473,11 +499,35 @@ export class RtpTrackSender {
   }
 
   /**
-   * Resends what the receiver reported missing, by the loss-recovery rules (loss-recovery.ts);
-   * a loss left unrepaired asks for a keyframe (throttled).
+   * The connection's transport-wide feedback reports packets of this sender lost: each is resent
+   * now unless a copy left after the lost one (its NACK was answered). Without this, a lost NACK
+   * or a lost resend waits for the receiver to NACK again — libwebrtc's receiver does so a
+   * round trip later, and with its default RTT (100 ms) when it has not measured one: on a
+   * 40 ms path at 2 % loss, the 180–200 ms gaps in the picture (docs/performance.md).
    */
-  #retransmit(sequenceNumbers: readonly number[]): void {
-    this.#lossReportedAtMs = this.#now();
+  #repairReportedLoss(losses: readonly ReportedLoss[]): void {
+    const history = this.#history;
+    if (history === undefined) return;
+    let sequenceNumbers: number[] | undefined;
+    for (const loss of losses) {
+      // Only the newest copy's loss asks for another: an older one's was answered (a NACK, a second copy).
+      if (history.resends(loss.sequenceNumber) !== loss.copy) continue;
+      (sequenceNumbers ??= []).push(loss.sequenceNumber);
+    }
+    if (sequenceNumbers !== undefined) this.#retransmit(sequenceNumbers, 'feedback');
+  }
+
+  /**
+   * Resends kept packets the receiver reported missing, within the loss-recovery rules
+   * (loss-recovery.ts); a loss a NACK asked for and left unrepaired asks for a keyframe
+   * (throttled). `nack`,
+   * the receiver asked; `feedback`, its transport-wide feedback says the last copy was lost, so
+   * the once-per-RTT rule does not hold it back — and what is refused is left to the NACK that
+   * follows (counted, and answered with a keyframe, there).
+   */
+  #retransmit(sequenceNumbers: readonly number[], trigger: 'nack' | 'feedback'): void {
+    const fromFeedback = trigger === 'feedback';
+    if (!fromFeedback) this.#lossReportedAtMs = this.#now();
     const stream = this.#closed ? undefined : this.#srtpStream();
     const history = this.#history;
     if (stream === undefined || history === undefined) return;
@@ -487,6 +537,10 @@ export class RtpTrackSender {
     const refused: Record<RetransmissionRefusal, number> = { not_in_history: 0, too_old: 0, within_rtt: 0, budget: 0 };
     let resent = 0;
     let resentBytes = 0;
+    // A path that loses without queueing gets each resend twice (below); a queueing one, once.
+    const congestion = rtx === undefined ? undefined : existingTransportCongestion(stream.transport);
+    const twice = congestion !== undefined && congestion.active() && congestion.pacingRateBps() === undefined;
+    let firstCopies: number[] | undefined;
     for (const sequenceNumber of sequenceNumbers) {
       const packet = history.get(sequenceNumber);
       if (packet === undefined) {
@@ -496,27 +550,42 @@ export class RtpTrackSender {
       // An RTX packet is the original's plus the 2-byte original sequence number.
       const bytes = rtx === undefined ? packet.length : packet.length + RTX_OSN_BYTES;
       const reason = this.#budget.admit(
-        { bytes, sentAtMs: history.sentAt(sequenceNumber)!, resentAtMs: history.resentAt(sequenceNumber) },
+        { bytes, sentAtMs: history.sentAt(sequenceNumber)!, resentAtMs: fromFeedback ? undefined : history.resentAt(sequenceNumber) },
         path,
       );
       if (reason !== undefined) {
         refused[reason]++;
         continue;
       }
-      history.markResent(sequenceNumber, this.#now());
+      const copy = history.markResent(sequenceNumber, this.#now())!;
       resent++;
       resentBytes += bytes;
       this.#counters.retransmittedPacketsSent++;
       this.#counters.retransmittedBytesSent += bytes;
-      if (rtx !== undefined) this.#rtx.send(stream, rtx, packet, sequenceNumber, this.#srtpIndexOf(sequenceNumber), true);
-      else if (drop?.() !== true) this.#write(stream.transport, packet);
+      if (rtx !== undefined) {
+        this.#rtx.send(stream, rtx, packet, sequenceNumber, this.#srtpIndexOf(sequenceNumber), true, {
+          listener: this.#lossListener,
+          copy,
+        });
+        if (twice) (firstCopies ??= []).push(sequenceNumber);
+      } else if (drop?.() !== true) this.#write(stream.transport, packet);
+    }
+    if (firstCopies !== undefined) {
+      const sent = firstCopies;
+      const copies = sent.map((sequenceNumber) => history.resends(sequenceNumber)!);
+      this.#setTimer(() => this.#sendSecondCopies(sent, copies), SECOND_COPY_AFTER_MS);
     }
     const counts = this.#counts;
     if (resent > 0) {
       counts.retransmittedPackets += resent;
       counts.retransmittedBytes += resentBytes;
       this.#options.onRetransmit?.(resent, resentBytes);
+      if (fromFeedback) {
+        counts.repairedFromFeedback += resent;
+        this.#options.onUnaskedResends?.('feedback_loss', resent);
+      }
     }
+    if (fromFeedback) return;
     for (const reason of Object.keys(refused) as RetransmissionRefusal[]) {
       if (refused[reason] === 0) continue;
       counts.refused[reason] += refused[reason];
@@ -527,6 +596,45 @@ export class RtpTrackSender {
       counts.keyframesForLoss++;
       this.#keyframeNeeded();
     }
+  }
+
+  /**
+   * A second RTX copy of each resend in `sequenceNumbers` that was not resent again since
+   * (`copies`: the number of each one's first copy): on a path that loses without queueing, a lost resend
+   * is otherwise known only from the receiver's next feedback or NACK, ~100 ms later — most of
+   * the gaps over 200 ms left at 2 % loss (docs/performance.md). Sent a little after the first,
+   * so a short burst of loss does not take both; drawn from the same budget, and what it cannot
+   * pay for is skipped (the first copy is on its way).
+   */
+  #sendSecondCopies(sequenceNumbers: readonly number[], copies: readonly number[]): void {
+    const stream = this.#closed ? undefined : this.#stream;
+    const history = this.#history;
+    const rtx = this.#rtx.stream();
+    if (stream === undefined || history === undefined || rtx === undefined) return;
+    const path = this.#path();
+    let sent = 0;
+    let sentBytes = 0;
+    for (let i = 0; i < sequenceNumbers.length; i++) {
+      const sequenceNumber = sequenceNumbers[i]!;
+      const packet = history.get(sequenceNumber);
+      if (packet === undefined || history.resends(sequenceNumber) !== copies[i]) continue;
+      const bytes = packet.length + RTX_OSN_BYTES;
+      if (this.#budget.admit({ bytes, sentAtMs: history.sentAt(sequenceNumber)!, resentAtMs: undefined }, path) !== undefined) continue;
+      // The newest copy: a report that the first was lost no longer asks for another.
+      const copy = history.markResent(sequenceNumber, this.#now())!;
+      this.#rtx.send(stream, rtx, packet, sequenceNumber, this.#srtpIndexOf(sequenceNumber), true, { listener: this.#lossListener, copy });
+      sent++;
+      sentBytes += bytes;
+    }
+    if (sent === 0) return;
+    this.#counters.retransmittedPacketsSent += sent;
+    this.#counters.retransmittedBytesSent += sentBytes;
+    const counts = this.#counts;
+    counts.retransmittedPackets += sent;
+    counts.retransmittedBytes += sentBytes;
+    counts.secondCopies += sent;
+    this.#options.onRetransmit?.(sent, sentBytes);
+    this.#options.onUnaskedResends?.('second_copy', sent);
   }
 
   /**

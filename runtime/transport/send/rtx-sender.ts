@@ -15,7 +15,13 @@ import type { Clock } from './loss-recovery.ts';
 import type { PacketWrite } from './packet-pacer.ts';
 import { extensionElementAt, rtpHeaderLength } from './rtp-header.ts';
 import type { SrtpStream } from './srtp-protector.ts';
-import { transportCongestion } from './transport-feedback.ts';
+import { transportCongestion, type ReportedLossListener } from './transport-feedback.ts';
+
+/** Who hears if a resend is reported lost, and which copy of its packet it is. */
+export interface ResendCopy {
+  readonly listener: ReportedLossListener;
+  readonly copy: number;
+}
 
 /** The RTX payload's original sequence number (RFC 4588 §4). */
 export const RTX_OSN_BYTES = 2;
@@ -84,9 +90,18 @@ export class RtxSender {
    * the original's payload (decrypted); protected under the RTX SSRC and its own index. It leaves
    * at once, or behind what the connection's pacer holds (the order it was numbered in); `paced`:
    * at the pacer's rate while the path is the limit (a resend), else not (a probe's padding,
-   * which paces itself). Returns its size.
+   * which paces itself). `resend` (a resend; a probe's padding is not missed): who hears if the
+   * connection's feedback reports it lost, as which copy. Returns its size.
    */
-  send(srtp: SrtpStream, rtx: RtxStream, packet: Buffer, sequenceNumber: number, originalIndex: number, paced: boolean): number {
+  send(
+    srtp: SrtpStream,
+    rtx: RtxStream,
+    packet: Buffer,
+    sequenceNumber: number,
+    originalIndex: number,
+    paced: boolean,
+    resend?: ResendCopy,
+  ): number {
     const { now, write, transportWideId } = this.#options;
     const protector = srtp.protector;
     const headerLength = rtpHeaderLength(packet);
@@ -104,7 +119,8 @@ export class RtxSender {
     // Numbered in the order packets leave, like media: behind what the pacer holds, if it holds any.
     const congestion = sequenceAt === undefined ? undefined : transportCongestion(srtp.transport);
     const at = congestion ? congestion.pacer.reserve(size, paced ? congestion.pacingRateBps() : undefined) : 0;
-    if (congestion && sequenceAt !== undefined) out.writeUInt16BE(congestion.send(size, at), sequenceAt);
+    if (congestion && sequenceAt !== undefined)
+      out.writeUInt16BE(congestion.send(size, at, resend?.listener, sequenceNumber, resend?.copy), sequenceAt);
     const index = this.#rolloverCounter * 0x10000 + this.#sequenceNumber;
     protector.protect(rtx.ssrc, [{ packet: out, headerLength, payload, index }]);
     this.#sequenceNumber = (this.#sequenceNumber + 1) & 0xffff;

@@ -27,6 +27,29 @@ export const TRANSPORT_WIDE_FEEDBACK_FORMAT = 15;
 /** Packets remembered: ~16 s at 4 Mbit/s of 1,200-byte packets. */
 const HISTORY_SIZE = 8192;
 
+/**
+ * A sender whose media packets the receiver's feedback may report lost: it can resend them
+ * without waiting for a NACK (which may itself be lost, and is not sent again for ~100 ms).
+ */
+export interface ReportedLossListener {
+  /** Feedback reports these packets lost, each by its media sequence number and when the lost copy left. */
+  onReportedLoss(losses: readonly ReportedLoss[]): void;
+}
+
+export interface ReportedLoss {
+  /** The media sequence number (of the original, for a lost resend). */
+  readonly sequenceNumber: number;
+  /** Which copy was lost: 0 the first, n its nth resend. */
+  readonly copy: number;
+}
+
+/** The media packet a numbered packet carries, when its sender wants its loss reported. */
+export interface CarriedPacket {
+  readonly listener: ReportedLossListener;
+  readonly sequenceNumber: number;
+  readonly copy: number;
+}
+
 /** Send time and size of each numbered packet, by transport-wide sequence number (ring). */
 export class TransportSendHistory {
   readonly #size: number;
@@ -34,6 +57,10 @@ export class TransportSendHistory {
   readonly #sequence: Float64Array;
   readonly #sentAt: Float64Array;
   readonly #bytes: Uint32Array;
+  /** Whose media packet each slot carries (undefined: nobody listens — padding, audio). */
+  readonly #listener: (ReportedLossListener | undefined)[];
+  readonly #mediaSequence: Uint16Array;
+  readonly #copy: Uint8Array;
   /** Unwrapped: the next packet's number; its low 16 bits go on the wire. */
   #next: number;
 
@@ -42,17 +69,35 @@ export class TransportSendHistory {
     this.#sequence = new Float64Array(size).fill(-1);
     this.#sentAt = new Float64Array(size);
     this.#bytes = new Uint32Array(size);
+    this.#listener = new Array<ReportedLossListener | undefined>(size).fill(undefined);
+    this.#mediaSequence = new Uint16Array(size);
+    this.#copy = new Uint8Array(size);
     this.#next = start;
   }
 
-  /** Numbers one packet sent now: returns the 16-bit sequence number to write into it. */
-  send(bytes: number, sentAtMs: number): number {
+  /**
+   * Numbers one packet leaving at `sentAtMs`; `listener` (when given) hears if it is reported lost,
+   * as copy `copy` of its media packet `mediaSequence`. Returns the 16-bit sequence number to write into it.
+   */
+  send(bytes: number, sentAtMs: number, listener?: ReportedLossListener, mediaSequence: number = 0, copy: number = 0): number {
     const sequence = this.#next++;
     const slot = sequence % this.#size;
     this.#sequence[slot] = sequence;
     this.#sentAt[slot] = sentAtMs;
     this.#bytes[slot] = bytes;
+    this.#listener[slot] = listener;
+    this.#mediaSequence[slot] = mediaSequence;
+    this.#copy[slot] = copy;
     return sequence & 0xffff;
+  }
+
+  /** The media packet a kept numbered packet carries, if its sender listens for its loss. */
+  carried(sequence: number): CarriedPacket | undefined {
+    if (sequence < 0) return undefined;
+    const slot = sequence % this.#size;
+    const listener = this.#listener[slot];
+    if (this.#sequence[slot] !== sequence || listener === undefined) return undefined;
+    return { listener, sequenceNumber: this.#mediaSequence[slot]!, copy: this.#copy[slot]! };
   }
 
   /** The unwrapped number of a 16-bit one, taken as the nearest to the newest sent. */
@@ -143,7 +188,10 @@ const REFERENCE_WRAP_US = 2 ** 24 * 64_000;
  * One connection's congestion control: its transport-wide sequence, the send history and the
  * controller that reads the receiver's feedback.
  */
-/** Pacing: 2.5 × the target, when the target is under 1.2 × the rate sent over the last second. */
+/**
+ * Pacing: 2.5 × the target, when the target is under 1.2 × the rate sent over the last second —
+ * unless a probe got through since the path last queued (pacingRateBps).
+ */
 export const PACING = { factor: 2.5, constrainedBelow: 1.2, rateWindowMs: 1_000 } as const;
 
 /**
@@ -195,6 +243,8 @@ export class TransportCongestion {
   #feedbackAtMs: number | undefined;
   #referenceOffsetUs = 0;
   #lastReferenceUs: number | undefined;
+  /** When a probe last got through (its cluster arrived as fast as it left), ms; -Infinity: never. */
+  #probeThroughMs = -Infinity;
   /** The highest sequence number reported so far (unwrapped): a repeated report counts once. */
   #highestReported = -1;
 
@@ -258,12 +308,13 @@ export class TransportCongestion {
   }
 
   /**
-   * Numbers a packet leaving at `atMs` (default now; later when paced); returns the 16-bit
-   * number for its extension.
+   * Numbers a packet leaving at `atMs` (default now; later when paced), carrying copy `copy` of
+   * media packet `mediaSequence` of `listener` (which hears if feedback reports it lost); returns
+   * the 16-bit number for its extension.
    */
-  send(bytes: number, atMs: number = this.#now()): number {
+  send(bytes: number, atMs: number = this.#now(), listener?: ReportedLossListener, mediaSequence?: number, copy?: number): number {
     this.#countSent(bytes);
-    return this.history.send(bytes, atMs);
+    return this.history.send(bytes, atMs, listener, mediaSequence, copy);
   }
 
   /** The rate sent over the last second, bit/s. */
@@ -276,10 +327,16 @@ export class TransportCongestion {
 
   /**
    * The pacing rate, bit/s, or undefined when packets go at once: they are paced when the
-   * receiver sends feedback and the path's estimate is near (under 1.2 ×) what is being sent.
+   * receiver sends feedback, the path's estimate is near (under 1.2 ×) what is being sent, and
+   * the path queues — its last word on delay was a decrease, not a probe that got through. A path
+   * that only loses packets (or whose estimate fell once on a delay spike and was probed back) has
+   * room for a frame's burst: pacing a keyframe there at 2.5 × an estimate near the media rate
+   * holds it and every frame behind it ~100 ms, and with a repair on top the picture stalls for
+   * over 200 ms (docs/performance.md, 2 % loss).
    */
   pacingRateBps(): number | undefined {
     if (!this.active()) return undefined;
+    if (this.#probeThroughMs > this.controller.lastDecreaseMs) return undefined;
     const target = this.controller.targetBps;
     return target < PACING.constrainedBelow * this.sentBps() ? PACING.factor * target : undefined;
   }
@@ -315,6 +372,7 @@ export class TransportCongestion {
     this.#lastReferenceUs = reference;
     const packets: PacketFeedback[] = [];
     const cluster = this.#cluster;
+    let losses: Map<ReportedLossListener, ReportedLoss[]> | undefined;
     for (const status of statuses) {
       const sequence = this.history.unwrap(status.sequence16);
       if (sequence <= this.#highestReported) continue; // reported before (feedback may overlap)
@@ -330,8 +388,19 @@ export class TransportCongestion {
       if (cluster !== undefined && sequence >= cluster.firstSequence && sequence <= (cluster.lastSequence ?? Infinity)) {
         cluster.packets.push(packet);
       }
+      if (packet.arrivedAtMs === undefined) {
+        const carried = this.history.carried(sequence);
+        if (carried !== undefined) {
+          losses ??= new Map();
+          let list = losses.get(carried.listener);
+          if (list === undefined) losses.set(carried.listener, (list = []));
+          list.push({ sequenceNumber: carried.sequenceNumber, copy: carried.copy });
+        }
+      }
     }
     this.controller.onFeedback(packets, now, rttMs);
+    // After the estimate took the report: a resend is paced (and budgeted) at the new target.
+    if (losses !== undefined) for (const [listener, list] of losses) listener.onReportedLoss(list);
     this.#probe(now);
     return this.controller.targetBps;
   }
@@ -429,6 +498,7 @@ export class TransportCongestion {
       if (result.bps === undefined) outcome = 'lost';
       else if (result.saturated) outcome = 'saturated';
       else outcome = this.controller.onProbeResult(result.bps, now) ? 'raised' : 'no_gain';
+      if (outcome === 'raised' || outcome === 'no_gain') this.#probeThroughMs = now;
     }
     this.#probes.finished(now, outcome);
     cluster.source.onProbe?.(outcome);
