@@ -38,7 +38,7 @@ export const RETRANSMISSION_REFUSALS: readonly RetransmissionRefusal[] = ['not_i
  * Why a packet was resent without a NACK asking (a label of `arclight_rtp_unasked_resends_total`):
  * `feedback_loss`, the connection's transport-wide feedback reported the copy lost (its NACK was
  * lost, or the resend was); `second_copy`, a resend's second copy on a path that loses without
- * queueing (rtp-track-sender.ts).
+ * queueing (retransmitter.ts).
  */
 export type UnaskedResend = 'feedback_loss' | 'second_copy';
 

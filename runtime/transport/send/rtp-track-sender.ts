@@ -12,28 +12,22 @@
  * handshake and SRTP keys, RTCP (sender reports read the counters kept here; PLI and NACK
  * arrive through its sender) and stats.
  *
- * NACKs and picture-loss reports are answered by the loss-recovery rules (loss-recovery.ts): a
- * retransmission budget, once per RTT, nothing too old, and keyframe requests throttled. Where
- * the receiver negotiated RTX (RFC 4588) for the codec, a NACKed packet is resent as a new packet
- * on the RTX stream (rtx-sender.ts); otherwise the kept packet is resent as it was. In `smooth`
+ * NACKs, losses the connection's feedback reports, and picture-loss reports are answered by
+ * retransmitter.ts (the loss-recovery rules of loss-recovery.ts; resends on the RTX stream of
+ * rtx-sender.ts where the receiver negotiated RTX) from the send history kept here. In `smooth`
  * mode, a receiver that reports loss on a long path is asked for a playout delay that covers a
  * repair (rtp-header.ts, `smoothPlayoutDelay`).
  *
  * Where transport-wide congestion control is negotiated, every video packet carries the
  * connection's transport-wide sequence number, its send time and size are kept for the
  * receiver's feedback, which this sender hands to the connection's estimator
- * (transport-feedback.ts, congestion-controller.ts); while the path is the limit, the
+ * (transport-feedback.ts, congestion-controller.ts); while the path is the limit and queues, the
  * connection's pacer spreads the packets (packet-pacer.ts).
  *
- * It also pads the connection's bandwidth probes (bandwidth-probe.ts) with RTX copies of its
- * recent packets.
- *
- * ~560 lines: writing each packet, protecting it, the send history, which NACKs are answered,
- * probe padding and transport-wide numbering share per-stream state (SRTP streams, sequence
- * numbers and rollover counters, the history) that splitting would pass around; the pure header
- * pieces are in rtp-header.ts, the rules in loss-recovery.ts, the RTX stream in rtx-sender.ts.
- * The next split, when it grows: the NACK answers (#retransmit, #sendPadding) into a
- * retransmitter over the history.
+ * ~470 lines: writing each packet, protecting it, the send history and transport-wide numbering
+ * share per-stream state (SRTP streams, sequence numbers and rollover counters, the history); the
+ * pure header pieces are in rtp-header.ts, the answers to loss in retransmitter.ts (which borrows
+ * that state through `RetransmitterHost`), the RTX stream in rtx-sender.ts.
  */
 
 import type { RTCDtlsTransport, RTCRtpSender, RTCRtpTransceiver } from 'werift';
@@ -42,31 +36,19 @@ import { IceDatagramWriter } from './ice-datagram-writer.ts';
 import { rtpLossFault } from '../../faults/peer-faults.ts';
 import { PLAYOUT_DELAY_URI } from '../signalling/peer-factory.ts';
 import { RtpSendHistory } from './rtp-send-history.ts';
-import {
-  KeyframeRequestThrottle,
-  LOSS_RECOVERY,
-  RetransmissionBudget,
-  type Clock,
-  type LossRecoveryRules,
-  type PathEstimate,
-  type RetransmissionRefusal,
-  type UnaskedResend,
-} from './loss-recovery.ts';
+import type { Clock, LossRecoveryRules, PathEstimate } from './loss-recovery.ts';
+import { Retransmitter, type LossRecoveryCounts, type LossRepairCallbacks, type RetransmitterHost } from './retransmitter.ts';
 import { createSrtpProtector, type SrtpStream } from './srtp-protector.ts';
-import { RTX_OSN_BYTES, RtxSender } from './rtx-sender.ts';
+import { RtxSender } from './rtx-sender.ts';
 import {
   RTPFB,
   TRANSPORT_WIDE_CC_URI,
   TRANSPORT_WIDE_FEEDBACK_FORMAT,
   existingTransportCongestion,
   transportCongestion,
-  type PaddingSource,
-  type ReportedLoss,
-  type ReportedLossListener,
   type TransportCongestion,
   type TransportWideFeedback,
 } from './transport-feedback.ts';
-import type { ProbeOutcome } from './bandwidth-probe.ts';
 import { RTP_HEADER_LENGTH } from '../rtp/packet-size.ts';
 import {
   buildExtensionBlock,
@@ -121,29 +103,16 @@ interface WeriftTransportCounters {
 /** How long a receiver's loss report keeps smooth mode's longer playout delay, ms. */
 const LOSS_MEMORY_MS = 10_000;
 
-export interface RtpTrackSenderOptions {
+/** Loss repair's callbacks (retransmitter.ts) are for metrics. */
+export interface RtpTrackSenderOptions extends LossRepairCallbacks {
   /** Read per frame, so a session's mode change applies at once. Default `smooth`. */
   readonly latencyMode?: () => LatencyMode;
-  /** Called with the number of packets (and their bytes) resent for a NACK or reported loss (for metrics). */
-  readonly onRetransmit?: (packets: number, bytes: number) => void;
-  /**
-   * Called with the number of packets resent that no NACK asked for (also counted in
-   * `onRetransmit`; for metrics): `feedback_loss`, the connection's transport-wide feedback
-   * reported them lost first; `second_copy`, a resend's second copy.
-   */
-  readonly onUnaskedResends?: (reason: UnaskedResend, packets: number) => void;
-  /** Called with the NACKed packets not resent, by reason (for metrics). */
-  readonly onRetransmissionsRefused?: (reason: RetransmissionRefusal, packets: number) => void;
-  /** Called when a picture-loss report is ignored: a keyframe was asked for too recently. */
-  readonly onKeyframeRequestThrottled?: () => void;
   /**
    * This track's weight in its connection's estimate when the connection carries several video
    * tracks (its configured rate, kbit/s): each gets estimate × its weight over theirs; it also
    * bounds how high the connection's bandwidth probes look. Default: an even share, no bound.
    */
   readonly shareWeight?: number;
-  /** Called when a bandwidth probe this sender padded ended (bandwidth-probe.ts; for metrics). */
-  readonly onProbe?: (outcome: ProbeOutcome) => void;
   /**
    * Called after every frame handed to `sendFrame`, sent or not (not connected yet, closed):
    * a connection counts these for `media_stats` (frames sent to the client).
@@ -154,25 +123,6 @@ export interface RtpTrackSenderOptions {
   readonly clock?: Clock;
   /** Timers (a resend's second copy); default setTimeout. For tests. */
   readonly setTimer?: (fn: () => void, ms: number) => void;
-}
-
-/** A resend's second copy leaves this long after the first, ms: past a short burst of loss. */
-const SECOND_COPY_AFTER_MS = 10;
-
-/** What one sender did with loss reports so far (tests, diagnostics). */
-export interface LossRecoveryCounts {
-  retransmittedPackets: number;
-  retransmittedBytes: number;
-  /** Of those, resent because transport-wide feedback reported them lost before a NACK came. */
-  repairedFromFeedback: number;
-  /** Of those, second copies of a resend (a path that loses without queueing). */
-  secondCopies: number;
-  /** Media bytes sent (not resends), for comparison with the budget. */
-  mediaBytes: number;
-  refused: Record<RetransmissionRefusal, number>;
-  keyframeRequestsThrottled: number;
-  /** Keyframes the sender asked for itself because it left a loss unrepaired. */
-  keyframesForLoss: number;
 }
 
 export class RtpTrackSender {
@@ -186,8 +136,6 @@ export class RtpTrackSender {
   readonly #mid: { readonly id: number; readonly value: Buffer } | undefined;
   /** The first packet's extension block per latency mode (and smooth mode's delay), built once each. */
   readonly #extensionBlocks = new Map<string, ExtensionBlock | undefined>();
-  /** When the receiver last reported a loss (a NACK), ms of the clock: smooth mode's delay follows it. */
-  #lossReportedAtMs = -Infinity;
   /** The path's RTT without a bottleneck's queue (the lowest over 15 s). */
   readonly #baseRtt = new BaseRtt();
   /** The transport-wide sequence number's extension id, when negotiated (every packet carries it). */
@@ -197,20 +145,6 @@ export class RtpTrackSender {
   readonly #latencyMode: () => LatencyMode;
   readonly #options: RtpTrackSenderOptions;
   readonly #now: Clock;
-  readonly #setTimer: (fn: () => void, ms: number) => void;
-  readonly #budget: RetransmissionBudget;
-  readonly #keyframes: KeyframeRequestThrottle;
-  #keyframeNeeded: (() => void) | undefined;
-  readonly #counts: LossRecoveryCounts = {
-    retransmittedPackets: 0,
-    retransmittedBytes: 0,
-    repairedFromFeedback: 0,
-    secondCopies: 0,
-    mediaBytes: 0,
-    refused: { not_in_history: 0, too_old: 0, within_rtt: 0, budget: 0 },
-    keyframeRequestsThrottled: 0,
-    keyframesForLoss: 0,
-  };
   /** One frame's packets on their way to SRTP, reused frame after frame (no objects per packet). */
   readonly #batch: PacketEntry[] = [];
   /** Video only (NACK is negotiated for video codecs, not Opus); allocated on the first send. */
@@ -222,15 +156,8 @@ export class RtpTrackSender {
   #closed = false;
   /** Where NACKed packets are resent, and probes padded, when the receiver negotiated RTX. */
   readonly #rtx: RtxSender;
-  /** What the connection's bandwidth probes pad with: RTX copies of this track's recent packets. */
-  readonly #padding: PaddingSource = {
-    sendPadding: () => this.#sendPadding(),
-    onProbe: (outcome) => this.#options.onProbe?.(outcome),
-  };
-  /** Hears which of this sender's packets the connection's feedback reports lost. */
-  readonly #lossListener: ReportedLossListener = { onReportedLoss: (losses) => this.#repairReportedLoss(losses) };
-  /** How far back the last padding packet reached (cycles over the newest packets). */
-  #paddingBack = 0;
+  /** Answers loss reports: resends, keyframes for loss, probe padding (retransmitter.ts). */
+  readonly #repair: Retransmitter;
 
   constructor(transceiver: RTCRtpTransceiver, options: RtpTrackSenderOptions = {}) {
     this.#transceiver = transceiver;
@@ -239,13 +166,16 @@ export class RtpTrackSender {
     this.#latencyMode = options.latencyMode ?? (() => 'smooth');
     this.#options = options;
     this.#now = options.clock ?? (() => performance.now());
-    this.#setTimer = options.setTimer ?? ((fn, ms) => void setTimeout(fn, ms));
-    this.#budget = new RetransmissionBudget(options.lossRecovery ?? LOSS_RECOVERY, this.#now);
-    this.#keyframes = new KeyframeRequestThrottle(options.lossRecovery ?? LOSS_RECOVERY, this.#now);
     this.#playoutDelayId = transceiver.headerExtensions.find((e) => e.uri === PLAYOUT_DELAY_URI)?.id;
     this.#transportWideId = transceiver.headerExtensions.find((e) => e.uri === TRANSPORT_WIDE_CC_URI)?.id;
     this.#sequenceOnlyBlock = this.#transportWideId === undefined ? undefined : buildExtensionBlock([], this.#transportWideId);
     this.#rtx = new RtxSender(transceiver, { transportWideId: this.#transportWideId, now: this.#now, write: this.#writeLater });
+    this.#repair = new Retransmitter(this.#repairHost, this.#rtx, {
+      ...options,
+      ...(options.lossRecovery ? { rules: options.lossRecovery } : {}),
+      now: this.#now,
+      setTimer: options.setTimer ?? ((fn, ms) => void setTimeout(fn, ms)),
+    });
     const midId = transceiver.headerExtensions.find((e) => e.uri === SDES_MID_URI)?.id;
     // A mid longer than the one-byte form carries (16 bytes; never seen: browsers use "0", "1", …)
     // is left out rather than breaking the packet-size budget above.
@@ -257,7 +187,7 @@ export class RtpTrackSender {
     // werift's parse runs past the NACK into the rest of the compound RTCP packet (a REMB's
     // bytes become "lost" numbers) and does not wrap at 65536: only the NACK's own entries count.
     const { unSubscribe } = this.#sender.onGenericNack.subscribe((nack) =>
-      this.#retransmit(nackedSequenceNumbers({ header: nack.header, feedback: nack }), 'nack'),
+      this.#repair.nack(nackedSequenceNumbers({ header: nack.header, feedback: nack })),
     );
     this.#stopNacks = unSubscribe;
     // Transport-wide feedback is routed to the sender whose SSRC it names; the connection's
@@ -285,7 +215,7 @@ export class RtpTrackSender {
 
   /** What this sender did with loss reports so far. */
   get lossRecovery(): Readonly<LossRecoveryCounts> {
-    return this.#counts;
+    return this.#repair.counts;
   }
 
   /**
@@ -293,15 +223,12 @@ export class RtpTrackSender {
    * if one was asked for less than max(300 ms, RTT) ago (that one answers this report too).
    */
   pictureLost(): boolean {
-    if (this.#keyframes.pictureLost(this.#budget.rttMs(this.#path()))) return true;
-    this.#counts.keyframeRequestsThrottled++;
-    this.#options.onKeyframeRequestThrottled?.();
-    return false;
+    return this.#repair.pictureLost();
   }
 
   /** Who makes a keyframe when this sender leaves a NACKed loss unrepaired (throttled here). */
   onKeyframeNeeded(listener: (() => void) | undefined): void {
-    this.#keyframeNeeded = listener;
+    this.#repair.onKeyframeNeeded(listener);
   }
 
   /**
@@ -338,7 +265,7 @@ export class RtpTrackSender {
     const history = this.#history;
     if (congestion && history) {
       congestion.noteSender(this.#sender, this.#options.shareWeight);
-      if (this.#rtx.stream()) congestion.offerPadding(this.#padding);
+      if (this.#rtx.stream()) congestion.offerPadding(this.#repair.padding);
     }
     const sentAt = history ? this.#now() : 0;
     const batch = this.#batch;
@@ -346,7 +273,7 @@ export class RtpTrackSender {
     // Paced (packet-pacer.ts) only while the path is constrained; else every packet leaves now.
     const pacingRate = congestion?.pacingRateBps();
     // Video's packets are kept for resends: the connection's feedback says which were lost.
-    const lossListener = history ? this.#lossListener : undefined;
+    const lossListener = history ? this.#repair.lossListener : undefined;
     let payloadBytes = 0;
     let headerBytes = 0;
     for (let i = 0; i < payloads.length; i++) {
@@ -395,8 +322,7 @@ export class RtpTrackSender {
       entry.payload = EMPTY;
     }
     if (history) {
-      this.#budget.noteMediaSent(wireBytes);
-      this.#counts.mediaBytes += wireBytes;
+      this.#repair.noteMediaSent(wireBytes);
     }
     counters.timestamp = timestamp;
     counters.sequenceNumber = (this.#sequenceNumber + 0xffff) & 0xffff;
@@ -410,6 +336,22 @@ export class RtpTrackSender {
     return timestamp;
   }
 
+  /** The media stream as the loss repair sees it. */
+  readonly #repairHost: RetransmitterHost = {
+    stream: () => (this.#closed ? undefined : this.#srtpStream()),
+    history: () => this.#history,
+    srtpIndexOf: (sequenceNumber) => this.#srtpIndexOf(sequenceNumber),
+    lastSequenceNumber: () => (this.#sequenceNumber + 0xffff) & 0xffff,
+    path: () => this.#path(),
+    writeAgain: (stream, packet) => {
+      if (rtpLossFault(stream.transport)?.() !== true) this.#write(stream.transport, packet);
+    },
+    countResent: (packets, bytes) => {
+      this.#counters.retransmittedPacketsSent += packets;
+      this.#counters.retransmittedBytesSent += bytes;
+    },
+  };
+
   /** Writes a packet the pacer held back, unless the sender closed or lost its transport meanwhile. */
   readonly #writeLater = (packet: Buffer): void => {
     const stream = this.#stream;
@@ -420,11 +362,11 @@ export class RtpTrackSender {
   close(): void {
     this.#closed = true;
     const congestion = existingTransportCongestion(this.#stream?.transport);
-    congestion?.withdrawPadding(this.#padding);
+    congestion?.withdrawPadding(this.#repair.padding);
     congestion?.forgetSender(this.#sender);
     this.#stopNacks();
     this.#stopFeedback();
-    this.#keyframeNeeded = undefined;
+    this.#repair.onKeyframeNeeded(undefined);
     this.#history?.clear();
   }
 
@@ -465,7 +407,7 @@ export class RtpTrackSender {
     const rtt = this.#counters.rtt;
     // Noted every frame, so the base is known before a congested queue inflates the RTT.
     const baseRttMs = this.#baseRtt.note(now, rtt === undefined ? undefined : rtt * 1000);
-    if (mode === 'smooth' && now - this.#lossReportedAtMs < LOSS_MEMORY_MS) {
+    if (mode === 'smooth' && now - this.#repair.nackedAtMs < LOSS_MEMORY_MS) {
       const delay = smoothPlayoutDelay(baseRttMs);
       if (delay !== undefined) {
         key = `smooth:${delay.minMs}:${delay.maxMs}`;
@@ -499,145 +441,6 @@ export class RtpTrackSender {
   }
 
   /**
-   * The connection's transport-wide feedback reports packets of this sender lost: each is resent
-   * now unless a copy left after the lost one (its NACK was answered). Without this, a lost NACK
-   * or a lost resend waits for the receiver to NACK again — libwebrtc's receiver does so a
-   * round trip later, and with its default RTT (100 ms) when it has not measured one: on a
-   * 40 ms path at 2 % loss, the 180–200 ms gaps in the picture (docs/performance.md).
-   */
-  #repairReportedLoss(losses: readonly ReportedLoss[]): void {
-    const history = this.#history;
-    if (history === undefined) return;
-    let sequenceNumbers: number[] | undefined;
-    for (const loss of losses) {
-      // Only the newest copy's loss asks for another: an older one's was answered (a NACK, a second copy).
-      if (history.resends(loss.sequenceNumber) !== loss.copy) continue;
-      (sequenceNumbers ??= []).push(loss.sequenceNumber);
-    }
-    if (sequenceNumbers !== undefined) this.#retransmit(sequenceNumbers, 'feedback');
-  }
-
-  /**
-   * Resends kept packets the receiver reported missing, within the loss-recovery rules
-   * (loss-recovery.ts); a loss a NACK asked for and left unrepaired asks for a keyframe
-   * (throttled). `nack`,
-   * the receiver asked; `feedback`, its transport-wide feedback says the last copy was lost, so
-   * the once-per-RTT rule does not hold it back — and what is refused is left to the NACK that
-   * follows (counted, and answered with a keyframe, there).
-   */
-  #retransmit(sequenceNumbers: readonly number[], trigger: 'nack' | 'feedback'): void {
-    const fromFeedback = trigger === 'feedback';
-    if (!fromFeedback) this.#lossReportedAtMs = this.#now();
-    const stream = this.#closed ? undefined : this.#srtpStream();
-    const history = this.#history;
-    if (stream === undefined || history === undefined) return;
-    const drop = rtpLossFault(stream.transport);
-    const rtx = this.#rtx.stream();
-    const path = this.#path();
-    const refused: Record<RetransmissionRefusal, number> = { not_in_history: 0, too_old: 0, within_rtt: 0, budget: 0 };
-    let resent = 0;
-    let resentBytes = 0;
-    // A path that loses without queueing gets each resend twice (below); a queueing one, once.
-    const congestion = rtx === undefined ? undefined : existingTransportCongestion(stream.transport);
-    const twice = congestion !== undefined && congestion.active() && congestion.pacingRateBps() === undefined;
-    let firstCopies: number[] | undefined;
-    for (const sequenceNumber of sequenceNumbers) {
-      const packet = history.get(sequenceNumber);
-      if (packet === undefined) {
-        refused.not_in_history++;
-        continue;
-      }
-      // An RTX packet is the original's plus the 2-byte original sequence number.
-      const bytes = rtx === undefined ? packet.length : packet.length + RTX_OSN_BYTES;
-      const reason = this.#budget.admit(
-        { bytes, sentAtMs: history.sentAt(sequenceNumber)!, resentAtMs: fromFeedback ? undefined : history.resentAt(sequenceNumber) },
-        path,
-      );
-      if (reason !== undefined) {
-        refused[reason]++;
-        continue;
-      }
-      const copy = history.markResent(sequenceNumber, this.#now())!;
-      resent++;
-      resentBytes += bytes;
-      this.#counters.retransmittedPacketsSent++;
-      this.#counters.retransmittedBytesSent += bytes;
-      if (rtx !== undefined) {
-        this.#rtx.send(stream, rtx, packet, sequenceNumber, this.#srtpIndexOf(sequenceNumber), true, {
-          listener: this.#lossListener,
-          copy,
-        });
-        if (twice) (firstCopies ??= []).push(sequenceNumber);
-      } else if (drop?.() !== true) this.#write(stream.transport, packet);
-    }
-    if (firstCopies !== undefined) {
-      const sent = firstCopies;
-      const copies = sent.map((sequenceNumber) => history.resends(sequenceNumber)!);
-      this.#setTimer(() => this.#sendSecondCopies(sent, copies), SECOND_COPY_AFTER_MS);
-    }
-    const counts = this.#counts;
-    if (resent > 0) {
-      counts.retransmittedPackets += resent;
-      counts.retransmittedBytes += resentBytes;
-      this.#options.onRetransmit?.(resent, resentBytes);
-      if (fromFeedback) {
-        counts.repairedFromFeedback += resent;
-        this.#options.onUnaskedResends?.('feedback_loss', resent);
-      }
-    }
-    if (fromFeedback) return;
-    for (const reason of Object.keys(refused) as RetransmissionRefusal[]) {
-      if (refused[reason] === 0) continue;
-      counts.refused[reason] += refused[reason];
-      this.#options.onRetransmissionsRefused?.(reason, refused[reason]);
-    }
-    const unrepaired = refused.not_in_history + refused.too_old + refused.budget;
-    if (unrepaired > 0 && this.#keyframeNeeded && this.#keyframes.lossUnrepaired(this.#budget.rttMs(path))) {
-      counts.keyframesForLoss++;
-      this.#keyframeNeeded();
-    }
-  }
-
-  /**
-   * A second RTX copy of each resend in `sequenceNumbers` that was not resent again since
-   * (`copies`: the number of each one's first copy): on a path that loses without queueing, a lost resend
-   * is otherwise known only from the receiver's next feedback or NACK, ~100 ms later — most of
-   * the gaps over 200 ms left at 2 % loss (docs/performance.md). Sent a little after the first,
-   * so a short burst of loss does not take both; drawn from the same budget, and what it cannot
-   * pay for is skipped (the first copy is on its way).
-   */
-  #sendSecondCopies(sequenceNumbers: readonly number[], copies: readonly number[]): void {
-    const stream = this.#closed ? undefined : this.#stream;
-    const history = this.#history;
-    const rtx = this.#rtx.stream();
-    if (stream === undefined || history === undefined || rtx === undefined) return;
-    const path = this.#path();
-    let sent = 0;
-    let sentBytes = 0;
-    for (let i = 0; i < sequenceNumbers.length; i++) {
-      const sequenceNumber = sequenceNumbers[i]!;
-      const packet = history.get(sequenceNumber);
-      if (packet === undefined || history.resends(sequenceNumber) !== copies[i]) continue;
-      const bytes = packet.length + RTX_OSN_BYTES;
-      if (this.#budget.admit({ bytes, sentAtMs: history.sentAt(sequenceNumber)!, resentAtMs: undefined }, path) !== undefined) continue;
-      // The newest copy: a report that the first was lost no longer asks for another.
-      const copy = history.markResent(sequenceNumber, this.#now())!;
-      this.#rtx.send(stream, rtx, packet, sequenceNumber, this.#srtpIndexOf(sequenceNumber), true, { listener: this.#lossListener, copy });
-      sent++;
-      sentBytes += bytes;
-    }
-    if (sent === 0) return;
-    this.#counters.retransmittedPacketsSent += sent;
-    this.#counters.retransmittedBytesSent += sentBytes;
-    const counts = this.#counts;
-    counts.retransmittedPackets += sent;
-    counts.retransmittedBytes += sentBytes;
-    counts.secondCopies += sent;
-    this.#options.onRetransmit?.(sent, sentBytes);
-    this.#options.onUnaskedResends?.('second_copy', sent);
-  }
-
-  /**
    * The SRTP index a kept packet was protected under: its sequence number under this rollover
    * counter, or the one before if it was sent before the last wrap (the history holds 512
    * packets, far less than 2^15).
@@ -646,25 +449,6 @@ export class RtpTrackSender {
     const lastSent = (this.#sequenceNumber + 0xffff) & 0xffff;
     const rollover = sequenceNumber <= lastSent ? this.#rolloverCounter : Math.max(0, this.#rolloverCounter - 1);
     return rollover * 0x10000 + sequenceNumber;
-  }
-
-  /**
-   * One packet of a bandwidth probe's padding: an RTX copy of one of the last 32 packets sent
-   * (a duplicate the receiver drops, but counts in its feedback), not paced — the probe paces
-   * itself. Its size, or 0 when there is nothing to copy.
-   */
-  #sendPadding(): number {
-    const stream = this.#closed ? undefined : this.#stream;
-    const history = this.#history;
-    const rtx = this.#rtx.stream();
-    if (stream === undefined || history === undefined || rtx === undefined) return 0;
-    for (let tries = 0; tries < 32; tries++) {
-      this.#paddingBack = (this.#paddingBack + 1) % 32;
-      const sequenceNumber = (this.#sequenceNumber - 1 - this.#paddingBack) & 0xffff;
-      const packet = history.get(sequenceNumber);
-      if (packet !== undefined) return this.#rtx.send(stream, rtx, packet, sequenceNumber, this.#srtpIndexOf(sequenceNumber), false);
-    }
-    return 0;
   }
 
   #write(transport: RTCDtlsTransport, packet: Buffer): void {
