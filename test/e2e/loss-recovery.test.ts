@@ -222,29 +222,28 @@ describe('loss recovery through the network lab', () => {
     expect(video.frames.length - framesBefore, detail).toBeGreaterThan(100); // 4.5 s at 30 fps: 135
   }, 60_000);
 
-  it('resends what the feedback reports lost when the uplink loses NACKs, and each resend twice on a path that only loses', async () => {
-    const { runtime, lab, ours, video } = await streamThroughLab(2525);
-    const statsBefore = await inboundVideo(ours.peer()!);
-    const framesBefore = video.frames.length;
+  it('sends each resend twice on a path that loses without queueing', async () => {
+    const { runtime, lab, video } = await streamThroughLab(2525);
+    await sleep(1_500); // past the stream's start (its first second decodes slower)
     const before = await snapshot(runtime, lab);
-    // A quarter of the receiver's NACKs (and feedback) lost on the way back; 3 % of the video.
-    lab.set({ down: { lossPercent: 3 }, up: { lossPercent: 25 } });
-    await sleep(5_000);
-    lab.set({ down: { lossPercent: 0 }, up: { lossPercent: 0 } });
+    const framesBefore = video.frames.length;
+    lab.set({ down: { lossPercent: 3 } });
+    await sleep(4_000);
+    lab.set({ down: { lossPercent: 0 } });
     await sleep(500);
     const after = await snapshot(runtime, lab);
-    const statsAfter = await inboundVideo(ours.peer()!);
-    const unasked = (reason: string): number => after.unasked[reason]! - before.unasked[reason]!;
-    const detail = JSON.stringify({ before, after, statsBefore, statsAfter, counters: lab.counters });
+    const secondCopies = after.unasked['second_copy']! - before.unasked['second_copy']!;
+    const resent = after.resentPackets - before.resentPackets;
+    const detail = JSON.stringify({ before, after, counters: lab.counters });
 
     expect(lab.counters.down.droppedRandom, detail).toBeGreaterThan(0);
-    expect(lab.counters.up.droppedRandom, detail).toBeGreaterThan(0);
-    // Losses whose NACK never came were resent from the transport-wide feedback…
-    expect(unasked('feedback_loss'), detail).toBeGreaterThan(0);
-    // …and, with no queue on the path, every resend went twice.
-    expect(unasked('second_copy'), detail).toBeGreaterThan(0);
-    expect(after.resentPackets - before.resentPackets, detail).toBeGreaterThanOrEqual(unasked('feedback_loss') + unasked('second_copy'));
-    // The picture kept on: 5.5 s at 30 fps is 165 frames.
-    expect(video.frames.length - framesBefore, detail).toBeGreaterThan(120);
+    expect(secondCopies, detail).toBeGreaterThan(0);
+    // A second copy follows a first: at most half of what was resent. (Resends the transport-wide
+    // feedback asked for without a NACK are in `resent` too — rare here, with no NACK lost; the
+    // unit tests in runtime/transport/send/reported-loss.test.ts hold that path, and the network
+    // lab's 2 % scenario counts them against Chromium: docs/performance.md.)
+    expect(secondCopies, detail).toBeLessThanOrEqual(resent / 2);
+    // 4.5 s at 30 fps: 135 frames.
+    expect(video.frames.length - framesBefore, detail).toBeGreaterThan(100);
   }, 60_000);
 });
