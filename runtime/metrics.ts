@@ -63,6 +63,12 @@ export class RuntimeMetrics {
     labelNames: ['track'] as const,
     registers: [this.registry],
   });
+  readonly rtpFecPackets = new Counter({
+    name: 'arclight_rtp_fec_packets_total',
+    help: 'FlexFEC repair packets sent (one per group of up to 8 packets of a frame, while a client that negotiated flexfec-03 reports loss on a path that does not queue), by track',
+    labelNames: ['track'] as const,
+    registers: [this.registry],
+  });
   readonly rtpUnaskedResends = new Counter({
     name: 'arclight_rtp_unasked_resends_total',
     help: 'RTP packets resent that no NACK asked for (also in arclight_rtp_retransmitted_packets_total), by track and reason (feedback_loss: transport-wide feedback reported the copy lost; second_copy: a resend sent twice on a path that loses without queueing)',

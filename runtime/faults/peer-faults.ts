@@ -28,12 +28,18 @@ export interface PeerFaults {
    * the session runs (see network-faults.ts). One object may impair all peers of a runtime.
    */
   readonly network?: NetworkFaults;
+  /**
+   * Sends no resends at all: NACKs and reported losses go unanswered (and nothing is numbered for
+   * them), so only forward error correction can repair a loss (test/e2e/flexfec.browser.test.ts).
+   */
+  readonly noResends?: boolean;
 }
 
 const RTP_LOSS = Symbol('arclight.rtpLoss');
+const NO_RESENDS = Symbol('arclight.noResends');
 
-/** A DTLS transport that may carry the RTP loss fault. */
-type FaultyTransport = object & { [RTP_LOSS]?: () => boolean };
+/** A DTLS transport that may carry the RTP loss and no-resend faults. */
+type FaultyTransport = object & { [RTP_LOSS]?: () => boolean; [NO_RESENDS]?: boolean };
 
 /**
  * Applies `faults` to a negotiated peer (call after the answer: werift creates its DTLS
@@ -41,6 +47,7 @@ type FaultyTransport = object & { [RTP_LOSS]?: () => boolean };
  */
 export function applyPeerFaults(pc: RTCPeerConnection, faults: PeerFaults | undefined, random: () => number = Math.random): void {
   if (faults?.network) impairPeer(pc, faults.network);
+  if (faults?.noResends) for (const transport of pc.dtlsTransports) (transport as FaultyTransport)[NO_RESENDS] = true;
   const percent = faults?.outboundRtpLossPercent ?? 0;
   if (!(percent > 0)) return;
   const probability = Math.min(percent, 100) / 100;
@@ -56,6 +63,11 @@ export function applyPeerFaults(pc: RTCPeerConnection, faults: PeerFaults | unde
  */
 export function rtpLossFault(transport: object): (() => boolean) | undefined {
   return (transport as FaultyTransport)[RTP_LOSS];
+}
+
+/** Whether the no-resend fault was applied to a DTLS transport (the loss repair sends nothing then). */
+export function noResendsFault(transport: object): boolean {
+  return (transport as FaultyTransport)[NO_RESENDS] === true;
 }
 
 /**

@@ -163,6 +163,7 @@ export class MediaBindings {
       },
       onRetransmissionsRefused: (reason, packets) => metrics?.rtpRetransmissionsRefused.inc({ track: track.name, reason }, packets),
       onUnaskedResends: (reason, packets) => metrics?.rtpUnaskedResends.inc({ track: track.name, reason }, packets),
+      onRepairPackets: (packets) => metrics?.rtpFecPackets.inc({ track: track.name }, packets),
       onKeyframeRequestThrottled: () => metrics?.keyframeRequestsThrottled.inc({ track: track.name }),
       onProbe: (outcome) => metrics?.bandwidthProbes.inc({ track: track.name, outcome }),
     });

@@ -33,6 +33,8 @@ export interface MediaSenderOptions {
   readonly onRetransmit?: (packets: number, bytes: number) => void;
   /** Called with the number of packets resent that no NACK asked for, by reason (also in `onRetransmit`; for metrics). */
   readonly onUnaskedResends?: (reason: UnaskedResend, packets: number) => void;
+  /** Called with the number of FlexFEC repair packets sent after a frame (for metrics). */
+  readonly onRepairPackets?: (packets: number) => void;
   /** Called with the NACKed packets not resent, by reason (for metrics). */
   readonly onRetransmissionsRefused?: (reason: RetransmissionRefusal, packets: number) => void;
   /** Called when a picture-loss report is ignored: a keyframe was asked for too recently. */

@@ -22,13 +22,19 @@ export const MAX_RTP_PACKET_BYTES = 1200;
 export const MAX_EXTENSION_BLOCK_BYTES = 28;
 /** The longest SRTP tag of the profiles werift negotiates (AEAD_AES_128_GCM: 16; HMAC_SHA1_80: 10). */
 const MAX_SRTP_TAG_BYTES = 16;
-/** A retransmission on the RTX stream (RFC 4588) carries the original sequence number before the payload. */
-const RTX_OSN_BYTES = 2;
+/**
+ * What a packet carries beyond itself elsewhere, at most: resent on the RTX stream (RFC 4588), the
+ * original sequence number (2 bytes) before the payload; covered by a FlexFEC repair packet
+ * (send/flexfec.ts), the repair packet is the FlexFEC header (20 bytes: one SSRC, a 15-bit mask)
+ * and everything after the media packet's fixed header, under a fixed header of its own.
+ */
+const FLEXFEC_HEADER_BYTES = 20;
 /**
  * Payload bytes per packet the packetizers may use so every packet fits MAX_RTP_PACKET_BYTES on
  * the wire, whichever packet of a frame it is (the first carries the extensions), whichever
  * viewer it goes to (a frame is packetized once for every viewer, whose mids and SRTP profiles
- * may differ), and when it is resent on the RTX stream: 1200 − 12 − 28 − 16 − 2 = 1142.
+ * may differ), when it is resent on the RTX stream, and the FlexFEC packet that covers it:
+ * 1200 − 12 − 28 − 16 − 20 = 1124.
  */
 export const MAX_RTP_PAYLOAD_BYTES =
-  MAX_RTP_PACKET_BYTES - RTP_HEADER_LENGTH - MAX_EXTENSION_BLOCK_BYTES - MAX_SRTP_TAG_BYTES - RTX_OSN_BYTES;
+  MAX_RTP_PACKET_BYTES - RTP_HEADER_LENGTH - MAX_EXTENSION_BLOCK_BYTES - MAX_SRTP_TAG_BYTES - FLEXFEC_HEADER_BYTES;

@@ -72,6 +72,8 @@ export interface RetransmitterHost {
   path(): PathEstimate;
   /** Writes a kept packet again as it left (no RTX negotiated). */
   writeAgain(stream: SrtpStream, packet: Buffer): void;
+  /** Tests only (the `noResends` peer fault): nothing is to be resent on this stream. */
+  resendsOff(stream: SrtpStream): boolean;
   /** Counts resent packets in werift's counters, which its stats read. */
   countResent(packets: number, bytes: number): void;
 }
@@ -92,6 +94,8 @@ export interface LossRecoveryCounts {
   keyframesForLoss: number;
 }
 
+/** NACKs this far apart are two stretches of loss, ms (a stretch starts with its first NACK). */
+export const LOSS_MEMORY_MS = 10_000;
 /** A resend's second copy leaves this long after the first, ms: past a short burst of loss. */
 const SECOND_COPY_AFTER_MS = 10;
 /** Probe padding copies one of this many newest packets. */
@@ -117,6 +121,8 @@ export class Retransmitter {
   };
   /** When the receiver last NACKed, ms of the clock (-Infinity: never). */
   #nackedAtMs = -Infinity;
+  /** When the current stretch of NACKs began (its first NACK, none LOSS_MEMORY_MS before it). */
+  #nackingSinceMs = -Infinity;
   /** How far back the last padding packet reached (cycles over the newest packets). */
   #paddingBack = 0;
   /** Hears which of the sender's packets the connection's feedback reports lost. */
@@ -146,6 +152,11 @@ export class Retransmitter {
     return this.#nackedAtMs;
   }
 
+  /** When the receiver's current stretch of NACKs began (ms of the clock; -Infinity: never). */
+  get nackingSinceMs(): number {
+    return this.#nackingSinceMs;
+  }
+
   /** Who makes a keyframe when a NACKed loss is left unrepaired (throttled here); undefined: nobody. */
   onKeyframeNeeded(listener: (() => void) | undefined): void {
     this.#keyframeNeeded = listener;
@@ -170,7 +181,9 @@ export class Retransmitter {
 
   /** The receiver NACKed these media sequence numbers. */
   nack(sequenceNumbers: readonly number[]): void {
-    this.#nackedAtMs = this.#now();
+    const now = this.#now();
+    if (now - this.#nackedAtMs >= LOSS_MEMORY_MS) this.#nackingSinceMs = now;
+    this.#nackedAtMs = now;
     this.#resend(sequenceNumbers, 'nack');
   }
 
@@ -200,7 +213,7 @@ export class Retransmitter {
     const host = this.#host;
     const stream = host.stream();
     const history = host.history();
-    if (stream === undefined || history === undefined) return;
+    if (stream === undefined || history === undefined || host.resendsOff(stream)) return;
     const fromFeedback = trigger === 'feedback';
     const rtx = this.#rtx.stream();
     const path = host.path();

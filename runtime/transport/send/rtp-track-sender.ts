@@ -33,13 +33,22 @@
 import type { RTCDtlsTransport, RTCRtpSender, RTCRtpTransceiver } from 'werift';
 import type { LatencyMode } from '../../../protocol/messages.ts';
 import { IceDatagramWriter } from './ice-datagram-writer.ts';
-import { rtpLossFault } from '../../faults/peer-faults.ts';
+import { noResendsFault, rtpLossFault } from '../../faults/peer-faults.ts';
 import { PLAYOUT_DELAY_URI } from '../signalling/peer-factory.ts';
 import { RtpSendHistory } from './rtp-send-history.ts';
 import type { Clock, LossRecoveryRules, PathEstimate } from './loss-recovery.ts';
-import { Retransmitter, type LossRecoveryCounts, type LossRepairCallbacks, type RetransmitterHost } from './retransmitter.ts';
+import {
+  LOSS_MEMORY_MS,
+  Retransmitter,
+  type LossRecoveryCounts,
+  type LossRepairCallbacks,
+  type RetransmitterHost,
+} from './retransmitter.ts';
 import { createSrtpProtector, type SrtpStream } from './srtp-protector.ts';
 import { RtxSender } from './rtx-sender.ts';
+import { FlexfecSender } from './flexfec-sender.ts';
+import type { FecProtected } from './flexfec.ts';
+import { flexfecOf, type FlexfecStream } from '../signalling/flexfec-negotiation.ts';
 import {
   RTPFB,
   TRANSPORT_WIDE_CC_URI,
@@ -100,8 +109,24 @@ interface WeriftTransportCounters {
   packetsSent: number;
 }
 
-/** How long a receiver's loss report keeps smooth mode's longer playout delay, ms. */
-const LOSS_MEMORY_MS = 10_000;
+/**
+ * Repair packets wait until loss has gone on this long without the path's delay saying "queue"
+ * (a delay-based decrease), ms: a bottleneck's first drops (a capacity step) are NACKed before
+ * the estimate falls, and repair packets then would add to the queue that drops.
+ */
+const FEC_AFTER_MS = 1_000;
+/**
+ * Repair packets go only while the estimate is this many times the rate sent: a frame of 3
+ * packets gets one (+33 %), a large one one per 8 (+12.5 %).
+ */
+const FEC_HEADROOM = 1.4;
+/**
+ * The codecs repair packets go with: H.264 and H.265, which browsers receive. Not VP8: libwebrtc
+ * protects VP8 with ULPFEC itself, and the VP8 receiver measured here (the libwebrtc in
+ * @roamhq/wrtc, which offers flexfec-03) lost frames with it — its estimate fell from 10 Mbit/s
+ * to ~0.2 and the send budget held the model for seconds (docs/performance.md, "FlexFEC").
+ */
+const FEC_CODECS: ReadonlySet<string> = new Set(['h264', 'h265']);
 
 /** Loss repair's callbacks (retransmitter.ts) are for metrics. */
 export interface RtpTrackSenderOptions extends LossRepairCallbacks {
@@ -113,6 +138,8 @@ export interface RtpTrackSenderOptions extends LossRepairCallbacks {
    * bounds how high the connection's bandwidth probes look. Default: an even share, no bound.
    */
   readonly shareWeight?: number;
+  /** Called with the number of FlexFEC repair packets sent after a frame (for metrics). */
+  readonly onRepairPackets?: (packets: number) => void;
   /**
    * Called after every frame handed to `sendFrame`, sent or not (not connected yet, closed):
    * a connection counts these for `media_stats` (frames sent to the client).
@@ -158,6 +185,8 @@ export class RtpTrackSender {
   readonly #rtx: RtxSender;
   /** Answers loss reports: resends, keyframes for loss, probe padding (retransmitter.ts). */
   readonly #repair: Retransmitter;
+  /** Repair packets (FlexFEC) where the client negotiated them (flexfec-sender.ts). */
+  readonly #fec: FlexfecSender;
 
   constructor(transceiver: RTCRtpTransceiver, options: RtpTrackSenderOptions = {}) {
     this.#transceiver = transceiver;
@@ -170,6 +199,7 @@ export class RtpTrackSender {
     this.#transportWideId = transceiver.headerExtensions.find((e) => e.uri === TRANSPORT_WIDE_CC_URI)?.id;
     this.#sequenceOnlyBlock = this.#transportWideId === undefined ? undefined : buildExtensionBlock([], this.#transportWideId);
     this.#rtx = new RtxSender(transceiver, { transportWideId: this.#transportWideId, now: this.#now, write: this.#writeLater });
+    this.#fec = new FlexfecSender({ now: this.#now, write: this.#writeLater });
     this.#repair = new Retransmitter(this.#repairHost, this.#rtx, {
       ...options,
       ...(options.lossRecovery ? { rules: options.lossRecovery } : {}),
@@ -274,6 +304,9 @@ export class RtpTrackSender {
     const pacingRate = congestion?.pacingRateBps();
     // Video's packets are kept for resends: the connection's feedback says which were lost.
     const lossListener = history ? this.#repair.lossListener : undefined;
+    // Repair packets for the frame (FlexFEC), where negotiated and the path loses without queueing.
+    const fec = history ? this.#fecStream(congestion, pacingRate) : undefined;
+    const protectedPackets: FecProtected[] | undefined = fec ? [] : undefined;
     let payloadBytes = 0;
     let headerBytes = 0;
     for (let i = 0; i < payloads.length; i++) {
@@ -299,12 +332,21 @@ export class RtpTrackSender {
       entry.packet = packet;
       entry.headerLength = headerLength;
       entry.payload = payload;
+      // What the receiver XORs it as: its transport-wide number zeroed (it is rewritten per copy).
+      protectedPackets?.push({
+        sequenceNumber: this.#sequenceNumber,
+        header: packet.subarray(0, headerLength),
+        payload,
+        ...(ext?.sequenceAt !== undefined ? { zeroAt: RTP_HEADER_LENGTH + ext.sequenceAt, zeroLength: 2 } : {}),
+      });
       entry.index = this.#rolloverCounter * 0x10000 + this.#sequenceNumber;
       payloadBytes += payload.length;
       headerBytes += headerLength;
       this.#sequenceNumber = (this.#sequenceNumber + 1) & 0xffff;
       if (this.#sequenceNumber === 0) this.#rolloverCounter = (this.#rolloverCounter + 1) >>> 0;
     }
+    // Computed before SRTP (the XOR is of the clear packets), sent after the frame.
+    const repairs = fec && protectedPackets ? this.#fec.repairs(ssrc, protectedPackets) : undefined;
     stream.protector.protect(ssrc, batch, payloads.length);
     const drop = rtpLossFault(stream.transport);
     const pacer = congestion?.pacer;
@@ -320,6 +362,10 @@ export class RtpTrackSender {
       // Nothing of the frame is kept past this call: the caller's payloads, and (audio) the packet.
       entry.packet = EMPTY;
       entry.payload = EMPTY;
+    }
+    if (fec && repairs) {
+      this.#fec.send(stream, fec, repairs, timestamp);
+      this.#options.onRepairPackets?.(repairs.length);
     }
     if (history) {
       this.#repair.noteMediaSent(wireBytes);
@@ -346,6 +392,7 @@ export class RtpTrackSender {
     writeAgain: (stream, packet) => {
       if (rtpLossFault(stream.transport)?.() !== true) this.#write(stream.transport, packet);
     },
+    resendsOff: (stream) => noResendsFault(stream.transport),
     countResent: (packets, bytes) => {
       this.#counters.retransmittedPacketsSent += packets;
       this.#counters.retransmittedBytesSent += bytes;
@@ -420,6 +467,30 @@ export class RtpTrackSender {
       this.#extensionBlocks.set(key, block);
     }
     return block;
+  }
+
+  /**
+   * The FlexFEC stream to send repair packets on for this frame, if any: negotiated
+   * (signalling/flexfec-negotiation.ts), the receiver NACKed within the last 10 s and has for
+   * FEC_AFTER_MS with no delay-based decrease in that time, the path loses
+   * without queueing (transport-cc active, not paced: on a queueing path repair packets add to
+   * the queue that drops), and the estimate has room for them over the media sent
+   * (FEC_HEADROOM: the controller does not see their bytes, flexfec-sender.ts), for H.264 and
+   * H.265 (FEC_CODECS).
+   */
+  #fecStream(congestion: TransportCongestion | undefined, pacingRate: number | undefined): FlexfecStream | undefined {
+    if (congestion === undefined || pacingRate !== undefined || !congestion.active()) return undefined;
+    const now = this.#now();
+    if (now - this.#repair.nackedAtMs >= LOSS_MEMORY_MS) return undefined;
+    if (now - Math.max(this.#repair.nackingSinceMs, congestion.controller.lastDecreaseMs) < FEC_AFTER_MS) return undefined;
+    if (congestion.controller.targetBps < FEC_HEADROOM * congestion.sentBps()) return undefined;
+    if (!FEC_CODECS.has(this.codec ?? '')) return undefined;
+    return flexfecOf(this.#transceiver);
+  }
+
+  /** Repair packets sent so far (FlexFEC). */
+  get repairPacketsSent(): number {
+    return this.#fec.sent;
   }
 
   /**

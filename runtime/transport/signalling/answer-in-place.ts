@@ -27,12 +27,14 @@ import {
   mappedTrack,
   orientTransceiver,
   runtimeDirection,
+  sendingVideo,
   setAnswer,
   type TrackBinding,
 } from './answer-offer.ts';
 import { createRuntimePeer, type PeerFactoryOptions } from './peer-factory.ts';
 import { withoutImplicitStun } from './no-implicit-stun.ts';
 import { withoutInactiveSsrcs } from './inactive-sections.ts';
+import { withFlexfec } from './flexfec-negotiation.ts';
 
 export interface InPlaceAnswer {
   readonly answerSdp: string;
@@ -122,7 +124,12 @@ export async function answerInPlace(pc: RTCPeerConnection, request: InPlaceOffer
   await setAnswer(pc, bindings);
   const sdp = pc.localDescription?.sdp;
   if (!sdp) throw new ArclightError('internal_error', 'The runtime produced no local description.');
-  return { answerSdp: withoutInactiveSsrcs(request.peerOptions.icePolicy.advertisedSdp(sdp)), bindings, attached, detached };
+  const answerSdp = withFlexfec(
+    withoutInactiveSsrcs(request.peerOptions.icePolicy.advertisedSdp(sdp)),
+    request.offerSdp,
+    sendingVideo(bindings),
+  );
+  return { answerSdp, bindings, attached, detached };
 }
 
 function parseOffer(sdp: string): SessionDescription {

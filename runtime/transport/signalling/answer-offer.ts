@@ -15,6 +15,7 @@ import type { VideoCodec } from '../../media/video-encoder.ts';
 import { keepEarlyDtlsRecords } from './early-dtls.ts';
 import { withoutImplicitStun } from './no-implicit-stun.ts';
 import { withoutInactiveSsrcs } from './inactive-sections.ts';
+import { withFlexfec, type SendingSection } from './flexfec-negotiation.ts';
 
 export interface TrackBinding {
   readonly transceiver: RTCRtpTransceiver;
@@ -67,7 +68,14 @@ export async function answerOffer(
   await waitForGathering(pc);
   const sdp = pc.localDescription?.sdp;
   if (!sdp) throw new ArclightError('internal_error', 'The runtime produced no local description.');
-  return { answerSdp: withoutInactiveSsrcs(icePolicy.advertisedSdp(sdp)), bindings };
+  return { answerSdp: withFlexfec(withoutInactiveSsrcs(icePolicy.advertisedSdp(sdp)), offerSdp, sendingVideo(bindings)), bindings };
+}
+
+/** The bound transceivers that send the model's video, as FlexFEC's answer rewrite names them. */
+export function sendingVideo(bindings: readonly TrackBinding[]): SendingSection[] {
+  return bindings
+    .filter((b) => b.track.kind === 'video' && b.track.direction === 'recvonly')
+    .map((b) => ({ transceiver: b.transceiver, mid: b.transceiver.mid ?? undefined }));
 }
 
 /** The runtime's direction for a track: the mirror image of the client's. */

@@ -54,7 +54,7 @@ window.labStart = async (runtimeUrl, modelName, stamp) => {
 };
 window.labInbound = async () => {
   const pc = state.client?.getPeerConnection();
-  const zero = { bytesReceived: 0, packetsReceived: 0, packetsLost: 0, framesDecoded: 0, nackCount: 0, pliCount: 0, frameWidth: 0, frameHeight: 0 };
+  const zero = { bytesReceived: 0, packetsReceived: 0, packetsLost: 0, framesDecoded: 0, nackCount: 0, pliCount: 0, frameWidth: 0, frameHeight: 0, fecPacketsReceived: 0, fecPacketsDiscarded: 0 };
   if (!pc) return zero;
   let found = zero;
   const report = await pc.getStats();

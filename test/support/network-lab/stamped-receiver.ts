@@ -27,6 +27,9 @@ export interface InboundVideo {
   readonly pliCount: number;
   readonly frameWidth: number;
   readonly frameHeight: number;
+  /** FlexFEC/ULPFEC repair packets received, and those the receiver could not use. */
+  readonly fecPacketsReceived: number;
+  readonly fecPacketsDiscarded: number;
 }
 
 export interface StampedReceiverOptions {
@@ -79,6 +82,8 @@ export async function inboundVideo(pc: RTCPeerConnection): Promise<InboundVideo>
     pliCount: 0,
     frameWidth: 0,
     frameHeight: 0,
+    fecPacketsReceived: 0,
+    fecPacketsDiscarded: 0,
   };
   let found = zero;
   (await pc.getStats()).forEach((entry: Record<string, unknown>) => {
@@ -93,6 +98,8 @@ export async function inboundVideo(pc: RTCPeerConnection): Promise<InboundVideo>
       pliCount: n('pliCount'),
       frameWidth: n('frameWidth'),
       frameHeight: n('frameHeight'),
+      fecPacketsReceived: n('fecPacketsReceived'),
+      fecPacketsDiscarded: n('fecPacketsDiscarded'),
     };
   });
   return found;
