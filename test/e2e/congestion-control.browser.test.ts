@@ -16,9 +16,10 @@
  */
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defineModel, startRuntime, type Runtime } from '../../runtime/index.ts';
+import { startRuntime, type Runtime } from '../../runtime/index.ts';
+import { grainModel } from '../support/grain-model.ts';
 import { createLogger } from '../../server-kit/log.ts';
-import { PictureDrawer, stampPosition } from '../../bench/support/pictures.ts';
+import { stampPosition } from '../../bench/support/pictures.ts';
 import { createTestNetwork, type TestNetwork } from '../support/netns.ts';
 import { NetworkLab } from '../support/network-lab/network-lab.ts';
 import { connectChromiumThroughLab, type ChromiumThroughLab } from '../support/network-lab/chromium-receiver.ts';
@@ -29,20 +30,7 @@ const HEIGHT = 360;
 const CONFIGURED_KBPS = 2000;
 const CAP_MBPS = 0.8;
 
-const model = defineModel({
-  name: 'cc-grain',
-  version: '1.0.0',
-  description: 'fresh noise every frame: the encoder spends its whole budget',
-  fps: 30,
-  tracks: [{ name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT, bitrateKbps: CONFIGURED_KBPS }],
-  async run(session) {
-    const drawer = new PictureDrawer(WIDTH, HEIGHT, 'grain');
-    for await (const frame of session.ticks()) {
-      drawer.draw(frame);
-      await session.emit('main_video', drawer.canvas.frame(performance.now() * 1000));
-    }
-  },
-});
+const model = grainModel('cc-grain', WIDTH, HEIGHT, CONFIGURED_KBPS);
 
 let net: TestNetwork | undefined;
 let runtime: Runtime | undefined;

@@ -14,10 +14,11 @@
  */
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defineModel, type Runtime } from '../../runtime/index.ts';
+import type { Runtime } from '../../runtime/index.ts';
+import { grainModel } from '../support/grain-model.ts';
 import { startRuntimeWithFaults } from '../../runtime/faults/start-runtime-with-faults.ts';
 import { createLogger } from '../../server-kit/log.ts';
-import { PictureDrawer, stampPosition } from '../../bench/support/pictures.ts';
+import { stampPosition } from '../../bench/support/pictures.ts';
 import { MAX_RTP_PACKET_BYTES } from '../../runtime/transport/rtp/packet-size.ts';
 import { createTestNetwork, type TestNetwork } from '../support/netns.ts';
 import { NetworkLab } from '../support/network-lab/network-lab.ts';
@@ -27,20 +28,7 @@ import { pollUntil } from '../support/poll.ts';
 const WIDTH = 640;
 const HEIGHT = 360;
 
-const model = defineModel({
-  name: 'fec-grain',
-  version: '1.0.0',
-  description: 'fresh noise every frame: the encoder spends its whole budget',
-  fps: 30,
-  tracks: [{ name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT, bitrateKbps: 1500 }],
-  async run(session) {
-    const drawer = new PictureDrawer(WIDTH, HEIGHT, 'grain');
-    for await (const frame of session.ticks()) {
-      drawer.draw(frame);
-      await session.emit('main_video', drawer.canvas.frame(performance.now() * 1000));
-    }
-  },
-});
+const model = grainModel('fec-grain', WIDTH, HEIGHT, 1500);
 
 let net: TestNetwork | undefined;
 let runtime: Runtime | undefined;

@@ -12,9 +12,9 @@
  */
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { defineModel, startRuntime, type Runtime } from '../../runtime/index.ts';
+import { startRuntime, type Runtime } from '../../runtime/index.ts';
+import { grainModel } from '../support/grain-model.ts';
 import { LOSS_RECOVERY } from '../../runtime/transport/send/loss-recovery.ts';
-import { PictureDrawer } from '../../bench/support/pictures.ts';
 import { connectArclightThroughLab } from '../support/network-lab/arclight-receiver.ts';
 import { seededRandom } from '../support/network-lab/clock.ts';
 import { NetworkLab } from '../support/network-lab/network-lab.ts';
@@ -32,23 +32,6 @@ const cleanups: Array<() => Promise<unknown> | unknown> = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
-
-function grainModel() {
-  return defineModel({
-    name: 'grain',
-    version: '1.0.0',
-    description: 'fresh noise every frame, so the encoder spends its whole rate',
-    fps: 30,
-    tracks: [{ name: 'main_video', kind: 'video', direction: 'recvonly', width: WIDTH, height: HEIGHT, bitrateKbps: KBPS }],
-    async run(session) {
-      const drawer = new PictureDrawer(WIDTH, HEIGHT, 'grain');
-      for await (const frame of session.ticks()) {
-        drawer.draw(frame);
-        await session.emit('main_video', drawer.canvas.frame(performance.now() * 1000));
-      }
-    },
-  });
-}
 
 interface Snapshot {
   /** UDP payload bytes offered to the lab's downlink (media, resends, RTCP, STUN, SCTP). */
@@ -96,7 +79,7 @@ async function snapshot(runtime: Runtime, lab: NetworkLab): Promise<Snapshot> {
  */
 async function streamThroughLab(seed: number, beforeConnect?: (lab: NetworkLab) => void) {
   const runtime: Runtime = await startRuntime({
-    model: grainModel() as never,
+    model: grainModel('grain', WIDTH, HEIGHT, KBPS) as never,
     port: 0,
     host: LOOPBACK,
     ice: { hostAddresses: [LOOPBACK] },

@@ -6,7 +6,7 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { SrtpSession } from 'werift';
+import { SrtpSession, type RTCRtpTransceiver } from 'werift';
 import { SRTP_AEAD_AES_128_GCM } from '../../runtime/transport/send/srtp-protector.ts';
 
 /** A connected DTLS transport (SRTP `profile`): every datagram written to it is copied into `wire` as it leaves; `receiver` decrypts them. */
@@ -59,4 +59,45 @@ export function extensionsOf(packet: Buffer): Map<number, Buffer> {
     at += 1 + length;
   }
   return elements;
+}
+
+/** A NACK as werift's sender hands it on (the lost sequence numbers). */
+export type NackListener = (nack: { header: { length?: number }; lost: number[] }) => void;
+
+/**
+ * A video transceiver stand-in on `transport`: the sender (`ssrc`, `codec`, an RTX SSRC if
+ * given, werift's counters), its header extensions and negotiated codecs; `nack` delivers a NACK
+ * to whoever subscribed (the RTP sender).
+ */
+export function videoTransceiverStandIn(
+  transport: object,
+  options: {
+    readonly ssrc: number;
+    readonly codec: { readonly payloadType: number; readonly mimeType: string };
+    readonly rtxSsrc?: number;
+    readonly headerExtensions: ReadonlyArray<{ readonly id: number; readonly uri: string }>;
+    readonly codecs?: ReadonlyArray<{ readonly payloadType: number; readonly mimeType: string; readonly parameters?: string }>;
+  },
+): { transceiver: RTCRtpTransceiver; nack: (lost: number[]) => void } {
+  let onNack: NackListener | undefined;
+  const transceiver = {
+    sender: {
+      kind: 'video',
+      ssrc: options.ssrc,
+      ...(options.rtxSsrc === undefined ? {} : { rtxSsrc: options.rtxSsrc }),
+      codec: options.codec,
+      dtlsTransport: transport,
+      onGenericNack: {
+        subscribe: (listener: NackListener) => {
+          onNack = listener;
+          return { unSubscribe: () => {} };
+        },
+      },
+      ...senderCounters(),
+    },
+    headerExtensions: options.headerExtensions,
+    mid: '0',
+    codecs: options.codecs ?? [options.codec],
+  } as unknown as RTCRtpTransceiver;
+  return { transceiver, nack: (lost) => onNack!({ header: {}, lost }) };
 }

@@ -6,12 +6,11 @@
  */
 
 import { describe, expect, it } from 'vitest';
-import type { RTCRtpTransceiver } from 'werift';
 import { RtpTrackSender } from './rtp-track-sender.ts';
 import { SRTP_AEAD_AES_128_GCM } from './srtp-protector.ts';
 import { existingTransportCongestion, TRANSPORT_WIDE_CC_URI, type TransportWideFeedback } from './transport-feedback.ts';
 import { flexfecOf, withFlexfec } from '../signalling/flexfec-negotiation.ts';
-import { connectedTransport, extensionsOf, senderCounters } from '../../../test/support/werift-sender-stand-in.ts';
+import { connectedTransport, extensionsOf, videoTransceiverStandIn } from '../../../test/support/werift-sender-stand-in.ts';
 
 const MEDIA_SSRC = 0x12345678;
 const TRANSPORT_WIDE_ID = 3;
@@ -19,25 +18,11 @@ const TRANSPORT_WIDE_ID = 3;
 /** An H.264 sender whose transceiver negotiated flexfec-03 (payload type 49), unless `negotiated` is false. */
 function fecSender(negotiated = true) {
   const { transport, wire, receiver } = connectedTransport(SRTP_AEAD_AES_128_GCM);
-  let onNack: ((nack: { header: { length?: number }; lost: number[] }) => void) | undefined;
-  const transceiver = {
-    sender: {
-      kind: 'video',
-      ssrc: MEDIA_SSRC,
-      codec: { payloadType: 102, mimeType: 'video/H264' },
-      dtlsTransport: transport,
-      onGenericNack: {
-        subscribe: (listener: typeof onNack) => {
-          onNack = listener;
-          return { unSubscribe: () => {} };
-        },
-      },
-      ...senderCounters(),
-    },
+  const { transceiver, nack } = videoTransceiverStandIn(transport, {
+    ssrc: MEDIA_SSRC,
+    codec: { payloadType: 102, mimeType: 'video/H264' },
     headerExtensions: [{ id: TRANSPORT_WIDE_ID, uri: TRANSPORT_WIDE_CC_URI }],
-    mid: '0',
-    codecs: [{ payloadType: 102, mimeType: 'video/H264' }],
-  } as unknown as RTCRtpTransceiver;
+  });
   if (negotiated) {
     const offer = 'v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 102 49\r\na=mid:0\r\na=rtpmap:49 flexfec-03/90000\r\n';
     const answer = `v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 102\r\na=mid:0\r\na=sendonly\r\na=rtpmap:102 H264/90000\r\na=ssrc:${MEDIA_SSRC} cname:x\r\n`;
@@ -64,7 +49,7 @@ function fecSender(negotiated = true) {
     receiver,
     transceiver,
     reportAll,
-    nack: (lost: number[]) => onNack!({ header: {}, lost }),
+    nack,
     advance: (ms: number) => void (now += ms),
   };
 }

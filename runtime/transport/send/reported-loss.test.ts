@@ -6,7 +6,6 @@
  */
 
 import { describe, expect, it, vi } from 'vitest';
-import type { RTCRtpTransceiver } from 'werift';
 import { RtpTrackSender } from './rtp-track-sender.ts';
 import { SRTP_AEAD_AES_128_GCM } from './srtp-protector.ts';
 import {
@@ -17,7 +16,12 @@ import {
   type ReportedLoss,
   type TransportWideFeedback,
 } from './transport-feedback.ts';
-import { connectedTransport, extensionsOf, rtpHeaderLengthOf, senderCounters } from '../../../test/support/werift-sender-stand-in.ts';
+import {
+  connectedTransport,
+  extensionsOf,
+  rtpHeaderLengthOf,
+  videoTransceiverStandIn,
+} from '../../../test/support/werift-sender-stand-in.ts';
 
 const RTX_SSRC = 0x0badf00d;
 const TRANSPORT_WIDE_ID = 3;
@@ -39,29 +43,16 @@ const seqOf = (packet: Buffer): number => packet.readUInt16BE(2);
 /** A connected video sender with RTX and transport-wide numbers; its timers run when the test says. */
 function rtxSender() {
   const { transport, wire, receiver } = connectedTransport(SRTP_AEAD_AES_128_GCM);
-  let onNack: ((nack: { header: { length?: number }; lost: number[] }) => void) | undefined;
-  const transceiver = {
-    sender: {
-      kind: 'video',
-      ssrc: 0x12345678,
-      rtxSsrc: RTX_SSRC,
-      codec: { payloadType: 96, mimeType: 'video/H264' },
-      dtlsTransport: transport,
-      onGenericNack: {
-        subscribe: (listener: typeof onNack) => {
-          onNack = listener;
-          return { unSubscribe: () => {} };
-        },
-      },
-      ...senderCounters(),
-    },
+  const { transceiver, nack } = videoTransceiverStandIn(transport, {
+    ssrc: 0x12345678,
+    rtxSsrc: RTX_SSRC,
+    codec: { payloadType: 96, mimeType: 'video/H264' },
     headerExtensions: [{ id: TRANSPORT_WIDE_ID, uri: TRANSPORT_WIDE_CC_URI }],
-    mid: '0',
     codecs: [
       { payloadType: 96, mimeType: 'video/H264' },
       { payloadType: 97, mimeType: 'video/rtx', parameters: 'apt=96' },
     ],
-  } as unknown as RTCRtpTransceiver;
+  });
   let now = 10_000;
   const timers: Array<{ at: number; fn: () => void }> = [];
   const sender = new RtpTrackSender(transceiver, {
@@ -78,7 +69,7 @@ function rtxSender() {
     sender,
     wire,
     originalOf,
-    nack: (sequenceNumbers: number[]) => onNack!({ header: {}, lost: sequenceNumbers }),
+    nack,
     /** Feedback on the packets on the wire from `first` to `end` (indexes; default all), `lost` (indexes) missing. */
     report: (first: number, lost: readonly number[], end = wire.length) => {
       const packets = wire.slice(first, end);
