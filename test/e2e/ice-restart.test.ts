@@ -195,6 +195,9 @@ describe('ICE restart, trickle and renegotiation (local runtime)', () => {
     try {
       const { client } = await watchedClient({ iceGatheringTimeoutMs: 0 });
       expect(client.getStatus()).toBe('ready');
+      // ICE may connect before a trickle request has come back (the runtime learns the client's
+      // address from its checks; the full suite once saw none yet): wait for the first answer.
+      await waitUntil(() => trickled.length > 0, 5_000, 'a trickle request answered');
     } finally {
       globalThis.fetch = realFetch;
     }
