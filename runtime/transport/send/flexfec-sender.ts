@@ -14,7 +14,6 @@
  * `FEC_GROUP_PACKETS`, one repair packet per group.
  */
 
-import type { Clock } from './loss-recovery.ts';
 import type { PacketWrite } from './packet-pacer.ts';
 import { flexfecPayload, type FecProtected } from './flexfec.ts';
 import { RTP_HEADER_LENGTH } from '../rtp/packet-size.ts';
@@ -29,7 +28,6 @@ import type { FlexfecStream } from '../signalling/flexfec-negotiation.ts';
 export const FEC_GROUP_PACKETS = 8;
 
 export interface FlexfecSenderOptions {
-  readonly now: Clock;
   /** Writes a protected packet to the connection (the media sender's own write). */
   readonly write: PacketWrite;
 }
@@ -72,7 +70,7 @@ export class FlexfecSender {
   }
 
   #send(srtp: SrtpStream, fec: FlexfecStream, payload: Buffer, timestamp: number): number {
-    const { now, write } = this.#options;
+    const write = this.#options.write;
     const protector = srtp.protector;
     const headerLength = RTP_HEADER_LENGTH;
     const size = headerLength + payload.length + protector.tagLength;
@@ -89,8 +87,8 @@ export class FlexfecSender {
     protector.protect(fec.ssrc, [{ packet: out, headerLength, payload, index }]);
     this.#sequenceNumber = (this.#sequenceNumber + 1) & 0xffff;
     if (this.#sequenceNumber === 0) this.#rolloverCounter = (this.#rolloverCounter + 1) >>> 0;
-    const pacer = congestion?.pacer;
-    if (pacer && (at > now() || pacer.queued > 0)) pacer.dispatch(at, out, write);
+    // The pacer writes it at once if it is due and nothing waits before it.
+    if (congestion) congestion.pacer.dispatch(at, out, write);
     else write(out);
     this.sent++;
     return size;

@@ -199,28 +199,40 @@ export class Retransmitter {
       if (history.resends(loss.sequenceNumber) !== loss.copy) continue;
       (sequenceNumbers ??= []).push(loss.sequenceNumber);
     }
-    if (sequenceNumbers !== undefined) this.#resend(sequenceNumbers, 'feedback');
+    if (sequenceNumbers !== undefined) this.#resend(sequenceNumbers, 'feedback_loss');
   }
 
   /**
-   * Resends kept packets the receiver reported missing, within the loss-recovery rules: `nack`,
-   * the receiver asked; `feedback`, its transport-wide feedback says the newest copy was lost, so
-   * the once-per-RTT rule does not hold it back — and what is refused is left to the NACK that
-   * follows (counted, and answered with a keyframe, there). A loss a NACK asked for and left
-   * unrepaired asks for a keyframe (throttled).
+   * A second RTX copy of each resend in `sequenceNumbers` that was not resent again since
+   * (`copies`: the number of each one's first copy): on a path that loses without queueing, a lost
+   * resend is otherwise known only from the receiver's next feedback or NACK, ~100 ms later. Sent
+   * a little after the first, so a short burst of loss does not take both.
    */
-  #resend(sequenceNumbers: readonly number[], trigger: 'nack' | 'feedback'): void {
+  #sendSecondCopies(sequenceNumbers: readonly number[], copies: readonly number[]): void {
+    const history = this.#host.history();
+    if (history === undefined) return;
+    const due = sequenceNumbers.filter((sequenceNumber, i) => history.resends(sequenceNumber) === copies[i]);
+    if (due.length > 0) this.#resend(due, 'second_copy');
+  }
+
+  /**
+   * Resends kept packets within the loss-recovery rules: `nack`, the receiver asked; unasked,
+   * `feedback_loss` (its transport-wide feedback says the newest copy was lost) or `second_copy`
+   * (#sendSecondCopies) — the once-per-RTT rule does not hold those back, and what the rules
+   * refuse them is skipped quietly (a NACK that follows is counted, and answered with a keyframe,
+   * there). A loss a NACK asked for and left unrepaired asks for a keyframe (throttled). On a
+   * path that loses without queueing, each first copy gets a second one 10 ms later.
+   */
+  #resend(sequenceNumbers: readonly number[], trigger: 'nack' | UnaskedResend): void {
     const host = this.#host;
     const stream = host.stream();
     const history = host.history();
     if (stream === undefined || history === undefined || host.resendsOff(stream)) return;
-    const fromFeedback = trigger === 'feedback';
+    const asked = trigger === 'nack';
     const rtx = this.#rtx.stream();
     const path = host.path();
     const refused: Record<RetransmissionRefusal, number> = { not_in_history: 0, too_old: 0, within_rtt: 0, budget: 0 };
-    // A path that loses without queueing gets each resend twice (#sendSecondCopies); a queueing one, once.
-    const congestion = rtx === undefined ? undefined : existingTransportCongestion(stream.transport);
-    const twice = congestion !== undefined && congestion.active() && congestion.pacingRateBps() === undefined;
+    const twice = rtx !== undefined && trigger !== 'second_copy' && existingTransportCongestion(stream.transport)?.pathClear() === true;
     let firstCopies: number[] | undefined;
     let resent = 0;
     let resentBytes = 0;
@@ -232,12 +244,13 @@ export class Retransmitter {
       }
       // An RTX packet is the original's plus the 2-byte original sequence number.
       const bytes = rtx === undefined ? packet.length : packet.length + RTX_OSN_BYTES;
-      const resentAtMs = fromFeedback ? undefined : history.resentAt(sequenceNumber);
+      const resentAtMs = asked ? history.resentAt(sequenceNumber) : undefined;
       const reason = this.#budget.admit({ bytes, sentAtMs: history.sentAt(sequenceNumber)!, resentAtMs }, path);
       if (reason !== undefined) {
         refused[reason]++;
         continue;
       }
+      // The newest copy: a report that an older one was lost no longer asks for another.
       const copy = history.markResent(sequenceNumber, this.#now())!;
       resent++;
       resentBytes += bytes;
@@ -253,8 +266,8 @@ export class Retransmitter {
       const copies = sent.map((sequenceNumber) => history.resends(sequenceNumber)!);
       this.#options.setTimer(() => this.#sendSecondCopies(sent, copies), SECOND_COPY_AFTER_MS);
     }
-    this.#countResent(resent, resentBytes, fromFeedback ? 'feedback_loss' : undefined);
-    if (fromFeedback) return;
+    this.#countResent(resent, resentBytes, asked ? undefined : trigger);
+    if (!asked) return;
     const counts = this.#counts;
     for (const reason of Object.keys(refused) as RetransmissionRefusal[]) {
       if (refused[reason] === 0) continue;
@@ -266,37 +279,6 @@ export class Retransmitter {
       counts.keyframesForLoss++;
       this.#keyframeNeeded();
     }
-  }
-
-  /**
-   * A second RTX copy of each resend in `sequenceNumbers` that was not resent again since
-   * (`copies`: the number of each one's first copy): on a path that loses without queueing, a lost
-   * resend is otherwise known only from the receiver's next feedback or NACK, ~100 ms later. Sent
-   * a little after the first, so a short burst of loss does not take both; drawn from the same
-   * budget, and what it cannot pay for is skipped (the first copy is on its way).
-   */
-  #sendSecondCopies(sequenceNumbers: readonly number[], copies: readonly number[]): void {
-    const host = this.#host;
-    const stream = host.stream();
-    const history = host.history();
-    const rtx = this.#rtx.stream();
-    if (stream === undefined || history === undefined || rtx === undefined) return;
-    const path = host.path();
-    let sent = 0;
-    let sentBytes = 0;
-    for (let i = 0; i < sequenceNumbers.length; i++) {
-      const sequenceNumber = sequenceNumbers[i]!;
-      const packet = history.get(sequenceNumber);
-      if (packet === undefined || history.resends(sequenceNumber) !== copies[i]) continue;
-      const bytes = packet.length + RTX_OSN_BYTES;
-      if (this.#budget.admit({ bytes, sentAtMs: history.sentAt(sequenceNumber)!, resentAtMs: undefined }, path) !== undefined) continue;
-      // The newest copy: a report that the first was lost no longer asks for another.
-      const copy = history.markResent(sequenceNumber, this.#now())!;
-      this.#rtx.send(stream, rtx, packet, sequenceNumber, host.srtpIndexOf(sequenceNumber), true, { listener: this.lossListener, copy });
-      sent++;
-      sentBytes += bytes;
-    }
-    this.#countResent(sent, sentBytes, 'second_copy');
   }
 
   #countResent(packets: number, bytes: number, unasked: UnaskedResend | undefined): void {

@@ -198,8 +198,8 @@ export class RtpTrackSender {
     this.#playoutDelayId = transceiver.headerExtensions.find((e) => e.uri === PLAYOUT_DELAY_URI)?.id;
     this.#transportWideId = transceiver.headerExtensions.find((e) => e.uri === TRANSPORT_WIDE_CC_URI)?.id;
     this.#sequenceOnlyBlock = this.#transportWideId === undefined ? undefined : buildExtensionBlock([], this.#transportWideId);
-    this.#rtx = new RtxSender(transceiver, { transportWideId: this.#transportWideId, now: this.#now, write: this.#writeLater });
-    this.#fec = new FlexfecSender({ now: this.#now, write: this.#writeLater });
+    this.#rtx = new RtxSender(transceiver, { transportWideId: this.#transportWideId, write: this.#writeLater });
+    this.#fec = new FlexfecSender({ write: this.#writeLater });
     this.#repair = new Retransmitter(this.#repairHost, this.#rtx, {
       ...options,
       ...(options.lossRecovery ? { rules: options.lossRecovery } : {}),
@@ -305,7 +305,7 @@ export class RtpTrackSender {
     // Video's packets are kept for resends: the connection's feedback says which were lost.
     const lossListener = history ? this.#repair.lossListener : undefined;
     // Repair packets for the frame (FlexFEC), where negotiated and the path loses without queueing.
-    const fec = history ? this.#fecStream(congestion, pacingRate) : undefined;
+    const fec = history ? this.#fecStream(congestion) : undefined;
     const protectedPackets: FecProtected[] | undefined = fec ? [] : undefined;
     let payloadBytes = 0;
     let headerBytes = 0;
@@ -389,9 +389,7 @@ export class RtpTrackSender {
     srtpIndexOf: (sequenceNumber) => this.#srtpIndexOf(sequenceNumber),
     lastSequenceNumber: () => (this.#sequenceNumber + 0xffff) & 0xffff,
     path: () => this.#path(),
-    writeAgain: (stream, packet) => {
-      if (rtpLossFault(stream.transport)?.() !== true) this.#write(stream.transport, packet);
-    },
+    writeAgain: (stream, packet) => this.#writeUnlessDropped(stream.transport, packet),
     resendsOff: (stream) => noResendsFault(stream.transport),
     countResent: (packets, bytes) => {
       this.#counters.retransmittedPacketsSent += packets;
@@ -403,8 +401,13 @@ export class RtpTrackSender {
   readonly #writeLater = (packet: Buffer): void => {
     const stream = this.#stream;
     if (this.#closed || stream === undefined) return;
-    if (rtpLossFault(stream.transport)?.() !== true) this.#write(stream.transport, packet);
+    this.#writeUnlessDropped(stream.transport, packet);
   };
+
+  /** Writes a packet unless the test-only RTP loss fault drops it. */
+  #writeUnlessDropped(transport: RTCDtlsTransport, packet: Buffer): void {
+    if (rtpLossFault(transport)?.() !== true) this.#write(transport, packet);
+  }
 
   close(): void {
     this.#closed = true;
@@ -478,8 +481,8 @@ export class RtpTrackSender {
    * (FEC_HEADROOM: the controller does not see their bytes, flexfec-sender.ts), for H.264 and
    * H.265 (FEC_CODECS).
    */
-  #fecStream(congestion: TransportCongestion | undefined, pacingRate: number | undefined): FlexfecStream | undefined {
-    if (congestion === undefined || pacingRate !== undefined || !congestion.active()) return undefined;
+  #fecStream(congestion: TransportCongestion | undefined): FlexfecStream | undefined {
+    if (congestion === undefined || !congestion.pathClear()) return undefined;
     const now = this.#now();
     if (now - this.#repair.nackedAtMs >= LOSS_MEMORY_MS) return undefined;
     if (now - Math.max(this.#repair.nackingSinceMs, congestion.controller.lastDecreaseMs) < FEC_AFTER_MS) return undefined;

@@ -11,7 +11,6 @@
  */
 
 import type { RTCRtpTransceiver } from 'werift';
-import type { Clock } from './loss-recovery.ts';
 import type { PacketWrite } from './packet-pacer.ts';
 import { extensionElementAt, rtpHeaderLength } from './rtp-header.ts';
 import type { SrtpStream } from './srtp-protector.ts';
@@ -41,7 +40,6 @@ function aptOf(parameters: string | undefined): number | undefined {
 export interface RtxSenderOptions {
   /** The transport-wide sequence number's extension id, when negotiated. */
   readonly transportWideId: number | undefined;
-  readonly now: Clock;
   /** Writes a protected packet to the connection (the media sender's own write). */
   readonly write: PacketWrite;
 }
@@ -102,7 +100,7 @@ export class RtxSender {
     paced: boolean,
     resend?: ResendCopy,
   ): number {
-    const { now, write, transportWideId } = this.#options;
+    const { write, transportWideId } = this.#options;
     const protector = srtp.protector;
     const headerLength = rtpHeaderLength(packet);
     const payloadLength = packet.length - headerLength - protector.tagLength;
@@ -125,8 +123,8 @@ export class RtxSender {
     protector.protect(rtx.ssrc, [{ packet: out, headerLength, payload, index }]);
     this.#sequenceNumber = (this.#sequenceNumber + 1) & 0xffff;
     if (this.#sequenceNumber === 0) this.#rolloverCounter = (this.#rolloverCounter + 1) >>> 0;
-    const pacer = congestion?.pacer;
-    if (pacer && (at > now() || pacer.queued > 0)) pacer.dispatch(at, out, write);
+    // The pacer writes it at once if it is due and nothing waits before it.
+    if (congestion) congestion.pacer.dispatch(at, out, write);
     else write(out);
     return size;
   }

@@ -32,7 +32,7 @@ const HISTORY_SIZE = 8192;
  * without waiting for a NACK (which may itself be lost, and is not sent again for ~100 ms).
  */
 export interface ReportedLossListener {
-  /** Feedback reports these packets lost, each by its media sequence number and when the lost copy left. */
+  /** Feedback reports these packets lost, each by its media sequence number and which copy was lost. */
   onReportedLoss(losses: readonly ReportedLoss[]): void;
 }
 
@@ -358,6 +358,15 @@ export class TransportCongestion {
   /** The receiver sent feedback within `withinMs`: its estimate is what the path says. */
   active(withinMs: number = 5_000): boolean {
     return this.#feedbackAtMs !== undefined && this.#now() - this.#feedbackAtMs <= withinMs;
+  }
+
+  /**
+   * The receiver's feedback is current and the path does not queue (packets are not paced): room
+   * for redundancy — a resend's second copy, FlexFEC repair packets — that would only add to a
+   * queue that drops.
+   */
+  pathClear(): boolean {
+    return this.active() && this.pacingRateBps() === undefined;
   }
 
   /** Takes one feedback report; returns the new target (bit/s). */

@@ -67,7 +67,7 @@ describe('withFlexfec', () => {
     expect(flexfecOf(transceiver)).toEqual(fec);
   });
 
-  it('leaves the answer alone where flexfec-03 was not offered, or the section does not send', () => {
+  it('leaves the answer alone where flexfec-03 was not offered, the section does not send, or it sends VP8', () => {
     const transceiver = {};
     const withoutFec = OFFER.replace(/a=rtpmap:49 flexfec-03\/90000\r\n/, '');
     expect(withFlexfec(ANSWER, withoutFec, [{ transceiver, mid: '0' }])).toBe(ANSWER);
@@ -75,5 +75,11 @@ describe('withFlexfec', () => {
     const receiving = ANSWER.replace('a=sendonly', 'a=recvonly');
     expect(withFlexfec(receiving, OFFER, [{ transceiver, mid: '0' }])).toBe(receiving);
     expect(withFlexfec(ANSWER, OFFER, [])).toBe(ANSWER);
+    const vp8 = ANSWER.replace('UDP/TLS/RTP/SAVPF 102 103', 'UDP/TLS/RTP/SAVPF 96 97').replace(
+      'a=rtpmap:102 H264/90000',
+      'a=rtpmap:96 VP8/90000',
+    );
+    expect(withFlexfec(vp8, OFFER, [{ transceiver, mid: '0' }])).toBe(vp8);
+    expect(flexfecOf(transceiver)).toBeUndefined();
   });
 });

@@ -34,8 +34,9 @@ export interface SendingSection {
 
 /**
  * `answerSdp` with FlexFEC added to each of `sending`'s sections whose offered counterpart (same
- * mid) lists `flexfec-03` and which sends from a known SSRC; those transceivers are recorded for
- * their senders. Other sections are left as they are.
+ * mid) lists `flexfec-03`, which sends H.264 or H.265 (its first payload type: the codec sent;
+ * the runtime sends no repair packets with VP8) from a known SSRC; those transceivers are
+ * recorded for their senders. Other sections are left as they are.
  */
 export function withFlexfec(answerSdp: string, offerSdp: string, sending: readonly SendingSection[]): string {
   const offered = new Map<string, number>();
@@ -55,13 +56,24 @@ export function withFlexfec(answerSdp: string, offerSdp: string, sending: readon
       const payloadType = mid === undefined ? undefined : offered.get(mid);
       if (transceiver === undefined || payloadType === undefined || !/^m=video /.test(section)) return section;
       if (!/^a=(sendonly|sendrecv)\r?$/m.test(section)) return section;
+      const sent = /^m=video \S+ \S+ (\d+)/.exec(section)?.[1];
+      if (sent === undefined || !new RegExp(`^a=rtpmap:${sent} H26[45]/90000`, 'mi').test(section)) return section;
       const mediaSsrc = /^a=ssrc-group:FID (\d+)/m.exec(section)?.[1] ?? /^a=ssrc:(\d+) /m.exec(section)?.[1];
       if (mediaSsrc === undefined) return section;
-      const stream = negotiated.get(transceiver) ?? { payloadType, ssrc: randomInt(1, 0xffffffff) };
+      const stream = negotiated.get(transceiver) ?? { payloadType, ssrc: unusedSsrc(section) };
       negotiated.set(transceiver, { payloadType, ssrc: stream.ssrc });
       return addFlexfec(section, payloadType, Number(mediaSsrc), stream.ssrc);
     }),
   ].join('\r\n');
+}
+
+/** A random SSRC that none of the section's `a=ssrc` lines uses. */
+function unusedSsrc(section: string): number {
+  const used = new Set([...section.matchAll(/^a=ssrc:(\d+) /gm)].map((m) => Number(m[1])));
+  for (;;) {
+    const ssrc = randomInt(1, 0xffffffff);
+    if (!used.has(ssrc)) return ssrc;
+  }
 }
 
 function addFlexfec(section: string, payloadType: number, mediaSsrc: number, fecSsrc: number): string {
