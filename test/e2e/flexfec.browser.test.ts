@@ -6,8 +6,8 @@
  * counts them — the runtime answers no NACK (the test-only `noResends` fault) while the lab
  * loses 1 % of the video: a loss only a repair packet can fill. Without FlexFEC each loss stalls
  * the picture until the receiver asks for a keyframe (checked with repair packets switched off:
- * 23 frames decoded in the window and 232 NACKs at 1 % loss, against 117 or more with them; at
- * 2 %, 0 against 59 — two losses in one repair group stall it too, hence 1 % here).
+ * 16–23 frames decoded in the window at 1 % loss, against 86 or more with them; at 2 %, 0 against
+ * 59 — two losses in one repair group stall it too, hence 1 % here).
  *
  * Bounds are for a loaded 2-core machine: frame counts and picture-loss reports over the window,
  * no timing.
@@ -123,10 +123,13 @@ describe('FlexFEC to Chromium', () => {
       expect(after.fecPacketsReceived - before.fecPacketsReceived, detail).toBeGreaterThan(0);
       // Every datagram, repair packets included, within the 1200-byte budget.
       expect(largest, detail).toBeLessThanOrEqual(MAX_RTP_PACKET_BYTES);
-      // The picture went on with no resend: 6 s at 30 fps is 180 frames; each loss not rebuilt
-      // would have stalled it until a keyframe (PLI).
-      expect(frames, detail).toBeGreaterThan(90);
-      expect(after.pliCount - before.pliCount, detail).toBeLessThanOrEqual(1);
+      // The picture went on with no resend at all: 6 s at 30 fps is 180 frames. Repair packets
+      // off, every loss stalls it until a keyframe — 16 and 23 frames in two runs; on, 86–179 in
+      // the seven runs counted (a group that lost two packets, or repair packets held back for a second after a
+      // delay-based decrease on a loaded machine, stalls it too: hence a third, not more). Picture
+      // loss reports and NACK counts do not tell the two apart as well: one stall re-NACKs a
+      // packet every ~100 ms for as long as it lasts.
+      expect(frames, detail).toBeGreaterThan(60);
     },
   );
 });
