@@ -10,7 +10,9 @@
  * a short cluster — its total rate `factor` × the estimate over `durationMs` — and reads the
  * cluster's feedback: if the receiver got the cluster's packets as fast as they were sent, the
  * path carries at least that rate and an estimate below it jumps to it; if they arrived slower,
- * the link is full and the estimate stays (the caller's rule, transport-feedback.ts).
+ * the link is full and the rate they arrived at is its capacity: the estimate rises only to what
+ * an overuse there would leave, 0.85 × it, if it is below that (the caller's rule,
+ * transport-feedback.ts; congestion-controller.ts `onSaturatedProbe`).
  *
  * The padding is RTX copies of recent media packets ("payload padding", as libwebrtc sends when
  * RTX is negotiated): the receiver drops them as duplicates, counts them in its transport-wide
@@ -77,9 +79,9 @@ export const PROBE_RULES: ProbeRules = {
 
 /**
  * What became of a probe: `raised` the estimate; `no_gain` (got through, at no more than the
- * estimate); `saturated` (the link could not take the cluster's rate, and carries no more than the
- * estimate); `lost` (too few of its packets were reported, its arrivals were bunched, or its
- * feedback never came).
+ * estimate); `saturated` (the link could not take the cluster's rate: it is full, and the
+ * estimate at most 0.85 × the rate it carried); `lost` (too few of its packets were reported, its
+ * arrivals were bunched, or its feedback never came).
  */
 export type ProbeOutcome = 'raised' | 'no_gain' | 'saturated' | 'lost';
 

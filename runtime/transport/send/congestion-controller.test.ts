@@ -110,6 +110,28 @@ describe('CongestionController', () => {
     expect(back! - 25_000).toBeLessThanOrEqual(10_000);
   });
 
+  it('takes a probe that found the link full as its capacity: 0.85 × it when the estimate is lower, never a decrease', () => {
+    const path = new SimulatedPath(1_000_000, 5_000_000);
+    path.run(10_000);
+    // Capped: the last overuse left the delay-based estimate about 0.85 × what the link carried;
+    // a probe that measures the same link raises it at most to that, the target not past the link.
+    const delayBefore = path.controller.delayBasedBps;
+    expect(delayBefore).toBeLessThan(1_050_000);
+    path.controller.onSaturatedProbe(1_000_000, path.now);
+    expect(path.controller.delayBasedBps).toBe(Math.max(delayBefore, 850_000));
+    expect(path.controller.targetBps).toBeLessThanOrEqual(Math.max(delayBefore, 850_000));
+    // The link widens to 4 Mbit/s: a probe at twice the estimate arrives at 4 Mbit/s, and the
+    // estimate goes to what an overuse there would leave, at once (additive increase near the
+    // old capacity would take tens of seconds).
+    path.capacityBps = 4_000_000;
+    path.run(10_500);
+    expect(path.controller.onSaturatedProbe(4_000_000, path.now)).toBe(true);
+    expect(path.controller.targetBps).toBe(3_400_000);
+    // A later probe that measured less lowers nothing.
+    expect(path.controller.onSaturatedProbe(2_000_000, path.now)).toBe(false);
+    expect(path.controller.targetBps).toBe(3_400_000);
+  });
+
   it('lowers the rate on heavy loss and raises it again when the loss stops', () => {
     // Capacity to spare: the delay stays flat, only the loss speaks.
     const path = new SimulatedPath(50_000_000, 2_500_000);

@@ -18,7 +18,8 @@
  *   its clock) but at most by half, at most once per max(200 ms, RTT), and that rate becomes the link-capacity
  *   estimate; normal → increase, additively (about one packet per response time) while within
  *   3 deviations of the link-capacity estimate, multiplicatively (15 %/s) away from it; underuse →
- *   hold. A probe cluster that got through faster (bandwidth-probe.ts) sets it at once. An
+ *   hold. A probe cluster that got through faster (bandwidth-probe.ts) sets it at once; one that
+ *   found the link full lifts it to 0.85 × the rate the link carried it at, if that is more. An
  *   increase never takes the target above 1.5 × the acked rate + 10 kbit/s (an encoder
  *   sending less than its target does not push the estimate into the blue).
  * - **Loss-based.** Over each ≥ 500 ms of feedback: loss > 10 % → the estimate falls to
@@ -411,6 +412,28 @@ export class CongestionController {
     if (!(bps > this.#delayBps)) return false;
     this.#delayBps = Math.min(this.#maxBps, bps);
     this.#capacity.reset();
+    this.#lastIncreaseMs = nowMs;
+    if (this.#lastLossFraction <= this.#rules.lossHigh) this.#lossBps = Math.max(this.#lossBps, this.#delayBps);
+    return this.targetBps > before;
+  }
+
+  /**
+   * A probe cluster found the link full (bandwidth-probe.ts): it arrived at `receiveBps`, slower
+   * than it left, so that is what the narrow link carries — a capacity measurement, as the acked
+   * rate is at an overuse. The estimate rises to what an overuse there would leave (0.85 × it)
+   * when it is below that; it never falls here. Under a cap the estimate already sits about there
+   * (the last overuse put it there) and nothing changes; after the link widened, a probe at twice
+   * the estimate measures the wider link at once, where additive increase would take many seconds.
+   * The link-capacity estimate takes the measurement either way. Returns whether the target rose.
+   */
+  onSaturatedProbe(receiveBps: number, nowMs: number): boolean {
+    const before = this.targetBps;
+    const kbps = receiveBps / 1000;
+    if (kbps < this.#capacity.lowerKbps() || kbps > this.#capacity.upperKbps()) this.#capacity.reset();
+    this.#capacity.update(kbps);
+    const floor = Math.min(this.#maxBps, this.#rules.decreaseFactor * receiveBps);
+    if (!(floor > this.#delayBps)) return false;
+    this.#delayBps = floor;
     this.#lastIncreaseMs = nowMs;
     if (this.#lastLossFraction <= this.#rules.lossHigh) this.#lossBps = Math.max(this.#lossBps, this.#delayBps);
     return this.targetBps > before;

@@ -15,8 +15,12 @@ import { connectedTransport, extensionsOf, videoTransceiverStandIn } from '../..
 const MEDIA_SSRC = 0x12345678;
 const TRANSPORT_WIDE_ID = 3;
 
-/** An H.264 sender whose transceiver negotiated flexfec-03 (payload type 49), unless `negotiated` is false. */
-function fecSender(negotiated = true) {
+/**
+ * An H.264 sender whose transceiver negotiated flexfec-03 (payload type 49), unless `negotiated`
+ * is false; its track configured at `configuredKbps` (default 1 Mbit/s: the estimate, 10 Mbit/s
+ * until the path says less, has room for repairs).
+ */
+function fecSender(negotiated = true, configuredKbps: number | 'unknown' = 1_000) {
   const { transport, wire, receiver } = connectedTransport(SRTP_AEAD_AES_128_GCM);
   const { transceiver, nack } = videoTransceiverStandIn(transport, {
     ssrc: MEDIA_SSRC,
@@ -29,7 +33,12 @@ function fecSender(negotiated = true) {
     withFlexfec(answer, offer, [{ transceiver, mid: '0' }]);
   }
   let now = 10_000;
-  const sender = new RtpTrackSender(transceiver, { latencyMode: () => 'realtime', setTimer: () => {}, clock: () => now });
+  const sender = new RtpTrackSender(transceiver, {
+    latencyMode: () => 'realtime',
+    setTimer: () => {},
+    clock: () => now,
+    ...(configuredKbps === 'unknown' ? {} : { shareWeight: configuredKbps }),
+  });
   /** Feedback on every packet on the wire so far, all received (the connection's estimate counts from then on). */
   const reportAll = () => {
     const numbered = wire.filter((p) => extensionsOf(p).has(TRANSPORT_WIDE_ID));
@@ -99,5 +108,19 @@ describe('RtpTrackSender: FlexFEC repair packets', () => {
     sender.sendFrame(frame(3, 2), 3000);
     expect(sender.repairPacketsSent).toBe(0);
     expect(wire.filter((p) => p.readUInt32BE(8) !== MEDIA_SSRC && (p[1]! & 0x7f) !== 102)).toHaveLength(0);
+  });
+
+  it('sends none while the estimate binds the encoder, though the rate sent so far is far under it', () => {
+    // Configured at 9 Mbit/s (or unknown): at a 10 Mbit/s estimate the encoder takes 9 — no room for
+    // repairs, though the few packets sent so far (the rate before a raise reaches the wire) are far under it.
+    for (const configuredKbps of [9_000, 'unknown'] as const) {
+      const { sender, wire, reportAll, nack, advance } = fecSender(true, configuredKbps);
+      sender.sendFrame(frame(3, 1), 0);
+      reportAll();
+      nack([wire[0]!.readUInt16BE(2)]);
+      advance(1_000);
+      sender.sendFrame(frame(10, 2), 3000);
+      expect(sender.repairPacketsSent).toBe(0);
+    }
   });
 });

@@ -116,7 +116,7 @@ interface WeriftTransportCounters {
  */
 const FEC_AFTER_MS = 1_000;
 /**
- * Repair packets go only while the estimate is this many times the rate sent: a frame of 3
+ * Repair packets go only while the estimate is this many times the media's rate: a frame of 3
  * packets gets one (+33 %), a large one one per 8 (+12.5 %).
  */
 const FEC_HEADROOM = 1.4;
@@ -477,7 +477,9 @@ export class RtpTrackSender {
    * (signalling/flexfec-negotiation.ts), the receiver NACKed within the last 10 s and has for
    * FEC_AFTER_MS with no delay-based decrease in that time, the path loses
    * without queueing (transport-cc active, not paced: on a queueing path repair packets add to
-   * the queue that drops), and the estimate has room for them over the media sent
+   * the queue that drops), and the estimate has room for them over the media — over what was
+   * sent and over what the encoders will send at this estimate (an estimate that binds the
+   * encoders leaves none: a raise reaches the encoder before the rate sent shows it) —
    * (FEC_HEADROOM: the controller does not see their bytes, flexfec-sender.ts), for H.264 and
    * H.265 (FEC_CODECS).
    */
@@ -486,7 +488,7 @@ export class RtpTrackSender {
     const now = this.#now();
     if (now - this.#repair.nackedAtMs >= LOSS_MEMORY_MS) return undefined;
     if (now - Math.max(this.#repair.nackingSinceMs, congestion.controller.lastDecreaseMs) < FEC_AFTER_MS) return undefined;
-    if (congestion.controller.targetBps < FEC_HEADROOM * congestion.sentBps()) return undefined;
+    if (congestion.controller.targetBps < FEC_HEADROOM * Math.max(congestion.sentBps(), congestion.mediaRateBps())) return undefined;
     if (!FEC_CODECS.has(this.codec ?? '')) return undefined;
     return flexfecOf(this.#transceiver);
   }

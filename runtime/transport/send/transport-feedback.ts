@@ -441,14 +441,34 @@ export class TransportCongestion {
    * more.
    */
   #probeCeilingBps(now: number): number {
+    const demandKbps = this.#demandKbps(now);
+    if (demandKbps === undefined) return this.controller.maxBps;
+    return Math.min(this.controller.maxBps, ((demandKbps * 1000) / ENCODER_HEADROOM) * 1.1);
+  }
+
+  /**
+   * The configured rates of the video tracks that sent within the last second, kbit/s; undefined
+   * when one of them has none (or none sent).
+   */
+  #demandKbps(now: number): number | undefined {
     let demandKbps = 0;
     for (const entry of this.#senders.values()) {
       if (now - entry.lastSentMs > SHARE_WINDOW_MS) continue;
-      if (entry.weight === undefined) return this.controller.maxBps;
+      if (entry.weight === undefined) return undefined;
       demandKbps += entry.weight;
     }
-    if (demandKbps === 0) return this.controller.maxBps;
-    return Math.min(this.controller.maxBps, ((demandKbps * 1000) / PROBE_HEADROOM) * 1.1);
+    return demandKbps === 0 ? undefined : demandKbps;
+  }
+
+  /**
+   * What the media will send at the current estimate, bit/s: the encoders' share of it (× 0.9,
+   * video-bitrate-adaptation.ts), or the tracks' configured rates where those are lower. Ahead of
+   * `sentBps()`, which lags a raise by up to a second: room for repair packets is judged on this.
+   */
+  mediaRateBps(): number {
+    const estimate = ENCODER_HEADROOM * this.controller.targetBps;
+    const demandKbps = this.#demandKbps(this.#now());
+    return demandKbps === undefined ? estimate : Math.min(estimate, demandKbps * 1000);
   }
 
   /**
@@ -501,12 +521,15 @@ export class TransportCongestion {
     let outcome: ProbeOutcome = forced ?? 'lost';
     if (forced === undefined) {
       const result = evaluateCluster(cluster.packets, this.#probes.rules);
-      // A full link raises nothing: its rate is about what the estimate already says, and taking
-      // it (libwebrtc takes 95 % of it) kept the capped stream at the link's edge, its queue full
-      // (p95 latency 80 → 270 ms through a 1 Mbit/s cap, docs/performance.md).
+      // A full link measured its capacity: the estimate rises at most to what an overuse there
+      // would leave (0.85 × it), not to the link's edge — taking 95 % of it, as libwebrtc does,
+      // kept a capped stream's queue full (p95 latency 80 → 270 ms through a 1 Mbit/s cap,
+      // docs/performance.md). It stays 'saturated' for the schedule: the link is full.
       if (result.bps === undefined) outcome = 'lost';
-      else if (result.saturated) outcome = 'saturated';
-      else outcome = this.controller.onProbeResult(result.bps, now) ? 'raised' : 'no_gain';
+      else if (result.saturated) {
+        outcome = 'saturated';
+        this.controller.onSaturatedProbe(result.bps, now);
+      } else outcome = this.controller.onProbeResult(result.bps, now) ? 'raised' : 'no_gain';
       if (outcome === 'raised' || outcome === 'no_gain') this.#probeThroughMs = now;
     }
     this.#probes.finished(now, outcome);
@@ -515,7 +538,7 @@ export class TransportCongestion {
 }
 
 /** The encoders' share of an estimate (video-bitrate-adaptation.ts's headroom). */
-const PROBE_HEADROOM = 0.9;
+const ENCODER_HEADROOM = 0.9;
 /** A video sender counts in the others' shares while it sent a frame within this, ms. */
 const SHARE_WINDOW_MS = 1_000;
 /** How often a probe's padding is topped up, ms. */
