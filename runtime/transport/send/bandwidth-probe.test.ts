@@ -60,7 +60,8 @@ describe('ProbeScheduler', () => {
     expect(scheduler.due(100 + PROBE_RULES.afterRaiseMs, state)).toBe(2_000_000);
     scheduler.finished(1_000, 'saturated');
     expect(scheduler.due(1_000 + PROBE_RULES.intervalMs - 1, state)).toBeUndefined();
-    expect(scheduler.due(1_000 + PROBE_RULES.intervalMs, state)).toBe(2_000_000);
+    // After a probe that found the link full: a smaller one (less padding queued at a full link).
+    expect(scheduler.due(1_000 + PROBE_RULES.intervalMs, state)).toBe(1_500_000);
   });
 
   it('backs off while the link stays full: the interval doubles per saturated probe in a row, up to the cap', () => {
@@ -79,7 +80,10 @@ describe('ProbeScheduler', () => {
     scheduler.finished(now, 'raised');
     scheduler.due(now + PROBE_RULES.afterRaiseMs, state);
     scheduler.finished(now + PROBE_RULES.afterRaiseMs, 'saturated');
-    expect(scheduler.due(now + PROBE_RULES.afterRaiseMs + PROBE_RULES.intervalMs, state)).toBe(2_000_000);
+    expect(scheduler.due(now + PROBE_RULES.afterRaiseMs + PROBE_RULES.intervalMs, state)).toBe(1_500_000);
+    // One that got through without raising it (no_gain) brings back the full factor.
+    scheduler.finished(now + 3_000, 'no_gain');
+    expect(scheduler.due(now + 3_000 + PROBE_RULES.intervalMs, state)).toBe(2_000_000);
   });
 });
 

@@ -10,9 +10,9 @@
  * a short cluster — its total rate `factor` × the estimate over `durationMs` — and reads the
  * cluster's feedback: if the receiver got the cluster's packets as fast as they were sent, the
  * path carries at least that rate and an estimate below it jumps to it; if they arrived slower,
- * the link is full and the rate they arrived at is its capacity: the estimate rises only to what
- * an overuse there would leave, 0.85 × it, if it is below that (the caller's rule,
- * transport-feedback.ts; congestion-controller.ts `onSaturatedProbe`).
+ * the link is full and the rate they arrived at is its capacity: an estimate under 0.95 × it
+ * rises to that, one over its upper bound comes down (the caller's rule, transport-feedback.ts;
+ * congestion-controller.ts `onSaturatedProbe`).
  *
  * The padding is RTX copies of recent media packets ("payload padding", as libwebrtc sends when
  * RTX is negotiated): the receiver drops them as duplicates, counts them in its transport-wide
@@ -33,6 +33,11 @@ export interface ProbeRules {
   readonly boundAbove: number;
   /** The cluster's total send rate, × the estimate (capped at the ceiling). */
   readonly factor: number;
+  /**
+   * The same after a probe that found the link full: enough to see it widen, and less padding
+   * queued at a link that is still full (each probe there is ~5 % of a second's bytes at 1 Mbit/s).
+   */
+  readonly factorWhenFull: number;
   /** How long the cluster's padding is spread over, ms. */
   readonly durationMs: number;
   /** Fewest padding packets in a cluster; fewer received → no result. */
@@ -64,6 +69,7 @@ export const PROBE_RULES: ProbeRules = {
   belowCeiling: 0.9,
   boundAbove: 0.5,
   factor: 2,
+  factorWhenFull: 1.5,
   durationMs: 60,
   minPackets: 5,
   intervalMs: 2_000,
@@ -80,7 +86,7 @@ export const PROBE_RULES: ProbeRules = {
 /**
  * What became of a probe: `raised` the estimate; `no_gain` (got through, at no more than the
  * estimate); `saturated` (the link could not take the cluster's rate: it is full, and the
- * estimate at most 0.85 × the rate it carried); `lost` (too few of its packets were reported, its
+ * estimate moves toward the rate it carried); `lost` (too few of its packets were reported, its
  * arrivals were bunched, or its feedback never came).
  */
 export type ProbeOutcome = 'raised' | 'no_gain' | 'saturated' | 'lost';
@@ -176,7 +182,8 @@ export class ProbeScheduler {
     if (state.sentBps < rules.boundAbove * state.targetBps) return undefined;
     if (nowMs - state.lastDecreaseMs < rules.afterDecreaseMs) return undefined;
     this.#inFlight = true;
-    return Math.min(state.ceilingBps, rules.factor * state.targetBps);
+    const factor = this.#saturatedInARow > 0 ? rules.factorWhenFull : rules.factor;
+    return Math.min(state.ceilingBps, factor * state.targetBps);
   }
 
   /** The probe that started ended so; the next waits accordingly. */

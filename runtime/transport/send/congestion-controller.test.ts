@@ -11,6 +11,8 @@ class SimulatedPath {
   capacityBps: number;
   lossFraction = 0;
   readonly encoderMaxBps: number;
+  /** The encoder's share of the target (the runtime's takes 0.9 × it). */
+  encoderShare = 1;
   now = 0;
   #linkFreeAt = 0;
   #pending: Array<PacketFeedback & { reportAt: number }> = [];
@@ -46,7 +48,7 @@ class SimulatedPath {
   }
 
   #sendFrame(): void {
-    const rate = Math.min(this.encoderMaxBps, this.controller.targetBps);
+    const rate = Math.min(this.encoderMaxBps, this.encoderShare * this.controller.targetBps);
     let bytes = Math.round(rate / 8 / 30);
     while (bytes > 0) {
       const size = Math.min(1200, bytes);
@@ -110,26 +112,70 @@ describe('CongestionController', () => {
     expect(back! - 25_000).toBeLessThanOrEqual(10_000);
   });
 
-  it('takes a probe that found the link full as its capacity: 0.85 × it when the estimate is lower, never a decrease', () => {
+  it('takes a probe that found the link full as its capacity: 0.95 × it when the estimate is lower, never a decrease', () => {
     const path = new SimulatedPath(1_000_000, 5_000_000);
     path.run(10_000);
-    // Capped: the last overuse left the delay-based estimate about 0.85 × what the link carried;
-    // a probe that measures the same link raises it at most to that, the target not past the link.
+    // Capped: a probe that measures the same link raises the delay-based estimate at most to
+    // 0.95 × it, and not past the capacity's upper bound.
     const delayBefore = path.controller.delayBasedBps;
-    expect(delayBefore).toBeLessThan(1_050_000);
+    expect(delayBefore).toBeLessThan(1_100_000);
     path.controller.onSaturatedProbe(1_000_000, path.now);
-    expect(path.controller.delayBasedBps).toBe(Math.max(delayBefore, 850_000));
-    expect(path.controller.targetBps).toBeLessThanOrEqual(Math.max(delayBefore, 850_000));
-    // The link widens to 4 Mbit/s: a probe at twice the estimate arrives at 4 Mbit/s, and the
-    // estimate goes to what an overuse there would leave, at once (additive increase near the
-    // old capacity would take tens of seconds).
+    expect(path.controller.delayBasedBps).toBe(Math.max(delayBefore, 950_000));
+    // The link widens to 4 Mbit/s: a probe arrives at 4 Mbit/s, and the estimate goes to 0.95 × it
+    // at once (additive increase near the old capacity would take tens of seconds).
     path.capacityBps = 4_000_000;
     path.run(10_500);
     expect(path.controller.onSaturatedProbe(4_000_000, path.now)).toBe(true);
-    expect(path.controller.targetBps).toBe(3_400_000);
-    // A later probe that measured less lowers nothing.
+    expect(path.controller.targetBps).toBe(3_800_000);
+    // A later probe that measured less lowers nothing the sender uses.
     expect(path.controller.onSaturatedProbe(2_000_000, path.now)).toBe(false);
-    expect(path.controller.targetBps).toBe(3_400_000);
+    expect(path.controller.targetBps).toBe(3_800_000);
+  });
+
+  it('brings a delay-based estimate left high down to a capacity a probe measured — never the target — and climbs no higher for a while', () => {
+    const controller = new CongestionController({ startBps: 5_000_000 });
+    // 25 packets per 100 ms, 1,000 bytes each (2 Mbit/s sent), arriving evenly: no delay signal.
+    const packets = (t: number, lostEvery: number): PacketFeedback[] =>
+      Array.from({ length: 25 }, (_, i) => ({
+        sentAtMs: t + i * 4,
+        bytes: 1000,
+        arrivedAtMs: i % lostEvery === 0 ? undefined : t + i * 4 + 20,
+      }));
+    // 20 % loss: the loss-based estimate falls and binds; the delay-based one stays where it was.
+    let t = 0;
+    for (; t < 2_000; t += 100) controller.onFeedback(packets(t, 5), t + 120);
+    const target = controller.targetBps;
+    expect(target).toBeLessThan(2_500_000);
+    expect(controller.delayBasedBps).toBeGreaterThan(2 * target);
+    // A probe finds the link full at 2.6 Mbit/s: the delay-based estimate comes down to that
+    // capacity's upper bound (2.6 Mbit/s + 3 deviations), the target stays.
+    expect(controller.onSaturatedProbe(2_600_000, t)).toBe(false);
+    expect(controller.targetBps).toBe(target);
+    const upper = controller.delayBasedBps;
+    expect(upper).toBeGreaterThan(2_600_000);
+    expect(upper).toBeLessThan(2_900_000);
+    // The loss stops (2 Mbit/s gets through, under the capacity): the delay-based estimate stays at
+    // the bound while the measurement is fresh (5 s), then climbs again.
+    const measuredAt = t;
+    for (; t < measuredAt + 4_500; t += 100) controller.onFeedback(packets(t, 1_000), t + 120);
+    expect(controller.delayBasedBps).toBe(upper);
+    for (; t < measuredAt + 8_000; t += 100) controller.onFeedback(packets(t, 1_000), t + 120);
+    expect(controller.delayBasedBps).toBeGreaterThan(upper);
+  });
+
+  it('brings an estimate the sender never used down to what it used in one step, not by halves', () => {
+    // An encoder at 0.9 × the target, capped at 2.5 Mbit/s, under an estimate at its 10 Mbit/s start.
+    const path = new SimulatedPath(4_000_000, 2_500_000);
+    path.encoderShare = 0.9;
+    path.run(10_000);
+    expect(path.controller.targetBps).toBe(10_000_000);
+    path.capacityBps = 1_000_000;
+    path.run(12_000);
+    // The first decrease: to at most 0.85 × what got through (≤ 2.5 Mbit/s) or half of the
+    // estimate in use (1.5 × that + 10 kbit/s), not 5 Mbit/s.
+    const first = path.trace.find(([t, v]) => t >= 10_000 && v < 10_000_000);
+    expect(first).toBeDefined();
+    expect(first![1]).toBeLessThan(2_000_000);
   });
 
   it('lowers the rate on heavy loss and raises it again when the loss stops', () => {

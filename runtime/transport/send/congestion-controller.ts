@@ -15,11 +15,14 @@
  *   adaptive threshold γ (start 12.5, up 0.0087 / down 0.039 per ms, in [6, 600]): above γ for
  *   more than 10 ms and still rising → overuse; below −γ → underuse. The rate control (AIMD):
  *   overuse → decrease to 0.85 × the acked rate (bytes the receiver got over the last 500 ms of
- *   its clock) but at most by half, at most once per max(200 ms, RTT), and that rate becomes the link-capacity
+ *   its clock) but at most by half of the estimate in use (at most 1.5 × acked + 10 kbit/s), at
+ *   most once per max(200 ms, RTT), and that rate becomes the link-capacity
  *   estimate; normal → increase, additively (about one packet per response time) while within
  *   3 deviations of the link-capacity estimate, multiplicatively (15 %/s) away from it; underuse →
  *   hold. A probe cluster that got through faster (bandwidth-probe.ts) sets it at once; one that
- *   found the link full lifts it to 0.85 × the rate the link carried it at, if that is more. An
+ *   found the link full is a capacity measurement: the estimate moves into [0.95 × the rate the
+ *   link carried it at, that capacity's upper bound] (never below the current target). Within
+ *   5 s of a capacity measurement an increase stops at that capacity. An
  *   increase never takes the target above 1.5 × the acked rate + 10 kbit/s (an encoder
  *   sending less than its target does not push the estimate into the blue).
  * - **Loss-based.** Over each ≥ 500 ms of feedback: loss > 10 % → the estimate falls to
@@ -66,6 +69,12 @@ export interface CongestionRules {
   readonly maxDecreaseStep: number;
   /** Decreases at most once per max(this, RTT), ms. */
   readonly minDecreaseIntervalMs: number;
+  /**
+   * A probe that found the link full → at least this × the rate the link carried it at
+   * (libwebrtc's probe estimator takes the same share). Above an overuse's 0.85: the probe's
+   * queue is its own, and drains once it ends, under media at 0.9 × the estimate.
+   */
+  readonly saturatedProbeFactor: number;
   /** Multiplicative increase per second, far from the link-capacity estimate. */
   readonly increasePerSecond: number;
   /** The acked rate is measured over this much of the receiver's clock, ms. */
@@ -76,6 +85,8 @@ export interface CongestionRules {
   readonly lossWindowMs: number;
   /** RTT assumed until one is known, ms. */
   readonly defaultRttMs: number;
+  /** For this long after the link's capacity was measured, increases stop at it, ms. */
+  readonly capacityHoldMs: number;
 }
 
 export const CONGESTION_RULES: CongestionRules = {
@@ -92,12 +103,14 @@ export const CONGESTION_RULES: CongestionRules = {
   decreaseFactor: 0.85,
   maxDecreaseStep: 0.5,
   minDecreaseIntervalMs: 200,
+  saturatedProbeFactor: 0.95,
   increasePerSecond: 1.15,
   ackedWindowMs: 500,
   lossHigh: 0.1,
   lossLow: 0.02,
   lossWindowMs: 500,
   defaultRttMs: 100,
+  capacityHoldMs: 5_000,
 };
 
 export interface CongestionControllerOptions {
@@ -286,9 +299,20 @@ class AckedRate {
 class LinkCapacity {
   #estimateKbps: number | undefined;
   #variance = 0.4;
+  #measuredAtMs = -Infinity;
 
   get known(): boolean {
     return this.#estimateKbps !== undefined;
+  }
+
+  /** The running estimate, kbit/s; undefined until a measurement (or after a reset). */
+  get estimateKbps(): number | undefined {
+    return this.#estimateKbps;
+  }
+
+  /** When it last took a measurement (ms; -Infinity: never, or forgotten since). */
+  get measuredAtMs(): number {
+    return this.#measuredAtMs;
   }
 
   /** The upper bound: estimate + 3 deviations, kbit/s. */
@@ -304,7 +328,8 @@ class LinkCapacity {
     return Math.sqrt(this.#variance * (this.#estimateKbps ?? 0));
   }
 
-  update(sampleKbps: number): void {
+  update(sampleKbps: number, nowMs: number): void {
+    this.#measuredAtMs = nowMs;
     const alpha = 0.05;
     if (this.#estimateKbps === undefined) {
       this.#estimateKbps = sampleKbps;
@@ -319,6 +344,7 @@ class LinkCapacity {
 
   reset(): void {
     this.#estimateKbps = undefined;
+    this.#measuredAtMs = -Infinity;
   }
 }
 
@@ -420,22 +446,26 @@ export class CongestionController {
   /**
    * A probe cluster found the link full (bandwidth-probe.ts): it arrived at `receiveBps`, slower
    * than it left, so that is what the narrow link carries — a capacity measurement, as the acked
-   * rate is at an overuse. The estimate rises to what an overuse there would leave (0.85 × it)
-   * when it is below that; it never falls here. Under a cap the estimate already sits about there
-   * (the last overuse put it there) and nothing changes; after the link widened, a probe at twice
-   * the estimate measures the wider link at once, where additive increase would take many seconds.
-   * The link-capacity estimate takes the measurement either way. Returns whether the target rose.
+   * rate is at an overuse; the link-capacity estimate takes it. The delay-based estimate moves
+   * toward it: up to 0.95 × it when below that — after the link widened, a probe measures the
+   * wider link at once, where additive increase would take many seconds — and down to the
+   * capacity's upper bound when above it (an estimate left high while the loss-based one held
+   * the sender under the link, or never lowered), but never below the current target: this lowers
+   * nothing the sender uses now, only how far it may climb. Returns whether the target rose.
    */
   onSaturatedProbe(receiveBps: number, nowMs: number): boolean {
     const before = this.targetBps;
     const kbps = receiveBps / 1000;
     if (kbps < this.#capacity.lowerKbps() || kbps > this.#capacity.upperKbps()) this.#capacity.reset();
-    this.#capacity.update(kbps);
-    const floor = Math.min(this.#maxBps, this.#rules.decreaseFactor * receiveBps);
-    if (!(floor > this.#delayBps)) return false;
-    this.#delayBps = floor;
-    this.#lastIncreaseMs = nowMs;
-    if (this.#lastLossFraction <= this.#rules.lossHigh) this.#lossBps = Math.max(this.#lossBps, this.#delayBps);
+    this.#capacity.update(kbps, nowMs);
+    const floor = Math.min(this.#maxBps, this.#rules.saturatedProbeFactor * receiveBps);
+    const ceiling = Math.max(floor, before, this.#capacity.upperKbps() * 1000);
+    const next = Math.min(Math.max(this.#delayBps, floor), ceiling);
+    if (next > this.#delayBps) {
+      this.#lastIncreaseMs = nowMs;
+      if (this.#lastLossFraction <= this.#rules.lossHigh) this.#lossBps = Math.max(this.#lossBps, next);
+    }
+    this.#delayBps = next;
     return this.targetBps > before;
   }
 
@@ -472,13 +502,18 @@ export class CongestionController {
       if (nowMs < this.#decreasesHeldUntilMs) return;
       if (nowMs - this.#lastDecreaseMs < Math.max(rules.minDecreaseIntervalMs, rttMs)) return;
       const base = acked ?? this.#delayBps;
-      // Never an increase; never below half the estimate in one step: a sender held back below its
-      // estimate (an encoder at its floor, frames held for the send budget) acks less than the path
-      // carries, and 0.85 × that alone would spiral down.
-      const next = Math.min(this.#delayBps, Math.max(rules.decreaseFactor * base, rules.maxDecreaseStep * this.#delayBps));
+      // Never an increase; never below half the estimate in use in one step: a sender held back
+      // below its estimate (an encoder at its floor, frames held for the send budget) acks less
+      // than the path carries, and 0.85 × that alone would spiral down. The estimate in use is at
+      // most what an increase could have reached from what got through (1.5 × acked + 10 kbit/s):
+      // an estimate far above it (the 10 Mbit/s it starts at, a sender under its configured rate)
+      // was never tried, and halving that three times before the first step that counts left the
+      // encoder over a new 1 Mbit/s cap for a second (docs/performance.md).
+      const inUse = acked === undefined ? this.#delayBps : Math.min(this.#delayBps, 1.5 * acked + 10_000);
+      const next = Math.min(this.#delayBps, Math.max(rules.decreaseFactor * base, rules.maxDecreaseStep * inUse));
       if (ackedKbps !== undefined) {
         if (ackedKbps < this.#capacity.lowerKbps()) this.#capacity.reset();
-        this.#capacity.update(ackedKbps);
+        this.#capacity.update(ackedKbps, nowMs);
       }
       this.#delayBps = Math.max(this.#minBps, next);
       this.#lastDecreaseMs = nowMs;
@@ -505,6 +540,17 @@ export class CongestionController {
     }
     // An increase stops at 1.5 × what got through (+10 kbit/s); it never lowers the estimate.
     if (acked !== undefined) next = Math.min(next, Math.max(this.#delayBps, 1.5 * acked + 10_000));
+    // Within a few seconds of measuring the link's capacity (an overuse, a probe that found it
+    // full) it also stops at that capacity: past it, the encoder's 0.9 × the estimate plus the
+    // headers, resends and probes beside it fill the link the measurement found full, and the
+    // delay needs most of a second to say so — 1 s windows over a 1 Mbit/s cap at 1.05–1.09 in
+    // the traced runs (docs/performance.md). A wider link shows as acked rate past the capacity's
+    // upper bound (it is forgotten above) or a probe that gets through; after `capacityHoldMs`
+    // the additive climb resumes, for a sender that cannot probe.
+    const capacityKbps = this.#capacity.estimateKbps;
+    if (capacityKbps !== undefined && nowMs - this.#capacity.measuredAtMs < rules.capacityHoldMs) {
+      next = Math.min(next, Math.max(this.#delayBps, capacityKbps * 1000));
+    }
     this.#delayBps = Math.min(this.#maxBps, next);
   }
 

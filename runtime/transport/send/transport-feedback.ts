@@ -521,10 +521,10 @@ export class TransportCongestion {
     let outcome: ProbeOutcome = forced ?? 'lost';
     if (forced === undefined) {
       const result = evaluateCluster(cluster.packets, this.#probes.rules);
-      // A full link measured its capacity: the estimate rises at most to what an overuse there
-      // would leave (0.85 × it), not to the link's edge — taking 95 % of it, as libwebrtc does,
-      // kept a capped stream's queue full (p95 latency 80 → 270 ms through a 1 Mbit/s cap,
-      // docs/performance.md). It stays 'saturated' for the schedule: the link is full.
+      // A full link measured its capacity: the estimate moves toward it (0.95 × it at least, its
+      // upper bound at most; congestion-controller.ts). It stays 'saturated' for the schedule: the
+      // link is full. Not held at the link's edge: for 5 s after the measurement an increase stops
+      // at the capacity, so the encoder (0.9 × the estimate) stays under it.
       if (result.bps === undefined) outcome = 'lost';
       else if (result.saturated) {
         outcome = 'saturated';
