@@ -84,6 +84,19 @@ class SimulatedPath {
   }
 }
 
+/**
+ * One feedback's worth of `count` 1,000-byte packets sent evenly over 100 ms from `t`, each
+ * arriving 20 ms after it left (no delay signal), every `lostEvery`-th lost.
+ */
+function evenPackets(t: number, count: number, lostEvery: number): PacketFeedback[] {
+  const spacing = 100 / count;
+  return Array.from({ length: count }, (_, i) => ({
+    sentAtMs: t + i * spacing,
+    bytes: 1000,
+    arrivedAtMs: i % lostEvery === 0 ? undefined : t + i * spacing + 20,
+  }));
+}
+
 describe('CongestionController', () => {
   it('holds the rate on a path with room to spare', () => {
     const path = new SimulatedPath(10_000_000, 2_500_000);
@@ -134,13 +147,8 @@ describe('CongestionController', () => {
 
   it('brings a delay-based estimate left high down to a capacity a probe measured — never the target — and climbs no higher for a while', () => {
     const controller = new CongestionController({ startBps: 5_000_000 });
-    // 25 packets per 100 ms, 1,000 bytes each (2 Mbit/s sent), arriving evenly: no delay signal.
-    const packets = (t: number, lostEvery: number): PacketFeedback[] =>
-      Array.from({ length: 25 }, (_, i) => ({
-        sentAtMs: t + i * 4,
-        bytes: 1000,
-        arrivedAtMs: i % lostEvery === 0 ? undefined : t + i * 4 + 20,
-      }));
+    // 25 packets per 100 ms (2 Mbit/s sent), arriving evenly: no delay signal.
+    const packets = (t: number, lostEvery: number) => evenPackets(t, 25, lostEvery);
     // 20 % loss: the loss-based estimate falls and binds; the delay-based one stays where it was.
     let t = 0;
     for (; t < 2_000; t += 100) controller.onFeedback(packets(t, 5), t + 120);
@@ -196,12 +204,7 @@ describe('CongestionController', () => {
 
   it('holds between 2 % and 10 % loss', () => {
     const controller = new CongestionController({ startBps: 1_000_000 });
-    const packets = (t: number, lostEvery: number): PacketFeedback[] =>
-      Array.from({ length: 40 }, (_, i) => ({
-        sentAtMs: t + i * 2.5,
-        bytes: 1000,
-        arrivedAtMs: i % lostEvery === 0 ? undefined : t + i * 2.5 + 20,
-      }));
+    const packets = (t: number, lostEvery: number) => evenPackets(t, 40, lostEvery);
     for (let t = 0; t < 3000; t += 100) controller.onFeedback(packets(t, 20), t + 120); // 5 %
     expect(controller.lossFraction).toBeCloseTo(0.05, 2);
     expect(controller.lossBasedBps).toBe(10_000_000); // untouched from its start
