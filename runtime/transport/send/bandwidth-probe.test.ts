@@ -89,11 +89,11 @@ describe('ProbeScheduler', () => {
 
 /**
  * One connection's congestion control on a simulated link (an injected clock, no sockets): media at
- * 0.9 × the target in 30 fps bursts, the link's rate and 10 ms each way, feedback every 50 ms, and
+ * 0.9 × the target in 30 fps bursts, the link's rate (fixed, or by the time) and 10 ms each way, feedback every 50 ms, and
  * probe padding sent by a stand-in sender through the same link.
  */
 function simulate(
-  linkBps: number,
+  link: number | ((nowMs: number) => number),
   seconds: number,
   padded = true,
   weightKbps?: number,
@@ -111,6 +111,7 @@ function simulate(
   const send = (bytes: number): void => {
     const sequence = congestion.history.nextSequence;
     congestion.send(bytes, now);
+    const linkBps = typeof link === 'number' ? link : link(now);
     linkFreeAt = Math.max(now, linkFreeAt) + (bytes * 8 * 1000) / linkBps;
     arrivals.set(sequence, linkFreeAt + 10);
   };
@@ -187,6 +188,20 @@ describe('TransportCongestion probing', () => {
     expect(outcomes.length).toBeGreaterThan(0);
     expect(outcomes).not.toContain('raised');
     expect(targets.at(-1)!).toBeLessThan(1_400_000);
+  });
+
+  it('after a cap lifts, a probe that finds the wider link full but far above the estimate probes again soon', () => {
+    // 1 Mbit/s for 8 s (probes find it full), then 4 Mbit/s: a probe at twice the estimate is
+    // received at the link's rate, slower than it left — full, yet 3 × the estimate. Counted as a
+    // raise, the next probe goes 0.5 s later (not 2 s), and the estimate is near the link 5 s
+    // after the lift.
+    const lift = 8_000;
+    const { outcomes, targets } = simulate((now) => (now < lift ? 1_000_000 : 4_000_000), 13, true, 5_000);
+    expect(outcomes.slice(0, 3)).toEqual(['saturated', 'saturated', 'saturated']);
+    expect(outcomes).toContain('raised');
+    expect(targets.at(-1)!).toBeGreaterThanOrEqual(0.9 * 4_000_000);
+    // Not past the link's edge.
+    expect(Math.max(...targets.slice(lift / 50))).toBeLessThan(4_200_000);
   });
 
   it('paces a path that queues, not one whose probe got through since its last decrease', () => {

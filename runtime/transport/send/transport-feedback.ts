@@ -527,8 +527,11 @@ export class TransportCongestion {
       // at the capacity, so the encoder (0.9 × the estimate) stays under it.
       if (result.bps === undefined) outcome = 'lost';
       else if (result.saturated) {
-        outcome = 'saturated';
+        // Full, and far wider than the estimate said (a cap lifted; the cluster's own rate may be
+        // what filled it, not the link): probe again soon, as after a raise, for the real width.
+        const before = this.controller.targetBps;
         this.controller.onSaturatedProbe(result.bps, now);
+        outcome = this.controller.targetBps >= WIDER_LINK * before ? 'raised' : 'saturated';
       } else outcome = this.controller.onProbeResult(result.bps, now) ? 'raised' : 'no_gain';
       if (outcome === 'raised' || outcome === 'no_gain') this.#probeThroughMs = now;
     }
@@ -543,6 +546,12 @@ const ENCODER_HEADROOM = 0.9;
 const SHARE_WINDOW_MS = 1_000;
 /** How often a probe's padding is topped up, ms. */
 const PROBE_TICK_MS = 5;
+/**
+ * A probe that found the link full but raised the target by this factor or more counts as a raise
+ * (the next probe soon, at twice the estimate): under a steady cap, one after an overuse lifts it by
+ * 0.95 / 0.85 ≈ 1.12 at most.
+ */
+const WIDER_LINK = 1.25;
 /** After a probe's result, how long its queue is given to drain before overuse lowers the estimate again, ms. */
 const PROBE_DRAIN_MS = 250;
 
