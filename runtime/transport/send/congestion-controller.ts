@@ -15,8 +15,9 @@
  *   adaptive threshold γ (start 12.5, up 0.0087 / down 0.039 per ms, in [6, 600]): above γ for
  *   more than 10 ms and still rising → overuse; below −γ → underuse. The rate control (AIMD):
  *   overuse → decrease to 0.85 × the acked rate (bytes the receiver got over the last 500 ms of
- *   its clock) but at most by half of the estimate in use (at most 1.5 × acked + 10 kbit/s), at
- *   most once per max(200 ms, RTT), and that rate becomes the link-capacity
+ *   its clock) but at most by half (of the estimate in use, at most 1.5 × acked + 10 kbit/s, when
+ *   the last decrease was under a second ago), at most once per max(200 ms, RTT), and that rate
+ *   becomes the link-capacity
  *   estimate; normal → increase, additively (about one packet per response time) while within
  *   3 deviations of the link-capacity estimate, multiplicatively (15 %/s) away from it; underuse →
  *   hold. A probe cluster that got through faster (bandwidth-probe.ts) sets it at once; one that
@@ -69,6 +70,8 @@ export interface CongestionRules {
   readonly maxDecreaseStep: number;
   /** Decreases at most once per max(this, RTT), ms. */
   readonly minDecreaseIntervalMs: number;
+  /** A decrease within this of the last one is one in a row: it halves only the estimate in use, ms. */
+  readonly decreaseStreakMs: number;
   /**
    * A probe that found the link full → at least this × the rate the link carried it at
    * (libwebrtc's probe estimator takes the same share). Above an overuse's 0.85: the probe's
@@ -103,6 +106,7 @@ export const CONGESTION_RULES: CongestionRules = {
   decreaseFactor: 0.85,
   maxDecreaseStep: 0.5,
   minDecreaseIntervalMs: 200,
+  decreaseStreakMs: 1_000,
   saturatedProbeFactor: 0.95,
   increasePerSecond: 1.15,
   ackedWindowMs: 500,
@@ -502,14 +506,17 @@ export class CongestionController {
       if (nowMs < this.#decreasesHeldUntilMs) return;
       if (nowMs - this.#lastDecreaseMs < Math.max(rules.minDecreaseIntervalMs, rttMs)) return;
       const base = acked ?? this.#delayBps;
-      // Never an increase; never below half the estimate in use in one step: a sender held back
-      // below its estimate (an encoder at its floor, frames held for the send budget) acks less
-      // than the path carries, and 0.85 × that alone would spiral down. The estimate in use is at
-      // most what an increase could have reached from what got through (1.5 × acked + 10 kbit/s):
-      // an estimate far above it (the 10 Mbit/s it starts at, a sender under its configured rate)
-      // was never tried, and halving that three times before the first step that counts left the
-      // encoder over a new 1 Mbit/s cap for a second (docs/performance.md).
-      const inUse = acked === undefined ? this.#delayBps : Math.min(this.#delayBps, 1.5 * acked + 10_000);
+      // Never an increase; never below half the estimate in one step: a sender held back below its
+      // estimate (an encoder at its floor, frames held for the send budget) acks less than the path
+      // carries, and 0.85 × that alone would spiral down. A second decrease in a row (the path
+      // still says overuse a second later) halves only the estimate in use — at most what an
+      // increase could have reached from what got through, 1.5 × acked + 10 kbit/s: an estimate
+      // far above it (the 10 Mbit/s it starts at, a sender under its configured rate) was never
+      // tried, and halving it 10 → 5 → 2.5 Mbit/s, 200 ms apart, left the encoder over a new
+      // 1 Mbit/s cap for a second (docs/performance.md). The first decrease halves the estimate
+      // itself: one overuse alone may be a delay blip, and on a wide path it then costs nothing.
+      const inARow = nowMs - this.#lastDecreaseMs < rules.decreaseStreakMs;
+      const inUse = inARow && acked !== undefined ? Math.min(this.#delayBps, 1.5 * acked + 10_000) : this.#delayBps;
       const next = Math.min(this.#delayBps, Math.max(rules.decreaseFactor * base, rules.maxDecreaseStep * inUse));
       if (ackedKbps !== undefined) {
         if (ackedKbps < this.#capacity.lowerKbps()) this.#capacity.reset();
