@@ -32,7 +32,7 @@
  * Every time is in ms: send times on the caller's clock, arrival times on the receiver's (only
  * their differences are used).
  *
- * ~510 lines: the two estimates and the rate controller are one state machine fed one feedback
+ * ~590 lines: the two estimates and the rate controller are one state machine fed one feedback
  * at a time (the delay-based part's decision gates the rate controller, the loss-based part caps
  * its result); the doc above is most of the length.
  */
