@@ -332,7 +332,12 @@ class LinkCapacity {
     return Math.sqrt(this.#variance * (this.#estimateKbps ?? 0));
   }
 
-  update(sampleKbps: number, nowMs: number): void {
+  /**
+   * A measurement of the link's capacity (the acked rate at an overuse, a full-link probe's
+   * rate): one outside ±3 deviations of the estimate says the link changed, and starts it over.
+   */
+  measure(sampleKbps: number, nowMs: number): void {
+    if (sampleKbps < this.lowerKbps() || sampleKbps > this.upperKbps()) this.reset();
     this.#measuredAtMs = nowMs;
     const alpha = 0.05;
     if (this.#estimateKbps === undefined) {
@@ -460,8 +465,7 @@ export class CongestionController {
   onSaturatedProbe(receiveBps: number, nowMs: number): boolean {
     const before = this.targetBps;
     const kbps = receiveBps / 1000;
-    if (kbps < this.#capacity.lowerKbps() || kbps > this.#capacity.upperKbps()) this.#capacity.reset();
-    this.#capacity.update(kbps, nowMs);
+    this.#capacity.measure(kbps, nowMs);
     const floor = Math.min(this.#maxBps, this.#rules.saturatedProbeFactor * receiveBps);
     const ceiling = Math.max(floor, before, this.#capacity.upperKbps() * 1000);
     const next = Math.min(Math.max(this.#delayBps, floor), ceiling);
@@ -519,8 +523,7 @@ export class CongestionController {
       const inUse = inARow && acked !== undefined ? Math.min(this.#delayBps, 1.5 * acked + 10_000) : this.#delayBps;
       const next = Math.min(this.#delayBps, Math.max(rules.decreaseFactor * base, rules.maxDecreaseStep * inUse));
       if (ackedKbps !== undefined) {
-        if (ackedKbps < this.#capacity.lowerKbps()) this.#capacity.reset();
-        this.#capacity.update(ackedKbps, nowMs);
+        this.#capacity.measure(ackedKbps, nowMs);
       }
       this.#delayBps = Math.max(this.#minBps, next);
       this.#lastDecreaseMs = nowMs;

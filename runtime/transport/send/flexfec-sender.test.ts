@@ -60,6 +60,13 @@ function fecSender(negotiated = true, configuredKbps: number | 'unknown' = 1_000
     reportAll,
     nack,
     advance: (ms: number) => void (now += ms),
+    /** A frame, feedback on it, a NACK of its first packet, and a second gone: repairs may start. */
+    nackedASecondAgo: () => {
+      sender.sendFrame(frame(3, 1), 0);
+      reportAll();
+      nack([wire[0]!.readUInt16BE(2)]);
+      now += 1_000;
+    },
   };
 }
 
@@ -100,11 +107,8 @@ describe('RtpTrackSender: FlexFEC repair packets', () => {
   });
 
   it('sends none where flexfec-03 was not negotiated, or before any NACK', () => {
-    const { sender, wire, reportAll, nack, advance } = fecSender(false);
-    sender.sendFrame(frame(3, 1), 0);
-    reportAll();
-    nack([wire[0]!.readUInt16BE(2)]);
-    advance(1_000);
+    const { sender, wire, nackedASecondAgo } = fecSender(false);
+    nackedASecondAgo();
     sender.sendFrame(frame(3, 2), 3000);
     expect(sender.repairPacketsSent).toBe(0);
     expect(wire.filter((p) => p.readUInt32BE(8) !== MEDIA_SSRC && (p[1]! & 0x7f) !== 102)).toHaveLength(0);
@@ -114,11 +118,8 @@ describe('RtpTrackSender: FlexFEC repair packets', () => {
     // Configured at 9 Mbit/s (or unknown): at a 10 Mbit/s estimate the encoder takes 9 — no room for
     // repairs, though the few packets sent so far (the rate before a raise reaches the wire) are far under it.
     for (const configuredKbps of [9_000, 'unknown'] as const) {
-      const { sender, wire, reportAll, nack, advance } = fecSender(true, configuredKbps);
-      sender.sendFrame(frame(3, 1), 0);
-      reportAll();
-      nack([wire[0]!.readUInt16BE(2)]);
-      advance(1_000);
+      const { sender, nackedASecondAgo } = fecSender(true, configuredKbps);
+      nackedASecondAgo();
       sender.sendFrame(frame(10, 2), 3000);
       expect(sender.repairPacketsSent).toBe(0);
     }

@@ -17,6 +17,7 @@
 import { evaluateCluster, ProbeScheduler, type ProbeOutcome, type ProbePacket, type ProbeRules } from './bandwidth-probe.ts';
 import { CongestionController, type CongestionControllerOptions, type PacketFeedback } from './congestion-controller.ts';
 import { PacketPacer } from './packet-pacer.ts';
+import { ADAPTATION } from '../../media/video-bitrate-adaptation.ts';
 
 export const TRANSPORT_WIDE_CC_URI = 'http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01';
 
@@ -522,9 +523,10 @@ export class TransportCongestion {
     if (forced === undefined) {
       const result = evaluateCluster(cluster.packets, this.#probes.rules);
       // A full link measured its capacity: the estimate moves toward it (0.95 × it at least, its
-      // upper bound at most; congestion-controller.ts). It stays 'saturated' for the schedule: the
-      // link is full. Not held at the link's edge: for 5 s after the measurement an increase stops
-      // at the capacity, so the encoder (0.9 × the estimate) stays under it.
+      // upper bound at most; congestion-controller.ts). Not held at the link's edge: for 5 s after
+      // the measurement an increase stops at the capacity, so the encoder (0.9 × the estimate)
+      // stays under it. For the schedule it stays 'saturated' (the link is full) unless it lifted
+      // the target far (WIDER_LINK).
       if (result.bps === undefined) outcome = 'lost';
       else if (result.saturated) {
         // Full, and far wider than the estimate said (a cap lifted; the cluster's own rate may be
@@ -540,8 +542,8 @@ export class TransportCongestion {
   }
 }
 
-/** The encoders' share of an estimate (video-bitrate-adaptation.ts's headroom). */
-const ENCODER_HEADROOM = 0.9;
+/** The encoders' share of an estimate: what video-bitrate-adaptation.ts sets them to. */
+const ENCODER_HEADROOM = ADAPTATION.headroom;
 /** A video sender counts in the others' shares while it sent a frame within this, ms. */
 const SHARE_WINDOW_MS = 1_000;
 /** How often a probe's padding is topped up, ms. */
